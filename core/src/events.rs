@@ -1,0 +1,93 @@
+//! What an agent tells the coordinator about a job, in order: the payloads of the numbered
+//! event stream. The coordinator stores them verbatim and builds reports from them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cell::CellResult;
+use crate::inventory::Inventory;
+use crate::spec::SourceSpec;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Upstream,
+    Fork,
+}
+
+impl Side {
+    pub const BOTH: [Side; 2] = [Side::Upstream, Side::Fork];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Upstream => "upstream",
+            Side::Fork => "fork",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JobEventPayload {
+    /// The job started on this host.
+    Started { host: Inventory },
+    /// Where the run stands; `current_cell` while timing.
+    Progress {
+        phase: String,
+        message: String,
+        cells_done: u32,
+        cells_total: u32,
+        current_cell: Option<String>,
+    },
+    Log { level: LogLevel, line: String },
+    /// A side's source is fixed to an exact revision.
+    SourceResolved {
+        side: Side,
+        source: SourceSpec,
+        /// The resolved commit hash (git) or content hash (path).
+        resolved: String,
+    },
+    Build(BuildRecord),
+    Cell(Box<CellResult>),
+    /// The last event of an attempt; sent only after every earlier event was acknowledged.
+    Done { outcome: JobOutcome, error: Option<String> },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    Info,
+    Warn,
+    Error,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobOutcome {
+    /// Every cell was measured (whatever parity said).
+    Completed,
+    /// The job could not be carried out (bad fixture, failed fetch, …); see `error`.
+    Failed,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildRecord {
+    pub side: Side,
+    pub status: BuildStatus,
+    /// The cache key: resolved source, recipe and toolchain fingerprint.
+    pub cache_key: String,
+    pub toolchain: String,
+    pub seconds: f64,
+    pub log_path: String,
+    /// The end of the build log when the build failed.
+    pub log_tail: Option<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildStatus {
+    Built,
+    Cached,
+    Failed,
+}

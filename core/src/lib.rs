@@ -1,0 +1,18 @@
+//! abfleet's domain: what a run is asked to do (the job spec), what it measured (cells,
+//! scores, parity) and what it tells people (the report). Pure data and pure functions:
+//! this crate knows nothing of gRPC, SQLite, processes or the network.
+#![forbid(unsafe_code)]
+
+pub mod cell;
+pub mod events;
+pub mod exit;
+pub mod ids;
+pub mod inventory;
+pub mod output;
+pub mod parity;
+pub mod report;
+pub mod scores;
+pub mod spec;
+pub mod stats;
+
+pub use ids::{AgentId, JobId, RunId};

@@ -1,0 +1,13 @@
+//! The report: one document per run, assembled from the stored events of its jobs, and
+//! rendered as JSON (for tools; the fork's A/B document shape) and Markdown (for the fork's
+//! docs). The report code never touches the network or the store: it is handed events.
+
+mod assemble;
+mod markdown;
+mod model;
+mod time;
+
+pub use assemble::{assemble, JobRecord, JobState, RunRecord, RunState};
+pub use markdown::render_markdown;
+pub use model::{Report, ScoreParity, SideInfo};
+pub use time::format_utc;

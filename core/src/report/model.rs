@@ -1,0 +1,78 @@
+//! The report document (docs/report-format.md). Top-level keys keep the fork's A/B JSON
+//! shape (`upstream_ref`, `fork_ref`, `runs`, `threads`, `cells`, `geomean_speedup`,
+//! `score_parity`, `startup_bound`) so the fork's tools read it unchanged.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cell::CellResult;
+use crate::events::BuildRecord;
+use crate::inventory::Inventory;
+use crate::spec::SourceSpec;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub name: String,
+    pub trigger: String,
+    /// When the run was submitted, UTC.
+    pub date: String,
+    /// queued, running, done, failed, cancelled.
+    pub status: String,
+    /// What `abfleet local` / `submit --wait` exit with for this run.
+    pub exit_code: i32,
+    pub upstream_ref: String,
+    pub fork_ref: String,
+    pub upstream: SideInfo,
+    pub fork: SideInfo,
+    pub host: Option<Inventory>,
+    pub agent_id: Option<String>,
+    pub warmup: u32,
+    pub runs: u32,
+    pub threads: u32,
+    pub max_score_delta: f64,
+    pub min_useful_seconds: f64,
+    pub cells: Vec<CellResult>,
+    /// Cells of the spec that have no result (the run stopped before them).
+    pub missing_cells: Vec<String>,
+    /// Geometric mean of the speedups of exactly the cells in `geomean_cells`.
+    pub geomean_speedup: Option<f64>,
+    pub geomean_cells: Vec<String>,
+    pub score_parity: ScoreParity,
+    pub score_parity_report: Vec<String>,
+    pub startup_bound: bool,
+    pub startup_note: Option<String>,
+    /// Why the run, or part of it, could not be carried out.
+    pub errors: Vec<String>,
+    pub attempts: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScoreParity {
+    #[serde(rename = "OK")]
+    Ok,
+    #[serde(rename = "FAIL")]
+    Fail,
+    #[serde(rename = "NOT RUN")]
+    NotRun,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideInfo {
+    pub source: SourceSpec,
+    /// What the spec asked for: a tag, branch, commit or path.
+    pub requested: String,
+    /// The exact commit (git) or content hash (path) that was built.
+    pub resolved: Option<String>,
+    pub build: Option<BuildRecord>,
+}
+
+impl Report {
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report always serialises")
+    }
+
+    pub fn from_json(text: &str) -> Result<Report, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
