@@ -1,1 +1,18 @@
-//! placeholder
+//! The abfleet coordinator: takes runs, keeps them durably, leases jobs to the agents that
+//! dial in, stores their numbered events exactly once, and assembles reports.
+//!
+//! It never dials an agent and never runs a benchmark; it knows nothing of how a build or a
+//! timed run works, only of runs, jobs, leases and events.
+#![forbid(unsafe_code)]
+
+mod agent_service;
+mod clock;
+mod control_service;
+mod error;
+mod fleet;
+mod server;
+pub mod store;
+
+pub use error::CoordinatorError;
+pub use fleet::{CoordinatorConfig, Fleet};
+pub use server::{serve, Coordinator};

@@ -1,4 +1,14 @@
-//! The wire contract.
+//! The wire contract: the generated tonic/prost code for `proto/abfleet/v1/abfleet.proto`
+//! and the conversions between wire messages and domain types. Only this crate knows
+//! protobuf; everything else speaks `abfleet_core`.
+#![forbid(unsafe_code)]
+
+mod convert;
+
+pub use convert::{parse_id, WireError};
+
+/// Generated code. Use the domain types outside the services' edges.
 pub mod pb {
+    #![allow(clippy::all, clippy::pedantic)]
     tonic::include_proto!("abfleet.v1");
 }

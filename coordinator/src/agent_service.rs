@@ -1,0 +1,139 @@
+//! The gRPC service agents dial: registration, the session stream, and event upload.
+
+use std::pin::Pin;
+
+use abfleet_core::events::JobEventPayload;
+use abfleet_core::inventory::Inventory;
+use abfleet_core::{AgentId, JobId};
+use abfleet_proto::{parse_id, pb};
+use tokio::sync::mpsc;
+use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{instrument, warn};
+
+use crate::fleet::Fleet;
+use crate::store::StoredEvent;
+
+pub(crate) struct AgentService {
+    pub(crate) fleet: Fleet,
+}
+
+type SessionStream = Pin<Box<dyn Stream<Item = Result<pb::CoordinatorMessage, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::agent_service_server::AgentService for AgentService {
+    #[instrument(skip_all)]
+    async fn register(
+        &self,
+        request: Request<pb::RegisterRequest>,
+    ) -> Result<Response<pb::RegisterResponse>, Status> {
+        let request = request.into_inner();
+        let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
+        let inventory: Inventory = request
+            .inventory
+            .ok_or_else(|| Status::invalid_argument("field `inventory` is missing"))?
+            .try_into()?;
+        self.fleet.register(agent_id, &inventory).await?;
+        let config = self.fleet.config();
+        Ok(Response::new(pb::RegisterResponse {
+            heartbeat_interval_ms: config.heartbeat_interval.as_millis() as u64,
+            lease_ms: config.lease.as_millis() as u64,
+        }))
+    }
+
+    type SessionStream = SessionStream;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<pb::AgentMessage>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let mut incoming = request.into_inner();
+        let (sender, receiver) = mpsc::channel(64);
+        let fleet = self.fleet.clone();
+        // The first message names the agent; the session belongs to it from then on.
+        let first = incoming
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("the session closed before its first message"))?;
+        let agent_id: AgentId = parse_id("agent_id", &first.agent_id)?;
+        let number = fleet.open_session(agent_id, sender);
+        tokio::spawn(async move {
+            let mut next = Some(Ok(first));
+            loop {
+                let message = match next.take() {
+                    Some(message) => message,
+                    None => match incoming.next().await {
+                        Some(message) => message,
+                        None => break,
+                    },
+                };
+                let message = match message {
+                    Ok(message) => message,
+                    Err(status) => {
+                        warn!(agent_id = %agent_id, %status, "agent session broke");
+                        break;
+                    }
+                };
+                if let Err(err) = handle_agent_message(&fleet, agent_id, message).await {
+                    warn!(agent_id = %agent_id, error = %err, "failed to handle an agent message");
+                }
+            }
+            fleet.close_session(agent_id, number);
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+
+    #[instrument(skip_all, fields(job_id = %request.get_ref().job_id, attempt = request.get_ref().attempt))]
+    async fn push_events(
+        &self,
+        request: Request<pb::PushEventsRequest>,
+    ) -> Result<Response<pb::PushEventsResponse>, Status> {
+        let request = request.into_inner();
+        let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
+        let job_id: JobId = parse_id("job_id", &request.job_id)?;
+        let mut events = Vec::with_capacity(request.events.len());
+        for event in request.events {
+            let payload: JobEventPayload = serde_json::from_str(&event.payload_json).map_err(|err| {
+                Status::invalid_argument(format!(
+                    "event {} of job {job_id} does not parse: {err}; is the agent newer than the coordinator?",
+                    event.seq
+                ))
+            })?;
+            events.push(StoredEvent {
+                seq: event.seq,
+                at_ms: event.at_ms,
+                payload,
+            });
+        }
+        let acked = self
+            .fleet
+            .push_events(agent_id, job_id, request.attempt, events)
+            .await?;
+        Ok(Response::new(pb::PushEventsResponse { acked }))
+    }
+}
+
+async fn handle_agent_message(
+    fleet: &Fleet,
+    agent_id: AgentId,
+    message: pb::AgentMessage,
+) -> Result<(), crate::CoordinatorError> {
+    match message.kind {
+        Some(pb::agent_message::Kind::Heartbeat(beat)) => {
+            let running = if beat.running_job_id.is_empty() {
+                None
+            } else {
+                match beat.running_job_id.parse::<JobId>() {
+                    Ok(job_id) => Some((job_id, beat.running_attempt)),
+                    Err(err) => {
+                        warn!(agent_id = %agent_id, error = %err, "heartbeat names a bad job id");
+                        None
+                    }
+                }
+            };
+            fleet.heartbeat(agent_id, running).await
+        }
+        Some(pb::agent_message::Kind::Ready(_)) => fleet.ready(agent_id).await,
+        None => Ok(()),
+    }
+}

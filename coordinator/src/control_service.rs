@@ -1,0 +1,168 @@
+//! The gRPC service the CLI talks to: submit, watch, report, list, cancel.
+
+use std::pin::Pin;
+
+use abfleet_core::spec::JobSpec;
+use abfleet_core::RunId;
+use abfleet_proto::{parse_id, pb};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::fleet::Fleet;
+
+pub(crate) struct ControlService {
+    pub(crate) fleet: Fleet,
+}
+
+type ProgressStream = Pin<Box<dyn Stream<Item = Result<pb::RunProgress, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::control_service_server::ControlService for ControlService {
+    async fn submit_run(
+        &self,
+        request: Request<pb::SubmitRunRequest>,
+    ) -> Result<Response<pb::SubmitRunResponse>, Status> {
+        let request = request.into_inner();
+        let spec = JobSpec::from_json(&request.spec_json).map_err(|err| {
+            Status::invalid_argument(format!(
+                "the job spec is not valid: {err}; submit it with `abfleet submit SPEC.toml`, which validates it first"
+            ))
+        })?;
+        let trigger = if request.trigger.is_empty() {
+            "manual"
+        } else {
+            request.trigger.as_str()
+        };
+        let run_id = self.fleet.submit(spec, trigger, &request.spec_origin).await?;
+        Ok(Response::new(pb::SubmitRunResponse {
+            run_id: run_id.to_string(),
+        }))
+    }
+
+    type WatchRunStream = ProgressStream;
+
+    async fn watch_run(
+        &self,
+        request: Request<pb::WatchRunRequest>,
+    ) -> Result<Response<Self::WatchRunStream>, Status> {
+        let run_id: RunId = parse_id("run_id", &request.into_inner().run_id)?;
+        // Subscribe before the snapshot, so nothing between the two is missed.
+        let mut updates = self.fleet.subscribe();
+        let snapshot = self.fleet.snapshot(run_id).await?;
+        let fleet = self.fleet.clone();
+        let wanted = run_id.to_string();
+        let stream = async_stream(move |sender| async move {
+            let done = snapshot.finished;
+            if sender.send(Ok(snapshot)).await.is_err() || done {
+                return;
+            }
+            loop {
+                match updates.recv().await {
+                    Ok(update) if update.run_id == wanted => {
+                        let finished = update.finished;
+                        if sender.send(Ok(update)).await.is_err() || finished {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => {
+                        // Fell behind: resynchronise from the store.
+                        match fleet.snapshot(run_id).await {
+                            Ok(snapshot) => {
+                                let finished = snapshot.finished;
+                                if sender.send(Ok(snapshot)).await.is_err() || finished {
+                                    return;
+                                }
+                            }
+                            Err(err) => {
+                                let _ = sender.send(Err(err.into())).await;
+                                return;
+                            }
+                        }
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(stream))
+    }
+
+    async fn get_report(
+        &self,
+        request: Request<pb::GetReportRequest>,
+    ) -> Result<Response<pb::GetReportResponse>, Status> {
+        let run_id: RunId = parse_id("run_id", &request.into_inner().run_id)?;
+        let report = self.fleet.report(run_id).await?;
+        Ok(Response::new(pb::GetReportResponse {
+            report_json: report.to_json_pretty(),
+        }))
+    }
+
+    async fn list_runs(
+        &self,
+        _request: Request<pb::ListRunsRequest>,
+    ) -> Result<Response<pb::ListRunsResponse>, Status> {
+        let runs = self
+            .fleet
+            .runs()
+            .await?
+            .into_iter()
+            .map(|run| pb::RunSummary {
+                run_id: run.run_id.to_string(),
+                name: run.name,
+                state: run.state.as_str().to_string(),
+                trigger: run.trigger,
+                created_ms: run.created_ms,
+                exit_code: run.exit_code.unwrap_or(-1),
+            })
+            .collect();
+        Ok(Response::new(pb::ListRunsResponse { runs }))
+    }
+
+    async fn list_agents(
+        &self,
+        _request: Request<pb::ListAgentsRequest>,
+    ) -> Result<Response<pb::ListAgentsResponse>, Status> {
+        let agents = self
+            .fleet
+            .agents()
+            .await?
+            .into_iter()
+            .map(|(agent, state, running)| pb::AgentSummary {
+                agent_id: agent.agent_id.to_string(),
+                inventory: Some(agent.inventory.into()),
+                state: state.to_string(),
+                last_heartbeat_ms: agent.last_heartbeat_ms,
+                running_job_id: running.map(|j| j.to_string()).unwrap_or_default(),
+            })
+            .collect();
+        Ok(Response::new(pb::ListAgentsResponse { agents }))
+    }
+
+    async fn cancel_run(
+        &self,
+        request: Request<pb::CancelRunRequest>,
+    ) -> Result<Response<pb::CancelRunResponse>, Status> {
+        let request = request.into_inner();
+        let run_id: RunId = parse_id("run_id", &request.run_id)?;
+        let reason = if request.reason.is_empty() {
+            "cancelled by request".to_string()
+        } else {
+            request.reason
+        };
+        let cancelled = self.fleet.cancel(run_id, &reason).await?;
+        Ok(Response::new(pb::CancelRunResponse { cancelled }))
+    }
+}
+
+/// A stream fed by a spawned task through a channel.
+fn async_stream<F, Fut>(body: F) -> ProgressStream
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<pb::RunProgress, Status>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (sender, receiver) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(body(sender));
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(receiver))
+}

@@ -1,0 +1,753 @@
+//! The durable store: runs, jobs, events, cells and agents in one SQLite file under the data
+//! directory. Every state change is one transaction, so a coordinator killed at any point
+//! restarts into a consistent store. The store knows rows, not scheduling policy.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use abfleet_core::events::JobEventPayload;
+use abfleet_core::inventory::Inventory;
+use abfleet_core::report::{JobRecord, JobState, RunRecord, RunState};
+use abfleet_core::spec::JobSpec;
+use abfleet_core::{AgentId, JobId, RunId};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::error::CoordinatorError;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    trigger     TEXT NOT NULL,
+    spec_json   TEXT NOT NULL,
+    spec_origin TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    finished_ms INTEGER,
+    exit_code   INTEGER
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id           TEXT PRIMARY KEY,
+    run_id           TEXT NOT NULL REFERENCES runs(run_id),
+    state            TEXT NOT NULL,
+    attempt          INTEGER NOT NULL,
+    agent_id         TEXT,
+    lease_expires_ms INTEGER,
+    error            TEXT,
+    created_ms       INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, created_ms);
+CREATE TABLE IF NOT EXISTS events (
+    job_id       TEXT NOT NULL REFERENCES jobs(job_id),
+    attempt      INTEGER NOT NULL,
+    seq          INTEGER NOT NULL,
+    at_ms        INTEGER NOT NULL,
+    kind         TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    PRIMARY KEY (job_id, attempt, seq)
+);
+CREATE TABLE IF NOT EXISTS cells (
+    job_id     TEXT NOT NULL REFERENCES jobs(job_id),
+    attempt    INTEGER NOT NULL,
+    cell_index INTEGER NOT NULL,
+    fixture    TEXT NOT NULL,
+    workload   TEXT NOT NULL,
+    parity     TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    PRIMARY KEY (job_id, attempt, cell_index)
+);
+CREATE TABLE IF NOT EXISTS agents (
+    agent_id          TEXT PRIMARY KEY,
+    inventory_json    TEXT NOT NULL,
+    registered_ms     INTEGER NOT NULL,
+    last_heartbeat_ms INTEGER NOT NULL
+);
+"#;
+
+/// A handle on the store; cheap to clone. Calls run on the blocking pool.
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+/// One event as the agent numbered it.
+#[derive(Debug, Clone)]
+pub struct StoredEvent {
+    pub seq: u64,
+    pub at_ms: i64,
+    pub payload: JobEventPayload,
+}
+
+#[derive(Debug, Clone)]
+pub struct JobRow {
+    pub job_id: JobId,
+    pub run_id: RunId,
+    pub state: JobState,
+    pub attempt: u32,
+    pub agent_id: Option<AgentId>,
+    pub lease_expires_ms: Option<i64>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    pub run_id: RunId,
+    pub name: String,
+    pub trigger: String,
+    pub spec: JobSpec,
+    pub state: RunState,
+    pub created_ms: i64,
+    pub exit_code: Option<i32>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentRow {
+    pub agent_id: AgentId,
+    pub inventory: Inventory,
+    pub last_heartbeat_ms: i64,
+}
+
+/// What storing a batch of events did.
+#[derive(Debug, Default)]
+pub struct AppendOutcome {
+    pub acked: Vec<u64>,
+    /// Events in the batch that were new (not duplicates), in order.
+    pub new_events: Vec<StoredEvent>,
+}
+
+impl Store {
+    /// Opens (creating when absent) `abfleet.sqlite3` in `data_dir`.
+    pub fn open(data_dir: &Path) -> Result<Store, CoordinatorError> {
+        std::fs::create_dir_all(data_dir).map_err(|source| CoordinatorError::DataDir {
+            path: data_dir.to_path_buf(),
+            source,
+        })?;
+        let path = data_dir.join("abfleet.sqlite3");
+        let conn = Connection::open(&path).map_err(|source| CoordinatorError::OpenStore {
+            path: path.clone(),
+            source,
+        })?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;",
+        )
+        .and_then(|_| conn.execute_batch(SCHEMA))
+        .map_err(|source| CoordinatorError::OpenStore {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` with the connection on the blocking pool.
+    async fn with<T, F>(&self, f: F) -> Result<T, CoordinatorError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, CoordinatorError> + Send + 'static,
+    {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            f(&mut guard)
+        })
+        .await
+        .map_err(|err| CoordinatorError::Internal(format!("store task failed: {err}")))?
+    }
+
+    pub async fn insert_run(
+        &self,
+        run_id: RunId,
+        spec: &JobSpec,
+        trigger: &str,
+        spec_origin: &str,
+        job_ids: Vec<JobId>,
+        now_ms: i64,
+    ) -> Result<(), CoordinatorError> {
+        let spec_json = spec.to_json();
+        let name = spec.name.clone();
+        let trigger = trigger.to_string();
+        let spec_origin = spec_origin.to_string();
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                "INSERT INTO runs (run_id, name, trigger, spec_json, spec_origin, state, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6)",
+                params![run_id.to_string(), name, trigger, spec_json, spec_origin, now_ms],
+            )?;
+            for job_id in job_ids {
+                tx.execute(
+                    "INSERT INTO jobs (job_id, run_id, state, attempt, created_ms) VALUES (?1, ?2, 'queued', 0, ?3)",
+                    params![job_id.to_string(), run_id.to_string(), now_ms],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn run(&self, run_id: RunId) -> Result<Option<RunRow>, CoordinatorError> {
+        self.with(move |conn| {
+            conn.query_row(
+                "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code FROM runs WHERE run_id = ?1",
+                params![run_id.to_string()],
+                run_row,
+            )
+            .optional()?
+            .transpose()
+        })
+        .await
+    }
+
+    pub async fn runs(&self) -> Result<Vec<RunRow>, CoordinatorError> {
+        self.with(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code FROM runs ORDER BY created_ms",
+            )?;
+            let rows = stmt.query_map([], run_row)?;
+            rows.map(|row| row?).collect()
+        })
+        .await
+    }
+
+    pub async fn jobs_of_run(&self, run_id: RunId) -> Result<Vec<JobRow>, CoordinatorError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error FROM jobs WHERE run_id = ?1 ORDER BY created_ms, job_id",
+            )?;
+            let rows = stmt.query_map(params![run_id.to_string()], job_row)?;
+            rows.map(|row| row?).collect()
+        })
+        .await
+    }
+
+    pub async fn job(&self, job_id: JobId) -> Result<Option<JobRow>, CoordinatorError> {
+        self.with(move |conn| {
+            conn.query_row(
+                "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error FROM jobs WHERE job_id = ?1",
+                params![job_id.to_string()],
+                job_row,
+            )
+            .optional()?
+            .transpose()
+        })
+        .await
+    }
+
+    /// Jobs in a state, oldest first.
+    pub async fn jobs_in_state(&self, state: JobState) -> Result<Vec<JobRow>, CoordinatorError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error FROM jobs WHERE state = ?1 ORDER BY created_ms, job_id",
+            )?;
+            let rows = stmt.query_map(params![state.as_str()], job_row)?;
+            rows.map(|row| row?).collect()
+        })
+        .await
+    }
+
+    /// Leases a queued job to an agent: a new attempt begins. `false` when the job is no
+    /// longer queued (someone else took it).
+    pub async fn lease_job(
+        &self,
+        job_id: JobId,
+        agent_id: AgentId,
+        lease_expires_ms: i64,
+    ) -> Result<Option<u32>, CoordinatorError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let changed = tx.execute(
+                "UPDATE jobs SET state = 'leased', attempt = attempt + 1, agent_id = ?2, lease_expires_ms = ?3 WHERE job_id = ?1 AND state = 'queued'",
+                params![job_id.to_string(), agent_id.to_string(), lease_expires_ms],
+            )?;
+            if changed == 0 {
+                return Ok(None);
+            }
+            let attempt: u32 = tx.query_row(
+                "SELECT attempt FROM jobs WHERE job_id = ?1",
+                params![job_id.to_string()],
+                |row| row.get(0),
+            )?;
+            tx.execute(
+                "UPDATE runs SET state = 'running' WHERE run_id = (SELECT run_id FROM jobs WHERE job_id = ?1) AND state = 'queued'",
+                params![job_id.to_string()],
+            )?;
+            tx.commit()?;
+            Ok(Some(attempt))
+        })
+        .await
+    }
+
+    /// Extends the lease of a job that this agent holds at this attempt. `false` when it
+    /// does not hold it (expired, reassigned, finished).
+    pub async fn renew_lease(
+        &self,
+        job_id: JobId,
+        agent_id: AgentId,
+        attempt: u32,
+        lease_expires_ms: i64,
+    ) -> Result<bool, CoordinatorError> {
+        self.with(move |conn| {
+            let changed = conn.execute(
+                "UPDATE jobs SET lease_expires_ms = ?4 WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = 'leased'",
+                params![job_id.to_string(), agent_id.to_string(), attempt, lease_expires_ms],
+            )?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    /// Puts a leased job back in the queue (its lease expired or its agent came back idle),
+    /// or fails it when it has used up its attempts.
+    pub async fn release_job(
+        &self,
+        job_id: JobId,
+        max_attempts: u32,
+        reason: String,
+    ) -> Result<JobState, CoordinatorError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let attempt: u32 = tx.query_row(
+                "SELECT attempt FROM jobs WHERE job_id = ?1",
+                params![job_id.to_string()],
+                |row| row.get(0),
+            )?;
+            let state = if attempt >= max_attempts {
+                JobState::Failed
+            } else {
+                JobState::Queued
+            };
+            let error = if state == JobState::Failed {
+                format!("{reason}; gave up after {attempt} attempt(s)")
+            } else {
+                reason
+            };
+            tx.execute(
+                "UPDATE jobs SET state = ?2, lease_expires_ms = NULL, error = ?3 WHERE job_id = ?1 AND state = 'leased'",
+                params![job_id.to_string(), state.as_str(), error],
+            )?;
+            tx.commit()?;
+            Ok(state)
+        })
+        .await
+    }
+
+    /// Stores a batch of events of one attempt, ignoring sequence numbers already stored.
+    /// A `Done` event finishes the job in the same transaction.
+    pub async fn append_events(
+        &self,
+        job_id: JobId,
+        attempt: u32,
+        events: Vec<StoredEvent>,
+        accept_new: bool,
+    ) -> Result<AppendOutcome, CoordinatorError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let mut outcome = AppendOutcome::default();
+            for event in events {
+                if !accept_new {
+                    let stored: bool = tx.query_row(
+                        "SELECT EXISTS (SELECT 1 FROM events WHERE job_id = ?1 AND attempt = ?2 AND seq = ?3)",
+                        params![job_id.to_string(), attempt, event.seq as i64],
+                        |row| row.get(0),
+                    )?;
+                    if !stored {
+                        return Err(CoordinatorError::LeaseLost {
+                            job_id: job_id.to_string(),
+                            attempt,
+                        });
+                    }
+                    outcome.acked.push(event.seq);
+                    continue;
+                }
+                let payload_json = serde_json::to_string(&event.payload)
+                    .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
+                let kind = event_kind(&event.payload);
+                let inserted = tx.execute(
+                    "INSERT OR IGNORE INTO events (job_id, attempt, seq, at_ms, kind, payload_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![job_id.to_string(), attempt, event.seq as i64, event.at_ms, kind, payload_json],
+                )?;
+                if inserted == 1 {
+                    match &event.payload {
+                        JobEventPayload::Cell(cell) => {
+                            tx.execute(
+                                "INSERT OR IGNORE INTO cells (job_id, attempt, cell_index, fixture, workload, parity, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                                params![
+                                    job_id.to_string(),
+                                    attempt,
+                                    cell.index,
+                                    cell.fixture,
+                                    cell.workload,
+                                    serde_json::to_value(cell.parity).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+                                    event.seq as i64
+                                ],
+                            )?;
+                        }
+                        JobEventPayload::Done { outcome: job_outcome, error } => {
+                            let state = match job_outcome {
+                                abfleet_core::events::JobOutcome::Completed => JobState::Done,
+                                abfleet_core::events::JobOutcome::Failed => JobState::Failed,
+                                abfleet_core::events::JobOutcome::Cancelled => JobState::Cancelled,
+                            };
+                            tx.execute(
+                                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = COALESCE(error, ?4) WHERE job_id = ?1 AND attempt = ?2 AND state IN ('leased', 'cancelled')",
+                                params![job_id.to_string(), attempt, state.as_str(), error],
+                            )?;
+                        }
+                        _ => {}
+                    }
+                    outcome.new_events.push(event.clone());
+                }
+                outcome.acked.push(event.seq);
+            }
+            tx.commit()?;
+            Ok(outcome)
+        })
+        .await
+    }
+
+    /// How many events of this attempt are stored (the next expected sequence number when
+    /// they are contiguous from 0).
+    pub async fn event_count(&self, job_id: JobId, attempt: u32) -> Result<u64, CoordinatorError> {
+        self.with(move |conn| {
+            let count: i64 = conn.query_row(
+                "SELECT COUNT(*) FROM events WHERE job_id = ?1 AND attempt = ?2",
+                params![job_id.to_string(), attempt],
+                |row| row.get(0),
+            )?;
+            Ok(count as u64)
+        })
+        .await
+    }
+
+    /// Events of one attempt in sequence order.
+    pub async fn events(
+        &self,
+        job_id: JobId,
+        attempt: u32,
+    ) -> Result<Vec<StoredEvent>, CoordinatorError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT seq, at_ms, payload_json FROM events WHERE job_id = ?1 AND attempt = ?2 ORDER BY seq",
+            )?;
+            let rows = stmt.query_map(params![job_id.to_string(), attempt], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?))
+            })?;
+            let mut events = Vec::new();
+            for row in rows {
+                let (seq, at_ms, payload_json) = row?;
+                let payload = serde_json::from_str(&payload_json).map_err(|err| {
+                    CoordinatorError::Corrupt(format!(
+                        "event {seq} of job {job_id} does not parse: {err}"
+                    ))
+                })?;
+                events.push(StoredEvent {
+                    seq: seq as u64,
+                    at_ms,
+                    payload,
+                });
+            }
+            Ok(events)
+        })
+        .await
+    }
+
+    /// Number of stored cells of a job across attempts, and of its latest attempt.
+    pub async fn cell_count(&self, job_id: JobId) -> Result<u64, CoordinatorError> {
+        self.with(move |conn| {
+            let count: i64 = conn.query_row(
+                "SELECT COUNT(*) FROM cells WHERE job_id = ?1 AND attempt = (SELECT attempt FROM jobs WHERE job_id = ?1)",
+                params![job_id.to_string()],
+                |row| row.get(0),
+            )?;
+            Ok(count as u64)
+        })
+        .await
+    }
+
+    pub async fn set_run_state(
+        &self,
+        run_id: RunId,
+        state: RunState,
+        exit_code: Option<i32>,
+        now_ms: i64,
+    ) -> Result<(), CoordinatorError> {
+        self.with(move |conn| {
+            conn.execute(
+                "UPDATE runs SET state = ?2, exit_code = ?3, finished_ms = CASE WHEN ?4 THEN ?5 ELSE NULL END WHERE run_id = ?1",
+                params![run_id.to_string(), state.as_str(), exit_code, state.is_finished(), now_ms],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Marks a run cancelled and every unfinished job of it too, in one transaction.
+    /// Returns the jobs that were leased (their agents must be told).
+    pub async fn cancel_run(
+        &self,
+        run_id: RunId,
+        reason: String,
+        now_ms: i64,
+    ) -> Result<Vec<JobRow>, CoordinatorError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let leased = {
+                let mut stmt = tx.prepare(
+                    "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error FROM jobs WHERE run_id = ?1 AND state = 'leased'",
+                )?;
+                let rows = stmt.query_map(params![run_id.to_string()], job_row)?;
+                rows.map(|row| row?).collect::<Result<Vec<_>, _>>()?
+            };
+            tx.execute(
+                "UPDATE jobs SET state = 'cancelled', lease_expires_ms = NULL, error = ?2 WHERE run_id = ?1 AND state IN ('queued', 'leased')",
+                params![run_id.to_string(), reason],
+            )?;
+            tx.execute(
+                "UPDATE runs SET state = 'cancelled', exit_code = 130, finished_ms = ?2 WHERE run_id = ?1 AND state IN ('queued', 'running')",
+                params![run_id.to_string(), now_ms],
+            )?;
+            tx.commit()?;
+            Ok(leased)
+        })
+        .await
+    }
+
+    pub async fn upsert_agent(
+        &self,
+        agent_id: AgentId,
+        inventory: &Inventory,
+        now_ms: i64,
+    ) -> Result<(), CoordinatorError> {
+        let inventory_json = serde_json::to_string(inventory)
+            .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO agents (agent_id, inventory_json, registered_ms, last_heartbeat_ms) VALUES (?1, ?2, ?3, ?3)
+                 ON CONFLICT(agent_id) DO UPDATE SET inventory_json = excluded.inventory_json, last_heartbeat_ms = excluded.last_heartbeat_ms",
+                params![agent_id.to_string(), inventory_json, now_ms],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn touch_agent(&self, agent_id: AgentId, now_ms: i64) -> Result<(), CoordinatorError> {
+        self.with(move |conn| {
+            conn.execute(
+                "UPDATE agents SET last_heartbeat_ms = ?2 WHERE agent_id = ?1",
+                params![agent_id.to_string(), now_ms],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn agents(&self) -> Result<Vec<AgentRow>, CoordinatorError> {
+        self.with(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT agent_id, inventory_json, last_heartbeat_ms FROM agents ORDER BY registered_ms, agent_id",
+            )?;
+            let rows = stmt.query_map([], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, i64>(2)?))
+            })?;
+            let mut agents = Vec::new();
+            for row in rows {
+                let (agent_id, inventory_json, last_heartbeat_ms) = row?;
+                agents.push(AgentRow {
+                    agent_id: parse_stored_id(&agent_id)?,
+                    inventory: serde_json::from_str(&inventory_json).map_err(|err| {
+                        CoordinatorError::Corrupt(format!("inventory of agent {agent_id}: {err}"))
+                    })?,
+                    last_heartbeat_ms,
+                });
+            }
+            Ok(agents)
+        })
+        .await
+    }
+
+    /// The inputs of report assembly: the run and, per job, its latest attempt's events.
+    pub async fn report_inputs(
+        &self,
+        run_id: RunId,
+    ) -> Result<Option<(RunRecord, Vec<JobRecord>)>, CoordinatorError> {
+        let Some(run) = self.run(run_id).await? else {
+            return Ok(None);
+        };
+        let mut jobs = Vec::new();
+        for job in self.jobs_of_run(run_id).await? {
+            let events = self.events(job.job_id, job.attempt).await?;
+            jobs.push(JobRecord {
+                job_id: job.job_id.to_string(),
+                state: job.state,
+                attempt: job.attempt,
+                agent_id: job.agent_id.map(|id| id.to_string()),
+                error: job.error,
+                events: events.into_iter().map(|e| e.payload).collect(),
+            });
+        }
+        Ok(Some((
+            RunRecord {
+                run_id: run.run_id.to_string(),
+                trigger: run.trigger,
+                created_ms: run.created_ms,
+                state: run.state,
+                spec: run.spec,
+            },
+            jobs,
+        )))
+    }
+}
+
+fn event_kind(payload: &JobEventPayload) -> &'static str {
+    match payload {
+        JobEventPayload::Started { .. } => "started",
+        JobEventPayload::Progress { .. } => "progress",
+        JobEventPayload::Log { .. } => "log",
+        JobEventPayload::SourceResolved { .. } => "source_resolved",
+        JobEventPayload::Build(_) => "build",
+        JobEventPayload::Cell(_) => "cell",
+        JobEventPayload::Done { .. } => "done",
+    }
+}
+
+fn parse_stored_id<T: std::str::FromStr>(text: &str) -> Result<T, CoordinatorError> {
+    text.parse()
+        .map_err(|_| CoordinatorError::Corrupt(format!("stored id `{text}` is not a uuid")))
+}
+
+type RowResult<T> = rusqlite::Result<Result<T, CoordinatorError>>;
+
+fn run_row(row: &rusqlite::Row<'_>) -> RowResult<RunRow> {
+    let run_id: String = row.get(0)?;
+    let spec_json: String = row.get(3)?;
+    let state: String = row.get(4)?;
+    let name: String = row.get(1)?;
+    let trigger: String = row.get(2)?;
+    let created_ms: i64 = row.get(5)?;
+    let exit_code: Option<i32> = row.get(6)?;
+    Ok((|| {
+        Ok(RunRow {
+            run_id: parse_stored_id(&run_id)?,
+            name,
+            trigger,
+            spec: JobSpec::from_json(&spec_json).map_err(|err| {
+                CoordinatorError::Corrupt(format!("spec of run {run_id}: {err}"))
+            })?,
+            state: RunState::parse(&state)
+                .ok_or_else(|| CoordinatorError::Corrupt(format!("run state `{state}`")))?,
+            created_ms,
+            exit_code,
+        })
+    })())
+}
+
+fn job_row(row: &rusqlite::Row<'_>) -> RowResult<JobRow> {
+    let job_id: String = row.get(0)?;
+    let run_id: String = row.get(1)?;
+    let state: String = row.get(2)?;
+    let attempt: u32 = row.get(3)?;
+    let agent_id: Option<String> = row.get(4)?;
+    let lease_expires_ms: Option<i64> = row.get(5)?;
+    let error: Option<String> = row.get(6)?;
+    Ok((|| {
+        Ok(JobRow {
+            job_id: parse_stored_id(&job_id)?,
+            run_id: parse_stored_id(&run_id)?,
+            state: JobState::parse(&state)
+                .ok_or_else(|| CoordinatorError::Corrupt(format!("job state `{state}`")))?,
+            attempt,
+            agent_id: agent_id.as_deref().map(parse_stored_id).transpose()?,
+            lease_expires_ms,
+            error,
+        })
+    })())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abfleet_core::events::{JobOutcome, LogLevel};
+
+    fn spec() -> JobSpec {
+        let text = include_str!("../../fixtures/jobs/demo.toml");
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        JobSpec::from_toml(text, Path::new("demo.toml"), dir).unwrap()
+    }
+
+    fn log(seq: u64) -> StoredEvent {
+        StoredEvent {
+            seq,
+            at_ms: 0,
+            payload: JobEventPayload::Log {
+                level: LogLevel::Info,
+                line: format!("line {seq}"),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn duplicate_sequence_numbers_are_acknowledged_but_stored_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (run_id, job_id, agent_id) = (RunId::new_random(), JobId::new_random(), AgentId::new_random());
+        store.insert_run(run_id, &spec(), "manual", "test", vec![job_id], 1).await.unwrap();
+        let attempt = store.lease_job(job_id, agent_id, 10_000).await.unwrap().unwrap();
+        assert_eq!(attempt, 1);
+        let first = store.append_events(job_id, attempt, vec![log(0), log(1)], true).await.unwrap();
+        assert_eq!(first.acked, vec![0, 1]);
+        assert_eq!(first.new_events.len(), 2);
+        let again = store.append_events(job_id, attempt, vec![log(1), log(2)], true).await.unwrap();
+        assert_eq!(again.acked, vec![1, 2]);
+        assert_eq!(again.new_events.len(), 1);
+        assert_eq!(store.event_count(job_id, attempt).await.unwrap(), 3);
+    }
+
+    #[tokio::test]
+    async fn the_store_survives_a_reopen_and_done_finishes_the_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let (run_id, job_id, agent_id) = (RunId::new_random(), JobId::new_random(), AgentId::new_random());
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store.insert_run(run_id, &spec(), "release", "test", vec![job_id], 1).await.unwrap();
+            let attempt = store.lease_job(job_id, agent_id, 10_000).await.unwrap().unwrap();
+            let done = StoredEvent {
+                seq: 0,
+                at_ms: 5,
+                payload: JobEventPayload::Done {
+                    outcome: JobOutcome::Completed,
+                    error: None,
+                },
+            };
+            store.append_events(job_id, attempt, vec![done], true).await.unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let job = store.job(job_id).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Done);
+        let run = store.run(run_id).await.unwrap().unwrap();
+        assert_eq!(run.trigger, "release");
+        assert_eq!(run.spec, spec());
+    }
+
+    #[tokio::test]
+    async fn an_expired_lease_requeues_until_the_attempts_are_used_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (run_id, job_id, agent_id) = (RunId::new_random(), JobId::new_random(), AgentId::new_random());
+        store.insert_run(run_id, &spec(), "manual", "test", vec![job_id], 1).await.unwrap();
+        store.lease_job(job_id, agent_id, 10).await.unwrap();
+        assert_eq!(store.release_job(job_id, 2, "lease expired".into()).await.unwrap(), JobState::Queued);
+        assert_eq!(store.lease_job(job_id, agent_id, 10).await.unwrap(), Some(2));
+        assert!(!store.renew_lease(job_id, agent_id, 1, 20).await.unwrap(), "a stale attempt cannot renew");
+        assert_eq!(store.release_job(job_id, 2, "lease expired".into()).await.unwrap(), JobState::Failed);
+        let job = store.job(job_id).await.unwrap().unwrap();
+        assert!(job.error.unwrap().contains("gave up after 2 attempt(s)"));
+    }
+}
