@@ -1,1 +1,24 @@
-//! placeholder
+//! The abfleet agent: runs on a bench host, dials the coordinator, takes one job at a time,
+//! builds both sides, times every cell with the fork's discipline, gates on score parity and
+//! streams numbered events back through an on-disk spool.
+//!
+//! The agent knows nothing of scheduling or of other agents; it does what a job offer says.
+
+pub mod build;
+pub mod config;
+pub mod error;
+pub mod fixtures;
+pub mod generator;
+pub mod identity;
+pub mod inventory;
+pub mod job;
+pub mod loadavg;
+pub mod runner;
+pub mod session;
+pub mod sink;
+pub mod source;
+pub mod spool;
+
+pub use config::AgentConfig;
+pub use error::AgentError;
+pub use session::run_agent;

@@ -1,1 +1,49 @@
-fn main() {}
+//! `abfleet`: the one user-facing binary, a thin layer of argument parsing over the
+//! coordinator, agent and domain crates. Exit codes are documented in `--help`.
+#![forbid(unsafe_code)]
+
+mod cli;
+mod commands;
+mod failure;
+mod progress;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    init_tracing(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: failed to start the async runtime: {err}");
+            return ExitCode::from(abfleet_core::exit::NOT_CARRIED_OUT as u8);
+        }
+    };
+    let code = match runtime.block_on(commands::run(cli.command)) {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("error: {:#}", failure.error);
+            failure.code
+        }
+    };
+    // Children of a cancelled run are already killed; do not wait for stray tasks.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info,h2=warn,tower=warn,hyper=warn",
+        _ => "debug,h2=info,tower=info,hyper=info",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ABFLEET_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -467,7 +467,7 @@ impl Fleet {
                         "timing",
                         &format!("cell {}/{} finished: {:?}", cell.fixture, cell.workload, cell.parity),
                     );
-                    update.cells_done = self.inner.store.cell_count(job_id).await? as u32;
+                    update.cells_done = cell.index + 1;
                     update.cells_total = run.spec.cell_count() as u32;
                     self.publish(update);
                 }

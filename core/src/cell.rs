@@ -112,17 +112,17 @@ pub struct CellResult {
 }
 
 /// Everything needed to turn two measurements into a cell.
-pub struct CellInput<'a> {
+pub struct CellInput {
     pub index: u32,
-    pub fixture: &'a str,
-    pub workload: &'a str,
+    pub fixture: String,
+    pub workload: String,
     pub upstream: SideMeasurement,
     pub fork: SideMeasurement,
     pub load_avg_1min: [f64; 2],
 }
 
 impl CellResult {
-    pub fn evaluate(input: CellInput<'_>, spec: &JobSpec) -> CellResult {
+    pub fn evaluate(input: CellInput, spec: &JobSpec) -> CellResult {
         let upstream = side_result(&input.upstream, input.load_avg_1min);
         let fork = side_result(&input.fork, input.load_avg_1min);
         let both_ok = upstream.status == SideStatus::Ok && fork.status == SideStatus::Ok;
@@ -132,8 +132,8 @@ impl CellResult {
         };
         let mut cell = CellResult {
             index: input.index,
-            fixture: input.fixture.to_string(),
-            workload: input.workload.to_string(),
+            fixture: input.fixture.clone(),
+            workload: input.workload.clone(),
             speedup,
             score_delta: BTreeMap::new(),
             max_frame_delta: BTreeMap::new(),

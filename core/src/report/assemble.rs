@@ -225,7 +225,8 @@ fn side_mut(report: &mut Report, side: Side) -> &mut SideInfo {
 
 /// The first 12 characters of a commit or content hash, as people quote them.
 fn short_ref(resolved: &str) -> String {
-    resolved.chars().take(12).collect()
+    let hash = resolved.strip_prefix("sha256:").unwrap_or(resolved);
+    hash.chars().take(12).collect()
 }
 
 fn summarise(report: &mut Report) {

@@ -1,0 +1,14 @@
+//! The agent's errors. Messages say what failed and what to do.
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("failed to {what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("failed to reach the coordinator at {url}: {message}; check --coordinator and that the coordinator runs")]
+    Connect { url: String, message: String },
+    #[error("the coordinator refused the agent: {0}")]
+    Refused(String),
+}

@@ -1,0 +1,433 @@
+//! One job, start to finish: fixtures, sources, builds, then every cell timed with the fork's
+//! discipline (discarded warm-ups per side, timed runs interleaved upstream/fork so drift
+//! hits both alike, load average around the cell), scores parsed, parity evaluated, and
+//! each finished cell streamed as an event. "Done" goes out only after every earlier event
+//! was acknowledged.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use abfleet_core::cell::{CellInput, CellResult, SideMeasurement, SideStatus};
+use abfleet_core::events::{BuildRecord, BuildStatus, JobEventPayload, JobOutcome, LogLevel, Side};
+use abfleet_core::inventory::Inventory;
+use abfleet_core::scores::Scores;
+use abfleet_core::spec::{FixtureSpec, JobSpec, WorkloadSpec};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::build::{build_side, BuiltSide};
+use crate::fixtures::{self, PreparedFixture};
+use crate::runner::{self, CommandSpec, ExitKind};
+use crate::sink::EventSink;
+use crate::{loadavg, source};
+
+/// How much of a failing run's output goes into the report.
+const STDERR_TAIL_BYTES: u64 = 1500;
+
+pub struct JobContext {
+    pub job_id: String,
+    pub attempt: u32,
+    pub spec: JobSpec,
+    pub work_dir: PathBuf,
+    pub host: Inventory,
+    pub sink: EventSink,
+    pub cancel: watch::Receiver<bool>,
+}
+
+/// Why a job stopped early.
+enum Stop {
+    Cancelled,
+    Failed(String),
+    LeaseLost,
+}
+
+/// Runs a job and reports its outcome (already sent as the "done" event when possible).
+pub async fn run_job(mut ctx: JobContext) -> JobOutcome {
+    info!(job_id = %ctx.job_id, attempt = ctx.attempt, name = %ctx.spec.name, "job started");
+    let (outcome, error) = match run_stages(&mut ctx).await {
+        Ok(()) => (JobOutcome::Completed, None),
+        Err(Stop::Cancelled) => (JobOutcome::Cancelled, Some("the job was cancelled".to_string())),
+        Err(Stop::Failed(error)) => (JobOutcome::Failed, Some(error)),
+        Err(Stop::LeaseLost) => {
+            warn!(job_id = %ctx.job_id, "lease lost; abandoning the job");
+            ctx.sink.close();
+            return JobOutcome::Failed;
+        }
+    };
+    if let Some(error) = &error {
+        let _ = ctx.sink.emit(&JobEventPayload::Log {
+            level: LogLevel::Error,
+            line: error.clone(),
+        });
+    }
+    // The barrier: every earlier event is stored before "done" is sent.
+    let flushed = match outcome {
+        // A cancelled job does not wait long for a coordinator that may be gone.
+        JobOutcome::Cancelled => tokio::time::timeout(Duration::from_secs(5), ctx.sink.flush())
+            .await
+            .unwrap_or(Ok(())),
+        _ => ctx.sink.flush().await,
+    };
+    if flushed.is_ok() {
+        let _ = ctx.sink.emit(&JobEventPayload::Done { outcome, error });
+        let _ = tokio::time::timeout(Duration::from_secs(30), ctx.sink.flush()).await;
+    }
+    ctx.sink.close();
+    info!(job_id = %ctx.job_id, ?outcome, "job finished");
+    outcome
+}
+
+fn emit(ctx: &JobContext, payload: JobEventPayload) -> Result<(), Stop> {
+    ctx.sink.emit(&payload).map(|_| ()).map_err(|_| Stop::LeaseLost)
+}
+
+fn progress(ctx: &JobContext, phase: &str, message: String, cells_done: u32, current_cell: Option<String>) -> Result<(), Stop> {
+    emit(
+        ctx,
+        JobEventPayload::Progress {
+            phase: phase.to_string(),
+            message,
+            cells_done,
+            cells_total: ctx.spec.cell_count() as u32,
+            current_cell,
+        },
+    )
+}
+
+fn check_cancel(ctx: &JobContext) -> Result<(), Stop> {
+    if *ctx.cancel.borrow() {
+        return Err(Stop::Cancelled);
+    }
+    if ctx.sink.lease_lost().is_some() {
+        return Err(Stop::LeaseLost);
+    }
+    Ok(())
+}
+
+async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
+    emit(ctx, JobEventPayload::Started { host: ctx.host.clone() })?;
+    progress(ctx, "fixtures", "preparing and verifying fixtures".into(), 0, None)?;
+    let prepared = prepare_fixtures(ctx).await?;
+    let mut built = Vec::new();
+    for side in Side::BOTH {
+        check_cancel(ctx)?;
+        built.push(fetch_and_build(ctx, side).await?);
+    }
+    let (upstream, fork) = (&built[0], &built[1]);
+    let spec = ctx.spec.clone();
+    let mut index = 0u32;
+    for (fixture, paths) in spec.fixtures.iter().zip(&prepared) {
+        for workload in &spec.workloads {
+            check_cancel(ctx)?;
+            let label = format!("{}/{}", fixture.name, workload.name);
+            progress(ctx, "timing", format!("timing {label}"), index, Some(label.clone()))?;
+            let input = measure_cell(ctx, index, fixture, paths, workload, upstream, fork).await?;
+            let cell = CellResult::evaluate(input, &spec);
+            info!(cell = %label, parity = ?cell.parity, speedup = ?cell.speedup, "cell finished");
+            emit(ctx, JobEventPayload::Cell(Box::new(cell)))?;
+            index += 1;
+        }
+    }
+    progress(ctx, "done", "all cells measured".into(), index, None)?;
+    Ok(())
+}
+
+async fn prepare_fixtures(ctx: &JobContext) -> Result<Vec<PreparedFixture>, Stop> {
+    let fixtures = ctx.spec.fixtures.clone();
+    let cache = ctx.work_dir.join("fixtures");
+    let host = ctx.host.hostname.clone();
+    tokio::task::spawn_blocking(move || {
+        fixtures
+            .iter()
+            .map(|f| fixtures::prepare(f, &cache, &host))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|err| Stop::Failed(format!("fixture task failed: {err}")))?
+    .map_err(|err| Stop::Failed(err.to_string()))
+}
+
+async fn fetch_and_build(ctx: &mut JobContext, side: Side) -> Result<BuiltSide, Stop> {
+    let side_spec = match side {
+        Side::Upstream => ctx.spec.upstream.clone(),
+        Side::Fork => ctx.spec.fork.clone(),
+    };
+    progress(ctx, "fetch", format!("fetching {} ({})", side.name(), side_spec.source.requested()), 0, None)?;
+    let resolved = {
+        let source_spec = side_spec.source.clone();
+        let cache = ctx.work_dir.join("git");
+        let host = ctx.host.hostname.clone();
+        tokio::task::spawn_blocking(move || source::resolve(&source_spec, &cache, &host))
+            .await
+            .map_err(|err| Stop::Failed(format!("fetch task failed: {err}")))?
+    };
+    let resolved = match resolved {
+        Ok(resolved) => resolved,
+        Err(err) => {
+            let record = BuildRecord {
+                side,
+                status: BuildStatus::Failed,
+                cache_key: String::new(),
+                toolchain: String::new(),
+                seconds: 0.0,
+                log_path: String::new(),
+                log_tail: None,
+                error: Some(format!("cannot fetch the source: {err}")),
+            };
+            emit(ctx, JobEventPayload::Build(record.clone()))?;
+            return Ok(BuiltSide {
+                record,
+                binary: None,
+                tree: PathBuf::new(),
+            });
+        }
+    };
+    emit(
+        ctx,
+        JobEventPayload::SourceResolved {
+            side,
+            source: side_spec.source.clone(),
+            resolved: resolved.resolved.clone(),
+        },
+    )?;
+    progress(ctx, "build", format!("building {} at {}", side.name(), resolved.resolved), 0, None)?;
+    let timeout = Duration::from_secs(3600);
+    let built = build_side(side, &resolved, &side_spec.build, &ctx.work_dir.join("builds"), timeout, &mut ctx.cancel).await;
+    check_cancel(ctx)?;
+    info!(side = side.name(), status = ?built.record.status, "build finished");
+    emit(ctx, JobEventPayload::Build(built.record.clone()))?;
+    Ok(built)
+}
+
+/// One side's state while a cell is measured.
+struct SideRun<'a> {
+    side: Side,
+    built: &'a BuiltSide,
+    measurement: SideMeasurement,
+    active: bool,
+}
+
+async fn measure_cell(
+    ctx: &mut JobContext,
+    index: u32,
+    fixture: &FixtureSpec,
+    paths: &PreparedFixture,
+    workload: &WorkloadSpec,
+    upstream: &BuiltSide,
+    fork: &BuiltSide,
+) -> Result<CellInput, Stop> {
+    let out_dir = ctx
+        .work_dir
+        .join("jobs")
+        .join(&ctx.job_id)
+        .join(ctx.attempt.to_string())
+        .join(format!("cell-{index:03}"));
+    std::fs::create_dir_all(&out_dir).map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
+    let mut sides = [upstream, fork].map(|built| {
+        let side = built.record.side;
+        let (measurement, active) = match (&built.binary, built.record.status) {
+            (Some(_), _) => (empty_measurement(), true),
+            (None, _) => (
+                SideMeasurement::unavailable(format!(
+                    "not measured: the {} build failed ({})",
+                    side.name(),
+                    built.record.error.as_deref().unwrap_or("see the build log")
+                )),
+                false,
+            ),
+        };
+        SideRun { side, built, measurement, active }
+    });
+    // A cell with one side unbuildable is not timed at all: it would compare nothing.
+    if sides.iter().any(|s| !s.active) {
+        for side in sides.iter_mut().filter(|s| s.active) {
+            side.measurement = SideMeasurement::unavailable("not measured: the other side could not be built");
+            side.active = false;
+        }
+    }
+    let load_before = loadavg::one_minute();
+    let runner_ctx = RunContext { fixture, paths, workload, out_dir: &out_dir };
+    for side in sides.iter_mut() {
+        for warmup in 0..ctx.spec.measure.warmup {
+            if !side.active {
+                break;
+            }
+            let label = format!("warmup{warmup}");
+            let result = run_once(ctx, &runner_ctx, side.side, side.built, &label).await?;
+            record(side, result, true);
+        }
+    }
+    for run in 0..ctx.spec.measure.runs {
+        // Interleaved: upstream, fork, upstream, fork …
+        for side in sides.iter_mut() {
+            if !side.active {
+                continue;
+            }
+            let label = format!("run{run}");
+            let result = run_once(ctx, &runner_ctx, side.side, side.built, &label).await?;
+            record(side, result, false);
+        }
+    }
+    let load_after = loadavg::one_minute();
+    let [upstream_run, fork_run] = sides;
+    Ok(CellInput {
+        index,
+        fixture: fixture.name.clone(),
+        workload: workload.name.clone(),
+        upstream: upstream_run.measurement,
+        fork: fork_run.measurement,
+        load_avg_1min: [load_before, load_after],
+    })
+}
+
+fn empty_measurement() -> SideMeasurement {
+    SideMeasurement {
+        status: SideStatus::Ok,
+        times: Vec::new(),
+        cpu_times: Vec::new(),
+        warmup_times: Vec::new(),
+        scores: None,
+        returncode: Some(0),
+        error: None,
+        stderr_tail: None,
+    }
+}
+
+struct RunContext<'a> {
+    fixture: &'a FixtureSpec,
+    paths: &'a PreparedFixture,
+    workload: &'a WorkloadSpec,
+    out_dir: &'a Path,
+}
+
+/// What one run of one side showed.
+enum RunResult {
+    Scored { wall_s: f64, cpu_s: f64, scores: Scores },
+    Absent { code: i32, stderr_tail: String },
+    Failed { returncode: Option<i32>, error: String, stderr_tail: String },
+}
+
+fn record(side: &mut SideRun<'_>, result: RunResult, warmup: bool) {
+    let m = &mut side.measurement;
+    match result {
+        RunResult::Scored { wall_s, cpu_s, scores } => {
+            if warmup {
+                m.warmup_times.push(wall_s);
+            } else {
+                m.times.push(wall_s);
+                m.cpu_times.push(cpu_s);
+                if m.scores.is_none() {
+                    m.scores = Some(scores);
+                }
+            }
+        }
+        RunResult::Absent { code, stderr_tail } => {
+            *m = SideMeasurement {
+                status: SideStatus::Absent,
+                returncode: Some(code),
+                stderr_tail: Some(stderr_tail),
+                ..SideMeasurement::unavailable(format!("rejected the workload (exit code {code}): the feature does not exist on this side"))
+            };
+            side.active = false;
+        }
+        RunResult::Failed { returncode, error, stderr_tail } => {
+            *m = SideMeasurement {
+                returncode,
+                stderr_tail: Some(stderr_tail),
+                ..SideMeasurement::unavailable(error)
+            };
+            side.active = false;
+        }
+    }
+}
+
+async fn run_once(
+    ctx: &mut JobContext,
+    run: &RunContext<'_>,
+    side: Side,
+    built: &BuiltSide,
+    label: &str,
+) -> Result<RunResult, Stop> {
+    let binary = built.binary.as_ref().expect("only built sides run");
+    let format = ctx.spec.command.output_format;
+    let output = run.out_dir.join(format!("{}-{label}.{}", side.name(), format.extension()));
+    let log = run.out_dir.join(format!("{}-{label}.log", side.name()));
+    let _ = std::fs::remove_file(&output);
+    let _ = std::fs::remove_file(&log);
+    let argv = command_line(&ctx.spec, binary, run, &output);
+    ctx.sink.set_quiet(true);
+    let outcome = runner::run(
+        CommandSpec {
+            argv: &argv,
+            cwd: Some(&built.tree),
+            env: &Default::default(),
+            log_path: &log,
+            timeout: Duration::from_secs_f64(ctx.spec.measure.timeout_seconds),
+        },
+        &mut ctx.cancel,
+    )
+    .await;
+    ctx.sink.set_quiet(false);
+    let stderr_tail = || runner::tail(&log, STDERR_TAIL_BYTES);
+    Ok(match &outcome.exit {
+        ExitKind::Cancelled => return Err(Stop::Cancelled),
+        ExitKind::Code(code) if side == Side::Upstream && *code == ctx.spec.command.unknown_feature_exit_code => {
+            RunResult::Absent { code: *code, stderr_tail: stderr_tail() }
+        }
+        exit if !exit.success() => RunResult::Failed {
+            returncode: exit.code(),
+            error: format!("the {} binary {}", side.name(), exit.describe()),
+            stderr_tail: stderr_tail(),
+        },
+        _ => match read_scores(format, &output) {
+            Ok(scores) if scores.frames.is_empty() => RunResult::Failed {
+                returncode: Some(0),
+                error: format!(
+                    "the {} binary exited 0 but scored no frames (a feature that cannot load its model does this); see its stderr",
+                    side.name()
+                ),
+                stderr_tail: stderr_tail(),
+            },
+            Ok(scores) => RunResult::Scored { wall_s: outcome.wall_s, cpu_s: outcome.cpu_s, scores },
+            Err(error) => RunResult::Failed {
+                returncode: Some(0),
+                error: format!("the {} binary exited 0 but its output is unusable: {error}", side.name()),
+                stderr_tail: stderr_tail(),
+            },
+        },
+    })
+}
+
+fn read_scores(format: abfleet_core::spec::OutputFormat, path: &Path) -> Result<Scores, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| format!("cannot read `{}` ({err}); does the command template pass {{output}}?", path.display()))?;
+    abfleet_core::output::parse(format, &text).map_err(|err| err.to_string())
+}
+
+/// The command template with its placeholders filled, then the workload's arguments.
+fn command_line(spec: &JobSpec, binary: &Path, run: &RunContext<'_>, output: &Path) -> Vec<String> {
+    let fixture = run.fixture;
+    let values = [
+        ("binary", binary.display().to_string()),
+        ("reference", run.paths.reference.display().to_string()),
+        ("distorted", run.paths.distorted.display().to_string()),
+        ("width", fixture.width.to_string()),
+        ("height", fixture.height.to_string()),
+        ("bitdepth", fixture.bitdepth.to_string()),
+        ("pixel_format", fixture.pixel_format.as_str().to_string()),
+        ("threads", spec.measure.threads.to_string()),
+        ("output", output.display().to_string()),
+    ];
+    let mut argv: Vec<String> = spec
+        .command
+        .template
+        .iter()
+        .map(|arg| {
+            values
+                .iter()
+                .fold(arg.clone(), |text, (name, value)| text.replace(&format!("{{{name}}}"), value))
+        })
+        .collect();
+    argv.extend(run.workload.args.iter().cloned());
+    argv
+}

@@ -1,0 +1,283 @@
+//! The agent's life: dial the coordinator, register, keep a session (heartbeats out, offers
+//! and cancellations in), run one job at a time, and reconnect with backoff whenever the
+//! connection breaks. A running job survives reconnects: its events wait in the spool.
+
+use std::future::Future;
+use std::time::Duration;
+
+use abfleet_core::events::{JobEventPayload, JobOutcome};
+use abfleet_core::inventory::Inventory;
+use abfleet_core::spec::JobSpec;
+use abfleet_proto::pb;
+use abfleet_proto::pb::agent_service_client::AgentServiceClient;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Channel, Endpoint};
+use tracing::{info, warn};
+
+use crate::config::AgentConfig;
+use crate::error::AgentError;
+use crate::job::{run_job, JobContext};
+use crate::sink::EventSink;
+use crate::{identity, spool};
+
+struct RunningJob {
+    job_id: String,
+    attempt: u32,
+    cancel: watch::Sender<bool>,
+    sink: EventSink,
+    handle: JoinHandle<JobOutcome>,
+}
+
+/// Runs the agent until `shutdown` resolves. A job in flight is cancelled then.
+pub async fn run_agent(
+    mut config: AgentConfig,
+    inventory: Inventory,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), AgentError> {
+    // Builds and timed runs change directory; every path the agent hands out is absolute.
+    config.work_dir = std::path::absolute(&config.work_dir).map_err(|source| AgentError::Io {
+        what: format!("resolve the work directory `{}`", config.work_dir.display()),
+        source,
+    })?;
+    let agent_id = identity::load_or_create(&config.work_dir)?.to_string();
+    let channel = Endpoint::from_shared(config.coordinator_url.clone())
+        .map_err(|err| AgentError::Connect {
+            url: config.coordinator_url.clone(),
+            message: err.to_string(),
+        })?
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(20))
+        .connect_lazy();
+    let client = AgentServiceClient::new(channel);
+    let spool_dir = config.work_dir.join("spool");
+    info!(agent_id = %agent_id, coordinator = %config.coordinator_url, work_dir = %config.work_dir.display(), "agent starting");
+    drain_leftover_spools(&spool_dir, &agent_id, &client);
+
+    let mut running: Option<RunningJob> = None;
+    let mut backoff = Duration::from_millis(100);
+    tokio::pin!(shutdown);
+    loop {
+        let session = tokio::select! {
+            session = open_session(&client, &agent_id, &inventory, running.as_ref()) => session,
+            _ = &mut shutdown => break,
+        };
+        let (outgoing, mut incoming, heartbeat_interval) = match session {
+            Ok(parts) => {
+                backoff = Duration::from_millis(100);
+                parts
+            }
+            Err(status) => {
+                warn!(agent_id = %agent_id, %status, "cannot reach the coordinator; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = &mut shutdown => break,
+                }
+                backoff = (backoff * 2).min(config.max_backoff);
+                continue;
+            }
+        };
+        info!(agent_id = %agent_id, "session open");
+        let mut beat = tokio::time::interval(heartbeat_interval);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => {
+                    stop_running(&mut running).await;
+                    return Ok(());
+                }
+                _ = beat.tick() => {
+                    if outgoing.send(heartbeat(&agent_id, running.as_ref())).await.is_err() {
+                        break;
+                    }
+                }
+                message = incoming.message() => match message {
+                    Ok(Some(message)) => {
+                        handle_message(message, &config, &agent_id, &inventory, &client, &spool_dir, &mut running);
+                    }
+                    Ok(None) => { warn!("coordinator closed the session"); break; }
+                    Err(status) => { warn!(%status, "session broke"); break; }
+                },
+                outcome = wait_for(&mut running), if running.is_some() => {
+                    let job = running.take().expect("guarded by is_some");
+                    info!(job_id = %job.job_id, ?outcome, "ready for the next job");
+                    if outgoing.send(ready(&agent_id)).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = &mut shutdown => break,
+        }
+    }
+    stop_running(&mut running).await;
+    Ok(())
+}
+
+type Incoming = tonic::Streaming<pb::CoordinatorMessage>;
+
+async fn open_session(
+    client: &AgentServiceClient<Channel>,
+    agent_id: &str,
+    inventory: &Inventory,
+    running: Option<&RunningJob>,
+) -> Result<(mpsc::Sender<pb::AgentMessage>, Incoming, Duration), tonic::Status> {
+    let mut client = client.clone();
+    let registered = client
+        .register(pb::RegisterRequest {
+            agent_id: agent_id.to_string(),
+            inventory: Some(inventory.clone().into()),
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+        })
+        .await?
+        .into_inner();
+    let (outgoing, receiver) = mpsc::channel(16);
+    // The first message names the agent; an idle agent also asks for work at once.
+    let _ = outgoing.send(heartbeat(agent_id, running)).await;
+    if running.is_none() {
+        let _ = outgoing.send(ready(agent_id)).await;
+    }
+    let incoming = client.session(ReceiverStream::new(receiver)).await?.into_inner();
+    Ok((
+        outgoing,
+        incoming,
+        Duration::from_millis(registered.heartbeat_interval_ms.max(50)),
+    ))
+}
+
+fn heartbeat(agent_id: &str, running: Option<&RunningJob>) -> pb::AgentMessage {
+    pb::AgentMessage {
+        agent_id: agent_id.to_string(),
+        kind: Some(pb::agent_message::Kind::Heartbeat(pb::Heartbeat {
+            running_job_id: running.map(|r| r.job_id.clone()).unwrap_or_default(),
+            running_attempt: running.map_or(0, |r| r.attempt),
+        })),
+    }
+}
+
+fn ready(agent_id: &str) -> pb::AgentMessage {
+    pb::AgentMessage {
+        agent_id: agent_id.to_string(),
+        kind: Some(pb::agent_message::Kind::Ready(pb::Ready {})),
+    }
+}
+
+async fn wait_for(running: &mut Option<RunningJob>) -> JobOutcome {
+    match running {
+        Some(job) => (&mut job.handle).await.unwrap_or(JobOutcome::Failed),
+        None => std::future::pending().await,
+    }
+}
+
+async fn stop_running(running: &mut Option<RunningJob>) {
+    if let Some(job) = running.take() {
+        info!(job_id = %job.job_id, "stopping the running job");
+        let _ = job.cancel.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(15), job.handle).await;
+    }
+}
+
+fn handle_message(
+    message: pb::CoordinatorMessage,
+    config: &AgentConfig,
+    agent_id: &str,
+    inventory: &Inventory,
+    client: &AgentServiceClient<Channel>,
+    spool_dir: &std::path::Path,
+    running: &mut Option<RunningJob>,
+) {
+    match message.kind {
+        Some(pb::coordinator_message::Kind::Offer(offer)) => {
+            if let Some(job) = running {
+                warn!(offered = %offer.job_id, running = %job.job_id, "offer while busy; ignoring it (its lease will expire)");
+                return;
+            }
+            match start_job(offer, config, agent_id, inventory, client, spool_dir) {
+                Ok(job) => *running = Some(job),
+                Err(err) => warn!(error = %err, "cannot start the offered job"),
+            }
+        }
+        Some(pb::coordinator_message::Kind::Cancel(cancel)) => {
+            if let Some(job) = running.as_ref().filter(|j| j.job_id == cancel.job_id) {
+                info!(job_id = %job.job_id, reason = %cancel.reason, "job cancelled by the coordinator");
+                let _ = job.cancel.send(true);
+            }
+        }
+        Some(pb::coordinator_message::Kind::LeaseLost(lost)) => {
+            if let Some(job) = running
+                .as_ref()
+                .filter(|j| j.job_id == lost.job_id && j.attempt == lost.attempt)
+            {
+                warn!(job_id = %job.job_id, attempt = job.attempt, "lease lost; stopping the job");
+                job.sink.mark_lost("the lease expired");
+                let _ = job.cancel.send(true);
+            }
+        }
+        None => {}
+    }
+}
+
+fn start_job(
+    offer: pb::JobOffer,
+    config: &AgentConfig,
+    agent_id: &str,
+    inventory: &Inventory,
+    client: &AgentServiceClient<Channel>,
+    spool_dir: &std::path::Path,
+) -> Result<RunningJob, AgentError> {
+    let sink = EventSink::open(spool_dir, agent_id, &offer.job_id, offer.attempt, offer.next_seq)
+        .map_err(|source| AgentError::Io {
+            what: format!("open the spool in `{}`", spool_dir.display()),
+            source,
+        })?;
+    tokio::spawn(sink.clone().upload(client.clone()));
+    let (cancel, cancel_rx) = watch::channel(false);
+    info!(job_id = %offer.job_id, attempt = offer.attempt, run_id = %offer.run_id, "job accepted");
+    let handle = match JobSpec::from_json(&offer.spec_json) {
+        Ok(spec) => tokio::spawn(run_job(JobContext {
+            job_id: offer.job_id.clone(),
+            attempt: offer.attempt,
+            spec,
+            work_dir: config.work_dir.clone(),
+            host: inventory.clone(),
+            sink: sink.clone(),
+            cancel: cancel_rx,
+        })),
+        Err(err) => {
+            let sink = sink.clone();
+            tokio::spawn(async move {
+                let error = format!("the agent cannot read the job spec ({err}); is the agent older than the coordinator?");
+                let _ = sink.emit(&JobEventPayload::Done { outcome: JobOutcome::Failed, error: Some(error) });
+                let _ = sink.flush().await;
+                sink.close();
+                JobOutcome::Failed
+            })
+        }
+    };
+    Ok(RunningJob {
+        job_id: offer.job_id,
+        attempt: offer.attempt,
+        cancel,
+        sink,
+        handle,
+    })
+}
+
+/// Sends what an earlier agent process left in the spool; the coordinator keeps what still
+/// belongs to a live lease and refuses the rest, which is then dropped.
+fn drain_leftover_spools(spool_dir: &std::path::Path, agent_id: &str, client: &AgentServiceClient<Channel>) {
+    for (_, job_id, attempt) in spool::leftovers(spool_dir) {
+        match EventSink::open(spool_dir, agent_id, &job_id, attempt, 0) {
+            Ok(sink) => {
+                info!(job_id = %job_id, attempt, "re-sending events left by an earlier agent process");
+                sink.close();
+                tokio::spawn(sink.upload(client.clone()));
+            }
+            Err(err) => warn!(job_id = %job_id, error = %err, "cannot read a leftover spool"),
+        }
+    }
+}

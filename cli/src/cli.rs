@@ -1,0 +1,147 @@
+//! The command line, as clap sees it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = abfleet_core::exit::HELP;
+
+/// Is the fork faster than upstream, and did it stay numerically exact?
+#[derive(Parser)]
+#[command(name = "abfleet", version, about, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug; or set ABFLEET_LOG).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run a job spec here: an embedded coordinator and one agent in this process, over
+    /// real gRPC on loopback. Prints the per-feature table, writes report.md and report.json.
+    #[command(after_help = AFTER_HELP)]
+    Local {
+        /// The job spec (TOML; see docs/job-spec.md).
+        spec: PathBuf,
+        /// Where report.md and report.json go [default: ./abfleet-out/<run-id>/].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The embedded coordinator's store.
+        #[arg(long, default_value = "abfleet-out/.coordinator")]
+        data_dir: PathBuf,
+        /// The embedded agent's work dir (git caches, builds, fixtures); kept between runs.
+        #[arg(long, default_value = "abfleet-out/.agent")]
+        work_dir: PathBuf,
+        #[command(flatten)]
+        trigger: TriggerArg,
+    },
+    /// Serve the coordinator: agents and the CLI connect to it.
+    Coordinator {
+        #[arg(long, default_value = "127.0.0.1:7700")]
+        listen: SocketAddr,
+        #[arg(long, default_value = "abfleet-data")]
+        data_dir: PathBuf,
+        /// How long a job stays leased without a heartbeat.
+        #[arg(long, default_value_t = 30.0)]
+        lease_seconds: f64,
+        /// How often agents heartbeat.
+        #[arg(long, default_value_t = 2.0)]
+        heartbeat_seconds: f64,
+        /// Attempts a job gets before it fails as "agent lost".
+        #[arg(long, default_value_t = 3)]
+        max_attempts: u32,
+    },
+    /// Run an agent on this bench host: it dials the coordinator and takes jobs.
+    Agent {
+        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        coordinator: String,
+        #[arg(long, default_value = "abfleet-agent")]
+        work_dir: PathBuf,
+    },
+    /// Submit a job spec to a coordinator.
+    #[command(after_help = AFTER_HELP)]
+    Submit {
+        spec: PathBuf,
+        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        coordinator: String,
+        /// Wait for the run to end, show progress, write the report and exit with its code.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: where report.md and report.json go [default: ./abfleet-out/<run-id>/].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        trigger: TriggerArg,
+    },
+    /// Print the report of a run.
+    Report {
+        run_id: String,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
+        format: ReportFormat,
+        #[command(flatten)]
+        source: StoreSource,
+    },
+    /// List runs.
+    Runs {
+        #[command(flatten)]
+        source: StoreSource,
+    },
+    /// List agents with their state (idle, busy, lost) and last heartbeat.
+    Agents {
+        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        coordinator: String,
+    },
+    /// Cancel a run: queued jobs are dropped, running ones stopped.
+    Cancel {
+        run_id: String,
+        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        coordinator: String,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct TriggerArg {
+    /// Why this run happens.
+    #[arg(long, value_enum, default_value_t = Trigger::Manual)]
+    pub trigger: Trigger,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Trigger {
+    Manual,
+    Release,
+    ToolchainBump,
+    UpstreamTag,
+    PerformancePr,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Manual => "manual",
+            Trigger::Release => "release",
+            Trigger::ToolchainBump => "toolchain-bump",
+            Trigger::UpstreamTag => "upstream-tag",
+            Trigger::PerformancePr => "performance-pr",
+        }
+    }
+}
+
+/// Where a read-only command finds runs: a coordinator, or a data dir read directly.
+#[derive(clap::Args)]
+pub struct StoreSource {
+    #[arg(long, default_value = "http://127.0.0.1:7700", conflicts_with = "data_dir")]
+    pub coordinator: String,
+    /// Read the store in this data dir instead of asking a coordinator.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ReportFormat {
+    Md,
+    Json,
+}

@@ -1,0 +1,106 @@
+//! Following a run to its end: progress while it runs, then the report written to disk and
+//! the per-feature table printed. Shared by `local` and `submit --wait`.
+
+use std::path::{Path, PathBuf};
+
+use abfleet_core::report::{render_markdown, Report};
+use abfleet_proto::pb;
+use abfleet_proto::pb::control_service_client::ControlServiceClient;
+use tonic::transport::Channel;
+
+use super::status_error;
+use crate::failure::{Classify, Failure};
+use crate::progress::Progress;
+use crate::table;
+
+/// What Ctrl-C means while following.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum OnInterrupt {
+    /// Cancel the run (its children are stopped), then report what there is.
+    CancelRun,
+    /// Stop watching; the run goes on elsewhere.
+    Detach,
+}
+
+pub async fn follow(
+    client: &mut ControlServiceClient<Channel>,
+    run_id: &str,
+    out: Option<PathBuf>,
+    on_interrupt: OnInterrupt,
+) -> Result<i32, Failure> {
+    let mut stream = client
+        .watch_run(pb::WatchRunRequest { run_id: run_id.to_string() })
+        .await
+        .map_err(|s| status_error("failed to watch the run", s))?
+        .into_inner();
+    let mut progress = Progress::new(run_id);
+    let mut interrupted = false;
+    let interrupt = tokio::signal::ctrl_c();
+    tokio::pin!(interrupt);
+    loop {
+        tokio::select! {
+            message = stream.message() => match message {
+                Ok(Some(update)) => {
+                    progress.update(&update);
+                    if update.finished {
+                        break;
+                    }
+                }
+                Ok(None) => {
+                    progress.finish();
+                    return Err(Failure::infra(anyhow::anyhow!("the coordinator ended the progress stream before the run finished; see `abfleet report {run_id}`")));
+                }
+                Err(status) => {
+                    progress.finish();
+                    return Err(status_error("lost the coordinator while following the run", status));
+                }
+            },
+            _ = &mut interrupt, if !interrupted => {
+                interrupted = true;
+                match on_interrupt {
+                    OnInterrupt::CancelRun => {
+                        progress.note("interrupted: cancelling the run and stopping its processes…");
+                        client
+                            .cancel_run(pb::CancelRunRequest { run_id: run_id.to_string(), reason: "interrupted (Ctrl-C)".into() })
+                            .await
+                            .map_err(|s| status_error("failed to cancel the run", s))?;
+                    }
+                    OnInterrupt::Detach => {
+                        progress.finish();
+                        eprintln!("stopped following; the run goes on. See it later with `abfleet report {run_id}`");
+                        return Ok(abfleet_core::exit::CANCELLED);
+                    }
+                }
+            }
+        }
+    }
+    progress.finish();
+    let report = fetch_report(client, run_id).await?;
+    let out_dir = out.unwrap_or_else(|| Path::new("abfleet-out").join(run_id));
+    write_report(&report, &out_dir)?;
+    print!("{}", table::render(&report));
+    println!(
+        "report: {} and {}",
+        out_dir.join("report.md").display(),
+        out_dir.join("report.json").display()
+    );
+    Ok(if interrupted { abfleet_core::exit::CANCELLED } else { report.exit_code })
+}
+
+pub async fn fetch_report(client: &mut ControlServiceClient<Channel>, run_id: &str) -> Result<Report, Failure> {
+    let response = client
+        .get_report(pb::GetReportRequest { run_id: run_id.to_string() })
+        .await
+        .map_err(|s| status_error("failed to get the report", s))?;
+    Report::from_json(&response.into_inner().report_json)
+        .map_err(|err| anyhow::anyhow!("the coordinator sent a report this CLI cannot read ({err}); are they the same version?"))
+        .infra()
+}
+
+pub fn write_report(report: &Report, out_dir: &Path) -> Result<(), Failure> {
+    std::fs::create_dir_all(out_dir)
+        .and_then(|()| std::fs::write(out_dir.join("report.json"), report.to_json_pretty()))
+        .and_then(|()| std::fs::write(out_dir.join("report.md"), render_markdown(report)))
+        .map_err(|err| anyhow::anyhow!("failed to write the report into `{}`: {err}; pass a writable --out", out_dir.display()))
+        .usage()
+}

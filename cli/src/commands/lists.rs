@@ -1,0 +1,99 @@
+//! `abfleet runs`, `abfleet agents`, `abfleet cancel`.
+
+use abfleet_core::report::format_utc;
+use abfleet_core::RunId;
+use abfleet_proto::pb;
+
+use super::{control_client, status_error};
+use crate::cli::StoreSource;
+use crate::failure::{Classify, Failure};
+
+pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
+    let runs: Vec<pb::RunSummary> = match &source.data_dir {
+        Some(dir) => {
+            let coordinator = abfleet_coordinator::Coordinator::open(dir, Default::default()).infra()?;
+            coordinator
+                .fleet
+                .runs()
+                .await
+                .infra()?
+                .into_iter()
+                .map(|run| pb::RunSummary {
+                    run_id: run.run_id.to_string(),
+                    name: run.name,
+                    state: run.state.as_str().to_string(),
+                    trigger: run.trigger,
+                    created_ms: run.created_ms,
+                    exit_code: run.exit_code.unwrap_or(-1),
+                })
+                .collect()
+        }
+        None => {
+            let mut client = control_client(&source.coordinator).await?;
+            client
+                .list_runs(pb::ListRunsRequest {})
+                .await
+                .map_err(|s| status_error("failed to list runs", s))?
+                .into_inner()
+                .runs
+        }
+    };
+    println!("{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  name", "run", "submitted", "state", "trigger", "exit");
+    for run in runs {
+        let exit = if run.exit_code < 0 { "-".to_string() } else { run.exit_code.to_string() };
+        println!(
+            "{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  {}",
+            run.run_id,
+            format_utc(run.created_ms),
+            run.state,
+            run.trigger,
+            exit,
+            run.name
+        );
+    }
+    Ok(0)
+}
+
+pub async fn agents(coordinator: &str) -> Result<i32, Failure> {
+    let mut client = control_client(coordinator).await?;
+    let agents = client
+        .list_agents(pb::ListAgentsRequest {})
+        .await
+        .map_err(|s| status_error("failed to list agents", s))?
+        .into_inner()
+        .agents;
+    println!("{:<36}  {:<6}  {:<20}  {:<20}  cpu", "agent", "state", "last heartbeat", "host");
+    for agent in agents {
+        let inventory = agent.inventory.unwrap_or_default();
+        println!(
+            "{:<36}  {:<6}  {:<20}  {:<20}  {} ({} cores)",
+            agent.agent_id,
+            agent.state,
+            format_utc(agent.last_heartbeat_ms),
+            inventory.hostname,
+            inventory.cpu_model,
+            inventory.logical_cores
+        );
+    }
+    Ok(0)
+}
+
+pub async fn cancel(run_id: &str, coordinator: &str) -> Result<i32, Failure> {
+    let _: RunId = run_id.parse().usage()?;
+    let mut client = control_client(coordinator).await?;
+    let cancelled = client
+        .cancel_run(pb::CancelRunRequest {
+            run_id: run_id.to_string(),
+            reason: "cancelled with `abfleet cancel`".into(),
+        })
+        .await
+        .map_err(|s| status_error("failed to cancel the run", s))?
+        .into_inner()
+        .cancelled;
+    if cancelled {
+        println!("run {run_id} cancelled");
+    } else {
+        println!("run {run_id} had already finished; nothing to cancel");
+    }
+    Ok(0)
+}

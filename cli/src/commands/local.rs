@@ -1,0 +1,99 @@
+//! `abfleet local`: a coordinator and one agent in this process, talking real gRPC over
+//! loopback, running one spec and reporting it.
+
+use std::path::{Path, PathBuf};
+
+use abfleet_agent::{inventory, run_agent, AgentConfig};
+use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig};
+use abfleet_core::spec::{FixtureLocation, JobSpec, SourceSpec};
+use abfleet_proto::pb;
+
+use super::follow::{follow, OnInterrupt};
+use super::{control_client, status_error};
+use crate::cli::Trigger;
+use crate::failure::{Classify, Failure};
+
+pub async fn run(
+    spec_path: &Path,
+    out: Option<PathBuf>,
+    data_dir: &Path,
+    work_dir: &Path,
+    trigger: Trigger,
+) -> Result<i32, Failure> {
+    let spec = JobSpec::load(spec_path).usage()?;
+    check_local_paths(&spec).usage()?;
+    let coordinator = Coordinator::open(data_dir, CoordinatorConfig::default()).infra()?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|err| anyhow::anyhow!("failed to listen on loopback: {err}"))
+        .infra()?;
+    let addr = listener.local_addr().infra()?;
+    let url = format!("http://{addr}");
+    let (stop_coordinator, coordinator_stopped) = tokio::sync::oneshot::channel::<()>();
+    let coordinator_task = tokio::spawn(serve(coordinator, listener, async {
+        let _ = coordinator_stopped.await;
+    }));
+    let (stop_agent, agent_stopped) = tokio::sync::oneshot::channel::<()>();
+    let agent_task = tokio::spawn(run_agent(
+        AgentConfig::new(url.clone(), work_dir),
+        inventory::probe_host(),
+        async {
+            let _ = agent_stopped.await;
+        },
+    ));
+
+    let result = async {
+        let mut client = control_client(&url).await?;
+        let run_id = client
+            .submit_run(pb::SubmitRunRequest {
+                spec_json: spec.to_json(),
+                trigger: trigger.as_str().to_string(),
+                spec_origin: spec_path.display().to_string(),
+            })
+            .await
+            .map_err(|s| status_error("failed to submit the run", s))?
+            .into_inner()
+            .run_id;
+        follow(&mut client, &run_id, out, OnInterrupt::CancelRun).await
+    }
+    .await;
+
+    // The agent first (it stops any child and flushes), then the coordinator.
+    let _ = stop_agent.send(());
+    if let Ok(Err(err)) = agent_task.await {
+        eprintln!("warning: the embedded agent stopped with an error: {err}");
+    }
+    let _ = stop_coordinator.send(());
+    if let Ok(Err(err)) = coordinator_task.await {
+        eprintln!("warning: the embedded coordinator stopped with an error: {err}");
+    }
+    result
+}
+
+/// Local paths a spec names must exist here; on a fleet the agent checks them on its host.
+fn check_local_paths(spec: &JobSpec) -> anyhow::Result<()> {
+    for (side, side_spec) in [("upstream", &spec.upstream), ("fork", &spec.fork)] {
+        if let SourceSpec::Path { path } = &side_spec.source {
+            if !path.is_dir() {
+                anyhow::bail!(
+                    "the {side} source directory `{}` does not exist; fix [{side}] path (it resolves against the spec's directory)",
+                    path.display()
+                );
+            }
+        }
+    }
+    for fixture in &spec.fixtures {
+        for (role, file) in [("reference", &fixture.reference), ("distorted", &fixture.distorted)] {
+            if let FixtureLocation::Path(path) = &file.location {
+                if !path.is_file() {
+                    anyhow::bail!(
+                        "fixture `{}` {role} `{}` does not exist; create or copy it there, or fix its path in the spec",
+                        fixture.name,
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,36 @@
+//! `abfleet report`: a stored run's report as Markdown or JSON, from a coordinator or
+//! straight from a data dir (works with no coordinator running).
+
+use abfleet_core::report::{render_markdown, Report};
+use abfleet_core::RunId;
+
+use super::follow::fetch_report;
+use super::control_client;
+use crate::cli::{ReportFormat, StoreSource};
+use crate::failure::{Classify, Failure};
+
+pub async fn run(run_id: &str, format: ReportFormat, source: &StoreSource) -> Result<i32, Failure> {
+    let parsed: RunId = run_id.parse().usage()?;
+    let report = load(parsed, source).await?;
+    match format {
+        ReportFormat::Md => print!("{}", render_markdown(&report)),
+        ReportFormat::Json => println!("{}", report.to_json_pretty()),
+    }
+    Ok(0)
+}
+
+pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure> {
+    match &source.data_dir {
+        Some(dir) => {
+            let coordinator = abfleet_coordinator::Coordinator::open(dir, Default::default()).infra()?;
+            coordinator.fleet.report(run_id).await.map_err(|err| match err {
+                abfleet_coordinator::CoordinatorError::UnknownRun(_) => Failure::usage(err),
+                other => Failure::infra(other),
+            })
+        }
+        None => {
+            let mut client = control_client(&source.coordinator).await?;
+            fetch_report(&mut client, &run_id.to_string()).await
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! `abfleet coordinator` and `abfleet agent`: long-running services until Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use abfleet_agent::{inventory, run_agent, AgentConfig};
+use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig};
+
+use crate::failure::{Classify, Failure};
+
+pub async fn coordinator(
+    listen: SocketAddr,
+    data_dir: &Path,
+    lease_seconds: f64,
+    heartbeat_seconds: f64,
+    max_attempts: u32,
+) -> Result<i32, Failure> {
+    if !(lease_seconds > 0.0 && heartbeat_seconds > 0.0 && heartbeat_seconds < lease_seconds) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--heartbeat-seconds must be positive and shorter than --lease-seconds"
+        )));
+    }
+    let config = CoordinatorConfig {
+        lease: Duration::from_secs_f64(lease_seconds),
+        heartbeat_interval: Duration::from_secs_f64(heartbeat_seconds),
+        max_attempts: max_attempts.max(1),
+        agent_lost_after: Duration::from_secs_f64(heartbeat_seconds * 5.0),
+    };
+    let coordinator = Coordinator::open(data_dir, config).infra()?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|err| anyhow::anyhow!("failed to listen on {listen}: {err}; is the port in use?"))
+        .usage()?;
+    eprintln!("abfleet coordinator listening on {listen}, store in {}", data_dir.display());
+    serve(coordinator, listener, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .infra()?;
+    Ok(0)
+}
+
+pub async fn agent(coordinator: &str, work_dir: &Path) -> Result<i32, Failure> {
+    let config = AgentConfig::new(coordinator, work_dir);
+    eprintln!("abfleet agent dialing {coordinator}, work dir {}", work_dir.display());
+    run_agent(config, inventory::probe_host(), async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .infra()?;
+    Ok(0)
+}

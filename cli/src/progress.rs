@@ -1,0 +1,73 @@
+//! Progress of a followed run on stderr: a bar with the current cell on a terminal, plain
+//! lines (one per change) otherwise.
+
+use std::io::IsTerminal;
+
+use abfleet_proto::pb;
+use indicatif::{ProgressBar, ProgressStyle};
+
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    last_line: String,
+}
+
+impl Progress {
+    pub fn new(run_id: &str) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(0);
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} cells  {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar.enable_steady_tick(std::time::Duration::from_millis(200));
+            bar
+        });
+        if bar.is_none() {
+            eprintln!("run {run_id}: following");
+        }
+        Progress { bar, last_line: String::new() }
+    }
+
+    pub fn update(&mut self, update: &pb::RunProgress) {
+        let message = if update.current_cell.is_empty() {
+            format!("{}: {}", update.state, update.message)
+        } else {
+            format!("{}: {}", update.state, update.current_cell)
+        };
+        match &self.bar {
+            Some(bar) => {
+                if update.cells_total > 0 {
+                    bar.set_length(u64::from(update.cells_total));
+                    bar.set_position(u64::from(update.cells_done));
+                }
+                bar.set_message(message);
+            }
+            None => {
+                let line = format!(
+                    "[{}/{}] {}{}",
+                    update.cells_done,
+                    update.cells_total,
+                    update.state,
+                    if update.message.is_empty() { String::new() } else { format!(": {}", update.message) }
+                );
+                if line != self.last_line {
+                    eprintln!("{line}");
+                    self.last_line = line;
+                }
+            }
+        }
+    }
+
+    pub fn note(&self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    pub fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The per-feature table `local` and `submit --wait` print: plain text, aligned columns.
+
+use std::fmt::Write as _;
+
+use abfleet_core::cell::{CellParity, CellResult, SideResult, SideStatus};
+use abfleet_core::report::{Report, ScoreParity};
+
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let host = report.host.as_ref().map_or("unknown host", |h| h.hostname.as_str());
+    let _ = writeln!(
+        out,
+        "run {} ({}): fork {} vs upstream {} on {host}, {} thread(s), {} warm-up + {} timed runs per side",
+        report.run_id, report.name, report.fork_ref, report.upstream_ref, report.threads, report.warmup, report.runs
+    );
+    let header = ["fixture", "feature", "upstream", "fork", "speedup", "parity", "largest frame delta"];
+    let rows: Vec<[String; 7]> = report.cells.iter().map(row).collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let _ = writeln!(out, "{}", line(&header.map(String::from)));
+    for row in &rows {
+        let _ = writeln!(out, "{}", line(row));
+    }
+    if report.cells.iter().any(|c| c.startup_dominated) {
+        let _ = writeln!(out, "† start-up-dominated: fork median under {:.1} s", report.min_useful_seconds);
+    }
+    if let Some(note) = &report.startup_note {
+        let _ = writeln!(out, "warning: {note}");
+    }
+    for line in &report.score_parity_report {
+        let _ = writeln!(out, "parity: {line}");
+    }
+    for error in &report.errors {
+        let _ = writeln!(out, "not carried out: {error}");
+    }
+    let parity = match report.score_parity {
+        ScoreParity::Ok => "OK",
+        ScoreParity::Fail => "FAIL",
+        ScoreParity::NotRun => "NOT RUN",
+    };
+    let _ = writeln!(out, "score parity: {parity}; status {}; exit code {}", report.status, report.exit_code);
+    out
+}
+
+fn row(cell: &CellResult) -> [String; 7] {
+    let dagger = if cell.startup_dominated { " †" } else { "" };
+    let delta = cell
+        .max_frame_delta
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map_or("—".to_string(), |(metric, delta)| {
+            if *delta == 0.0 {
+                "0".to_string()
+            } else {
+                format!("{delta:.1e} {metric}")
+            }
+        });
+    [
+        cell.fixture.clone(),
+        format!("{}{dagger}", cell.workload),
+        side(&cell.upstream),
+        side(&cell.fork),
+        cell.speedup.map_or("—".into(), |s| format!("{s:.2}x")),
+        match cell.parity {
+            CellParity::Ok => "ok",
+            CellParity::Fail => "FAIL",
+            CellParity::AbsentUpstream => "absent upstream",
+            CellParity::Unavailable => "unavailable",
+        }
+        .to_string(),
+        delta,
+    ]
+}
+
+fn side(side: &SideResult) -> String {
+    match side.status {
+        SideStatus::Ok => match (side.median_time, side.spread_pct) {
+            (Some(t), Some(s)) => format!("{t:.3}s spread {s:.0}%"),
+            _ => "—".into(),
+        },
+        SideStatus::Absent => "absent".into(),
+        SideStatus::Unavailable => "unavailable".into(),
+    }
+}

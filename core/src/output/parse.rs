@@ -1,0 +1,260 @@
+//! Choosing the parser for a format, and what the parsers share: reading a number.
+
+use super::{csv, json, xml, OutputError, OutputFormat};
+use crate::scores::Scores;
+
+/// Reads the whole text of one output file written in `format`.
+pub fn parse(format: OutputFormat, text: &str) -> Result<Scores, OutputError> {
+    match format {
+        OutputFormat::Json => json::parse(text),
+        OutputFormat::Xml => xml::parse(text),
+        OutputFormat::Csv => csv::parse(text),
+    }
+}
+
+/// A metric value as the tools print it (`%.6f`, or 17 significant digits): a finite number,
+/// else a description of what stood there for an error message.
+pub(super) fn number(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    match trimmed.parse::<f64>() {
+        Ok(value) if value.is_finite() => Ok(value),
+        _ if trimmed.is_empty() => Err("empty".to_owned()),
+        _ => Err(format!("`{trimmed}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::fmt::Write as _;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::scores::{FrameScores, Pooled};
+
+    macro_rules! sample {
+        ($name:literal) => {
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../fixtures/vmaf-samples/",
+                $name
+            ))
+        };
+    }
+
+    /// The same run written as JSON, XML and CSV, for each tool.
+    const SAME_RUNS: [(&str, [&str; 3]); 2] = [
+        (
+            "upstream",
+            [
+                sample!("upstream_model_psnr_576x324.json"),
+                sample!("upstream_model_psnr_576x324.xml"),
+                sample!("upstream_model_psnr_576x324.csv"),
+            ],
+        ),
+        (
+            "fork",
+            [
+                sample!("fork_model_psnr_576x324.json"),
+                sample!("fork_model_psnr_576x324.xml"),
+                sample!("fork_model_psnr_576x324.csv"),
+            ],
+        ),
+    ];
+
+    #[test]
+    fn json_xml_and_csv_of_the_same_run_give_identical_frames() {
+        for (side, [json, xml, csv]) in SAME_RUNS {
+            let json = parse(OutputFormat::Json, json).expect("json parses");
+            let xml = parse(OutputFormat::Xml, xml).expect("xml parses");
+            let csv = parse(OutputFormat::Csv, csv).expect("csv parses");
+            assert_eq!(json.frames.len(), 48, "{side}");
+            assert_eq!(json.frames, xml.frames, "{side}: json vs xml");
+            assert_eq!(json.frames, csv.frames, "{side}: json vs csv");
+            assert_eq!(json.pooled, xml.pooled, "{side}: json vs xml pooled");
+            assert_eq!(json.tool_version, xml.tool_version, "{side}");
+        }
+    }
+
+    #[test]
+    fn computed_csv_means_agree_with_the_printed_pooled_means() {
+        for (side, [json, _, csv]) in SAME_RUNS {
+            let json = parse(OutputFormat::Json, json).expect("json parses");
+            let csv = parse(OutputFormat::Csv, csv).expect("csv parses");
+            for (metric, printed) in json.pooled_means() {
+                let computed = csv.pooled_mean(&metric).expect("metric is in the csv");
+                assert!((computed - printed).abs() <= 1e-6, "{side} {metric}");
+            }
+        }
+    }
+
+    /// Random scores as the tools would hold them: the same metrics in every frame,
+    /// frames numbered from 0.
+    fn scores() -> impl Strategy<Value = Scores> {
+        let names = prop::collection::btree_set("[a-z][a-z0-9_]{0,12}", 1..6);
+        names.prop_flat_map(|names| {
+            let names: Vec<String> = names.into_iter().collect();
+            let count = names.len();
+            let frames = prop::collection::vec(prop::collection::vec(-1e5f64..1e5, count), 0..12);
+            let pooled = prop::collection::vec(prop::array::uniform4(-1e5f64..1e5), count);
+            let fps = prop::option::of(0.0f64..1e4);
+            let version = prop::option::of("[0-9]\\.[0-9]\\.[0-9]");
+            (Just(names), frames, pooled, fps, version).prop_map(
+                |(names, frames, pooled, fps, tool_version)| Scores {
+                    tool_version,
+                    fps,
+                    frames: frames
+                        .into_iter()
+                        .enumerate()
+                        .map(|(index, values)| FrameScores {
+                            frame_num: index as u64,
+                            metrics: names.iter().cloned().zip(values).collect(),
+                        })
+                        .collect(),
+                    pooled: names
+                        .iter()
+                        .cloned()
+                        .zip(
+                            pooled
+                                .into_iter()
+                                .map(|[min, max, mean, harmonic_mean]| Pooled {
+                                    min,
+                                    max,
+                                    mean,
+                                    harmonic_mean,
+                                }),
+                        )
+                        .collect(),
+                },
+            )
+        })
+    }
+
+    /// `scores` as the tools write JSON: two-space indents, `%.6f` values, `%.2f` fps.
+    fn write_json(scores: &Scores) -> String {
+        let mut out = String::from("{\n");
+        let version = scores.tool_version.as_deref().unwrap_or("");
+        let _ = writeln!(out, "  \"version\": \"{version}\",");
+        match scores.fps {
+            Some(fps) => _ = writeln!(out, "  \"fps\": {fps:.2},"),
+            None => out.push_str("  \"fps\": null,\n"),
+        }
+        out.push_str("  \"frames\": [\n");
+        let frames: Vec<String> = scores
+            .frames
+            .iter()
+            .map(|frame| {
+                let metrics = json_members(&frame.metrics, 8, |value| format!("{value:.6}"));
+                format!(
+                    "    {{\n      \"frameNum\": {},\n      \"metrics\": {{\n{metrics}\n      }}\n    }}",
+                    frame.frame_num
+                )
+            })
+            .collect();
+        out.push_str(&frames.join(",\n"));
+        out.push_str("\n  ],\n  \"pooled_metrics\": {\n");
+        let pooled = json_members(&scores.pooled, 4, |p| {
+            format!(
+                "{{\n      \"min\": {:.6},\n      \"max\": {:.6},\n      \"mean\": {:.6},\n      \"harmonic_mean\": {:.6}\n    }}",
+                p.min, p.max, p.mean, p.harmonic_mean
+            )
+        });
+        out.push_str(&pooled);
+        out.push_str("\n  },\n  \"aggregate_metrics\": {\n  }\n}\n");
+        out
+    }
+
+    fn json_members<T>(
+        map: &BTreeMap<String, T>,
+        indent: usize,
+        value: impl Fn(&T) -> String,
+    ) -> String {
+        map.iter()
+            .map(|(name, v)| format!("{:indent$}\"{name}\": {}", "", value(v)))
+            .collect::<Vec<_>>()
+            .join(",\n")
+    }
+
+    /// `scores` as the tools write CSV: a `Frame,...,` header, `%.6f` values, trailing commas.
+    fn write_csv(scores: &Scores) -> String {
+        let names: Vec<&String> = scores.pooled.keys().collect();
+        let mut out = String::from("Frame,");
+        for name in &names {
+            let _ = write!(out, "{name},");
+        }
+        out.push('\n');
+        for frame in &scores.frames {
+            let _ = write!(out, "{},", frame.frame_num);
+            for name in &names {
+                let _ = write!(out, "{:.6},", frame.metrics[*name]);
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// `%.6f` is off by at most half a unit in its last place (plus the f64 rounding of it).
+    fn close(written: f64, read: f64) -> bool {
+        (written - read).abs() <= 5e-7 + written.abs() * f64::EPSILON
+    }
+
+    fn same_frames(written: &[FrameScores], read: &[FrameScores]) -> bool {
+        written.len() == read.len()
+            && written.iter().zip(read).all(|(w, r)| {
+                w.frame_num == r.frame_num
+                    && w.metrics.len() == r.metrics.len()
+                    && w.metrics
+                        .iter()
+                        .all(|(name, v)| r.metrics.get(name).is_some_and(|r| close(*v, *r)))
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn csv_written_like_vmaf_reads_back(scores in scores()) {
+            let read = parse(OutputFormat::Csv, &write_csv(&scores)).expect("parses");
+            prop_assert!(same_frames(&scores.frames, &read.frames), "{read:?}");
+            prop_assert!(read.pooled.is_empty());
+        }
+
+        #[test]
+        fn json_written_like_vmaf_reads_back(scores in scores()) {
+            let text = write_json(&scores);
+            let read = parse(OutputFormat::Json, &text).expect("parses");
+            prop_assert!(same_frames(&scores.frames, &read.frames), "{text}");
+            prop_assert_eq!(read.pooled.len(), scores.pooled.len());
+            for (name, written) in &scores.pooled {
+                let r = read.pooled[name];
+                prop_assert!(close(written.min, r.min) && close(written.max, r.max));
+                prop_assert!(close(written.mean, r.mean));
+                prop_assert!(close(written.harmonic_mean, r.harmonic_mean));
+            }
+            prop_assert_eq!(read.fps.is_some(), scores.fps.is_some());
+            if let (Some(w), Some(r)) = (scores.fps, read.fps) {
+                prop_assert!((w - r).abs() <= 5e-3 + w * f64::EPSILON);
+            }
+            let version = scores.tool_version.unwrap_or_default();
+            prop_assert_eq!(read.tool_version, Some(version));
+        }
+    }
+
+    #[test]
+    fn number_reads_printf_output_and_rejects_non_finite() {
+        assert_eq!(number("33.033351"), Ok(33.033351));
+        assert_eq!(number(" 0.000000 "), Ok(0.0));
+        assert_eq!(number("-nan"), Err("`-nan`".to_owned()));
+        assert_eq!(number("inf"), Err("`inf`".to_owned()));
+        assert_eq!(number("abc"), Err("`abc`".to_owned()));
+        assert_eq!(number(""), Err("empty".to_owned()));
+    }
+
+    #[test]
+    fn parse_dispatches_on_format() {
+        let csv = "Frame,vmaf,\n0,71.5,\n";
+        let scores = parse(OutputFormat::Csv, csv).expect("csv parses");
+        assert_eq!(scores.frames[0].metrics["vmaf"], 71.5);
+        assert!(parse(OutputFormat::Json, csv).is_err());
+        assert!(parse(OutputFormat::Xml, csv).is_err());
+    }
+}
