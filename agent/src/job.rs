@@ -119,6 +119,7 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
     for (fixture, paths) in spec.fixtures.iter().zip(&prepared) {
         for workload in &spec.workloads {
             check_cancel(ctx)?;
+            settle_uploads(ctx).await?;
             let label = format!("{}/{}", fixture.name, workload.name);
             progress(ctx, "timing", format!("timing {label}"), index, Some(label.clone()))?;
             let input = measure_cell(ctx, index, fixture, paths, workload, upstream, fork).await?;
@@ -130,6 +131,16 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
     }
     progress(ctx, "done", "all cells measured".into(), index, None)?;
     Ok(())
+}
+
+/// Between cells, the uploader gets its turn (timed runs keep it quiet): a short wait for the
+/// spool to drain, so progress is live. A coordinator that is away does not hold up timing;
+/// the events wait in the spool.
+async fn settle_uploads(ctx: &JobContext) -> Result<(), Stop> {
+    match tokio::time::timeout(Duration::from_secs(2), ctx.sink.flush()).await {
+        Ok(Err(_)) => Err(Stop::LeaseLost),
+        _ => Ok(()),
+    }
 }
 
 async fn prepare_fixtures(ctx: &JobContext) -> Result<Vec<PreparedFixture>, Stop> {

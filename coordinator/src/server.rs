@@ -15,6 +15,9 @@ use crate::error::CoordinatorError;
 use crate::fleet::{CoordinatorConfig, Fleet};
 use crate::store::Store;
 
+/// How long requests in flight get to finish when the coordinator stops.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A coordinator over a data directory, ready to serve.
 pub struct Coordinator {
     pub fleet: Fleet,
@@ -33,7 +36,7 @@ impl Coordinator {
 pub async fn serve(
     coordinator: Coordinator,
     listener: TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    shutdown: impl Future<Output = ()>,
 ) -> Result<(), CoordinatorError> {
     let fleet = coordinator.fleet;
     let addr = listener
@@ -54,7 +57,8 @@ pub async fn serve(
             }
         })
     };
-    let result = tonic::transport::Server::builder()
+    let (graceful, graceful_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
         .add_service(pb::agent_service_server::AgentServiceServer::new(AgentService {
             fleet: fleet.clone(),
@@ -62,8 +66,22 @@ pub async fn serve(
         .add_service(pb::control_service_server::ControlServiceServer::new(ControlService {
             fleet,
         }))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
-        .await;
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+            let _ = graceful_rx.await;
+        });
+    tokio::pin!(server);
+    let result = tokio::select! {
+        result = &mut server => result,
+        () = shutdown => {
+            let _ = graceful.send(());
+            // Agent sessions are endless streams: give requests in flight a moment, then
+            // drop the server, which closes every connection.
+            match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+                Ok(result) => result,
+                Err(_) => Ok(()),
+            }
+        }
+    };
     reaper.abort();
     result.map_err(|err| CoordinatorError::Internal(format!("gRPC server failed: {err}")))
 }

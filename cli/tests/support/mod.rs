@@ -1,0 +1,382 @@
+//! Test support: real git repositories of the demo subject, specs pointing at them, an
+//! in-process fleet (coordinator and agents on 127.0.0.1:0 with temp dirs), a TCP proxy that
+//! can cut connections, and `wait_until` instead of sleeps.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use abfleet_agent::{inventory, run_agent, AgentConfig};
+use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig};
+use abfleet_core::report::Report;
+use abfleet_proto::pb;
+use abfleet_proto::pb::control_service_client::ControlServiceClient;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+
+pub fn subject_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/subject")
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "abfleet test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "abfleet test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// An "upstream" repository (the subject, tagged v1.0.0) and a "fork" cloned from it with
+/// one commit on top that makes the fork variant the default.
+pub struct Repos {
+    pub upstream: PathBuf,
+    pub fork: PathBuf,
+    pub upstream_tag_commit: String,
+    pub fork_commit: String,
+}
+
+pub fn make_repos(root: &Path) -> Repos {
+    let upstream = root.join("upstream.git-src");
+    copy_tree(&subject_dir(), &upstream);
+    git(&upstream, &["init", "-q", "-b", "main"]);
+    git(&upstream, &["add", "."]);
+    git(&upstream, &["commit", "-q", "-m", "upstream v1.0.0"]);
+    git(&upstream, &["tag", "v1.0.0"]);
+    let upstream_tag_commit = git(&upstream, &["rev-parse", "v1.0.0^{commit}"]);
+    // Upstream moves on after the tag; the spec pins the tag.
+    std::fs::write(upstream.join("NEWS"), "after the tag\n").unwrap();
+    git(&upstream, &["add", "NEWS"]);
+    git(&upstream, &["commit", "-q", "-m", "post-release work"]);
+
+    let fork = root.join("fork.git-src");
+    let status = Command::new("git")
+        .args(["clone", "-q"])
+        .arg(&upstream)
+        .arg(&fork)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    git(&fork, &["checkout", "-q", "v1.0.0"]);
+    git(&fork, &["checkout", "-q", "-b", "perf"]);
+    let makefile = std::fs::read_to_string(fork.join("Makefile")).unwrap();
+    std::fs::write(fork.join("Makefile"), makefile.replace("VARIANT ?= upstream", "VARIANT ?= fork")).unwrap();
+    git(&fork, &["commit", "-q", "-am", "fork: build the fork variant"]);
+    let fork_commit = git(&fork, &["rev-parse", "HEAD"]);
+    Repos { upstream, fork, upstream_tag_commit, fork_commit }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for file in ["Makefile", "README.md", ".gitignore"] {
+        std::fs::create_dir_all(to).unwrap();
+        std::fs::copy(from.join(file), to.join(file)).unwrap();
+    }
+    std::fs::create_dir_all(to.join("src")).unwrap();
+    for entry in std::fs::read_dir(from.join("src")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join("src").join(entry.file_name())).unwrap();
+    }
+}
+
+/// What varies between the specs the tests write.
+pub struct SpecOptions<'a> {
+    pub upstream_source: String,
+    pub fork_source: String,
+    pub fork_build: &'a str,
+    pub extra: &'a str,
+    pub workloads: &'a [&'a str],
+    pub runs: u32,
+    /// Frames of the 96x64 fixture; more frames make a longer job.
+    pub frames: u32,
+}
+
+impl<'a> SpecOptions<'a> {
+    pub fn git(repos: &Repos) -> SpecOptions<'a> {
+        SpecOptions {
+            upstream_source: format!("git = \"{}\"\nrev = \"v1.0.0\"", repos.upstream.display()),
+            fork_source: format!("git = \"{}\"\nrev = \"{}\"", repos.fork.display(), repos.fork_commit),
+            fork_build: "",
+            extra: "",
+            workloads: &["psnr", "float_ssim", "motion", "motion_v2"],
+            runs: 3,
+            frames: 6,
+        }
+    }
+
+    /// Both sides from the subject directory of this checkout.
+    pub fn path() -> SpecOptions<'a> {
+        let dir = subject_dir();
+        SpecOptions {
+            upstream_source: format!("path = \"{}\"\n[upstream.build]\ncommands = [[\"make\", \"-s\", \"VARIANT=upstream\"]]", dir.display()),
+            fork_source: format!("path = \"{}\"", dir.display()),
+            fork_build: "commands = [[\"make\", \"-s\", \"VARIANT=fork\"]]",
+            extra: "",
+            workloads: &["psnr", "float_ssim"],
+            runs: 3,
+            frames: 6,
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let workloads: String = self
+            .workloads
+            .iter()
+            .map(|w| format!("[[workloads]]\nname = \"{w}\"\nargs = [\"--feature\", \"{w}\"]\n\n"))
+            .collect();
+        let fork_build = if self.fork_build.is_empty() {
+            String::new()
+        } else {
+            format!("[fork.build]\n{}\n", self.fork_build)
+        };
+        format!(
+            r#"name = "test"
+
+[upstream]
+{upstream}
+
+[fork]
+{fork}
+{fork_build}
+[build]
+commands = [["make", "-s"]]
+binary = "build/vmaf"
+
+[command]
+template = ["{{binary}}", "-r", "{{reference}}", "-d", "{{distorted}}", "-w", "{{width}}", "-h", "{{height}}",
+            "-p", "{{pixel_format}}", "-b", "{{bitdepth}}", "--threads", "{{threads}}", "-o", "{{output}}", "--json"]
+
+[[fixtures]]
+name = "tiny"
+width = 96
+height = 64
+bitdepth = 8
+pixel_format = "420"
+frames = {frames}
+reference = {{ generate = "moving-pattern", seed = 3 }}
+distorted = {{ generate = "moving-pattern-distorted", seed = 3 }}
+
+{workloads}[measure]
+runs = {runs}
+timeout_seconds = 60
+
+[parity.renames]
+VMAF_integer_feature_motion_sad_score = "integer_motion"
+{extra}
+"#,
+            upstream = self.upstream_source,
+            fork = self.fork_source,
+            runs = self.runs,
+            frames = self.frames,
+            extra = self.extra,
+        )
+    }
+
+    pub fn write(&self, dir: &Path, name: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, self.render()).unwrap();
+        path
+    }
+}
+
+/// Polls `check` until it yields a value or `timeout` passes.
+pub async fn wait_until<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A coordinator on 127.0.0.1:0 over a data dir, stoppable and restartable.
+pub struct TestCoordinator {
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl TestCoordinator {
+    pub async fn start(data_dir: &Path, config: CoordinatorConfig) -> TestCoordinator {
+        let coordinator = Coordinator::open(data_dir, config).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            serve(coordinator, listener, async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        TestCoordinator { addr, data_dir: data_dir.to_path_buf(), stop: Some(stop), task: Some(task) }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub async fn control(&self) -> ControlServiceClient<Channel> {
+        ControlServiceClient::connect(self.url()).await.unwrap()
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(mut task) = self.task.take() {
+            if tokio::time::timeout(Duration::from_secs(10), &mut task).await.is_err() {
+                task.abort();
+                let _ = task.await;
+            }
+        }
+    }
+}
+
+/// An agent in this process with its own work dir.
+pub struct TestAgent {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    pub task: JoinHandle<()>,
+    pub work_dir: PathBuf,
+}
+
+impl TestAgent {
+    pub fn start(url: &str, work_dir: &Path) -> TestAgent {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let config = AgentConfig::new(url, work_dir);
+        let task = tokio::spawn(async move {
+            run_agent(config, inventory::probe_host(), async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        TestAgent { stop: Some(stop), task, work_dir: work_dir.to_path_buf() }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(20), self.task).await;
+    }
+}
+
+/// Submits a spec file (loaded and resolved like `abfleet submit` does) and waits for the
+/// run to finish; returns the run id and its report.
+pub async fn submit_and_wait(client: &mut ControlServiceClient<Channel>, spec_path: &Path) -> (String, Report) {
+    let run_id = submit(client, spec_path).await;
+    let report = wait_for_report(client, &run_id, Duration::from_secs(240)).await;
+    (run_id, report)
+}
+
+pub async fn submit(client: &mut ControlServiceClient<Channel>, spec_path: &Path) -> String {
+    let spec = abfleet_core::spec::JobSpec::load(spec_path).unwrap();
+    client
+        .submit_run(pb::SubmitRunRequest {
+            spec_json: spec.to_json(),
+            trigger: "manual".into(),
+            spec_origin: spec_path.display().to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .run_id
+}
+
+pub async fn report(client: &mut ControlServiceClient<Channel>, run_id: &str) -> Report {
+    let json = client
+        .get_report(pb::GetReportRequest { run_id: run_id.to_string() })
+        .await
+        .unwrap()
+        .into_inner()
+        .report_json;
+    Report::from_json(&json).unwrap()
+}
+
+pub async fn wait_for_report(client: &mut ControlServiceClient<Channel>, run_id: &str, timeout: Duration) -> Report {
+    let client = client.clone();
+    wait_until(timeout, "the run to finish", || {
+        let mut client = client.clone();
+        let run_id = run_id.to_string();
+        async move {
+            let report = report(&mut client, &run_id).await;
+            matches!(report.status.as_str(), "done" | "failed" | "cancelled").then_some(report)
+        }
+    })
+    .await
+}
+
+/// A TCP proxy whose connections can be cut and whose target can move: how a test makes an
+/// agent lose its coordinator mid-job without touching the agent.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    target: Arc<Mutex<SocketAddr>>,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    accept: JoinHandle<()>,
+}
+
+impl Proxy {
+    pub async fn start(target: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let target = Arc::new(Mutex::new(target));
+        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let accept = {
+            let target = target.clone();
+            let connections = connections.clone();
+            tokio::spawn(async move {
+                loop {
+                    let Ok((mut inbound, _)) = listener.accept().await else { return };
+                    let to = *target.lock().unwrap();
+                    let handle = tokio::spawn(async move {
+                        if let Ok(mut outbound) = TcpStream::connect(to).await {
+                            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                        }
+                    });
+                    connections.lock().unwrap().push(handle);
+                }
+            })
+        };
+        Proxy { addr, target, connections, accept }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Drops every open connection (both directions, at once).
+    pub fn cut(&self) {
+        for handle in self.connections.lock().unwrap().drain(..) {
+            handle.abort();
+        }
+    }
+
+    pub fn retarget(&self, target: SocketAddr) {
+        *self.target.lock().unwrap() = target;
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut();
+    }
+}
