@@ -1,0 +1,223 @@
+//! The `abfleet` binary as a user runs it: `abfleet local` over the real embedded
+//! coordinator and agent, exit codes, the files it writes, and the errors bad input gets.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use abfleet_core::cell::CellParity;
+use abfleet_core::report::Report;
+use support::*;
+
+fn abfleet(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("abfleet runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn local(dir: &Path, spec: &Path) -> (Output, Option<Report>) {
+    let out = dir.join("out");
+    let output = abfleet(dir, &["local", spec.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let report = std::fs::read_to_string(out.join("report.json"))
+        .ok()
+        .map(|json| Report::from_json(&json).unwrap());
+    (output, report)
+}
+
+#[test]
+fn the_demo_spec_passes_parity_and_writes_both_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jobs/demo.toml");
+    let (output, report) = local(tmp.path(), &spec);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let report = report.expect("report.json is written");
+    assert_eq!(report.cells.len(), 8);
+    let float_ssim = report.cells.iter().find(|c| c.workload == "float_ssim").unwrap();
+    assert_eq!(float_ssim.parity, CellParity::Ok);
+    let markdown = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
+    assert!(markdown.contains("| Feature | Upstream | Fork | Speedup | Score delta |"), "{markdown}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("float_ssim") && stdout.contains("score parity: OK"), "{stdout}");
+}
+
+#[test]
+fn a_drifting_fork_fails_the_parity_gate_with_exit_1_naming_metric_frame_and_delta() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jobs/demo-drift.toml");
+    let (output, report) = local(tmp.path(), &spec);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let report = report.unwrap();
+    let cell = report.cells.iter().find(|c| c.workload == "float_ssim").unwrap();
+    assert_eq!(cell.parity, CellParity::Fail);
+    let failure = &cell.parity_failures[0];
+    assert_eq!(failure.metric, "float_ssim");
+    assert!(failure.delta > 1e-5 && failure.delta < 1e-2, "{failure:?}");
+    assert!(failure.frame.is_some());
+    // Timing had nothing to do with it: the other features still pass.
+    assert_eq!(report.cells.iter().find(|c| c.workload == "psnr").unwrap().parity, CellParity::Ok);
+    let markdown = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
+    assert!(markdown.contains("**Score parity: FAIL**"), "{markdown}");
+    assert!(markdown.contains("`float_ssim` differs by"), "{markdown}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("parity: pattern_320x180/float_ssim: `float_ssim` differs by"), "{stdout}");
+}
+
+#[test]
+fn a_fork_that_does_not_build_ends_with_exit_3_and_the_build_log_tail() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = SpecOptions {
+        fork_build: "commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-DABFLEET_BROKEN\"]]",
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "broken.toml");
+    let (output, report) = local(tmp.path(), &spec);
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    let report = report.unwrap();
+    assert!(report.cells.iter().all(|c| c.parity == CellParity::Unavailable));
+    let build = report.fork.build.as_ref().unwrap();
+    assert_eq!(build.status, abfleet_core::events::BuildStatus::Failed);
+    assert!(build.log_tail.as_deref().unwrap().contains("ABFLEET_BROKEN"), "{build:?}");
+    let markdown = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
+    assert!(markdown.contains("The fork build log ends with"), "{markdown}");
+    assert!(markdown.contains("this tree does not build"), "{markdown}");
+}
+
+#[test]
+fn a_crashing_binary_and_one_that_scores_nothing_make_their_cells_unavailable() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (flag, expected) in [("ABFLEET_CRASH", "killed by signal 6 (SIGABRT)"), ("ABFLEET_NOFRAMES", "exited 0 but scored no frames")] {
+        let fork_build = format!("commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-D{flag}\"]]");
+        let dir = tmp.path().join(flag);
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec = SpecOptions { fork_build: &fork_build, workloads: &["psnr"], ..SpecOptions::path() }.write(&dir, "spec.toml");
+        let (output, report) = local(&dir, &spec);
+        assert_eq!(output.status.code(), Some(3), "{flag}: {}", text(&output));
+        let cell = &report.unwrap().cells[0];
+        assert_eq!(cell.parity, CellParity::Unavailable);
+        let error = cell.fork.error.as_deref().unwrap();
+        assert!(error.contains(expected), "{flag}: {error}");
+    }
+}
+
+#[test]
+fn bad_specs_get_clear_errors_and_the_right_exit_code() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = SpecOptions::path().render();
+    let cases: Vec<(&str, String, i32, Vec<&str>)> = vec![
+        (
+            "unknown-key.toml",
+            good.replace("[measure]\n", "[measure]\nrunz = 3\n"),
+            2,
+            vec!["unknown field `runz`", "docs/job-spec.md"],
+        ),
+        (
+            "missing-fixture.toml",
+            good.replace(
+                "reference = { generate = \"moving-pattern\", seed = 3 }",
+                &format!("reference = {{ path = \"nowhere/ref.yuv\", sha256 = \"{}\" }}", "a".repeat(64)),
+            ),
+            2,
+            vec!["fixture `tiny` reference", "nowhere/ref.yuv", "does not exist"],
+        ),
+        (
+            "checksum.toml",
+            good.replace(
+                "distorted = { generate = \"moving-pattern-distorted\", seed = 3 }",
+                &format!("distorted = {{ generate = \"moving-pattern-distorted\", seed = 3, sha256 = \"{}\" }}", "b".repeat(64)),
+            ),
+            3,
+            vec!["fixture `tiny` distorted", "but the spec expects bbbb"],
+        ),
+        (
+            "missing-binary.toml",
+            good.replace("binary = \"build/vmaf\"", "binary = \"build/tools/vmaf\""),
+            3,
+            vec!["the binary `build/tools/vmaf` does not exist"],
+        ),
+    ];
+    for (name, spec_text, code, expected) in cases {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec = dir.join(name);
+        std::fs::write(&spec, spec_text).unwrap();
+        let (output, _) = local(&dir, &spec);
+        let all = text(&output);
+        assert_eq!(output.status.code(), Some(code), "{name}: {all}");
+        for needle in expected {
+            assert!(all.contains(needle), "{name}: expected `{needle}` in {all}");
+        }
+    }
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for args in [vec!["--help"], vec!["local", "--help"], vec!["submit", "--help"]] {
+        let output = abfleet(tmp.path(), &args);
+        assert!(output.status.success());
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        for code in ["0 ", "1 ", "2 ", "3 ", "130"] {
+            assert!(stdout.contains(&format!("  {code}")), "{args:?}: {stdout}");
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_on_local_stops_the_children_and_leaves_the_store_consistent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = SpecOptions { workloads: &["float_ssim"], runs: 20, frames: 400, ..SpecOptions::path() }
+        .write(tmp.path(), "long.toml");
+    let work_dir = tmp.path().join("abfleet-out/.agent");
+    let child = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(tmp.path())
+        .args(["local", spec.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until timed runs are under way (their logs appear), then interrupt.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !has_timed_run_logs(&work_dir.join("jobs")) {
+        assert!(std::time::Instant::now() < deadline, "timing never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", text(&output));
+    // No timed child outlives the interrupt.
+    let survivors = Command::new("pgrep").args(["-f", work_dir.to_str().unwrap()]).output().unwrap();
+    assert!(survivors.stdout.is_empty(), "still running: {}", String::from_utf8_lossy(&survivors.stdout));
+    // The store says what happened and still renders a report.
+    let data_dir = tmp.path().join("abfleet-out/.coordinator");
+    let runs = abfleet(tmp.path(), &["runs", "--data-dir", data_dir.to_str().unwrap()]);
+    let listing = String::from_utf8_lossy(&runs.stdout).to_string();
+    assert!(listing.contains("cancelled"), "{listing}");
+    let run_id = listing.lines().nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    let report = abfleet(tmp.path(), &["report", &run_id, "--format", "json", "--data-dir", data_dir.to_str().unwrap()]);
+    assert!(report.status.success(), "{}", text(&report));
+    let report = Report::from_json(&String::from_utf8_lossy(&report.stdout)).unwrap();
+    assert_eq!(report.status, "cancelled");
+    assert_eq!(report.exit_code, 130);
+}
+
+fn has_timed_run_logs(jobs: &Path) -> bool {
+    let walk = |dir: &Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
+    };
+    walk(jobs).iter().flat_map(|job| walk(job)).flat_map(|attempt| walk(&attempt)).flat_map(|cell| walk(&cell)).any(|file| {
+        file.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.contains("-run"))
+    })
+}
