@@ -815,3 +815,32 @@ args = ["--feature", "psnr"]
         }
     }
 }
+
+#[cfg(test)]
+mod shipped_specs {
+    use super::*;
+
+    #[test]
+    fn every_spec_under_fixtures_jobs_is_valid() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                JobSpec::load(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+                seen += 1;
+            }
+        }
+        assert!(seen >= 3, "demo, demo-drift and vmaf-upstream-ab are expected");
+    }
+
+    #[test]
+    fn the_production_job_pins_a_tag_and_builds_cpu_only() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs/vmaf-upstream-ab.toml"));
+        let spec = JobSpec::load(path).unwrap();
+        assert!(matches!(&spec.upstream.source, SourceSpec::Git { rev, .. } if rev == "v3.2.0"));
+        assert!(spec.workloads.iter().any(|w| w.name == "vmaf_v0.6.1"));
+        let fork_setup = &spec.fork.build.commands[0];
+        assert!(fork_setup.iter().any(|a| a == "-Denable_cuda=false"));
+    }
+}
