@@ -34,7 +34,11 @@ pub fn toolchain_fingerprint(recipe: &BuildRecipe) -> String {
     let Some((program, args)) = recipe.toolchain.split_first() else {
         return "unknown".into();
     };
-    match std::process::Command::new(program).args(args).envs(&recipe.env).output() {
+    match std::process::Command::new(program)
+        .args(args)
+        .envs(&recipe.env)
+        .output()
+    {
         Ok(output) => {
             let text = String::from_utf8_lossy(&output.stdout).trim().to_string();
             if text.is_empty() {
@@ -111,7 +115,10 @@ pub async fn build_side(
     // A half-finished earlier attempt is thrown away; a build starts from a clean tree.
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(err) = std::fs::create_dir_all(&dir) {
-        return fail(format!("cannot create the build directory `{}`: {err}", dir.display()));
+        return fail(format!(
+            "cannot create the build directory `{}`: {err}",
+            dir.display()
+        ));
     }
     let checkout = {
         let source = source.clone();
@@ -123,7 +130,14 @@ pub async fn build_side(
         Ok(Err(err)) => return fail(format!("cannot check out the source: {err}")),
         Err(err) => return fail(format!("checkout task failed: {err}")),
     }
-    let _ = std::fs::write(&log_path, format!("# abfleet build of {} at {}\n# toolchain: {toolchain_line}\n", side.name(), source.resolved));
+    let _ = std::fs::write(
+        &log_path,
+        format!(
+            "# abfleet build of {} at {}\n# toolchain: {toolchain_line}\n",
+            side.name(),
+            source.resolved
+        ),
+    );
     for argv in &recipe.commands {
         let _ = append(&log_path, &format!("$ {}\n", argv.join(" ")));
         let outcome = runner::run(
@@ -151,7 +165,12 @@ pub async fn build_side(
         return fail(format!("cannot record the finished build: {err}"));
     }
     BuiltSide {
-        record: record(BuildStatus::Built, started.elapsed().as_secs_f64(), None, None),
+        record: record(
+            BuildStatus::Built,
+            started.elapsed().as_secs_f64(),
+            None,
+            None,
+        ),
         binary: Some(binary),
         tree,
     }
@@ -190,7 +209,15 @@ mod tests {
         assert_eq!(base, cache_key(Side::Fork, "abc", &r, "gcc 12"));
         assert_ne!(base, cache_key(Side::Fork, "abd", &r, "gcc 12"));
         assert_ne!(base, cache_key(Side::Fork, "abc", &r, "gcc 13"));
-        assert_ne!(base, cache_key(Side::Fork, "abc", &recipe(vec![vec!["make", "-j2"]], "b"), "gcc 12"));
+        assert_ne!(
+            base,
+            cache_key(
+                Side::Fork,
+                "abc",
+                &recipe(vec![vec!["make", "-j2"]], "b"),
+                "gcc 12"
+            )
+        );
         assert_ne!(base, cache_key(Side::Upstream, "abc", &r, "gcc 12"));
     }
 
@@ -209,21 +236,58 @@ mod tests {
         let good = recipe(vec![vec!["cc", "-o", "hello", "hello.c"]], "hello");
         let (_tx, mut rx) = watch::channel(false);
         let builds = tmp.path().join("builds");
-        let first = build_side(Side::Fork, &source, &good, &builds, Duration::from_secs(60), &mut rx).await;
-        assert_eq!(first.record.status, BuildStatus::Built, "{:?}", first.record);
-        let second = build_side(Side::Fork, &source, &good, &builds, Duration::from_secs(60), &mut rx).await;
+        let first = build_side(
+            Side::Fork,
+            &source,
+            &good,
+            &builds,
+            Duration::from_secs(60),
+            &mut rx,
+        )
+        .await;
+        assert_eq!(
+            first.record.status,
+            BuildStatus::Built,
+            "{:?}",
+            first.record
+        );
+        let second = build_side(
+            Side::Fork,
+            &source,
+            &good,
+            &builds,
+            Duration::from_secs(60),
+            &mut rx,
+        )
+        .await;
         assert_eq!(second.record.status, BuildStatus::Cached);
         assert_eq!(second.binary, first.binary);
 
         let bad = recipe(vec![vec!["cc", "-o", "hello", "missing.c"]], "hello");
-        let failed = build_side(Side::Fork, &source, &bad, &builds, Duration::from_secs(60), &mut rx).await;
+        let failed = build_side(
+            Side::Fork,
+            &source,
+            &bad,
+            &builds,
+            Duration::from_secs(60),
+            &mut rx,
+        )
+        .await;
         assert_eq!(failed.record.status, BuildStatus::Failed);
         let tail = failed.record.log_tail.unwrap();
         assert!(tail.contains("missing.c"), "{tail}");
         assert!(failed.record.error.unwrap().contains("exited with code"));
 
         let no_binary = recipe(vec![vec!["true"]], "hello");
-        let failed = build_side(Side::Fork, &source, &no_binary, &builds, Duration::from_secs(60), &mut rx).await;
+        let failed = build_side(
+            Side::Fork,
+            &source,
+            &no_binary,
+            &builds,
+            Duration::from_secs(60),
+            &mut rx,
+        )
+        .await;
         assert!(failed.record.error.unwrap().contains("does not exist"));
     }
 }

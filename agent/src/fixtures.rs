@@ -60,7 +60,11 @@ pub enum FixtureError {
 }
 
 /// Makes both files of a fixture available and verified.
-pub fn prepare(fixture: &FixtureSpec, cache_dir: &Path, host: &str) -> Result<PreparedFixture, FixtureError> {
+pub fn prepare(
+    fixture: &FixtureSpec,
+    cache_dir: &Path,
+    host: &str,
+) -> Result<PreparedFixture, FixtureError> {
     std::fs::create_dir_all(cache_dir).map_err(|source| FixtureError::Io {
         what: format!("create the fixture cache `{}`", cache_dir.display()),
         source,
@@ -172,7 +176,8 @@ fn fetch(
         url: url.to_string(),
         message,
     };
-    let sha256 = sha256.ok_or_else(|| fetch_error("a URL fixture needs a sha256 in the spec".into()))?;
+    let sha256 =
+        sha256.ok_or_else(|| fetch_error("a URL fixture needs a sha256 in the spec".into()))?;
     let dir = cache_dir.join("by-sha256");
     let path = dir.join(sha256);
     if path.is_file() {
@@ -184,14 +189,26 @@ fn fetch(
     })?;
     let partial = dir.join(format!("{sha256}.partial"));
     let output = std::process::Command::new("curl")
-        .args(["--fail", "--silent", "--show-error", "--location", "--output"])
+        .args([
+            "--fail",
+            "--silent",
+            "--show-error",
+            "--location",
+            "--output",
+        ])
         .arg(&partial)
         .arg(url)
         .output()
-        .map_err(|err| fetch_error(format!("cannot run curl ({err}); install curl or use a path fixture")))?;
+        .map_err(|err| {
+            fetch_error(format!(
+                "cannot run curl ({err}); install curl or use a path fixture"
+            ))
+        })?;
     if !output.status.success() {
         let _ = std::fs::remove_file(&partial);
-        return Err(fetch_error(String::from_utf8_lossy(&output.stderr).trim().to_string()));
+        return Err(fetch_error(
+            String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        ));
     }
     let actual = sha256_file(&partial)?;
     if actual != sha256 {
@@ -314,13 +331,23 @@ mod tests {
             location: FixtureLocation::Path(tmp.path().join("nope.yuv")),
             sha256: Some("0".repeat(64)),
         };
-        let err = prepare(&fixture(missing, generated(1)), &cache, "bench-3").unwrap_err().to_string();
-        assert!(err.contains("nope.yuv") && err.contains("bench-3") && err.contains("reference"), "{err}");
+        let err = prepare(&fixture(missing, generated(1)), &cache, "bench-3")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("nope.yuv") && err.contains("bench-3") && err.contains("reference"),
+            "{err}"
+        );
 
         let mut wrong_sum = generated(1);
         wrong_sum.sha256 = Some("0".repeat(64));
-        let err = prepare(&fixture(generated(1), wrong_sum), &cache, "h").unwrap_err().to_string();
-        assert!(err.contains("distorted") && err.contains("expects 0000"), "{err}");
+        let err = prepare(&fixture(generated(1), wrong_sum), &cache, "h")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("distorted") && err.contains("expects 0000"),
+            "{err}"
+        );
 
         let short = tmp.path().join("short.yuv");
         std::fs::write(&short, [0u8; 10]).unwrap();
@@ -328,7 +355,12 @@ mod tests {
             location: FixtureLocation::Path(short),
             sha256: Some("0".repeat(64)),
         };
-        let err = prepare(&fixture(short_file, generated(1)), &cache, "h").unwrap_err().to_string();
-        assert!(err.contains("is 10 bytes") && err.contains("needs 384"), "{err}");
+        let err = prepare(&fixture(short_file, generated(1)), &cache, "h")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("is 10 bytes") && err.contains("needs 384"),
+            "{err}"
+        );
     }
 }

@@ -8,7 +8,12 @@ use std::path::Path;
 use abfleet_core::spec::{FixtureSpec, Generator};
 
 /// Writes the generated file for one side of a fixture.
-pub fn generate(generator: Generator, seed: u64, fixture: &FixtureSpec, dest: &Path) -> std::io::Result<()> {
+pub fn generate(
+    generator: Generator,
+    seed: u64,
+    fixture: &FixtureSpec,
+    dest: &Path,
+) -> std::io::Result<()> {
     let file = std::fs::File::create(dest)?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let max = (1u32 << fixture.bitdepth) - 1;
@@ -23,7 +28,17 @@ pub fn generate(generator: Generator, seed: u64, fixture: &FixtureSpec, dest: &P
             (chroma_w, chroma_h, cw as u32, 2),
         ];
         for (w, h, scale, plane) in planes {
-            let base = |x: u32, y: u32| pattern(x * scale, y * scale, t, plane, fixture.width, fixture.height, seed);
+            let base = |x: u32, y: u32| {
+                pattern(
+                    x * scale,
+                    y * scale,
+                    t,
+                    plane,
+                    fixture.width,
+                    fixture.height,
+                    seed,
+                )
+            };
             for y in 0..h {
                 for x in 0..w {
                     let value8 = match generator {
@@ -62,7 +77,11 @@ fn pattern(x: u32, y: u32, t: u32, plane: u32, width: u32, height: u32, seed: u6
     match plane {
         0 => {
             let gradient = ((x + 3 * t + shift) * 160 / width.max(1)) % 160;
-            let checker = if ((x + t) / 16 + y / 16) % 2 == 0 { 40 } else { 0 };
+            let checker = if ((x + t) / 16 + y / 16).is_multiple_of(2) {
+                40
+            } else {
+                0
+            };
             let side = (width.min(height) / 4).max(2);
             let sx = (t * 5 + shift) % width.max(1);
             let sy = (t * 3) % height.max(1);
@@ -123,7 +142,11 @@ mod tests {
     #[test]
     fn output_has_the_exact_size_and_is_deterministic() {
         let tmp = tempfile::tempdir().unwrap();
-        for (bitdepth, format) in [(8, PixelFormat::Yuv420), (10, PixelFormat::Yuv422), (16, PixelFormat::Yuv444)] {
+        for (bitdepth, format) in [
+            (8, PixelFormat::Yuv420),
+            (10, PixelFormat::Yuv422),
+            (16, PixelFormat::Yuv444),
+        ] {
             let f = fixture(bitdepth, format);
             let a = tmp.path().join("a.yuv");
             let b = tmp.path().join("b.yuv");
@@ -143,6 +166,9 @@ mod tests {
         let distorted = tmp.path().join("d.yuv");
         generate(Generator::MovingPattern, 1, &f, &reference).unwrap();
         generate(Generator::MovingPatternDistorted, 1, &f, &distorted).unwrap();
-        assert_ne!(std::fs::read(reference).unwrap(), std::fs::read(distorted).unwrap());
+        assert_ne!(
+            std::fs::read(reference).unwrap(),
+            std::fs::read(distorted).unwrap()
+        );
     }
 }

@@ -46,7 +46,10 @@ pub async fn run_job(mut ctx: JobContext) -> JobOutcome {
     info!(job_id = %ctx.job_id, attempt = ctx.attempt, name = %ctx.spec.name, "job started");
     let (outcome, error) = match run_stages(&mut ctx).await {
         Ok(()) => (JobOutcome::Completed, None),
-        Err(Stop::Cancelled) => (JobOutcome::Cancelled, Some("the job was cancelled".to_string())),
+        Err(Stop::Cancelled) => (
+            JobOutcome::Cancelled,
+            Some("the job was cancelled".to_string()),
+        ),
         Err(Stop::Failed(error)) => (JobOutcome::Failed, Some(error)),
         Err(Stop::LeaseLost) => {
             warn!(job_id = %ctx.job_id, "lease lost; abandoning the job");
@@ -78,10 +81,19 @@ pub async fn run_job(mut ctx: JobContext) -> JobOutcome {
 }
 
 fn emit(ctx: &JobContext, payload: JobEventPayload) -> Result<(), Stop> {
-    ctx.sink.emit(&payload).map(|_| ()).map_err(|_| Stop::LeaseLost)
+    ctx.sink
+        .emit(&payload)
+        .map(|_| ())
+        .map_err(|_| Stop::LeaseLost)
 }
 
-fn progress(ctx: &JobContext, phase: &str, message: String, cells_done: u32, current_cell: Option<String>) -> Result<(), Stop> {
+fn progress(
+    ctx: &JobContext,
+    phase: &str,
+    message: String,
+    cells_done: u32,
+    current_cell: Option<String>,
+) -> Result<(), Stop> {
     emit(
         ctx,
         JobEventPayload::Progress {
@@ -105,8 +117,19 @@ fn check_cancel(ctx: &JobContext) -> Result<(), Stop> {
 }
 
 async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
-    emit(ctx, JobEventPayload::Started { host: ctx.host.clone() })?;
-    progress(ctx, "fixtures", "preparing and verifying fixtures".into(), 0, None)?;
+    emit(
+        ctx,
+        JobEventPayload::Started {
+            host: ctx.host.clone(),
+        },
+    )?;
+    progress(
+        ctx,
+        "fixtures",
+        "preparing and verifying fixtures".into(),
+        0,
+        None,
+    )?;
     let prepared = prepare_fixtures(ctx).await?;
     let mut built = Vec::new();
     for side in Side::BOTH {
@@ -121,7 +144,13 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
             check_cancel(ctx)?;
             settle_uploads(ctx).await?;
             let label = format!("{}/{}", fixture.name, workload.name);
-            progress(ctx, "timing", format!("timing {label}"), index, Some(label.clone()))?;
+            progress(
+                ctx,
+                "timing",
+                format!("timing {label}"),
+                index,
+                Some(label.clone()),
+            )?;
             let input = measure_cell(ctx, index, fixture, paths, workload, upstream, fork).await?;
             let cell = CellResult::evaluate(input, &spec);
             info!(cell = %label, parity = ?cell.parity, speedup = ?cell.speedup, "cell finished");
@@ -163,7 +192,17 @@ async fn fetch_and_build(ctx: &mut JobContext, side: Side) -> Result<BuiltSide, 
         Side::Upstream => ctx.spec.upstream.clone(),
         Side::Fork => ctx.spec.fork.clone(),
     };
-    progress(ctx, "fetch", format!("fetching {} ({})", side.name(), side_spec.source.requested()), 0, None)?;
+    progress(
+        ctx,
+        "fetch",
+        format!(
+            "fetching {} ({})",
+            side.name(),
+            side_spec.source.requested()
+        ),
+        0,
+        None,
+    )?;
     let resolved = {
         let source_spec = side_spec.source.clone();
         let cache = ctx.work_dir.join("git");
@@ -201,9 +240,23 @@ async fn fetch_and_build(ctx: &mut JobContext, side: Side) -> Result<BuiltSide, 
             resolved: resolved.resolved.clone(),
         },
     )?;
-    progress(ctx, "build", format!("building {} at {}", side.name(), resolved.resolved), 0, None)?;
+    progress(
+        ctx,
+        "build",
+        format!("building {} at {}", side.name(), resolved.resolved),
+        0,
+        None,
+    )?;
     let timeout = Duration::from_secs(3600);
-    let built = build_side(side, &resolved, &side_spec.build, &ctx.work_dir.join("builds"), timeout, &mut ctx.cancel).await;
+    let built = build_side(
+        side,
+        &resolved,
+        &side_spec.build,
+        &ctx.work_dir.join("builds"),
+        timeout,
+        &mut ctx.cancel,
+    )
+    .await;
     check_cancel(ctx)?;
     info!(side = side.name(), status = ?built.record.status, "build finished");
     emit(ctx, JobEventPayload::Build(built.record.clone()))?;
@@ -233,7 +286,8 @@ async fn measure_cell(
         .join(&ctx.job_id)
         .join(ctx.attempt.to_string())
         .join(format!("cell-{index:03}"));
-    std::fs::create_dir_all(&out_dir).map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
     let mut sides = [upstream, fork].map(|built| {
         let side = built.record.side;
         let (measurement, active) = match (&built.binary, built.record.status) {
@@ -247,17 +301,28 @@ async fn measure_cell(
                 false,
             ),
         };
-        SideRun { side, built, measurement, active }
+        SideRun {
+            side,
+            built,
+            measurement,
+            active,
+        }
     });
     // A cell with one side unbuildable is not timed at all: it would compare nothing.
     if sides.iter().any(|s| !s.active) {
         for side in sides.iter_mut().filter(|s| s.active) {
-            side.measurement = SideMeasurement::unavailable("not measured: the other side could not be built");
+            side.measurement =
+                SideMeasurement::unavailable("not measured: the other side could not be built");
             side.active = false;
         }
     }
     let load_before = loadavg::one_minute();
-    let runner_ctx = RunContext { fixture, paths, workload, out_dir: &out_dir };
+    let runner_ctx = RunContext {
+        fixture,
+        paths,
+        workload,
+        out_dir: &out_dir,
+    };
     for side in sides.iter_mut() {
         for warmup in 0..ctx.spec.measure.warmup {
             if !side.active {
@@ -313,15 +378,30 @@ struct RunContext<'a> {
 
 /// What one run of one side showed.
 enum RunResult {
-    Scored { wall_s: f64, cpu_s: f64, scores: Scores },
-    Absent { code: i32, stderr_tail: String },
-    Failed { returncode: Option<i32>, error: String, stderr_tail: String },
+    Scored {
+        wall_s: f64,
+        cpu_s: f64,
+        scores: Scores,
+    },
+    Absent {
+        code: i32,
+        stderr_tail: String,
+    },
+    Failed {
+        returncode: Option<i32>,
+        error: String,
+        stderr_tail: String,
+    },
 }
 
 fn record(side: &mut SideRun<'_>, result: RunResult, warmup: bool) {
     let m = &mut side.measurement;
     match result {
-        RunResult::Scored { wall_s, cpu_s, scores } => {
+        RunResult::Scored {
+            wall_s,
+            cpu_s,
+            scores,
+        } => {
             if warmup {
                 m.warmup_times.push(wall_s);
             } else {
@@ -341,7 +421,11 @@ fn record(side: &mut SideRun<'_>, result: RunResult, warmup: bool) {
             };
             side.active = false;
         }
-        RunResult::Failed { returncode, error, stderr_tail } => {
+        RunResult::Failed {
+            returncode,
+            error,
+            stderr_tail,
+        } => {
             *m = SideMeasurement {
                 returncode,
                 stderr_tail: Some(stderr_tail),
@@ -361,7 +445,9 @@ async fn run_once(
 ) -> Result<RunResult, Stop> {
     let binary = built.binary.as_ref().expect("only built sides run");
     let format = ctx.spec.command.output_format;
-    let output = run.out_dir.join(format!("{}-{label}.{}", side.name(), format.extension()));
+    let output = run
+        .out_dir
+        .join(format!("{}-{label}.{}", side.name(), format.extension()));
     let log = run.out_dir.join(format!("{}-{label}.log", side.name()));
     let _ = std::fs::remove_file(&output);
     let _ = std::fs::remove_file(&log);
@@ -410,8 +496,12 @@ async fn run_once(
 }
 
 fn read_scores(format: abfleet_core::spec::OutputFormat, path: &Path) -> Result<Scores, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|err| format!("cannot read `{}` ({err}); does the command template pass {{output}}?", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|err| {
+        format!(
+            "cannot read `{}` ({err}); does the command template pass {{output}}?",
+            path.display()
+        )
+    })?;
     abfleet_core::output::parse(format, &text).map_err(|err| err.to_string())
 }
 
@@ -434,9 +524,9 @@ fn command_line(spec: &JobSpec, binary: &Path, run: &RunContext<'_>, output: &Pa
         .template
         .iter()
         .map(|arg| {
-            values
-                .iter()
-                .fold(arg.clone(), |text, (name, value)| text.replace(&format!("{{{name}}}"), value))
+            values.iter().fold(arg.clone(), |text, (name, value)| {
+                text.replace(&format!("{{{name}}}"), value)
+            })
         })
         .collect();
     argv.extend(run.workload.args.iter().cloned());

@@ -36,7 +36,9 @@ impl ExitKind {
     pub fn describe(&self) -> String {
         match self {
             ExitKind::Code(code) => format!("exited with code {code}"),
-            ExitKind::Signal(signal) => format!("was killed by signal {signal} ({})", signal_name(*signal)),
+            ExitKind::Signal(signal) => {
+                format!("was killed by signal {signal} ({})", signal_name(*signal))
+            }
             ExitKind::TimedOut => "ran past its timeout and was killed".into(),
             ExitKind::Cancelled => "was stopped because the job was cancelled".into(),
             ExitKind::SpawnFailed(err) => format!("could not be started: {err}"),
@@ -86,7 +88,10 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
     {
         Ok(file) => file,
         Err(err) => {
-            return spawn_failed(&format!("cannot open log `{}`: {err}", spec.log_path.display()))
+            return spawn_failed(&format!(
+                "cannot open log `{}`: {err}",
+                spec.log_path.display()
+            ))
         }
     };
     let log_err = match log.try_clone() {
@@ -139,7 +144,11 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
     };
     let wall_s = started.elapsed().as_secs_f64();
     let cpu_s = (children_cpu_s() - cpu_before).max(0.0);
-    RunOutcome { exit, wall_s, cpu_s }
+    RunOutcome {
+        exit,
+        wall_s,
+        cpu_s,
+    }
 }
 
 fn spawn_failed(message: &str) -> RunOutcome {
@@ -227,7 +236,11 @@ mod tests {
     #[tokio::test]
     async fn a_busy_child_is_timed_and_its_cpu_time_counted() {
         let (outcome, _) = run_argv(
-            &["sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"],
+            &[
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done",
+            ],
             Duration::from_secs(60),
         )
         .await;
@@ -238,7 +251,11 @@ mod tests {
 
     #[tokio::test]
     async fn exit_codes_signals_timeouts_and_missing_programs_are_told_apart() {
-        let (outcome, log) = run_argv(&["sh", "-c", "echo oops >&2; exit 255"], Duration::from_secs(10)).await;
+        let (outcome, log) = run_argv(
+            &["sh", "-c", "echo oops >&2; exit 255"],
+            Duration::from_secs(10),
+        )
+        .await;
         assert_eq!(outcome.exit, ExitKind::Code(255));
         assert!(log.contains("oops"));
         let (outcome, _) = run_argv(&["sh", "-c", "kill -ABRT $$"], Duration::from_secs(10)).await;
@@ -246,8 +263,15 @@ mod tests {
         assert!(outcome.exit.describe().contains("SIGABRT"));
         let (outcome, _) = run_argv(&["sleep", "10"], Duration::from_millis(200)).await;
         assert_eq!(outcome.exit, ExitKind::TimedOut);
-        let (outcome, _) = run_argv(&["/nonexistent/abfleet-no-such-binary"], Duration::from_secs(1)).await;
-        assert!(matches!(outcome.exit, ExitKind::SpawnFailed(_)), "{outcome:?}");
+        let (outcome, _) = run_argv(
+            &["/nonexistent/abfleet-no-such-binary"],
+            Duration::from_secs(1),
+        )
+        .await;
+        assert!(
+            matches!(outcome.exit, ExitKind::SpawnFailed(_)),
+            "{outcome:?}"
+        );
     }
 
     #[tokio::test]

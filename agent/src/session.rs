@@ -141,7 +141,10 @@ async fn open_session(
     if running.is_none() {
         let _ = outgoing.send(ready(agent_id)).await;
     }
-    let incoming = client.session(ReceiverStream::new(receiver)).await?.into_inner();
+    let incoming = client
+        .session(ReceiverStream::new(receiver))
+        .await?
+        .into_inner();
     Ok((
         outgoing,
         incoming,
@@ -229,11 +232,17 @@ fn start_job(
     client: &AgentServiceClient<Channel>,
     spool_dir: &std::path::Path,
 ) -> Result<RunningJob, AgentError> {
-    let sink = EventSink::open(spool_dir, agent_id, &offer.job_id, offer.attempt, offer.next_seq)
-        .map_err(|source| AgentError::Io {
-            what: format!("open the spool in `{}`", spool_dir.display()),
-            source,
-        })?;
+    let sink = EventSink::open(
+        spool_dir,
+        agent_id,
+        &offer.job_id,
+        offer.attempt,
+        offer.next_seq,
+    )
+    .map_err(|source| AgentError::Io {
+        what: format!("open the spool in `{}`", spool_dir.display()),
+        source,
+    })?;
     tokio::spawn(sink.clone().upload(client.clone()));
     let (cancel, cancel_rx) = watch::channel(false);
     info!(job_id = %offer.job_id, attempt = offer.attempt, run_id = %offer.run_id, "job accepted");
@@ -251,7 +260,10 @@ fn start_job(
             let sink = sink.clone();
             tokio::spawn(async move {
                 let error = format!("the agent cannot read the job spec ({err}); is the agent older than the coordinator?");
-                let _ = sink.emit(&JobEventPayload::Done { outcome: JobOutcome::Failed, error: Some(error) });
+                let _ = sink.emit(&JobEventPayload::Done {
+                    outcome: JobOutcome::Failed,
+                    error: Some(error),
+                });
                 let _ = sink.flush().await;
                 sink.close();
                 JobOutcome::Failed
@@ -269,7 +281,11 @@ fn start_job(
 
 /// Sends what an earlier agent process left in the spool; the coordinator keeps what still
 /// belongs to a live lease and refuses the rest, which is then dropped.
-fn drain_leftover_spools(spool_dir: &std::path::Path, agent_id: &str, client: &AgentServiceClient<Channel>) {
+fn drain_leftover_spools(
+    spool_dir: &std::path::Path,
+    agent_id: &str,
+    client: &AgentServiceClient<Channel>,
+) {
     for (_, job_id, attempt) in spool::leftovers(spool_dir) {
         match EventSink::open(spool_dir, agent_id, &job_id, attempt, 0) {
             Ok(sink) => {

@@ -216,7 +216,9 @@ impl EventSink {
                 Err(status)
                     if matches!(
                         status.code(),
-                        tonic::Code::FailedPrecondition | tonic::Code::NotFound | tonic::Code::InvalidArgument
+                        tonic::Code::FailedPrecondition
+                            | tonic::Code::NotFound
+                            | tonic::Code::InvalidArgument
                     ) =>
                 {
                     warn!(job_id = %self.inner.job_id, %status, "coordinator refused the events; dropping the attempt");

@@ -58,7 +58,9 @@ fn git(dir: Option<&Path>, args: &[&str]) -> Result<String, SourceError> {
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ASKPASS", "true");
-    let output = command.output().map_err(io("run `git` (is git installed?)"))?;
+    let output = command
+        .output()
+        .map_err(io("run `git` (is git installed?)"))?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
     } else {
@@ -71,7 +73,11 @@ fn git(dir: Option<&Path>, args: &[&str]) -> Result<String, SourceError> {
 }
 
 /// Fixes the identity of a source; fetches git sources into `cache_dir`.
-pub fn resolve(spec: &SourceSpec, cache_dir: &Path, host: &str) -> Result<ResolvedSource, SourceError> {
+pub fn resolve(
+    spec: &SourceSpec,
+    cache_dir: &Path,
+    host: &str,
+) -> Result<ResolvedSource, SourceError> {
     match spec {
         SourceSpec::Git { url, rev } => resolve_git(url, rev, cache_dir),
         SourceSpec::Path { path } => resolve_path(path, host),
@@ -87,14 +93,31 @@ fn resolve_git(url: &str, rev: &str, cache_dir: &Path) -> Result<ResolvedSource,
     } else {
         let partial = cache_dir.join(format!("{key}.git.partial"));
         let _ = std::fs::remove_dir_all(&partial);
-        git(None, &["clone", "--quiet", "--mirror", url, &partial.display().to_string()])?;
+        git(
+            None,
+            &[
+                "clone",
+                "--quiet",
+                "--mirror",
+                url,
+                &partial.display().to_string(),
+            ],
+        )?;
         std::fs::rename(&partial, &mirror).map_err(io("move the fresh mirror into place"))?;
     }
-    let commit = git(Some(&mirror), &["rev-parse", "--verify", "--quiet", &format!("{rev}^{{commit}}")])
-        .map_err(|_| SourceError::UnknownRev {
-            url: url.to_string(),
-            rev: rev.to_string(),
-        })?;
+    let commit = git(
+        Some(&mirror),
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ],
+    )
+    .map_err(|_| SourceError::UnknownRev {
+        url: url.to_string(),
+        rev: rev.to_string(),
+    })?;
     Ok(ResolvedSource {
         resolved: commit.clone(),
         kind: Resolved::Git { mirror, commit },
@@ -112,15 +135,23 @@ fn resolve_path(path: &Path, host: &str) -> Result<ResolvedSource, SourceError> 
     let mut hasher = Sha256::new();
     for relative in &files {
         let full = path.join(relative);
-        let metadata = std::fs::symlink_metadata(&full).map_err(io(format!("stat `{}`", full.display())))?;
+        let metadata =
+            std::fs::symlink_metadata(&full).map_err(io(format!("stat `{}`", full.display())))?;
         hasher.update(relative.to_string_lossy().as_bytes());
         hasher.update([0]);
         use std::os::unix::fs::PermissionsExt;
-        hasher.update((metadata.permissions().mode() & 0o111 != 0).to_string().as_bytes());
-        let mut file = std::fs::File::open(&full).map_err(io(format!("read `{}`", full.display())))?;
+        hasher.update(
+            (metadata.permissions().mode() & 0o111 != 0)
+                .to_string()
+                .as_bytes(),
+        );
+        let mut file =
+            std::fs::File::open(&full).map_err(io(format!("read `{}`", full.display())))?;
         let mut buffer = vec![0u8; 64 * 1024];
         loop {
-            let n = file.read(&mut buffer).map_err(io(format!("read `{}`", full.display())))?;
+            let n = file
+                .read(&mut buffer)
+                .map_err(io(format!("read `{}`", full.display())))?;
             if n == 0 {
                 break;
             }
@@ -140,7 +171,17 @@ fn resolve_path(path: &Path, host: &str) -> Result<ResolvedSource, SourceError> 
 /// The files of a directory tree: git's view (tracked and untracked, ignored files left
 /// out) when it is inside a work tree, else every regular file except `.git`.
 fn list_files(root: &Path) -> Result<Vec<PathBuf>, SourceError> {
-    if let Ok(listing) = git(Some(root), &["ls-files", "-z", "--cached", "--others", "--exclude-standard", "."]) {
+    if let Ok(listing) = git(
+        Some(root),
+        &[
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+            ".",
+        ],
+    ) {
         let mut files: Vec<PathBuf> = listing
             .split('\0')
             .filter(|f| !f.is_empty())
@@ -180,7 +221,17 @@ impl ResolvedSource {
         match &self.kind {
             Resolved::Git { mirror, commit } => {
                 let dest_text = dest.display().to_string();
-                git(None, &["clone", "--quiet", "--shared", "--no-checkout", &mirror.display().to_string(), &dest_text])?;
+                git(
+                    None,
+                    &[
+                        "clone",
+                        "--quiet",
+                        "--shared",
+                        "--no-checkout",
+                        &mirror.display().to_string(),
+                        &dest_text,
+                    ],
+                )?;
                 git(Some(dest), &["checkout", "--quiet", "--detach", commit])?;
                 Ok(())
             }
@@ -188,7 +239,8 @@ impl ResolvedSource {
                 for relative in files {
                     let target = dest.join(relative);
                     if let Some(parent) = target.parent() {
-                        std::fs::create_dir_all(parent).map_err(io(format!("create `{}`", parent.display())))?;
+                        std::fs::create_dir_all(parent)
+                            .map_err(io(format!("create `{}`", parent.display())))?;
                     }
                     std::fs::copy(root.join(relative), &target)
                         .map_err(io(format!("copy `{}`", root.join(relative).display())))?;
@@ -265,7 +317,9 @@ mod tests {
             url: repo.display().to_string(),
             rev: "v9.9.9".into(),
         };
-        let err = resolve(&spec, &tmp.path().join("cache"), "h").unwrap_err().to_string();
+        let err = resolve(&spec, &tmp.path().join("cache"), "h")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`v9.9.9` does not exist"), "{err}");
     }
 
@@ -283,10 +337,22 @@ mod tests {
         assert_ne!(first.resolved, changed.resolved);
         let dest = tmp.path().join("copy");
         changed.checkout(&dest).unwrap();
-        assert_eq!(std::fs::read_to_string(dest.join("sub/x.c")).unwrap(), "int y;");
-        let missing = resolve(&SourceSpec::Path { path: tmp.path().join("nope") }, tmp.path(), "bench-7")
-            .unwrap_err()
-            .to_string();
-        assert!(missing.contains("bench-7") && missing.contains("nope"), "{missing}");
+        assert_eq!(
+            std::fs::read_to_string(dest.join("sub/x.c")).unwrap(),
+            "int y;"
+        );
+        let missing = resolve(
+            &SourceSpec::Path {
+                path: tmp.path().join("nope"),
+            },
+            tmp.path(),
+            "bench-7",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            missing.contains("bench-7") && missing.contains("nope"),
+            "{missing}"
+        );
     }
 }

@@ -121,7 +121,11 @@ pub fn leftovers(dir: &Path) -> Vec<(PathBuf, String, u32)> {
     let mut found = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        let Some(stem) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".jsonl")) else {
+        let Some(stem) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".jsonl"))
+        else {
             continue;
         };
         if let Some((job_id, attempt)) = stem.rsplit_once('-') {
@@ -169,7 +173,10 @@ mod tests {
         spool.acknowledge(&[0]).unwrap();
         assert!(!spool.path().exists());
         spool.push(event(1)).unwrap();
-        let mut file = std::fs::OpenOptions::new().append(true).open(spool.path()).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(spool.path())
+            .unwrap();
         file.write_all(b"{\"seq\":2,\"at_").unwrap();
         let reopened = Spool::open(dir.path(), "job", 2).unwrap();
         assert_eq!(reopened.pending(10), vec![event(1)]);

@@ -133,7 +133,11 @@ impl Trigger {
 /// Where a read-only command finds runs: a coordinator, or a data dir read directly.
 #[derive(clap::Args)]
 pub struct StoreSource {
-    #[arg(long, default_value = "http://127.0.0.1:7700", conflicts_with = "data_dir")]
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:7700",
+        conflicts_with = "data_dir"
+    )]
     pub coordinator: String,
     /// Read the store in this data dir instead of asking a coordinator.
     #[arg(long)]

@@ -16,8 +16,10 @@ impl Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new(0);
             bar.set_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} cells  {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} cells  {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             bar.enable_steady_tick(std::time::Duration::from_millis(200));
             bar
@@ -25,7 +27,10 @@ impl Progress {
         if bar.is_none() {
             eprintln!("run {run_id}: following");
         }
-        Progress { bar, last_line: String::new() }
+        Progress {
+            bar,
+            last_line: String::new(),
+        }
     }
 
     pub fn update(&mut self, update: &pb::RunProgress) {
@@ -48,7 +53,11 @@ impl Progress {
                     update.cells_done,
                     update.cells_total,
                     update.state,
-                    if update.message.is_empty() { String::new() } else { format!(": {}", update.message) }
+                    if update.message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", update.message)
+                    }
                 );
                 if line != self.last_line {
                     eprintln!("{line}");

@@ -7,13 +7,24 @@ use abfleet_core::report::{Report, ScoreParity};
 
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
-    let host = report.host.as_ref().map_or("unknown host", |h| h.hostname.as_str());
+    let host = report
+        .host
+        .as_ref()
+        .map_or("unknown host", |h| h.hostname.as_str());
     let _ = writeln!(
         out,
         "run {} ({}): fork {} vs upstream {} on {host}, {} thread(s), {} warm-up + {} timed runs per side",
         report.run_id, report.name, report.fork_ref, report.upstream_ref, report.threads, report.warmup, report.runs
     );
-    let header = ["fixture", "feature", "upstream", "fork", "speedup", "parity", "largest frame delta"];
+    let header = [
+        "fixture",
+        "feature",
+        "upstream",
+        "fork",
+        "speedup",
+        "parity",
+        "largest frame delta",
+    ];
     let rows: Vec<[String; 7]> = report.cells.iter().map(row).collect();
     let mut widths = header.map(str::len);
     for row in &rows {
@@ -36,7 +47,11 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(out, "{}", line(row));
     }
     if report.cells.iter().any(|c| c.startup_dominated) {
-        let _ = writeln!(out, "† start-up-dominated: fork median under {:.1} s", report.min_useful_seconds);
+        let _ = writeln!(
+            out,
+            "† start-up-dominated: fork median under {:.1} s",
+            report.min_useful_seconds
+        );
     }
     if let Some(note) = &report.startup_note {
         let _ = writeln!(out, "warning: {note}");
@@ -52,7 +67,11 @@ pub fn render(report: &Report) -> String {
         ScoreParity::Fail => "FAIL",
         ScoreParity::NotRun => "NOT RUN",
     };
-    let _ = writeln!(out, "score parity: {parity}; status {}; exit code {}", report.status, report.exit_code);
+    let _ = writeln!(
+        out,
+        "score parity: {parity}; status {}; exit code {}",
+        report.status, report.exit_code
+    );
     out
 }
 

@@ -29,7 +29,15 @@ fn text(output: &Output) -> String {
 
 fn local(dir: &Path, spec: &Path) -> (Output, Option<Report>) {
     let out = dir.join("out");
-    let output = abfleet(dir, &["local", spec.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let output = abfleet(
+        dir,
+        &[
+            "local",
+            spec.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
     let report = std::fs::read_to_string(out.join("report.json"))
         .ok()
         .map(|json| Report::from_json(&json).unwrap());
@@ -44,12 +52,22 @@ fn the_demo_spec_passes_parity_and_writes_both_reports() {
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report = report.expect("report.json is written");
     assert_eq!(report.cells.len(), 8);
-    let float_ssim = report.cells.iter().find(|c| c.workload == "float_ssim").unwrap();
+    let float_ssim = report
+        .cells
+        .iter()
+        .find(|c| c.workload == "float_ssim")
+        .unwrap();
     assert_eq!(float_ssim.parity, CellParity::Ok);
     let markdown = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
-    assert!(markdown.contains("| Feature | Upstream | Fork | Speedup | Score delta |"), "{markdown}");
+    assert!(
+        markdown.contains("| Feature | Upstream | Fork | Speedup | Score delta |"),
+        "{markdown}"
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("float_ssim") && stdout.contains("score parity: OK"), "{stdout}");
+    assert!(
+        stdout.contains("float_ssim") && stdout.contains("score parity: OK"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -59,49 +77,87 @@ fn a_drifting_fork_fails_the_parity_gate_with_exit_1_naming_metric_frame_and_del
     let (output, report) = local(tmp.path(), &spec);
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
     let report = report.unwrap();
-    let cell = report.cells.iter().find(|c| c.workload == "float_ssim").unwrap();
+    let cell = report
+        .cells
+        .iter()
+        .find(|c| c.workload == "float_ssim")
+        .unwrap();
     assert_eq!(cell.parity, CellParity::Fail);
     let failure = &cell.parity_failures[0];
     assert_eq!(failure.metric, "float_ssim");
     assert!(failure.delta > 1e-5 && failure.delta < 1e-2, "{failure:?}");
     assert!(failure.frame.is_some());
     // Timing had nothing to do with it: the other features still pass.
-    assert_eq!(report.cells.iter().find(|c| c.workload == "psnr").unwrap().parity, CellParity::Ok);
+    assert_eq!(
+        report
+            .cells
+            .iter()
+            .find(|c| c.workload == "psnr")
+            .unwrap()
+            .parity,
+        CellParity::Ok
+    );
     let markdown = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
     assert!(markdown.contains("**Score parity: FAIL**"), "{markdown}");
     assert!(markdown.contains("`float_ssim` differs by"), "{markdown}");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("parity: pattern_320x180/float_ssim: `float_ssim` differs by"), "{stdout}");
+    assert!(
+        stdout.contains("parity: pattern_320x180/float_ssim: `float_ssim` differs by"),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn a_fork_that_does_not_build_ends_with_exit_3_and_the_build_log_tail() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = SpecOptions {
-        fork_build: "commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-DABFLEET_BROKEN\"]]",
+        fork_build:
+            "commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-DABFLEET_BROKEN\"]]",
         ..SpecOptions::path()
     }
     .write(tmp.path(), "broken.toml");
     let (output, report) = local(tmp.path(), &spec);
     assert_eq!(output.status.code(), Some(3), "{}", text(&output));
     let report = report.unwrap();
-    assert!(report.cells.iter().all(|c| c.parity == CellParity::Unavailable));
+    assert!(report
+        .cells
+        .iter()
+        .all(|c| c.parity == CellParity::Unavailable));
     let build = report.fork.build.as_ref().unwrap();
     assert_eq!(build.status, abfleet_core::events::BuildStatus::Failed);
-    assert!(build.log_tail.as_deref().unwrap().contains("ABFLEET_BROKEN"), "{build:?}");
+    assert!(
+        build
+            .log_tail
+            .as_deref()
+            .unwrap()
+            .contains("ABFLEET_BROKEN"),
+        "{build:?}"
+    );
     let markdown = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
-    assert!(markdown.contains("The fork build log ends with"), "{markdown}");
+    assert!(
+        markdown.contains("The fork build log ends with"),
+        "{markdown}"
+    );
     assert!(markdown.contains("this tree does not build"), "{markdown}");
 }
 
 #[test]
 fn a_crashing_binary_and_one_that_scores_nothing_make_their_cells_unavailable() {
     let tmp = tempfile::tempdir().unwrap();
-    for (flag, expected) in [("ABFLEET_CRASH", "killed by signal 6 (SIGABRT)"), ("ABFLEET_NOFRAMES", "exited 0 but scored no frames")] {
-        let fork_build = format!("commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-D{flag}\"]]");
+    for (flag, expected) in [
+        ("ABFLEET_CRASH", "killed by signal 6 (SIGABRT)"),
+        ("ABFLEET_NOFRAMES", "exited 0 but scored no frames"),
+    ] {
+        let fork_build =
+            format!("commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-D{flag}\"]]");
         let dir = tmp.path().join(flag);
         std::fs::create_dir_all(&dir).unwrap();
-        let spec = SpecOptions { fork_build: &fork_build, workloads: &["psnr"], ..SpecOptions::path() }.write(&dir, "spec.toml");
+        let spec = SpecOptions {
+            fork_build: &fork_build,
+            workloads: &["psnr"],
+            ..SpecOptions::path()
+        }
+        .write(&dir, "spec.toml");
         let (output, report) = local(&dir, &spec);
         assert_eq!(output.status.code(), Some(3), "{flag}: {}", text(&output));
         let cell = &report.unwrap().cells[0];
@@ -164,7 +220,11 @@ fn bad_specs_get_clear_errors_and_the_right_exit_code() {
 #[test]
 fn help_documents_the_exit_codes() {
     let tmp = tempfile::tempdir().unwrap();
-    for args in [vec!["--help"], vec!["local", "--help"], vec!["submit", "--help"]] {
+    for args in [
+        vec!["--help"],
+        vec!["local", "--help"],
+        vec!["submit", "--help"],
+    ] {
         let output = abfleet(tmp.path(), &args);
         assert!(output.status.success());
         let stdout = String::from_utf8_lossy(&output.stdout);
@@ -177,8 +237,13 @@ fn help_documents_the_exit_codes() {
 #[test]
 fn ctrl_c_on_local_stops_the_children_and_leaves_the_store_consistent() {
     let tmp = tempfile::tempdir().unwrap();
-    let spec = SpecOptions { workloads: &["float_ssim"], runs: 20, frames: 400, ..SpecOptions::path() }
-        .write(tmp.path(), "long.toml");
+    let spec = SpecOptions {
+        workloads: &["float_ssim"],
+        runs: 20,
+        frames: 400,
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "long.toml");
     let work_dir = tmp.path().join("abfleet-out/.agent");
     let child = Command::new(env!("CARGO_BIN_EXE_abfleet"))
         .current_dir(tmp.path())
@@ -193,20 +258,50 @@ fn ctrl_c_on_local_stops_the_children_and_leaves_the_store_consistent() {
         assert!(std::time::Instant::now() < deadline, "timing never started");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(130), "{}", text(&output));
     // No timed child outlives the interrupt.
-    let survivors = Command::new("pgrep").args(["-f", work_dir.to_str().unwrap()]).output().unwrap();
-    assert!(survivors.stdout.is_empty(), "still running: {}", String::from_utf8_lossy(&survivors.stdout));
+    let survivors = Command::new("pgrep")
+        .args(["-f", work_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        survivors.stdout.is_empty(),
+        "still running: {}",
+        String::from_utf8_lossy(&survivors.stdout)
+    );
     // The store says what happened and still renders a report.
     let data_dir = tmp.path().join("abfleet-out/.coordinator");
-    let runs = abfleet(tmp.path(), &["runs", "--data-dir", data_dir.to_str().unwrap()]);
+    let runs = abfleet(
+        tmp.path(),
+        &["runs", "--data-dir", data_dir.to_str().unwrap()],
+    );
     let listing = String::from_utf8_lossy(&runs.stdout).to_string();
     assert!(listing.contains("cancelled"), "{listing}");
-    let run_id = listing.lines().nth(1).unwrap().split_whitespace().next().unwrap().to_string();
-    let report = abfleet(tmp.path(), &["report", &run_id, "--format", "json", "--data-dir", data_dir.to_str().unwrap()]);
+    let run_id = listing
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let report = abfleet(
+        tmp.path(),
+        &[
+            "report",
+            &run_id,
+            "--format",
+            "json",
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+        ],
+    );
     assert!(report.status.success(), "{}", text(&report));
     let report = Report::from_json(&String::from_utf8_lossy(&report.stdout)).unwrap();
     assert_eq!(report.status, "cancelled");
@@ -215,9 +310,18 @@ fn ctrl_c_on_local_stops_the_children_and_leaves_the_store_consistent() {
 
 fn has_timed_run_logs(jobs: &Path) -> bool {
     let walk = |dir: &Path| -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
+        std::fs::read_dir(dir)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
     };
-    walk(jobs).iter().flat_map(|job| walk(job)).flat_map(|attempt| walk(&attempt)).flat_map(|cell| walk(&cell)).any(|file| {
-        file.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.contains("-run"))
-    })
+    walk(jobs)
+        .iter()
+        .flat_map(|job| walk(job))
+        .flat_map(|attempt| walk(&attempt))
+        .flat_map(|cell| walk(&cell))
+        .any(|file| {
+            file.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.contains("-run"))
+        })
 }

@@ -19,7 +19,8 @@ async fn a_spec_runs_to_a_report_over_grpc_with_git_sources() {
     let tmp = tempfile::tempdir().unwrap();
     let repos = make_repos(tmp.path());
     let spec = SpecOptions::git(&repos).write(tmp.path(), "spec.toml");
-    let mut coordinator = TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    let mut coordinator =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
     let agent = TestAgent::start(&coordinator.url(), &tmp.path().join("agent"));
     let mut client = coordinator.control().await;
 
@@ -29,8 +30,14 @@ async fn a_spec_runs_to_a_report_over_grpc_with_git_sources() {
     assert_eq!(report.exit_code, 0, "{:?}", report.errors);
     assert_eq!(report.score_parity, ScoreParity::Ok);
     assert_eq!(report.upstream_ref, "v1.0.0");
-    assert_eq!(report.upstream.resolved.as_deref(), Some(repos.upstream_tag_commit.as_str()));
-    assert_eq!(report.fork.resolved.as_deref(), Some(repos.fork_commit.as_str()));
+    assert_eq!(
+        report.upstream.resolved.as_deref(),
+        Some(repos.upstream_tag_commit.as_str())
+    );
+    assert_eq!(
+        report.fork.resolved.as_deref(),
+        Some(repos.fork_commit.as_str())
+    );
     assert_eq!(report.fork_ref, repos.fork_commit[..12]);
     assert_eq!(report.cells.len(), 4);
     let cell = |name: &str| report.cells.iter().find(|c| c.workload == name).unwrap();
@@ -46,7 +53,10 @@ async fn a_spec_runs_to_a_report_over_grpc_with_git_sources() {
     }
     assert!(cell("psnr").upstream.pooled.contains_key("psnr_y"));
     assert_eq!(
-        cell("motion").renamed_metrics.get("VMAF_integer_feature_motion_sad_score").map(String::as_str),
+        cell("motion")
+            .renamed_metrics
+            .get("VMAF_integer_feature_motion_sad_score")
+            .map(String::as_str),
         Some("integer_motion")
     );
     let fork_only = cell("motion_v2");
@@ -55,15 +65,23 @@ async fn a_spec_runs_to_a_report_over_grpc_with_git_sources() {
     assert_eq!(fork_only.upstream.returncode, Some(255));
     assert_eq!(fork_only.fork.status, SideStatus::Ok);
     assert!(report.startup_bound);
-    assert_eq!(report.geomean_cells.len(), 3, "the geomean covers only compared cells");
+    assert_eq!(
+        report.geomean_cells.len(),
+        3,
+        "the geomean covers only compared cells"
+    );
     let markdown = render_markdown(&report);
-    assert!(markdown.contains("| motion_v2 † | absent upstream |"), "{markdown}");
+    assert!(
+        markdown.contains("| motion_v2 † | absent upstream |"),
+        "{markdown}"
+    );
     assert!(markdown.contains("vs upstream `v1.0.0`"), "{markdown}");
 
     // The report survives a coordinator restart: it is rebuilt from the SQLite store.
     coordinator.stop().await;
     agent.stop().await;
-    let restarted = TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    let restarted =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
     let mut client = restarted.control().await;
     let again = report_of(&mut client, &run_id).await;
     assert_eq!(again.cells, report.cells);
@@ -79,22 +97,33 @@ async fn report_of(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_identical_run_does_not_rebuild() {
     let tmp = tempfile::tempdir().unwrap();
-    let spec = SpecOptions { workloads: &["psnr"], ..SpecOptions::path() }.write(tmp.path(), "spec.toml");
-    let coordinator = TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    let spec = SpecOptions {
+        workloads: &["psnr"],
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "spec.toml");
+    let coordinator =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
     let _agent = TestAgent::start(&coordinator.url(), &tmp.path().join("agent"));
     let mut client = coordinator.control().await;
 
     let (_, first) = submit_and_wait(&mut client, &spec).await;
     let (_, second) = submit_and_wait(&mut client, &spec).await;
 
-    for (side, a, b) in [("upstream", &first.upstream, &second.upstream), ("fork", &first.fork, &second.fork)] {
+    for (side, a, b) in [
+        ("upstream", &first.upstream, &second.upstream),
+        ("fork", &first.fork, &second.fork),
+    ] {
         let (a, b) = (a.build.as_ref().unwrap(), b.build.as_ref().unwrap());
         assert_eq!(a.status, BuildStatus::Built, "{side}: {a:?}");
         assert_eq!(b.status, BuildStatus::Cached, "{side}: {b:?}");
         assert_eq!(a.cache_key, b.cache_key);
     }
     // Upstream and fork build from the same tree with different recipes: separate builds.
-    assert_ne!(first.upstream.build.as_ref().unwrap().cache_key, first.fork.build.as_ref().unwrap().cache_key);
+    assert_ne!(
+        first.upstream.build.as_ref().unwrap().cache_key,
+        first.fork.build.as_ref().unwrap().cache_key
+    );
     assert_eq!(second.exit_code, 0, "{:?}", second.errors);
 }
 
@@ -123,7 +152,10 @@ async fn an_agent_that_loses_its_coordinator_mid_job_resends_and_each_cell_is_st
     })
     .await;
     let at_cut = report(&mut client, &run_id).await;
-    assert!(at_cut.cells.len() < 4, "the job must still be running when the coordinator goes");
+    assert!(
+        at_cut.cells.len() < 4,
+        "the job must still be running when the coordinator goes"
+    );
     proxy.cut();
     first.stop().await;
     proxy.cut();
@@ -138,12 +170,31 @@ async fn an_agent_that_loses_its_coordinator_mid_job_resends_and_each_cell_is_st
     assert_eq!(report.exit_code, 0, "{:?}", report.errors);
     let store = Store::open(&data_dir).unwrap();
     let job_id = store.jobs_of_run(run_id.parse().unwrap()).await.unwrap()[0].job_id;
-    assert_eq!(store.cell_count(job_id).await.unwrap(), 4, "every cell stored exactly once");
+    assert_eq!(
+        store.cell_count(job_id).await.unwrap(),
+        4,
+        "every cell stored exactly once"
+    );
     let events = store.events(job_id, 1).await.unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>(), "no gap, no duplicate");
-    assert!(matches!(events.last().unwrap().payload, JobEventPayload::Done { .. }));
-    assert!(!agent.work_dir.join("spool").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false), "the spool is drained");
+    assert_eq!(
+        seqs,
+        (0..events.len() as u64).collect::<Vec<_>>(),
+        "no gap, no duplicate"
+    );
+    assert!(matches!(
+        events.last().unwrap().payload,
+        JobEventPayload::Done { .. }
+    ));
+    assert!(
+        !agent
+            .work_dir
+            .join("spool")
+            .read_dir()
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false),
+        "the spool is drained"
+    );
     agent.stop().await;
 }
 
@@ -151,11 +202,14 @@ async fn an_agent_that_loses_its_coordinator_mid_job_resends_and_each_cell_is_st
 async fn a_resent_sequence_number_is_acknowledged_and_ignored() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = SpecOptions::path().write(tmp.path(), "spec.toml");
-    let coordinator = TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    let coordinator =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
     let mut client = coordinator.control().await;
     let run_id = submit(&mut client, &spec).await;
     // A hand-driven agent: register, ask for work, take the offer, push events twice.
-    let mut agent = pb::agent_service_client::AgentServiceClient::connect(coordinator.url()).await.unwrap();
+    let mut agent = pb::agent_service_client::AgentServiceClient::connect(coordinator.url())
+        .await
+        .unwrap();
     let agent_id = abfleet_core::AgentId::new_random().to_string();
     agent
         .register(pb::RegisterRequest {
@@ -166,9 +220,19 @@ async fn a_resent_sequence_number_is_acknowledged_and_ignored() {
         .await
         .unwrap();
     let (outgoing, receiver) = tokio::sync::mpsc::channel(4);
-    let ready = |kind| pb::AgentMessage { agent_id: agent_id.clone(), kind: Some(kind) };
-    outgoing.send(ready(pb::agent_message::Kind::Ready(pb::Ready {}))).await.unwrap();
-    let mut incoming = agent.session(tokio_stream::wrappers::ReceiverStream::new(receiver)).await.unwrap().into_inner();
+    let ready = |kind| pb::AgentMessage {
+        agent_id: agent_id.clone(),
+        kind: Some(kind),
+    };
+    outgoing
+        .send(ready(pb::agent_message::Kind::Ready(pb::Ready {})))
+        .await
+        .unwrap();
+    let mut incoming = agent
+        .session(tokio_stream::wrappers::ReceiverStream::new(receiver))
+        .await
+        .unwrap()
+        .into_inner();
     let offer = match incoming.message().await.unwrap().unwrap().kind {
         Some(pb::coordinator_message::Kind::Offer(offer)) => offer,
         other => panic!("expected an offer, got {other:?}"),
@@ -177,7 +241,11 @@ async fn a_resent_sequence_number_is_acknowledged_and_ignored() {
     let event = |seq: u64| pb::JobEvent {
         seq,
         at_ms: 0,
-        payload_json: serde_json::to_string(&JobEventPayload::Log { level: LogLevel::Info, line: format!("event {seq}") }).unwrap(),
+        payload_json: serde_json::to_string(&JobEventPayload::Log {
+            level: LogLevel::Info,
+            line: format!("event {seq}"),
+        })
+        .unwrap(),
     };
     let push = |events: Vec<pb::JobEvent>| pb::PushEventsRequest {
         agent_id: agent_id.clone(),
@@ -185,26 +253,49 @@ async fn a_resent_sequence_number_is_acknowledged_and_ignored() {
         attempt: offer.attempt,
         events,
     };
-    let first = agent.push_events(push(vec![event(0), event(1)])).await.unwrap().into_inner();
+    let first = agent
+        .push_events(push(vec![event(0), event(1)]))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(first.acked, vec![0, 1]);
-    let again = agent.push_events(push(vec![event(1), event(2)])).await.unwrap().into_inner();
+    let again = agent
+        .push_events(push(vec![event(1), event(2)]))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(again.acked, vec![1, 2]);
     let store = Store::open(&tmp.path().join("data")).unwrap();
-    let events: Vec<StoredEvent> = store.events(offer.job_id.parse().unwrap(), offer.attempt).await.unwrap();
-    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
+    let events: Vec<StoredEvent> = store
+        .events(offer.job_id.parse().unwrap(), offer.attempt)
+        .await
+        .unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
     // A stale attempt is refused with a reason the agent acts on.
     let mut stale = push(vec![event(3)]);
     stale.attempt += 1;
     let refused = agent.push_events(stale).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
-    assert!(refused.message().contains("no longer leased"), "{}", refused.message());
+    assert!(
+        refused.message().contains("no longer leased"),
+        "{}",
+        refused.message()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_agent_loses_its_lease_and_another_agent_finishes_the_job() {
     let tmp = tempfile::tempdir().unwrap();
-    let spec = SpecOptions { workloads: &["psnr", "motion", "float_ssim"], runs: 5, frames: 120, ..SpecOptions::path() }
-        .write(tmp.path(), "spec.toml");
+    let spec = SpecOptions {
+        workloads: &["psnr", "motion", "float_ssim"],
+        runs: 5,
+        frames: 120,
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "spec.toml");
     let config = CoordinatorConfig {
         lease: Duration::from_millis(1500),
         heartbeat_interval: Duration::from_millis(200),
@@ -220,20 +311,30 @@ async fn a_dead_agent_loses_its_lease_and_another_agent_finishes_the_job() {
         .unwrap();
     let mut client = coordinator.control().await;
     let run_id = submit(&mut client, &spec).await;
-    wait_until(Duration::from_secs(120), "the doomed agent to start timing", || {
-        let mut client = client.clone();
-        let run_id = run_id.clone();
-        async move { (!report(&mut client, &run_id).await.cells.is_empty()).then_some(()) }
-    })
+    wait_until(
+        Duration::from_secs(120),
+        "the doomed agent to start timing",
+        || {
+            let mut client = client.clone();
+            let run_id = run_id.clone();
+            async move { (!report(&mut client, &run_id).await.cells.is_empty()).then_some(()) }
+        },
+    )
     .await;
     doomed.kill().unwrap();
     doomed.wait().unwrap();
     let at_kill = report(&mut client, &run_id).await;
-    assert!(at_kill.cells.len() < 3, "the job must still be running when its agent dies");
+    assert!(
+        at_kill.cells.len() < 3,
+        "the job must still be running when its agent dies"
+    );
     let _rescuer = TestAgent::start(&coordinator.url(), &tmp.path().join("rescuer"));
     let report = wait_for_report(&mut client, &run_id, Duration::from_secs(180)).await;
     assert_eq!(report.status, "done", "{:?}", report.errors);
-    assert_eq!(report.attempts, 2, "the job ran again after the lease expired");
+    assert_eq!(
+        report.attempts, 2,
+        "the job ran again after the lease expired"
+    );
     assert_eq!(report.cells.len(), 3);
     assert_eq!(report.exit_code, 0);
 }

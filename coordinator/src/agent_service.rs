@@ -51,10 +51,9 @@ impl pb::agent_service_server::AgentService for AgentService {
         let (sender, receiver) = mpsc::channel(64);
         let fleet = self.fleet.clone();
         // The first message names the agent; the session belongs to it from then on.
-        let first = incoming
-            .message()
-            .await?
-            .ok_or_else(|| Status::invalid_argument("the session closed before its first message"))?;
+        let first = incoming.message().await?.ok_or_else(|| {
+            Status::invalid_argument("the session closed before its first message")
+        })?;
         let agent_id: AgentId = parse_id("agent_id", &first.agent_id)?;
         let number = fleet.open_session(agent_id, sender);
         tokio::spawn(async move {

@@ -34,7 +34,10 @@ impl pb::control_service_server::ControlService for ControlService {
         } else {
             request.trigger.as_str()
         };
-        let run_id = self.fleet.submit(spec, trigger, &request.spec_origin).await?;
+        let run_id = self
+            .fleet
+            .submit(spec, trigger, &request.spec_origin)
+            .await?;
         Ok(Response::new(pb::SubmitRunResponse {
             run_id: run_id.to_string(),
         }))

@@ -17,7 +17,7 @@ use tracing::{info, warn};
 
 use crate::clock::now_ms;
 use crate::error::CoordinatorError;
-use crate::store::{AgentRow, RunRow, StoredEvent, Store};
+use crate::store::{AgentRow, RunRow, Store, StoredEvent};
 
 /// Timing knobs of the coordinator.
 #[derive(Debug, Clone)]
@@ -110,7 +110,12 @@ impl Fleet {
             .insert_run(run_id, &spec, trigger, origin, vec![job_id], now_ms())
             .await?;
         info!(run_id = %run_id, job_id = %job_id, name = %spec.name, trigger, "run submitted");
-        self.publish(progress(run_id, Some(job_id), "queued", "waiting for an agent"));
+        self.publish(progress(
+            run_id,
+            Some(job_id),
+            "queued",
+            "waiting for an agent",
+        ));
         self.dispatch().await?;
         Ok(run_id)
     }
@@ -170,7 +175,12 @@ impl Fleet {
     pub async fn snapshot(&self, run_id: RunId) -> Result<pb::RunProgress, CoordinatorError> {
         let run = self.run_row(run_id).await?;
         let jobs = self.inner.store.jobs_of_run(run_id).await?;
-        let mut snapshot = progress(run_id, jobs.first().map(|j| j.job_id), run.state.as_str(), "");
+        let mut snapshot = progress(
+            run_id,
+            jobs.first().map(|j| j.job_id),
+            run.state.as_str(),
+            "",
+        );
         snapshot.cells_total = run.spec.cell_count() as u32;
         for job in &jobs {
             snapshot.cells_done += self.inner.store.cell_count(job.job_id).await? as u32;
@@ -221,7 +231,12 @@ impl Fleet {
             .set_run_state(run_id, state, Some(report.exit_code), now_ms())
             .await?;
         info!(run_id = %run_id, state = state.as_str(), exit_code = report.exit_code, "run finished");
-        let mut finished = progress(run_id, jobs.first().map(|j| j.job_id), state.as_str(), "finished");
+        let mut finished = progress(
+            run_id,
+            jobs.first().map(|j| j.job_id),
+            state.as_str(),
+            "finished",
+        );
         finished.finished = true;
         finished.exit_code = report.exit_code;
         finished.cells_done = report.cells.len() as u32;
@@ -251,7 +266,11 @@ impl Fleet {
             .inner
             .next_session
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         sessions.insert(
             agent_id,
             Session {
@@ -264,7 +283,11 @@ impl Fleet {
     }
 
     pub fn close_session(&self, agent_id: AgentId, number: u64) {
-        let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if sessions.get(&agent_id).is_some_and(|s| s.number == number) {
             sessions.remove(&agent_id);
             info!(agent_id = %agent_id, "agent session closed");
@@ -272,7 +295,11 @@ impl Fleet {
     }
 
     fn send(&self, agent_id: AgentId, kind: pb::coordinator_message::Kind) -> bool {
-        let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         match sessions.get(&agent_id) {
             Some(session) => session
                 .sender
@@ -330,11 +357,20 @@ impl Fleet {
         for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
             if job.agent_id == Some(agent_id) {
                 warn!(agent_id = %agent_id, job_id = %job.job_id, "agent is idle but held a lease; requeueing");
-                self.release(job.job_id, job.run_id, format!("agent {agent_id} restarted during attempt {}", job.attempt)).await?;
+                self.release(
+                    job.job_id,
+                    job.run_id,
+                    format!("agent {agent_id} restarted during attempt {}", job.attempt),
+                )
+                .await?;
             }
         }
         {
-            let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let mut sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             if let Some(session) = sessions.get_mut(&agent_id) {
                 session.waiting = true;
             }
@@ -342,7 +378,12 @@ impl Fleet {
         self.dispatch().await
     }
 
-    async fn release(&self, job_id: JobId, run_id: RunId, reason: String) -> Result<(), CoordinatorError> {
+    async fn release(
+        &self,
+        job_id: JobId,
+        run_id: RunId,
+        reason: String,
+    ) -> Result<(), CoordinatorError> {
         let state = self
             .inner
             .store
@@ -361,7 +402,11 @@ impl Fleet {
         let queued = self.inner.store.jobs_in_state(JobState::Queued).await?;
         for job in queued {
             let waiting: Option<AgentId> = {
-                let sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                let sessions = self
+                    .inner
+                    .sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
                 sessions
                     .iter()
                     .filter(|(_, s)| s.waiting)
@@ -390,7 +435,11 @@ impl Fleet {
                 next_seq,
             };
             let sent = {
-                let mut sessions = self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                let mut sessions = self
+                    .inner
+                    .sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
                 match sessions.get_mut(&agent_id) {
                     Some(session) => {
                         session.waiting = false;
@@ -406,7 +455,12 @@ impl Fleet {
             };
             if sent {
                 info!(job_id = %job.job_id, agent_id = %agent_id, attempt, "job leased");
-                self.publish(progress(job.run_id, Some(job.job_id), "running", &format!("leased to agent {agent_id}, attempt {attempt}")));
+                self.publish(progress(
+                    job.run_id,
+                    Some(job.job_id),
+                    "running",
+                    &format!("leased to agent {agent_id}, attempt {attempt}"),
+                ));
             } else {
                 // The session went away between choosing and sending: the lease will
                 // expire, or the agent re-sends Ready and gets it requeued.
@@ -430,7 +484,8 @@ impl Fleet {
             .job(job_id)
             .await?
             .ok_or_else(|| CoordinatorError::UnknownJob(job_id.to_string()))?;
-        if job.attempt != attempt || job.agent_id != Some(agent_id) || job.state == JobState::Queued {
+        if job.attempt != attempt || job.agent_id != Some(agent_id) || job.state == JobState::Queued
+        {
             return Err(CoordinatorError::LeaseLost {
                 job_id: job_id.to_string(),
                 attempt,
@@ -465,7 +520,10 @@ impl Fleet {
                         job.run_id,
                         Some(job_id),
                         "timing",
-                        &format!("cell {}/{} finished: {:?}", cell.fixture, cell.workload, cell.parity),
+                        &format!(
+                            "cell {}/{} finished: {:?}",
+                            cell.fixture, cell.workload, cell.parity
+                        ),
                     );
                     update.cells_done = cell.index + 1;
                     update.cells_total = run.spec.cell_count() as u32;
@@ -493,7 +551,10 @@ impl Fleet {
                 self.release(
                     job.job_id,
                     job.run_id,
-                    format!("agent {agent} lost: lease of attempt {} expired", job.attempt),
+                    format!(
+                        "agent {agent} lost: lease of attempt {} expired",
+                        job.attempt
+                    ),
                 )
                 .await?;
                 released = true;
@@ -506,7 +567,9 @@ impl Fleet {
     }
 
     /// Agents with their state: busy (holds a lease), lost (silent too long), idle.
-    pub async fn agents(&self) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, CoordinatorError> {
+    pub async fn agents(
+        &self,
+    ) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, CoordinatorError> {
         let leased = self.inner.store.jobs_in_state(JobState::Leased).await?;
         let lost_before = now_ms() - self.inner.config.agent_lost_after.as_millis() as i64;
         let agents = self.inner.store.agents().await?;

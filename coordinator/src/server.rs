@@ -24,7 +24,10 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    pub fn open(data_dir: &Path, config: CoordinatorConfig) -> Result<Coordinator, CoordinatorError> {
+    pub fn open(
+        data_dir: &Path,
+        config: CoordinatorConfig,
+    ) -> Result<Coordinator, CoordinatorError> {
         let store = Store::open(data_dir)?;
         Ok(Coordinator {
             fleet: Fleet::new(store, config),
@@ -60,12 +63,14 @@ pub async fn serve(
     let (graceful, graceful_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
-        .add_service(pb::agent_service_server::AgentServiceServer::new(AgentService {
-            fleet: fleet.clone(),
-        }))
-        .add_service(pb::control_service_server::ControlServiceServer::new(ControlService {
-            fleet,
-        }))
+        .add_service(pb::agent_service_server::AgentServiceServer::new(
+            AgentService {
+                fleet: fleet.clone(),
+            },
+        ))
+        .add_service(pb::control_service_server::ControlServiceServer::new(
+            ControlService { fleet },
+        ))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
             let _ = graceful_rx.await;
         });

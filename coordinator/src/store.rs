@@ -538,7 +538,11 @@ impl Store {
         .await
     }
 
-    pub async fn touch_agent(&self, agent_id: AgentId, now_ms: i64) -> Result<(), CoordinatorError> {
+    pub async fn touch_agent(
+        &self,
+        agent_id: AgentId,
+        now_ms: i64,
+    ) -> Result<(), CoordinatorError> {
         self.with(move |conn| {
             conn.execute(
                 "UPDATE agents SET last_heartbeat_ms = ?2 WHERE agent_id = ?1",
@@ -638,9 +642,8 @@ fn run_row(row: &rusqlite::Row<'_>) -> RowResult<RunRow> {
             run_id: parse_stored_id(&run_id)?,
             name,
             trigger,
-            spec: JobSpec::from_json(&spec_json).map_err(|err| {
-                CoordinatorError::Corrupt(format!("spec of run {run_id}: {err}"))
-            })?,
+            spec: JobSpec::from_json(&spec_json)
+                .map_err(|err| CoordinatorError::Corrupt(format!("spec of run {run_id}: {err}")))?,
             state: RunState::parse(&state)
                 .ok_or_else(|| CoordinatorError::Corrupt(format!("run state `{state}`")))?,
             created_ms,
@@ -697,14 +700,31 @@ mod tests {
     async fn duplicate_sequence_numbers_are_acknowledged_but_stored_once() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let (run_id, job_id, agent_id) = (RunId::new_random(), JobId::new_random(), AgentId::new_random());
-        store.insert_run(run_id, &spec(), "manual", "test", vec![job_id], 1).await.unwrap();
-        let attempt = store.lease_job(job_id, agent_id, 10_000).await.unwrap().unwrap();
+        let (run_id, job_id, agent_id) = (
+            RunId::new_random(),
+            JobId::new_random(),
+            AgentId::new_random(),
+        );
+        store
+            .insert_run(run_id, &spec(), "manual", "test", vec![job_id], 1)
+            .await
+            .unwrap();
+        let attempt = store
+            .lease_job(job_id, agent_id, 10_000)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(attempt, 1);
-        let first = store.append_events(job_id, attempt, vec![log(0), log(1)], true).await.unwrap();
+        let first = store
+            .append_events(job_id, attempt, vec![log(0), log(1)], true)
+            .await
+            .unwrap();
         assert_eq!(first.acked, vec![0, 1]);
         assert_eq!(first.new_events.len(), 2);
-        let again = store.append_events(job_id, attempt, vec![log(1), log(2)], true).await.unwrap();
+        let again = store
+            .append_events(job_id, attempt, vec![log(1), log(2)], true)
+            .await
+            .unwrap();
         assert_eq!(again.acked, vec![1, 2]);
         assert_eq!(again.new_events.len(), 1);
         assert_eq!(store.event_count(job_id, attempt).await.unwrap(), 3);
@@ -713,11 +733,22 @@ mod tests {
     #[tokio::test]
     async fn the_store_survives_a_reopen_and_done_finishes_the_job() {
         let dir = tempfile::tempdir().unwrap();
-        let (run_id, job_id, agent_id) = (RunId::new_random(), JobId::new_random(), AgentId::new_random());
+        let (run_id, job_id, agent_id) = (
+            RunId::new_random(),
+            JobId::new_random(),
+            AgentId::new_random(),
+        );
         {
             let store = Store::open(dir.path()).unwrap();
-            store.insert_run(run_id, &spec(), "release", "test", vec![job_id], 1).await.unwrap();
-            let attempt = store.lease_job(job_id, agent_id, 10_000).await.unwrap().unwrap();
+            store
+                .insert_run(run_id, &spec(), "release", "test", vec![job_id], 1)
+                .await
+                .unwrap();
+            let attempt = store
+                .lease_job(job_id, agent_id, 10_000)
+                .await
+                .unwrap()
+                .unwrap();
             let done = StoredEvent {
                 seq: 0,
                 at_ms: 5,
@@ -726,7 +757,10 @@ mod tests {
                     error: None,
                 },
             };
-            store.append_events(job_id, attempt, vec![done], true).await.unwrap();
+            store
+                .append_events(job_id, attempt, vec![done], true)
+                .await
+                .unwrap();
         }
         let store = Store::open(dir.path()).unwrap();
         let job = store.job(job_id).await.unwrap().unwrap();
@@ -740,13 +774,38 @@ mod tests {
     async fn an_expired_lease_requeues_until_the_attempts_are_used_up() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let (run_id, job_id, agent_id) = (RunId::new_random(), JobId::new_random(), AgentId::new_random());
-        store.insert_run(run_id, &spec(), "manual", "test", vec![job_id], 1).await.unwrap();
+        let (run_id, job_id, agent_id) = (
+            RunId::new_random(),
+            JobId::new_random(),
+            AgentId::new_random(),
+        );
+        store
+            .insert_run(run_id, &spec(), "manual", "test", vec![job_id], 1)
+            .await
+            .unwrap();
         store.lease_job(job_id, agent_id, 10).await.unwrap();
-        assert_eq!(store.release_job(job_id, 2, "lease expired".into()).await.unwrap(), JobState::Queued);
-        assert_eq!(store.lease_job(job_id, agent_id, 10).await.unwrap(), Some(2));
-        assert!(!store.renew_lease(job_id, agent_id, 1, 20).await.unwrap(), "a stale attempt cannot renew");
-        assert_eq!(store.release_job(job_id, 2, "lease expired".into()).await.unwrap(), JobState::Failed);
+        assert_eq!(
+            store
+                .release_job(job_id, 2, "lease expired".into())
+                .await
+                .unwrap(),
+            JobState::Queued
+        );
+        assert_eq!(
+            store.lease_job(job_id, agent_id, 10).await.unwrap(),
+            Some(2)
+        );
+        assert!(
+            !store.renew_lease(job_id, agent_id, 1, 20).await.unwrap(),
+            "a stale attempt cannot renew"
+        );
+        assert_eq!(
+            store
+                .release_job(job_id, 2, "lease expired".into())
+                .await
+                .unwrap(),
+            JobState::Failed
+        );
         let job = store.job(job_id).await.unwrap().unwrap();
         assert!(job.error.unwrap().contains("gave up after 2 attempt(s)"));
     }

@@ -29,7 +29,9 @@ impl Side {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum JobEventPayload {
     /// The job started on this host.
-    Started { host: Inventory },
+    Started {
+        host: Inventory,
+    },
     /// Where the run stands; `current_cell` while timing.
     Progress {
         phase: String,
@@ -38,7 +40,10 @@ pub enum JobEventPayload {
         cells_total: u32,
         current_cell: Option<String>,
     },
-    Log { level: LogLevel, line: String },
+    Log {
+        level: LogLevel,
+        line: String,
+    },
     /// A side's source is fixed to an exact revision.
     SourceResolved {
         side: Side,
@@ -49,7 +54,10 @@ pub enum JobEventPayload {
     Build(BuildRecord),
     Cell(Box<CellResult>),
     /// The last event of an attempt; sent only after every earlier event was acknowledged.
-    Done { outcome: JobOutcome, error: Option<String> },
+    Done {
+        outcome: JobOutcome,
+        error: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

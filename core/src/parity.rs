@@ -103,7 +103,10 @@ pub fn compare(
     }
 
     for (up_name, fork_name) in &pairs {
-        let allowance = spec.allow.get(fork_name).or_else(|| spec.allow.get(up_name));
+        let allowance = spec
+            .allow
+            .get(fork_name)
+            .or_else(|| spec.allow.get(up_name));
         let allowed = allowance.map_or(max_score_delta, |a| a.max_delta);
         let mut worst: Option<(u64, f64, f64, f64)> = None;
         let mut over = 0u64;
@@ -215,7 +218,10 @@ mod tests {
 
     #[test]
     fn renames_match_metrics_and_one_sided_metrics_are_listed() {
-        let up = scores(&[&[("VMAF_integer_feature_motion_sad_score", 2.0), ("float_ansnr", 1.0)]]);
+        let up = scores(&[&[
+            ("VMAF_integer_feature_motion_sad_score", 2.0),
+            ("float_ansnr", 1.0),
+        ]]);
         let fork = scores(&[&[("integer_motion", 2.0), ("motion_v2_sad", 3.0)]]);
         let mut spec = ParitySpec::default();
         spec.renames.insert(

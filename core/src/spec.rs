@@ -276,10 +276,11 @@ impl JobSpec {
             path: origin.to_path_buf(),
             message: err.to_string().trim_end().to_string(),
         })?;
-        raw.validate(base_dir).map_err(|message| SpecError::Invalid {
-            path: origin.to_path_buf(),
-            message,
-        })
+        raw.validate(base_dir)
+            .map_err(|message| SpecError::Invalid {
+                path: origin.to_path_buf(),
+                message,
+            })
     }
 
     /// Reads the JSON form an agent or the coordinator receives.
@@ -496,14 +497,18 @@ mod toml_form {
                     format!("[{side}] has no build commands; set [build] commands = [[\"make\"]] or [{side}.build] commands")
                 })?;
             if commands.iter().any(|argv| argv.is_empty()) {
-                return Err(format!("[{side}] build has an empty command; every command is a non-empty argv list"));
+                return Err(format!(
+                    "[{side}] build has an empty command; every command is a non-empty argv list"
+                ));
             }
             let binary = recipe
                 .binary
                 .clone()
                 .or_else(|| shared.binary.clone())
                 .ok_or_else(|| {
-                    format!("[{side}] has no built binary; set [build] binary = \"build/tools/vmaf\"")
+                    format!(
+                        "[{side}] has no built binary; set [build] binary = \"build/tools/vmaf\""
+                    )
                 })?;
             if binary.is_absolute() {
                 return Err(format!(
@@ -519,7 +524,9 @@ mod toml_form {
                 .or_else(|| shared.toolchain.clone())
                 .unwrap_or_else(|| vec!["cc".to_string(), "--version".to_string()]);
             if toolchain.is_empty() {
-                return Err(format!("[{side}] toolchain is empty; use [\"cc\", \"--version\"]"));
+                return Err(format!(
+                    "[{side}] toolchain is empty; use [\"cc\", \"--version\"]"
+                ));
             }
             Ok(SideSpec {
                 source,
@@ -581,9 +588,9 @@ mod toml_form {
             let mut rest = arg.as_str();
             while let Some(open) = rest.find('{') {
                 let after = &rest[open + 1..];
-                let close = after
-                    .find('}')
-                    .ok_or_else(|| format!("[command] template argument `{arg}` has an unclosed `{{`"))?;
+                let close = after.find('}').ok_or_else(|| {
+                    format!("[command] template argument `{arg}` has an unclosed `{{`")
+                })?;
                 let name = &after[..close];
                 if !TEMPLATE_PLACEHOLDERS.contains(&name) {
                     return Err(format!(
@@ -600,7 +607,9 @@ mod toml_form {
             }
         }
         if !seen_output {
-            return Err("[command] template never uses {output}; the scores are read from that file".into());
+            return Err(
+                "[command] template never uses {output}; the scores are read from that file".into(),
+            );
         }
         Ok(())
     }
@@ -623,13 +632,20 @@ mod toml_form {
             for raw in self.fixtures {
                 let name = raw.name.clone();
                 if fixtures.iter().any(|f: &FixtureSpec| f.name == name) {
-                    return Err(format!("fixture `{name}` is defined twice; fixture names must be unique"));
+                    return Err(format!(
+                        "fixture `{name}` is defined twice; fixture names must be unique"
+                    ));
                 }
                 if raw.width == 0 || raw.height == 0 || raw.frames == 0 {
-                    return Err(format!("fixture `{name}` needs non-zero width, height and frames"));
+                    return Err(format!(
+                        "fixture `{name}` needs non-zero width, height and frames"
+                    ));
                 }
                 if ![8u8, 10, 12, 16].contains(&raw.bitdepth) {
-                    return Err(format!("fixture `{name}` bitdepth {} is not one of 8, 10, 12, 16", raw.bitdepth));
+                    return Err(format!(
+                        "fixture `{name}` bitdepth {} is not one of 8, 10, 12, 16",
+                        raw.bitdepth
+                    ));
                 }
                 fixtures.push(FixtureSpec {
                     reference: raw
@@ -649,7 +665,10 @@ mod toml_form {
             let mut names = std::collections::BTreeSet::new();
             for workload in &self.workloads {
                 if !names.insert(workload.name.as_str()) {
-                    return Err(format!("workload `{}` is defined twice; workload names must be unique", workload.name));
+                    return Err(format!(
+                        "workload `{}` is defined twice; workload names must be unique",
+                        workload.name
+                    ));
                 }
             }
             let m = self.measure;
@@ -657,26 +676,37 @@ mod toml_form {
                 return Err("[measure] warmup must be at least 1: the first run of a binary warms caches and is discarded".into());
             }
             if m.runs < 3 {
-                return Err(format!("[measure] runs = {} is too few; a median needs at least 3 timed runs", m.runs));
+                return Err(format!(
+                    "[measure] runs = {} is too few; a median needs at least 3 timed runs",
+                    m.runs
+                ));
             }
             if m.threads == 0 {
                 return Err("[measure] threads must be at least 1".into());
             }
             if !(m.max_score_delta.is_finite() && m.max_score_delta >= 0.0) {
-                return Err("[measure] max_score_delta must be a non-negative number such as 1e-5".into());
+                return Err(
+                    "[measure] max_score_delta must be a non-negative number such as 1e-5".into(),
+                );
             }
             if !(m.timeout_seconds.is_finite() && m.timeout_seconds > 0.0) {
-                return Err("[measure] timeout_seconds must be a positive number of seconds".into());
+                return Err(
+                    "[measure] timeout_seconds must be a positive number of seconds".into(),
+                );
             }
             if !(m.min_useful_seconds.is_finite() && m.min_useful_seconds >= 0.0) {
-                return Err("[measure] min_useful_seconds must be a non-negative number of seconds".into());
+                return Err(
+                    "[measure] min_useful_seconds must be a non-negative number of seconds".into(),
+                );
             }
             for (metric, allowance) in &self.parity.allow {
                 if allowance.reason.trim().is_empty() {
                     return Err(format!("[parity.allow.{metric}] needs a reason: say why this metric may move (a tracked bug id)"));
                 }
                 if !(allowance.max_delta.is_finite() && allowance.max_delta >= 0.0) {
-                    return Err(format!("[parity.allow.{metric}] max_delta must be a non-negative number"));
+                    return Err(format!(
+                        "[parity.allow.{metric}] max_delta must be a non-negative number"
+                    ));
                 }
             }
             Ok(JobSpec {
@@ -779,10 +809,9 @@ args = ["--feature", "psnr"]
 
     #[test]
     fn an_unknown_key_names_the_key_the_line_and_the_docs() {
-        let text = MINIMAL.replace("[measure]", "").replace(
-            "name = \"t\"",
-            "name = \"t\"\n[measure]\nrunz = 3",
-        );
+        let text = MINIMAL
+            .replace("[measure]", "")
+            .replace("name = \"t\"", "name = \"t\"\n[measure]\nrunz = 3");
         let err = parse(&text).unwrap_err().to_string();
         assert!(err.contains("unknown field `runz`"), "{err}");
         assert!(err.contains("line 4"), "{err}");
@@ -831,12 +860,18 @@ mod shipped_specs {
                 seen += 1;
             }
         }
-        assert!(seen >= 3, "demo, demo-drift and vmaf-upstream-ab are expected");
+        assert!(
+            seen >= 3,
+            "demo, demo-drift and vmaf-upstream-ab are expected"
+        );
     }
 
     #[test]
     fn the_production_job_pins_a_tag_and_builds_cpu_only() {
-        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs/vmaf-upstream-ab.toml"));
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fixtures/jobs/vmaf-upstream-ab.toml"
+        ));
         let spec = JobSpec::load(path).unwrap();
         assert!(matches!(&spec.upstream.source, SourceSpec::Git { rev, .. } if rev == "v3.2.0"));
         assert!(spec.workloads.iter().any(|w| w.name == "vmaf_v0.6.1"));

@@ -53,7 +53,10 @@ mod tests {
 
     #[test]
     fn spread_is_range_over_median() {
-        assert_eq!(spread_pct(&[1.0, 1.1, 0.9]), Some((1.1 - 0.9) / 1.0 * 100.0));
+        assert_eq!(
+            spread_pct(&[1.0, 1.1, 0.9]),
+            Some((1.1 - 0.9) / 1.0 * 100.0)
+        );
     }
 
     #[test]

@@ -29,7 +29,9 @@ pub async fn follow(
     on_interrupt: OnInterrupt,
 ) -> Result<i32, Failure> {
     let mut stream = client
-        .watch_run(pb::WatchRunRequest { run_id: run_id.to_string() })
+        .watch_run(pb::WatchRunRequest {
+            run_id: run_id.to_string(),
+        })
         .await
         .map_err(|s| status_error("failed to watch the run", s))?
         .into_inner();
@@ -84,12 +86,21 @@ pub async fn follow(
         out_dir.join("report.md").display(),
         out_dir.join("report.json").display()
     );
-    Ok(if interrupted { abfleet_core::exit::CANCELLED } else { report.exit_code })
+    Ok(if interrupted {
+        abfleet_core::exit::CANCELLED
+    } else {
+        report.exit_code
+    })
 }
 
-pub async fn fetch_report(client: &mut ControlServiceClient<Channel>, run_id: &str) -> Result<Report, Failure> {
+pub async fn fetch_report(
+    client: &mut ControlServiceClient<Channel>,
+    run_id: &str,
+) -> Result<Report, Failure> {
     let response = client
-        .get_report(pb::GetReportRequest { run_id: run_id.to_string() })
+        .get_report(pb::GetReportRequest {
+            run_id: run_id.to_string(),
+        })
         .await
         .map_err(|s| status_error("failed to get the report", s))?;
     Report::from_json(&response.into_inner().report_json)
@@ -101,6 +112,11 @@ pub fn write_report(report: &Report, out_dir: &Path) -> Result<(), Failure> {
     std::fs::create_dir_all(out_dir)
         .and_then(|()| std::fs::write(out_dir.join("report.json"), report.to_json_pretty()))
         .and_then(|()| std::fs::write(out_dir.join("report.md"), render_markdown(report)))
-        .map_err(|err| anyhow::anyhow!("failed to write the report into `{}`: {err}; pass a writable --out", out_dir.display()))
+        .map_err(|err| {
+            anyhow::anyhow!(
+                "failed to write the report into `{}`: {err}; pass a writable --out",
+                out_dir.display()
+            )
+        })
         .usage()
 }

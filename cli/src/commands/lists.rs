@@ -11,7 +11,8 @@ use crate::failure::{Classify, Failure};
 pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
     let runs: Vec<pb::RunSummary> = match &source.data_dir {
         Some(dir) => {
-            let coordinator = abfleet_coordinator::Coordinator::open(dir, Default::default()).infra()?;
+            let coordinator =
+                abfleet_coordinator::Coordinator::open(dir, Default::default()).infra()?;
             coordinator
                 .fleet
                 .runs()
@@ -38,9 +39,16 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
                 .runs
         }
     };
-    println!("{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  name", "run", "submitted", "state", "trigger", "exit");
+    println!(
+        "{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  name",
+        "run", "submitted", "state", "trigger", "exit"
+    );
     for run in runs {
-        let exit = if run.exit_code < 0 { "-".to_string() } else { run.exit_code.to_string() };
+        let exit = if run.exit_code < 0 {
+            "-".to_string()
+        } else {
+            run.exit_code.to_string()
+        };
         println!(
             "{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  {}",
             run.run_id,
@@ -62,7 +70,10 @@ pub async fn agents(coordinator: &str) -> Result<i32, Failure> {
         .map_err(|s| status_error("failed to list agents", s))?
         .into_inner()
         .agents;
-    println!("{:<36}  {:<6}  {:<20}  {:<20}  cpu", "agent", "state", "last heartbeat", "host");
+    println!(
+        "{:<36}  {:<6}  {:<20}  {:<20}  cpu",
+        "agent", "state", "last heartbeat", "host"
+    );
     for agent in agents {
         let inventory = agent.inventory.unwrap_or_default();
         println!(

@@ -83,7 +83,10 @@ fn check_local_paths(spec: &JobSpec) -> anyhow::Result<()> {
         }
     }
     for fixture in &spec.fixtures {
-        for (role, file) in [("reference", &fixture.reference), ("distorted", &fixture.distorted)] {
+        for (role, file) in [
+            ("reference", &fixture.reference),
+            ("distorted", &fixture.distorted),
+        ] {
             if let FixtureLocation::Path(path) = &file.location {
                 if !path.is_file() {
                     anyhow::bail!(

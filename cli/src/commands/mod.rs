@@ -1,8 +1,8 @@
 //! One module per subcommand; `run` dispatches.
 
 mod follow;
-mod local;
 mod lists;
+mod local;
 mod report;
 mod serve;
 mod submit;
@@ -12,27 +12,61 @@ use crate::failure::Failure;
 
 pub async fn run(command: Command) -> Result<i32, Failure> {
     match command {
-        Command::Local { spec, out, data_dir, work_dir, trigger } => {
-            local::run(&spec, out, &data_dir, &work_dir, trigger.trigger).await
+        Command::Local {
+            spec,
+            out,
+            data_dir,
+            work_dir,
+            trigger,
+        } => local::run(&spec, out, &data_dir, &work_dir, trigger.trigger).await,
+        Command::Coordinator {
+            listen,
+            data_dir,
+            lease_seconds,
+            heartbeat_seconds,
+            max_attempts,
+        } => {
+            serve::coordinator(
+                listen,
+                &data_dir,
+                lease_seconds,
+                heartbeat_seconds,
+                max_attempts,
+            )
+            .await
         }
-        Command::Coordinator { listen, data_dir, lease_seconds, heartbeat_seconds, max_attempts } => {
-            serve::coordinator(listen, &data_dir, lease_seconds, heartbeat_seconds, max_attempts).await
-        }
-        Command::Agent { coordinator, work_dir } => serve::agent(&coordinator, &work_dir).await,
-        Command::Submit { spec, coordinator, wait, out, trigger } => {
-            submit::run(&spec, &coordinator, wait, out, trigger.trigger).await
-        }
-        Command::Report { run_id, format, source } => report::run(&run_id, format, &source).await,
+        Command::Agent {
+            coordinator,
+            work_dir,
+        } => serve::agent(&coordinator, &work_dir).await,
+        Command::Submit {
+            spec,
+            coordinator,
+            wait,
+            out,
+            trigger,
+        } => submit::run(&spec, &coordinator, wait, out, trigger.trigger).await,
+        Command::Report {
+            run_id,
+            format,
+            source,
+        } => report::run(&run_id, format, &source).await,
         Command::Runs { source } => lists::runs(&source).await,
         Command::Agents { coordinator } => lists::agents(&coordinator).await,
-        Command::Cancel { run_id, coordinator } => lists::cancel(&run_id, &coordinator).await,
+        Command::Cancel {
+            run_id,
+            coordinator,
+        } => lists::cancel(&run_id, &coordinator).await,
     }
 }
 
 /// Connects the control client, with an error that says what to check.
 async fn control_client(
     url: &str,
-) -> Result<abfleet_proto::pb::control_service_client::ControlServiceClient<tonic::transport::Channel>, Failure> {
+) -> Result<
+    abfleet_proto::pb::control_service_client::ControlServiceClient<tonic::transport::Channel>,
+    Failure,
+> {
     abfleet_proto::pb::control_service_client::ControlServiceClient::connect(url.to_string())
         .await
         .map_err(|err| {

@@ -4,8 +4,8 @@
 use abfleet_core::report::{render_markdown, Report};
 use abfleet_core::RunId;
 
-use super::follow::fetch_report;
 use super::control_client;
+use super::follow::fetch_report;
 use crate::cli::{ReportFormat, StoreSource};
 use crate::failure::{Classify, Failure};
 
@@ -22,11 +22,16 @@ pub async fn run(run_id: &str, format: ReportFormat, source: &StoreSource) -> Re
 pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure> {
     match &source.data_dir {
         Some(dir) => {
-            let coordinator = abfleet_coordinator::Coordinator::open(dir, Default::default()).infra()?;
-            coordinator.fleet.report(run_id).await.map_err(|err| match err {
-                abfleet_coordinator::CoordinatorError::UnknownRun(_) => Failure::usage(err),
-                other => Failure::infra(other),
-            })
+            let coordinator =
+                abfleet_coordinator::Coordinator::open(dir, Default::default()).infra()?;
+            coordinator
+                .fleet
+                .report(run_id)
+                .await
+                .map_err(|err| match err {
+                    abfleet_coordinator::CoordinatorError::UnknownRun(_) => Failure::usage(err),
+                    other => Failure::infra(other),
+                })
         }
         None => {
             let mut client = control_client(&source.coordinator).await?;

@@ -32,7 +32,10 @@ pub async fn coordinator(
         .await
         .map_err(|err| anyhow::anyhow!("failed to listen on {listen}: {err}; is the port in use?"))
         .usage()?;
-    eprintln!("abfleet coordinator listening on {listen}, store in {}", data_dir.display());
+    eprintln!(
+        "abfleet coordinator listening on {listen}, store in {}",
+        data_dir.display()
+    );
     serve(coordinator, listener, async {
         let _ = tokio::signal::ctrl_c().await;
     })
@@ -43,7 +46,10 @@ pub async fn coordinator(
 
 pub async fn agent(coordinator: &str, work_dir: &Path) -> Result<i32, Failure> {
     let config = AgentConfig::new(coordinator, work_dir);
-    eprintln!("abfleet agent dialing {coordinator}, work dir {}", work_dir.display());
+    eprintln!(
+        "abfleet agent dialing {coordinator}, work dir {}",
+        work_dir.display()
+    );
     run_agent(config, inventory::probe_host(), async {
         let _ = tokio::signal::ctrl_c().await;
     })

@@ -34,7 +34,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
         .output()
         .expect("git runs");
-    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
@@ -71,10 +75,22 @@ pub fn make_repos(root: &Path) -> Repos {
     git(&fork, &["checkout", "-q", "v1.0.0"]);
     git(&fork, &["checkout", "-q", "-b", "perf"]);
     let makefile = std::fs::read_to_string(fork.join("Makefile")).unwrap();
-    std::fs::write(fork.join("Makefile"), makefile.replace("VARIANT ?= upstream", "VARIANT ?= fork")).unwrap();
-    git(&fork, &["commit", "-q", "-am", "fork: build the fork variant"]);
+    std::fs::write(
+        fork.join("Makefile"),
+        makefile.replace("VARIANT ?= upstream", "VARIANT ?= fork"),
+    )
+    .unwrap();
+    git(
+        &fork,
+        &["commit", "-q", "-am", "fork: build the fork variant"],
+    );
     let fork_commit = git(&fork, &["rev-parse", "HEAD"]);
-    Repos { upstream, fork, upstream_tag_commit, fork_commit }
+    Repos {
+        upstream,
+        fork,
+        upstream_tag_commit,
+        fork_commit,
+    }
 }
 
 fn copy_tree(from: &Path, to: &Path) {
@@ -105,7 +121,11 @@ impl<'a> SpecOptions<'a> {
     pub fn git(repos: &Repos) -> SpecOptions<'a> {
         SpecOptions {
             upstream_source: format!("git = \"{}\"\nrev = \"v1.0.0\"", repos.upstream.display()),
-            fork_source: format!("git = \"{}\"\nrev = \"{}\"", repos.fork.display(), repos.fork_commit),
+            fork_source: format!(
+                "git = \"{}\"\nrev = \"{}\"",
+                repos.fork.display(),
+                repos.fork_commit
+            ),
             fork_build: "",
             extra: "",
             workloads: &["psnr", "float_ssim", "motion", "motion_v2"],
@@ -226,7 +246,12 @@ impl TestCoordinator {
             .await
             .unwrap();
         });
-        TestCoordinator { addr, data_dir: data_dir.to_path_buf(), stop: Some(stop), task: Some(task) }
+        TestCoordinator {
+            addr,
+            data_dir: data_dir.to_path_buf(),
+            stop: Some(stop),
+            task: Some(task),
+        }
     }
 
     pub fn url(&self) -> String {
@@ -242,7 +267,10 @@ impl TestCoordinator {
             let _ = stop.send(());
         }
         if let Some(mut task) = self.task.take() {
-            if tokio::time::timeout(Duration::from_secs(10), &mut task).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(10), &mut task)
+                .await
+                .is_err()
+            {
                 task.abort();
                 let _ = task.await;
             }
@@ -268,7 +296,11 @@ impl TestAgent {
             .await
             .unwrap();
         });
-        TestAgent { stop: Some(stop), task, work_dir: work_dir.to_path_buf() }
+        TestAgent {
+            stop: Some(stop),
+            task,
+            work_dir: work_dir.to_path_buf(),
+        }
     }
 
     pub async fn stop(mut self) {
@@ -281,7 +313,10 @@ impl TestAgent {
 
 /// Submits a spec file (loaded and resolved like `abfleet submit` does) and waits for the
 /// run to finish; returns the run id and its report.
-pub async fn submit_and_wait(client: &mut ControlServiceClient<Channel>, spec_path: &Path) -> (String, Report) {
+pub async fn submit_and_wait(
+    client: &mut ControlServiceClient<Channel>,
+    spec_path: &Path,
+) -> (String, Report) {
     let run_id = submit(client, spec_path).await;
     let report = wait_for_report(client, &run_id, Duration::from_secs(240)).await;
     (run_id, report)
@@ -303,7 +338,9 @@ pub async fn submit(client: &mut ControlServiceClient<Channel>, spec_path: &Path
 
 pub async fn report(client: &mut ControlServiceClient<Channel>, run_id: &str) -> Report {
     let json = client
-        .get_report(pb::GetReportRequest { run_id: run_id.to_string() })
+        .get_report(pb::GetReportRequest {
+            run_id: run_id.to_string(),
+        })
         .await
         .unwrap()
         .into_inner()
@@ -311,7 +348,11 @@ pub async fn report(client: &mut ControlServiceClient<Channel>, run_id: &str) ->
     Report::from_json(&json).unwrap()
 }
 
-pub async fn wait_for_report(client: &mut ControlServiceClient<Channel>, run_id: &str, timeout: Duration) -> Report {
+pub async fn wait_for_report(
+    client: &mut ControlServiceClient<Channel>,
+    run_id: &str,
+    timeout: Duration,
+) -> Report {
     let client = client.clone();
     wait_until(timeout, "the run to finish", || {
         let mut client = client.clone();
@@ -344,18 +385,26 @@ impl Proxy {
             let connections = connections.clone();
             tokio::spawn(async move {
                 loop {
-                    let Ok((mut inbound, _)) = listener.accept().await else { return };
+                    let Ok((mut inbound, _)) = listener.accept().await else {
+                        return;
+                    };
                     let to = *target.lock().unwrap();
                     let handle = tokio::spawn(async move {
                         if let Ok(mut outbound) = TcpStream::connect(to).await {
-                            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                            let _ =
+                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                         }
                     });
                     connections.lock().unwrap().push(handle);
                 }
             })
         };
-        Proxy { addr, target, connections, accept }
+        Proxy {
+            addr,
+            target,
+            connections,
+            accept,
+        }
     }
 
     pub fn url(&self) -> String {

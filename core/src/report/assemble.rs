@@ -44,7 +44,10 @@ impl RunState {
     }
 
     pub fn is_finished(self) -> bool {
-        matches!(self, RunState::Done | RunState::Failed | RunState::Cancelled)
+        matches!(
+            self,
+            RunState::Done | RunState::Failed | RunState::Cancelled
+        )
     }
 }
 
@@ -80,7 +83,10 @@ impl JobState {
     }
 
     pub fn is_finished(self) -> bool {
-        matches!(self, JobState::Done | JobState::Failed | JobState::Cancelled)
+        matches!(
+            self,
+            JobState::Done | JobState::Failed | JobState::Cancelled
+        )
     }
 }
 
@@ -273,7 +279,11 @@ fn summarise(report: &mut Report) {
         .iter()
         .filter_map(|c| c.fork.median_time)
         .collect();
-    report.startup_bound = !timed.is_empty() && report.cells.iter().all(|c| c.startup_dominated || c.fork.median_time.is_none());
+    report.startup_bound = !timed.is_empty()
+        && report
+            .cells
+            .iter()
+            .all(|c| c.startup_dominated || c.fork.median_time.is_none());
     if report.startup_bound {
         let slowest = timed.iter().copied().fold(0.0, f64::max);
         report.startup_note = Some(format!(

@@ -32,7 +32,10 @@ pub fn render_markdown(report: &Report) -> String {
         report.run_id, report.name, report.trigger, report.status, report.warmup, report.runs, report.max_score_delta
     );
     if let Some(host) = &report.host {
-        let _ = writeln!(out, "| Host | CPU | Cores | Memory | OS |\n|---|---|---|---|---|");
+        let _ = writeln!(
+            out,
+            "| Host | CPU | Cores | Memory | OS |\n|---|---|---|---|---|"
+        );
         let _ = writeln!(
             out,
             "| `{}` | {} | {} cores / {} threads | {:.1} GiB | {} {} ({}) |\n",
@@ -95,7 +98,10 @@ pub fn render_markdown(report: &Report) -> String {
             );
         }
         None => {
-            let _ = writeln!(out, "No geomean: no cell had both sides measured with parity ok.\n");
+            let _ = writeln!(
+                out,
+                "No geomean: no cell had both sides measured with parity ok.\n"
+            );
         }
     }
     let parity = match report.score_parity {
@@ -143,7 +149,11 @@ pub fn render_markdown(report: &Report) -> String {
         .into_iter()
         .collect();
     if !renamed.is_empty() {
-        let _ = writeln!(out, "Compared under declared renames: {}.\n", renamed.join(", "));
+        let _ = writeln!(
+            out,
+            "Compared under declared renames: {}.\n",
+            renamed.join(", ")
+        );
     }
     if !report.missing_cells.is_empty() {
         let _ = writeln!(
