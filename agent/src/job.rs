@@ -468,7 +468,7 @@ async fn run_once(
     let stderr_tail = || runner::tail(&log, STDERR_TAIL_BYTES);
     Ok(match &outcome.exit {
         ExitKind::Cancelled => return Err(Stop::Cancelled),
-        ExitKind::Code(code) if side == Side::Upstream && *code == ctx.spec.command.unknown_feature_exit_code => {
+        ExitKind::Code(code) if *code == ctx.spec.command.unknown_feature_exit_code => {
             RunResult::Absent { code: *code, stderr_tail: stderr_tail() }
         }
         exit if !exit.success() => RunResult::Failed {

@@ -9,7 +9,7 @@ const AFTER_HELP: &str = abfleet_core::exit::HELP;
 
 /// Is the fork faster than upstream, and did it stay numerically exact?
 #[derive(Parser)]
-#[command(name = "abfleet", version, about, after_help = AFTER_HELP)]
+#[command(name = "abfleet", version, after_help = AFTER_HELP)]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug; or set ABFLEET_LOG).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]

@@ -60,7 +60,7 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(out, "parity: {line}");
     }
     for error in &report.errors {
-        let _ = writeln!(out, "not carried out: {error}");
+        let _ = writeln!(out, "problem: {error}");
     }
     let parity = match report.score_parity {
         ScoreParity::Ok => "OK",
@@ -98,6 +98,7 @@ fn row(cell: &CellResult) -> [String; 7] {
             CellParity::Ok => "ok",
             CellParity::Fail => "FAIL",
             CellParity::AbsentUpstream => "absent upstream",
+            CellParity::AbsentFork => "absent in fork",
             CellParity::Unavailable => "unavailable",
         }
         .to_string(),

@@ -325,3 +325,184 @@ fn has_timed_run_logs(jobs: &Path) -> bool {
                 .is_some_and(|n| n.contains("-run"))
         })
 }
+
+#[test]
+fn xml_and_csv_outputs_are_read_as_the_spec_selects() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = SpecOptions {
+        workloads: &["psnr", "float_ssim"],
+        ..SpecOptions::path()
+    }
+    .render();
+    for format in ["xml", "csv"] {
+        let dir = tmp.path().join(format);
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec_text = json.replace(
+            "\"-o\", \"{output}\", \"--json\"]",
+            &format!("\"-o\", \"{{output}}\", \"--{format}\"]\noutput_format = \"{format}\""),
+        );
+        assert_ne!(spec_text, json);
+        let spec = dir.join("spec.toml");
+        std::fs::write(&spec, spec_text).unwrap();
+        let (output, report) = local(&dir, &spec);
+        assert_eq!(output.status.code(), Some(0), "{format}: {}", text(&output));
+        let report = report.unwrap();
+        let psnr = &report.cells[0];
+        assert_eq!(psnr.fork.nframes, Some(6), "{format}");
+        assert!(
+            psnr.fork.pooled.contains_key("psnr_y"),
+            "{format}: {:?}",
+            psnr.fork.pooled
+        );
+        assert_eq!(psnr.parity, CellParity::Ok, "{format}");
+    }
+}
+
+/// The README's multi-process flow: a coordinator, an agent and `submit --wait` as separate
+/// processes; then the report survives a coordinator restart.
+#[test]
+fn submit_wait_against_separate_coordinator_and_agent_processes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = SpecOptions {
+        workloads: &["psnr", "motion_v2"],
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "spec.toml");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let url = format!("http://{listen}");
+    let data_dir = tmp.path().join("data");
+    let start_coordinator = || {
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args([
+                "coordinator",
+                "--listen",
+                &listen,
+                "--data-dir",
+                data_dir.to_str().unwrap(),
+            ])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut coordinator = KillOnDrop(start_coordinator());
+    wait_for_coordinator(tmp.path(), &url);
+    let _agent = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args([
+                "agent",
+                "--coordinator",
+                &url,
+                "--work-dir",
+                tmp.path().join("agent").to_str().unwrap(),
+            ])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let out = tmp.path().join("out");
+    let submitted = abfleet(
+        tmp.path(),
+        &[
+            "submit",
+            spec.to_str().unwrap(),
+            "--coordinator",
+            &url,
+            "--wait",
+            "--trigger",
+            "performance-pr",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(submitted.status.code(), Some(0), "{}", text(&submitted));
+    let report =
+        Report::from_json(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report.trigger, "performance-pr");
+    let agents = abfleet(tmp.path(), &["agents", "--coordinator", &url]);
+    let agents = String::from_utf8_lossy(&agents.stdout).to_string();
+    assert!(agents.contains("idle"), "{agents}");
+
+    // Restart the coordinator: the report comes back from the store.
+    Command::new("kill")
+        .args(["-INT", &coordinator.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(
+        coordinator.0.wait().unwrap().success(),
+        "SIGINT stops the coordinator cleanly"
+    );
+    let _coordinator = KillOnDrop(start_coordinator());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let markdown = loop {
+        let output = abfleet(
+            tmp.path(),
+            &[
+                "report",
+                &report.run_id,
+                "--format",
+                "md",
+                "--coordinator",
+                &url,
+            ],
+        );
+        if output.status.success() {
+            break String::from_utf8_lossy(&output.stdout).to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", text(&output));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        markdown.contains("| motion_v2 † | absent upstream |"),
+        "{markdown}"
+    );
+    let unknown = abfleet(
+        tmp.path(),
+        &[
+            "report",
+            "00000000-0000-0000-0000-000000000000",
+            "--coordinator",
+            &url,
+        ],
+    );
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("abfleet runs"),
+        "{}",
+        text(&unknown)
+    );
+}
+
+/// A child process that dies with the test, even when an assertion fails first.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for_coordinator(dir: &Path, url: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !abfleet(dir, &["runs", "--coordinator", url])
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the coordinator at {url} never answered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn top_level_help_snapshot() {
+    let output = abfleet(Path::new("."), &["--help"]);
+    insta::assert_snapshot!(String::from_utf8_lossy(&output.stdout));
+}

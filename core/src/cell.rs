@@ -84,7 +84,10 @@ pub struct SideResult {
 pub enum CellParity {
     Ok,
     Fail,
+    /// The fork runs a workload upstream does not have.
     AbsentUpstream,
+    /// Upstream runs a workload the fork removed.
+    AbsentFork,
     Unavailable,
 }
 
@@ -175,6 +178,10 @@ impl CellResult {
                 cell.only_fork_metrics = cell.fork.pooled.keys().cloned().collect();
                 CellParity::AbsentUpstream
             }
+            (SideStatus::Ok, SideStatus::Absent) => {
+                cell.only_upstream_metrics = cell.upstream.pooled.keys().cloned().collect();
+                CellParity::AbsentFork
+            }
             _ => CellParity::Unavailable,
         };
         cell
@@ -213,5 +220,100 @@ fn side_result(m: &SideMeasurement, load_avg_1min: [f64; 2]) -> SideResult {
         error: m.error.clone(),
         stderr_tail: m.stderr_tail.clone(),
         scores: m.scores.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scores::FrameScores;
+
+    fn spec() -> JobSpec {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        JobSpec::load(&dir.join("demo.toml")).unwrap()
+    }
+
+    fn ok(times: &[f64], metric: &str, value: f64) -> SideMeasurement {
+        SideMeasurement {
+            status: SideStatus::Ok,
+            times: times.to_vec(),
+            cpu_times: times.to_vec(),
+            warmup_times: vec![times[0]],
+            scores: Some(Scores {
+                frames: vec![FrameScores {
+                    frame_num: 0,
+                    metrics: [(metric.to_string(), value)].into(),
+                }],
+                ..Scores::default()
+            }),
+            returncode: Some(0),
+            error: None,
+            stderr_tail: None,
+        }
+    }
+
+    fn absent() -> SideMeasurement {
+        SideMeasurement {
+            status: SideStatus::Absent,
+            returncode: Some(255),
+            ..SideMeasurement::unavailable("rejected")
+        }
+    }
+
+    fn evaluate(upstream: SideMeasurement, fork: SideMeasurement) -> CellResult {
+        CellResult::evaluate(
+            CellInput {
+                index: 0,
+                fixture: "f".into(),
+                workload: "w".into(),
+                upstream,
+                fork,
+                load_avg_1min: [0.5, 0.6],
+            },
+            &spec(),
+        )
+    }
+
+    #[test]
+    fn speedup_is_the_ratio_of_medians_and_parity_is_checked() {
+        let cell = evaluate(
+            ok(&[2.0, 2.2, 1.8], "m", 1.0),
+            ok(&[1.0, 1.1, 0.9], "m", 1.0),
+        );
+        assert_eq!(cell.speedup, Some(2.0));
+        assert_eq!(cell.parity, CellParity::Ok);
+        assert_eq!(cell.fork.median_fps, Some(1.0));
+        assert!((cell.fork.spread_pct.unwrap() - 20.0).abs() < 1e-9);
+        assert_eq!(cell.fork.load_avg_1min, [0.5, 0.6]);
+        assert!(cell.startup_dominated, "1 s is under the demo's 2 s");
+    }
+
+    #[test]
+    fn one_sided_workloads_are_marked_not_failed() {
+        let fork_only = evaluate(absent(), ok(&[1.0, 1.0, 1.0], "m", 1.0));
+        assert_eq!(fork_only.parity, CellParity::AbsentUpstream);
+        assert_eq!(fork_only.speedup, None);
+        let upstream_only = evaluate(ok(&[1.0, 1.0, 1.0], "m", 1.0), absent());
+        assert_eq!(upstream_only.parity, CellParity::AbsentFork);
+        assert!(!upstream_only.is_unavailable());
+        let broken = evaluate(
+            ok(&[1.0, 1.0, 1.0], "m", 1.0),
+            SideMeasurement::unavailable("crashed"),
+        );
+        assert!(broken.is_unavailable());
+    }
+
+    #[test]
+    fn a_speedup_bought_with_a_score_change_fails() {
+        let cell = evaluate(
+            ok(&[2.0, 2.0, 2.0], "m", 0.5),
+            ok(&[1.0, 1.0, 1.0], "m", 0.5001),
+        );
+        assert_eq!(cell.parity, CellParity::Fail);
+        assert_eq!(
+            cell.speedup,
+            Some(2.0),
+            "the speedup is still reported, next to the failure"
+        );
     }
 }

@@ -441,12 +441,25 @@ mod toml_form {
         allow: BTreeMap<String, Allowance>,
     }
 
+    /// `path` against `base_dir`, with `.` and `..` resolved lexically (the path need not
+    /// exist here: it names a place on the agent host).
     fn absolute(base_dir: &Path, path: &Path) -> PathBuf {
-        if path.is_absolute() {
+        let joined = if path.is_absolute() {
             path.to_path_buf()
         } else {
             base_dir.join(path)
+        };
+        let mut clean = PathBuf::new();
+        for component in joined.components() {
+            match component {
+                std::path::Component::CurDir => {}
+                std::path::Component::ParentDir => {
+                    clean.pop();
+                }
+                other => clean.push(other),
+            }
         }
+        clean
     }
 
     impl RawSide {
@@ -471,9 +484,14 @@ mod toml_form {
                         "[{side}] has `git` but no `rev`; pin it: rev = \"v3.2.0\" (a tag, branch or commit)"
                     ))
                 }
-                (None, _, Some(path)) => SourceSpec::Path {
+                (None, None, Some(path)) => SourceSpec::Path {
                     path: absolute(base_dir, &path),
                 },
+                (None, Some(_), Some(_)) => {
+                    return Err(format!(
+                        "[{side}] has `rev` with a `path`; a directory is used as it is: drop `rev`, or use git = \"{{repository}}\" with rev"
+                    ))
+                }
                 (None, Some(_), None) => {
                     return Err(format!("[{side}] has `rev` but no `git` URL; add git = \"…\""))
                 }
@@ -792,7 +810,7 @@ args = ["--feature", "psnr"]
         assert_eq!(
             spec.fork.source,
             SourceSpec::Path {
-                path: "/base/../fork".into()
+                path: "/fork".into()
             }
         );
         assert_eq!(spec.fork.build.commands, vec![vec!["make", "VARIANT=fork"]]);
@@ -833,6 +851,7 @@ args = ["--feature", "psnr"]
                 "has no sha256",
             ),
             (format!("{MINIMAL}[measure]\nruns = 2\n"), "at least 3 timed runs"),
+            (MINIMAL.replace("path = \"../fork\"", "path = \"../fork\"\nrev = \"v1\""), "`rev` with a `path`"),
             (
                 format!("{MINIMAL}[parity.allow.vmaf]\nmax_delta = 1e-4\nreason = \"\"\n"),
                 "needs a reason",

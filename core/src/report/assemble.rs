@@ -130,6 +130,7 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
         runs: spec.measure.runs,
         threads: spec.measure.threads,
         max_score_delta: spec.measure.max_score_delta,
+        allowances: spec.parity.allow.clone(),
         min_useful_seconds: spec.measure.min_useful_seconds,
         cells: Vec::new(),
         missing_cells: Vec::new(),
@@ -287,7 +288,7 @@ fn summarise(report: &mut Report) {
     if report.startup_bound {
         let slowest = timed.iter().copied().fold(0.0, f64::max);
         report.startup_note = Some(format!(
-            "every cell's fork median is under {:.1} s (the slowest is {:.3} s): process start-up, \
+            "Every cell's fork median is under {:.1} s (the slowest is {:.3} s): process start-up, \
              file reading and output writing weigh on every number, so these speedups say little \
              about the kernels; use a larger fixture (more frames or a 4K pair) for a defensible number",
             report.min_useful_seconds, slowest

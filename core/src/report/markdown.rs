@@ -28,9 +28,16 @@ pub fn render_markdown(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "Run `{}` (`{}`), trigger `{}`, status **{}**. Per side and cell: {} discarded warm-up, then {} timed runs interleaved with the other side; median wall time with min/max spread. Parity gate: largest per-frame delta ≤ {:.0e}.\n",
+        "Run `{}` (`{}`), trigger `{}`, status **{}**. Per side and cell: {} discarded warm-up run(s), then {} timed runs interleaved with the other side; median wall time with min/max spread. Parity gate: every shared metric's largest per-frame delta and pooled-mean delta ≤ {:e}.\n",
         report.run_id, report.name, report.trigger, report.status, report.warmup, report.runs, report.max_score_delta
     );
+    for (metric, allowance) in &report.allowances {
+        let _ = writeln!(
+            out,
+            "- Allowance in force: `{metric}` may differ by up to {:e} — {}\n",
+            allowance.max_delta, allowance.reason
+        );
+    }
     if let Some(host) = &report.host {
         let _ = writeln!(
             out,
@@ -70,8 +77,8 @@ pub fn render_markdown(report: &Report) -> String {
                 out,
                 "| {}{dagger} | {} | {} | {} | {} |",
                 cell.workload,
-                side_cell(&cell.upstream),
-                side_cell(&cell.fork),
+                side_cell(&cell.upstream, "absent upstream"),
+                side_cell(&cell.fork, "absent in fork"),
                 speedup_cell(cell),
                 delta_cell(cell)
             );
@@ -120,8 +127,10 @@ pub fn render_markdown(report: &Report) -> String {
         .cells
         .iter()
         .filter(|c| {
-            c.parity != CellParity::AbsentUpstream
-                && (!c.only_upstream_metrics.is_empty() || !c.only_fork_metrics.is_empty())
+            !matches!(
+                c.parity,
+                CellParity::AbsentUpstream | CellParity::AbsentFork
+            ) && (!c.only_upstream_metrics.is_empty() || !c.only_fork_metrics.is_empty())
         })
         .map(|c| {
             format!(
@@ -163,7 +172,7 @@ pub fn render_markdown(report: &Report) -> String {
         );
     }
     if !report.errors.is_empty() {
-        let _ = writeln!(out, "**Not carried out:**\n");
+        let _ = writeln!(out, "**Problems:**\n");
         for error in &report.errors {
             let _ = writeln!(out, "- {error}");
         }
@@ -217,9 +226,9 @@ fn side_line(label: &str, side: &SideInfo) -> String {
     )
 }
 
-fn side_cell(side: &SideResult) -> String {
+fn side_cell(side: &SideResult, absent: &str) -> String {
     match side.status {
-        SideStatus::Absent => "absent upstream".to_string(),
+        SideStatus::Absent => absent.to_string(),
         SideStatus::Unavailable => "unavailable".to_string(),
         SideStatus::Ok => match (side.median_time, side.spread_pct) {
             (Some(t), Some(s)) => format!("{t:.3} s (spread {s:.1}%)"),
@@ -234,6 +243,7 @@ fn speedup_cell(cell: &CellResult) -> String {
         Some(s) if cell.parity == CellParity::Fail => format!("~~{s:.2}x~~ (parity failed)"),
         Some(s) => format!("**{s:.2}x**"),
         None if cell.parity == CellParity::AbsentUpstream => "absent upstream".to_string(),
+        None if cell.parity == CellParity::AbsentFork => "absent in fork".to_string(),
         None => "—".to_string(),
     }
 }
@@ -241,6 +251,7 @@ fn speedup_cell(cell: &CellResult) -> String {
 fn delta_cell(cell: &CellResult) -> String {
     match cell.parity {
         CellParity::AbsentUpstream => "absent upstream".to_string(),
+        CellParity::AbsentFork => "absent in fork".to_string(),
         CellParity::Unavailable => "—".to_string(),
         CellParity::Ok | CellParity::Fail => {
             let worst = cell
@@ -258,5 +269,165 @@ fn delta_cell(cell: &CellResult) -> String {
                 text
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::{CellInput, CellResult, SideMeasurement, SideStatus};
+    use crate::events::{BuildRecord, JobEventPayload, JobOutcome, Side};
+    use crate::inventory::Inventory;
+    use crate::report::{assemble, JobRecord, JobState, RunRecord, RunState};
+    use crate::scores::{FrameScores, Scores};
+    use crate::spec::{JobSpec, SourceSpec};
+
+    fn side(times: &[f64], metrics: &[(&str, f64)]) -> SideMeasurement {
+        SideMeasurement {
+            status: SideStatus::Ok,
+            times: times.to_vec(),
+            cpu_times: times.to_vec(),
+            warmup_times: vec![times[0]],
+            scores: Some(Scores {
+                frames: (0..2)
+                    .map(|i| FrameScores {
+                        frame_num: i,
+                        metrics: metrics
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), *v + i as f64))
+                            .collect(),
+                    })
+                    .collect(),
+                ..Scores::default()
+            }),
+            returncode: Some(0),
+            error: None,
+            stderr_tail: None,
+        }
+    }
+
+    fn build(side: Side) -> JobEventPayload {
+        JobEventPayload::Build(BuildRecord {
+            side,
+            status: crate::events::BuildStatus::Built,
+            cache_key: "k".into(),
+            toolchain: "cc (Debian 12.2.0-14) 12.2.0".into(),
+            seconds: 1.5,
+            log_path: "/w/build.log".into(),
+            log_tail: None,
+            error: None,
+        })
+    }
+
+    /// The rendered Markdown of a fixed run: the format the fork's docs paste.
+    #[test]
+    fn report_markdown_snapshot() {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        let mut spec = JobSpec::load(&dir.join("demo.toml")).unwrap();
+        spec.upstream.source = SourceSpec::Git {
+            url: "https://example.invalid/upstream.git".into(),
+            rev: "v1.0.0".into(),
+        };
+        spec.fork.source = SourceSpec::Git {
+            url: "https://example.invalid/fork.git".into(),
+            rev: "perf".into(),
+        };
+        spec.fixtures.truncate(1);
+        let cell =
+            |index: u32, workload: &str, upstream: SideMeasurement, fork: SideMeasurement| {
+                JobEventPayload::Cell(Box::new(CellResult::evaluate(
+                    CellInput {
+                        index,
+                        fixture: "pattern_320x180".into(),
+                        workload: workload.into(),
+                        upstream,
+                        fork,
+                        load_avg_1min: [0.25, 0.5],
+                    },
+                    &spec,
+                )))
+            };
+        let absent = SideMeasurement {
+            status: SideStatus::Absent,
+            returncode: Some(255),
+            ..SideMeasurement::unavailable("rejected")
+        };
+        let events = vec![
+            JobEventPayload::Started {
+                host: Inventory {
+                    hostname: "bench-1".into(),
+                    os: "Debian GNU/Linux 12".into(),
+                    kernel: "6.1.0".into(),
+                    arch: "x86_64".into(),
+                    cpu_model: "AMD EPYC 9R14".into(),
+                    physical_cores: 2,
+                    logical_cores: 2,
+                    memory_bytes: 24 << 30,
+                    hardware: None,
+                },
+            },
+            JobEventPayload::SourceResolved {
+                side: Side::Upstream,
+                source: spec.upstream.source.clone(),
+                resolved: "1111111111111111111111111111111111111111".into(),
+            },
+            JobEventPayload::SourceResolved {
+                side: Side::Fork,
+                source: spec.fork.source.clone(),
+                resolved: "257ac1ec4aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".into(),
+            },
+            build(Side::Upstream),
+            build(Side::Fork),
+            cell(
+                0,
+                "psnr",
+                side(&[0.010, 0.011, 0.012], &[("psnr_y", 30.0)]),
+                side(&[0.010, 0.010, 0.011], &[("psnr_y", 30.0)]),
+            ),
+            cell(
+                1,
+                "float_ssim",
+                side(&[2.4, 2.5, 2.6], &[("float_ssim", 0.9)]),
+                side(&[0.6, 0.62, 0.64], &[("float_ssim", 0.900001)]),
+            ),
+            cell(
+                2,
+                "motion",
+                side(
+                    &[0.02, 0.02, 0.02],
+                    &[("VMAF_integer_feature_motion_sad_score", 2.0)],
+                ),
+                side(&[0.02, 0.02, 0.02], &[("integer_motion", 2.0)]),
+            ),
+            cell(
+                3,
+                "motion_v2",
+                absent,
+                side(&[0.01, 0.01, 0.01], &[("motion_v2_sad", 3.0)]),
+            ),
+            JobEventPayload::Done {
+                outcome: JobOutcome::Completed,
+                error: None,
+            },
+        ];
+        let report = assemble(
+            &RunRecord {
+                run_id: "00000000-0000-0000-0000-000000000001".into(),
+                trigger: "release".into(),
+                created_ms: 1_788_365_205_000,
+                state: RunState::Done,
+                spec,
+            },
+            &[JobRecord {
+                job_id: "j".into(),
+                state: JobState::Done,
+                attempt: 1,
+                agent_id: Some("a".into()),
+                error: None,
+                events,
+            }],
+        );
+        assert_eq!(report.exit_code, 0);
+        insta::assert_snapshot!(render_markdown(&report));
     }
 }

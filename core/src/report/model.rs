@@ -31,6 +31,8 @@ pub struct Report {
     pub runs: u32,
     pub threads: u32,
     pub max_score_delta: f64,
+    /// Per-metric allowances that replaced the gate, with their reasons.
+    pub allowances: std::collections::BTreeMap<String, crate::spec::Allowance>,
     pub min_useful_seconds: f64,
     pub cells: Vec<CellResult>,
     /// Cells of the spec that have no result (the run stopped before them).
