@@ -51,10 +51,10 @@ pub fn toolchain_fingerprint(recipe: &BuildRecipe) -> String {
     }
 }
 
-pub fn cache_key(side: Side, resolved: &str, recipe: &BuildRecipe, toolchain: &str) -> String {
+/// The build's identity. The side is not part of it: the same source, recipe and toolchain
+/// make the same binary, which is what an A/A calibration runs on both sides.
+pub fn cache_key(resolved: &str, recipe: &BuildRecipe, toolchain: &str) -> String {
     let mut hasher = Sha256::new();
-    hasher.update(side.name().as_bytes());
-    hasher.update([0]);
     hasher.update(resolved.as_bytes());
     hasher.update([0]);
     hasher.update(serde_json::to_vec(recipe).expect("a recipe serialises"));
@@ -78,8 +78,8 @@ pub async fn build_side(
             .await
             .unwrap_or_else(|_| "unknown".into())
     };
-    let key = cache_key(side, &source.resolved, recipe, &toolchain);
-    let dir = builds_dir.join(format!("{}-{}", side.name(), &key[..16]));
+    let key = cache_key(&source.resolved, recipe, &toolchain);
+    let dir = builds_dir.join(&key[..16]);
     let tree = dir.join("src");
     let log_path = dir.join("build.log");
     let binary = tree.join(&recipe.binary);
@@ -203,22 +203,14 @@ mod tests {
     }
 
     #[test]
-    fn the_key_changes_with_source_recipe_and_toolchain() {
+    fn the_key_changes_with_source_recipe_and_toolchain_but_not_side() {
         let r = recipe(vec![vec!["make"]], "b");
-        let base = cache_key(Side::Fork, "abc", &r, "gcc 12");
-        assert_eq!(base, cache_key(Side::Fork, "abc", &r, "gcc 12"));
-        assert_ne!(base, cache_key(Side::Fork, "abd", &r, "gcc 12"));
-        assert_ne!(base, cache_key(Side::Fork, "abc", &r, "gcc 13"));
-        assert_ne!(
-            base,
-            cache_key(
-                Side::Fork,
-                "abc",
-                &recipe(vec![vec!["make", "-j2"]], "b"),
-                "gcc 12"
-            )
-        );
-        assert_ne!(base, cache_key(Side::Upstream, "abc", &r, "gcc 12"));
+        let base = cache_key("abc", &r, "gcc 12");
+        assert_eq!(base, cache_key("abc", &r, "gcc 12"));
+        assert_ne!(base, cache_key("abd", &r, "gcc 12"));
+        assert_ne!(base, cache_key("abc", &r, "gcc 13"));
+        let parallel = recipe(vec![vec!["make", "-j2"]], "b");
+        assert_ne!(base, cache_key("abc", &parallel, "gcc 12"));
     }
 
     #[tokio::test]

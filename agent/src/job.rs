@@ -10,6 +10,7 @@ use std::time::Duration;
 use abfleet_core::cell::{CellInput, CellResult, SideMeasurement, SideStatus};
 use abfleet_core::events::{BuildRecord, BuildStatus, JobEventPayload, JobOutcome, LogLevel, Side};
 use abfleet_core::inventory::Inventory;
+use abfleet_core::paired::{self, AdaptiveBounds, AnalysisConfig, Order, Pair, StopReason};
 use abfleet_core::scores::Scores;
 use abfleet_core::spec::{FixtureSpec, JobSpec, WorkloadSpec};
 use tokio::sync::watch;
@@ -19,7 +20,7 @@ use crate::build::{build_side, BuiltSide};
 use crate::fixtures::{self, PreparedFixture};
 use crate::runner::{self, CommandSpec, ExitKind};
 use crate::sink::EventSink;
-use crate::{loadavg, source};
+use crate::{loadavg, noise, source};
 
 /// How much of a failing run's output goes into the report.
 const STDERR_TAIL_BYTES: u64 = 1500;
@@ -117,10 +118,15 @@ fn check_cancel(ctx: &JobContext) -> Result<(), Stop> {
 }
 
 async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
+    let calibration =
+        std::fs::read_to_string(ctx.work_dir.join(abfleet_core::calibration::FILE_NAME))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok());
     emit(
         ctx,
         JobEventPayload::Started {
             host: ctx.host.clone(),
+            calibration,
         },
     )?;
     progress(
@@ -317,6 +323,7 @@ async fn measure_cell(
         }
     }
     let load_before = loadavg::one_minute();
+    let host_sample = noise::HostSample::take();
     let runner_ctx = RunContext {
         fixture,
         paths,
@@ -333,18 +340,9 @@ async fn measure_cell(
             record(side, result, true);
         }
     }
-    for run in 0..ctx.spec.measure.runs {
-        // Interleaved: upstream, fork, upstream, fork …
-        for side in sides.iter_mut() {
-            if !side.active {
-                continue;
-            }
-            let label = format!("run{run}");
-            let result = run_once(ctx, &runner_ctx, side.side, side.built, &label).await?;
-            record(side, result, false);
-        }
-    }
+    let timed = time_pairs(ctx, index, &runner_ctx, &mut sides).await?;
     let load_after = loadavg::one_minute();
+    let host_flags = host_sample.flags_since();
     let [upstream_run, fork_run] = sides;
     Ok(CellInput {
         index,
@@ -353,7 +351,123 @@ async fn measure_cell(
         upstream: upstream_run.measurement,
         fork: fork_run.measurement,
         load_avg_1min: [load_before, load_after],
+        idle_cores: f64::from(
+            ctx.host
+                .logical_cores
+                .saturating_sub(ctx.spec.measure.threads),
+        ),
+        host_flags,
+        seed: timed.seed,
+        run_order: timed.order,
+        stop_reason: timed.stop_reason,
     })
+}
+
+/// How the timed pairs of a cell went.
+struct TimedPairs {
+    seed: u64,
+    order: Vec<Order>,
+    stop_reason: StopReason,
+}
+
+/// The cell's own seed: the spec's seed mixed with the cell index (splitmix64's finaliser),
+/// so cells get independent orders and one recorded seed replays them all.
+fn cell_seed(spec_seed: u64, index: u32) -> u64 {
+    let mut z = spec_seed ^ (u64::from(index) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Timed pairs in a seeded, balanced random order (upstream first or fork first per pair),
+/// and, when the spec allows more pairs than `runs`, more pairs while the verdict is unsure.
+async fn time_pairs(
+    ctx: &mut JobContext,
+    index: u32,
+    runner_ctx: &RunContext<'_>,
+    sides: &mut [SideRun<'_>; 2],
+) -> Result<TimedPairs, Stop> {
+    let measure = ctx.spec.measure.clone();
+    let seed = cell_seed(measure.seed, index);
+    let mut order = paired::run_order(seed, measure.runs as usize);
+    let adaptive = measure.max_runs > measure.runs;
+    let bounds = AdaptiveBounds {
+        min_pairs: measure.runs,
+        max_pairs: measure.max_runs,
+        max_seconds: measure.max_cell_seconds,
+    };
+    let config = analysis_config(&ctx.spec, seed);
+    let started = std::time::Instant::now();
+    let mut done = 0usize;
+    loop {
+        while done < order.len() {
+            let sequence = match order[done] {
+                Order::UpstreamFirst => [0, 1],
+                Order::ForkFirst => [1, 0],
+            };
+            for side_index in sequence {
+                let side = &mut sides[side_index];
+                if !side.active {
+                    continue;
+                }
+                let label = format!("run{done}");
+                let result = run_once(ctx, runner_ctx, side.side, side.built, &label).await?;
+                record(side, result, false);
+            }
+            done += 1;
+        }
+        if !adaptive {
+            return Ok(TimedPairs {
+                seed,
+                order,
+                stop_reason: StopReason::NotAdaptive,
+            });
+        }
+        let pairs = paired_times(sides);
+        let analysis = paired::analyse(&pairs, &config);
+        let elapsed_s = started.elapsed().as_secs_f64();
+        let stop = if sides.iter().any(|s| !s.active) {
+            Some(StopReason::Decided)
+        } else {
+            paired::next_step(analysis.as_ref(), done as u32, elapsed_s, &bounds)
+        };
+        if let Some(stop_reason) = stop {
+            return Ok(TimedPairs {
+                seed,
+                order,
+                stop_reason,
+            });
+        }
+        // Two more pairs, one of each order, so every even count stays balanced.
+        let extra_seed = seed.wrapping_add(done as u64);
+        let room = (measure.max_runs as usize).saturating_sub(order.len());
+        if room == 0 {
+            return Ok(TimedPairs {
+                seed,
+                order,
+                stop_reason: StopReason::MaxPairs,
+            });
+        }
+        order.extend(paired::run_order(extra_seed, 2).into_iter().take(room));
+    }
+}
+
+fn paired_times(sides: &[SideRun<'_>; 2]) -> Vec<Pair> {
+    sides[0]
+        .measurement
+        .times
+        .iter()
+        .zip(&sides[1].measurement.times)
+        .map(|(&upstream_s, &fork_s)| Pair { upstream_s, fork_s })
+        .collect()
+}
+
+fn analysis_config(spec: &JobSpec, seed: u64) -> AnalysisConfig {
+    AnalysisConfig {
+        practical_threshold: spec.measure.practical_threshold,
+        seed,
+        ..AnalysisConfig::default()
+    }
 }
 
 fn empty_measurement() -> SideMeasurement {

@@ -13,6 +13,7 @@ pub mod identity;
 pub mod inventory;
 pub mod job;
 pub mod loadavg;
+pub mod noise;
 pub mod runner;
 pub mod session;
 pub mod sink;

@@ -38,6 +38,23 @@ pub enum Command {
         #[command(flatten)]
         trigger: TriggerArg,
     },
+    /// A/A calibration of this host: the fork's binary timed as both sides of a spec's first
+    /// fixture and workload, many times. Reports the false-positive rate and the smallest
+    /// difference the host resolves; later reports from this work dir show that resolution.
+    Calibrate {
+        spec: PathBuf,
+        /// Number of A/A trials (cells), each with the spec's `runs` pairs.
+        #[arg(long, default_value_t = 20)]
+        trials: u32,
+        /// Where the calibration's report goes [default: ./abfleet-out/<run-id>/].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long, default_value = "abfleet-out/.coordinator")]
+        data_dir: PathBuf,
+        /// The agent work dir the calibration is kept in (use the bench host agent's).
+        #[arg(long, default_value = "abfleet-out/.agent")]
+        work_dir: PathBuf,
+    },
     /// Serve the coordinator: agents and the CLI connect to it.
     Coordinator {
         #[arg(long, default_value = "127.0.0.1:7700")]

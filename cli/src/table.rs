@@ -22,10 +22,12 @@ pub fn render(report: &Report) -> String {
         "upstream",
         "fork",
         "speedup",
+        "95% interval",
+        "verdict",
         "parity",
         "largest frame delta",
     ];
-    let rows: Vec<[String; 7]> = report.cells.iter().map(row).collect();
+    let rows: Vec<[String; 9]> = report.cells.iter().map(row).collect();
     let mut widths = header.map(str::len);
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -75,7 +77,7 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-fn row(cell: &CellResult) -> [String; 7] {
+fn row(cell: &CellResult) -> [String; 9] {
     let dagger = if cell.startup_dominated { " †" } else { "" };
     let delta = cell
         .max_frame_delta
@@ -94,6 +96,11 @@ fn row(cell: &CellResult) -> [String; 7] {
         side(&cell.upstream),
         side(&cell.fork),
         cell.speedup.map_or("—".into(), |s| format!("{s:.2}x")),
+        cell.speedup_ci95
+            .map_or("—".into(), |[lo, hi]| format!("{lo:.2}–{hi:.2}")),
+        cell.verdict.map_or("—".into(), |v| {
+            format!("{v:?} ({} pairs)", cell.pairs).to_lowercase()
+        }),
         match cell.parity {
             CellParity::Ok => "ok",
             CellParity::Fail => "FAIL",

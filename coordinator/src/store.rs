@@ -738,10 +738,11 @@ mod tests {
             JobId::new_random(),
             AgentId::new_random(),
         );
+        let spec = spec();
         {
             let store = Store::open(dir.path()).unwrap();
             store
-                .insert_run(run_id, &spec(), "release", "test", vec![job_id], 1)
+                .insert_run(run_id, &spec, "release", "test", vec![job_id], 1)
                 .await
                 .unwrap();
             let attempt = store
@@ -767,7 +768,7 @@ mod tests {
         assert_eq!(job.state, JobState::Done);
         let run = store.run(run_id).await.unwrap().unwrap();
         assert_eq!(run.trigger, "release");
-        assert_eq!(run.spec, spec());
+        assert_eq!(run.spec, spec);
     }
 
     #[tokio::test]

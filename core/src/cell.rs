@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::paired::{self, AnalysisConfig, Order, Pair, StopReason, Verdict};
 use crate::parity::{self, ParityFailure};
 use crate::scores::Scores;
 use crate::spec::JobSpec;
@@ -112,7 +113,56 @@ pub struct CellResult {
     pub only_fork_metrics: Vec<String>,
     /// The fork's median is under `min_useful_seconds`: process start-up weighs on the number.
     pub startup_dominated: bool,
+    /// What may have disturbed the timings (never a reason to drop them).
+    pub noise_flags: Vec<NoiseFlag>,
+    /// 95% bootstrap interval of the speedup, over pairs.
+    pub speedup_ci95: Option<[f64; 2]>,
+    /// Wilcoxon signed-rank p-value on the per-pair log-ratios.
+    pub p_value: Option<f64>,
+    /// `faster`, `slower`, `same` or `unsure`; `None` when the sides were not both timed.
+    pub verdict: Option<Verdict>,
+    /// Timed pairs the cell took.
+    pub pairs: u32,
+    /// Seeds the run order and the bootstrap: a spec with `[measure] seed` set to the run's
+    /// seed replays the same orders.
+    pub seed: u64,
+    pub run_order: Vec<Order>,
+    /// Why the cell stopped taking pairs.
+    pub stop_reason: StopReason,
+    /// The smallest difference this host resolves at this pair count (A/A calibration), when
+    /// the host was calibrated: a fraction, e.g. 0.012 for ±1.2%.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_resolution: Option<f64>,
 }
+
+/// Something that may have disturbed a cell's timings, with what was measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoiseFlag {
+    pub name: String,
+    pub value: String,
+    pub detail: String,
+}
+
+impl NoiseFlag {
+    pub fn number(name: &str, value: f64, detail: &str) -> NoiseFlag {
+        NoiseFlag {
+            name: name.to_string(),
+            value: format!("{value:.3}"),
+            detail: detail.to_string(),
+        }
+    }
+
+    pub fn text(name: &str, value: &str, detail: &str) -> NoiseFlag {
+        NoiseFlag {
+            name: name.to_string(),
+            value: value.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+}
+
+/// Spread (max-min over median) above which a side's timings are noise-dominated.
+pub const NOISY_SPREAD_PCT: f64 = 10.0;
 
 /// Everything needed to turn two measurements into a cell.
 pub struct CellInput {
@@ -122,6 +172,14 @@ pub struct CellInput {
     pub upstream: SideMeasurement,
     pub fork: SideMeasurement,
     pub load_avg_1min: [f64; 2],
+    /// Cores not used by the timed runs (logical cores minus threads).
+    pub idle_cores: f64,
+    /// What the agent saw on the host while the cell ran.
+    pub host_flags: Vec<NoiseFlag>,
+    /// The cell's seed and the order its pairs ran in.
+    pub seed: u64,
+    pub run_order: Vec<Order>,
+    pub stop_reason: StopReason,
 }
 
 impl CellResult {
@@ -150,9 +208,37 @@ impl CellResult {
             startup_dominated: fork
                 .median_time
                 .is_some_and(|t| t < spec.measure.min_useful_seconds),
+            noise_flags: noise_flags(&input, &upstream, &fork),
+            speedup_ci95: None,
+            p_value: None,
+            verdict: None,
+            pairs: upstream.times.len().min(fork.times.len()) as u32,
+            seed: input.seed,
+            run_order: input.run_order.clone(),
+            stop_reason: input.stop_reason,
+            host_resolution: None,
             upstream,
             fork,
         };
+        if both_ok {
+            let pairs: Vec<Pair> = cell
+                .upstream
+                .times
+                .iter()
+                .zip(&cell.fork.times)
+                .map(|(&upstream_s, &fork_s)| Pair { upstream_s, fork_s })
+                .collect();
+            let config = AnalysisConfig {
+                practical_threshold: spec.measure.practical_threshold,
+                seed: input.seed,
+                ..AnalysisConfig::default()
+            };
+            if let Some(analysis) = paired::analyse(&pairs, &config) {
+                cell.speedup_ci95 = Some(analysis.speedup_ci95);
+                cell.p_value = Some(analysis.p_value);
+                cell.verdict = Some(analysis.verdict);
+            }
+        }
         cell.parity = match (cell.upstream.status, cell.fork.status) {
             (SideStatus::Ok, SideStatus::Ok) => {
                 let (Some(up), Some(fk)) = (&input.upstream.scores, &input.fork.scores) else {
@@ -191,6 +277,41 @@ impl CellResult {
     pub fn is_unavailable(&self) -> bool {
         self.parity == CellParity::Unavailable
     }
+}
+
+fn noise_flags(input: &CellInput, upstream: &SideResult, fork: &SideResult) -> Vec<NoiseFlag> {
+    let mut flags = Vec::new();
+    for (name, side) in [("upstream", upstream), ("fork", fork)] {
+        if let Some(spread) = side.spread_pct.filter(|s| *s > NOISY_SPREAD_PCT) {
+            flags.push(NoiseFlag {
+                name: format!("{name}_spread_high"),
+                value: format!("{spread:.1}%"),
+                detail: format!(
+                    "the {name} runs spread more than {NOISY_SPREAD_PCT}%: noise-dominated"
+                ),
+            });
+        }
+    }
+    let [before, after] = input.load_avg_1min;
+    if before > input.idle_cores {
+        flags.push(NoiseFlag::number(
+            "load_above_idle_cores",
+            before,
+            &format!(
+                "the 1-minute load average exceeded the {} idle core(s) before the cell",
+                input.idle_cores
+            ),
+        ));
+    }
+    if (after - before).abs() > 0.5_f64.max(before * 0.25) {
+        flags.push(NoiseFlag::text(
+            "load_changed",
+            &format!("{before:.2} → {after:.2}"),
+            "the load average moved during the cell",
+        ));
+    }
+    flags.extend(input.host_flags.iter().cloned());
+    flags
 }
 
 fn side_result(m: &SideMeasurement, load_avg_1min: [f64; 2]) -> SideResult {
@@ -269,6 +390,11 @@ mod tests {
                 upstream,
                 fork,
                 load_avg_1min: [0.5, 0.6],
+                idle_cores: 1.0,
+                host_flags: Vec::new(),
+                seed: 7,
+                run_order: Vec::new(),
+                stop_reason: StopReason::NotAdaptive,
             },
             &spec(),
         )
@@ -286,6 +412,12 @@ mod tests {
         assert!((cell.fork.spread_pct.unwrap() - 20.0).abs() < 1e-9);
         assert_eq!(cell.fork.load_avg_1min, [0.5, 0.6]);
         assert!(cell.startup_dominated, "1 s is under the demo's 2 s");
+        let names: Vec<&str> = cell.noise_flags.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["upstream_spread_high", "fork_spread_high"],
+            "20% spreads are noise"
+        );
     }
 
     #[test]

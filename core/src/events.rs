@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::calibration::Calibration;
 use crate::cell::CellResult;
 use crate::inventory::Inventory;
 use crate::spec::SourceSpec;
@@ -31,6 +32,8 @@ pub enum JobEventPayload {
     /// The job started on this host.
     Started {
         host: Inventory,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        calibration: Option<Calibration>,
     },
     /// Where the run stands; `current_cell` while timing.
     Progress {

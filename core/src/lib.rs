@@ -3,12 +3,14 @@
 //! this crate knows nothing of gRPC, SQLite, processes or the network.
 #![forbid(unsafe_code)]
 
+pub mod calibration;
 pub mod cell;
 pub mod events;
 pub mod exit;
 pub mod ids;
 pub mod inventory;
 pub mod output;
+pub mod paired;
 pub mod parity;
 pub mod report;
 pub mod scores;

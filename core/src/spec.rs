@@ -230,11 +230,20 @@ pub struct WorkloadSpec {
 #[serde(deny_unknown_fields)]
 pub struct MeasureSpec {
     pub warmup: u32,
+    /// Timed pairs per cell (one upstream run and one fork run each).
     pub runs: u32,
     pub threads: u32,
     pub min_useful_seconds: f64,
     pub max_score_delta: f64,
     pub timeout_seconds: f64,
+    /// Seeds the run order and the bootstrap; recorded in the report to replay a run.
+    pub seed: u64,
+    /// Adaptive runs: while a cell's verdict is `unsure`, more pairs up to this many.
+    pub max_runs: u32,
+    /// Adaptive runs stop once a cell has taken this long.
+    pub max_cell_seconds: f64,
+    /// A speedup inside 1 ± this is `same`.
+    pub practical_threshold: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -398,6 +407,12 @@ mod toml_form {
         max_score_delta: f64,
         #[serde(default = "default_timeout_seconds")]
         timeout_seconds: f64,
+        seed: Option<u64>,
+        max_runs: Option<u32>,
+        #[serde(default = "default_max_cell_seconds")]
+        max_cell_seconds: f64,
+        #[serde(default = "default_practical_threshold")]
+        practical_threshold: f64,
     }
 
     impl Default for RawMeasure {
@@ -409,6 +424,10 @@ mod toml_form {
                 min_useful_seconds: default_min_useful_seconds(),
                 max_score_delta: default_max_score_delta(),
                 timeout_seconds: default_timeout_seconds(),
+                seed: None,
+                max_runs: None,
+                max_cell_seconds: default_max_cell_seconds(),
+                practical_threshold: default_practical_threshold(),
             }
         }
     }
@@ -430,6 +449,24 @@ mod toml_form {
     }
     fn default_timeout_seconds() -> f64 {
         600.0
+    }
+    /// Adaptive by default: five pairs cannot show a difference with a signed-rank test
+    /// (its smallest two-sided p is 1/16), so an unsure cell takes up to this many.
+    const DEFAULT_MAX_RUNS: u32 = 20;
+
+    fn default_max_cell_seconds() -> f64 {
+        600.0
+    }
+    fn default_practical_threshold() -> f64 {
+        0.02
+    }
+
+    /// A seed for a spec that names none: different every submission, recorded in the report.
+    fn fresh_seed() -> u64 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        nanos ^ u64::from(std::process::id()).rotate_left(32)
     }
 
     #[derive(Deserialize, Default)]
@@ -717,6 +754,23 @@ mod toml_form {
                     "[measure] min_useful_seconds must be a non-negative number of seconds".into(),
                 );
             }
+            let max_runs = m.max_runs.unwrap_or(m.runs.max(DEFAULT_MAX_RUNS));
+            if max_runs < m.runs {
+                return Err(format!("[measure] max_runs = {max_runs} is below runs = {}; adaptive runs only add pairs", m.runs));
+            }
+            if !(m.practical_threshold.is_finite()
+                && m.practical_threshold > 0.0
+                && m.practical_threshold < 1.0)
+            {
+                return Err(
+                    "[measure] practical_threshold must be a fraction such as 0.02 (±2%)".into(),
+                );
+            }
+            if !(m.max_cell_seconds.is_finite() && m.max_cell_seconds > 0.0) {
+                return Err(
+                    "[measure] max_cell_seconds must be a positive number of seconds".into(),
+                );
+            }
             for (metric, allowance) in &self.parity.allow {
                 if allowance.reason.trim().is_empty() {
                     return Err(format!("[parity.allow.{metric}] needs a reason: say why this metric may move (a tracked bug id)"));
@@ -746,6 +800,10 @@ mod toml_form {
                     min_useful_seconds: m.min_useful_seconds,
                     max_score_delta: m.max_score_delta,
                     timeout_seconds: m.timeout_seconds,
+                    seed: m.seed.unwrap_or_else(fresh_seed),
+                    max_runs,
+                    max_cell_seconds: m.max_cell_seconds,
+                    practical_threshold: m.practical_threshold,
                 },
                 parity: ParitySpec {
                     renames: self.parity.renames,
@@ -800,6 +858,8 @@ args = ["--feature", "psnr"]
         assert_eq!(spec.measure.threads, 1);
         assert_eq!(spec.measure.min_useful_seconds, 2.0);
         assert_eq!(spec.measure.max_score_delta, 1e-5);
+        assert_eq!(spec.measure.max_runs, 20, "adaptive up to 20 pairs");
+        assert_eq!(spec.measure.practical_threshold, 0.02);
         assert_eq!(
             spec.upstream.source,
             SourceSpec::Git {

@@ -21,6 +21,26 @@ pub async fn run(
     trigger: Trigger,
 ) -> Result<i32, Failure> {
     let spec = JobSpec::load(spec_path).usage()?;
+    run_spec(
+        spec,
+        &spec_path.display().to_string(),
+        out,
+        data_dir,
+        work_dir,
+        trigger,
+    )
+    .await
+}
+
+/// Runs an already loaded spec on the embedded coordinator and agent.
+pub async fn run_spec(
+    spec: JobSpec,
+    origin: &str,
+    out: Option<PathBuf>,
+    data_dir: &Path,
+    work_dir: &Path,
+    trigger: Trigger,
+) -> Result<i32, Failure> {
     check_local_paths(&spec).usage()?;
     let coordinator = Coordinator::open(data_dir, CoordinatorConfig::default()).infra()?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -48,7 +68,7 @@ pub async fn run(
             .submit_run(pb::SubmitRunRequest {
                 spec_json: spec.to_json(),
                 trigger: trigger.as_str().to_string(),
-                spec_origin: spec_path.display().to_string(),
+                spec_origin: origin.to_string(),
             })
             .await
             .map_err(|s| status_error("failed to submit the run", s))?

@@ -1,5 +1,6 @@
 //! One module per subcommand; `run` dispatches.
 
+mod calibrate;
 mod follow;
 mod lists;
 mod local;
@@ -19,6 +20,13 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             work_dir,
             trigger,
         } => local::run(&spec, out, &data_dir, &work_dir, trigger.trigger).await,
+        Command::Calibrate {
+            spec,
+            trials,
+            out,
+            data_dir,
+            work_dir,
+        } => calibrate::run(&spec, trials, out, &data_dir, &work_dir).await,
         Command::Coordinator {
             listen,
             data_dir,

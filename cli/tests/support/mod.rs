@@ -188,6 +188,7 @@ distorted = {{ generate = "moving-pattern-distorted", seed = 3 }}
 
 {workloads}[measure]
 runs = {runs}
+max_runs = {runs}
 timeout_seconds = 60
 
 [parity.renames]

@@ -125,11 +125,15 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
         upstream: side_info(spec, Side::Upstream),
         fork: side_info(spec, Side::Fork),
         host: None,
+        calibration: None,
         agent_id: None,
         warmup: spec.measure.warmup,
         runs: spec.measure.runs,
         threads: spec.measure.threads,
         max_score_delta: spec.measure.max_score_delta,
+        practical_threshold: spec.measure.practical_threshold,
+        max_runs: spec.measure.max_runs,
+        seed: spec.measure.seed,
         allowances: spec.parity.allow.clone(),
         min_useful_seconds: spec.measure.min_useful_seconds,
         cells: Vec::new(),
@@ -151,7 +155,10 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
         let mut saw_done = false;
         for event in &job.events {
             match event {
-                JobEventPayload::Started { host } => report.host = Some(host.clone()),
+                JobEventPayload::Started { host, calibration } => {
+                    report.host = Some(host.clone());
+                    report.calibration = calibration.clone();
+                }
                 JobEventPayload::SourceResolved { side, resolved, .. } => {
                     side_mut(&mut report, *side).resolved = Some(resolved.clone());
                 }
@@ -191,6 +198,11 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
         report.fork_ref = short_ref(commit);
     }
     report.cells = cells.into_values().collect();
+    if let Some(calibration) = &report.calibration {
+        for cell in &mut report.cells {
+            cell.host_resolution = Some(calibration.resolution);
+        }
+    }
     let present: std::collections::BTreeSet<(String, String)> = report
         .cells
         .iter()

@@ -28,8 +28,16 @@ pub fn render_markdown(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "Run `{}` (`{}`), trigger `{}`, status **{}**. Per side and cell: {} discarded warm-up run(s), then {} timed runs interleaved with the other side; median wall time with min/max spread. Parity gate: every shared metric's largest per-frame delta and pooled-mean delta ≤ {:e}.\n",
-        report.run_id, report.name, report.trigger, report.status, report.warmup, report.runs, report.max_score_delta
+        "Run `{}` (`{}`), trigger `{}`, status **{}**. Per side and cell: {} discarded warm-up run(s), then {} timed pairs (one run of each side; up to {} while a verdict is unsure) in a seeded balanced random order; median wall time with min/max spread; speedup with its 95% bootstrap interval and verdict (±{:.0}% counts as the same). Parity gate: every shared metric's largest per-frame delta and pooled-mean delta ≤ {:e}.\n",
+        report.run_id,
+        report.name,
+        report.trigger,
+        report.status,
+        report.warmup,
+        report.runs,
+        report.max_runs,
+        report.practical_threshold * 100.0,
+        report.max_score_delta
     );
     for (metric, allowance) in &report.allowances {
         let _ = writeln!(
@@ -91,6 +99,28 @@ pub fn render_markdown(report: &Report) -> String {
             "† start-up-dominated: the fork's median is under {:.1} s, so process start-up weighs on the speedup.\n",
             report.min_useful_seconds
         );
+    }
+    let flagged: Vec<String> = report
+        .cells
+        .iter()
+        .flat_map(|c| {
+            c.noise_flags.iter().map(move |f| {
+                format!(
+                    "- {}/{}: `{}` = {} ({})",
+                    c.fixture, c.workload, f.name, f.value, f.detail
+                )
+            })
+        })
+        .collect();
+    if !flagged.is_empty() {
+        let _ = writeln!(
+            out,
+            "Noise flags (the numbers stand; these explain them):\n"
+        );
+        for line in flagged {
+            let _ = writeln!(out, "{line}");
+        }
+        out.push('\n');
     }
     if let Some(note) = &report.startup_note {
         let _ = writeln!(out, "> **Start-up bound.** {note}.\n");
@@ -239,12 +269,35 @@ fn side_cell(side: &SideResult, absent: &str) -> String {
 }
 
 fn speedup_cell(cell: &CellResult) -> String {
+    let detail = match (cell.speedup_ci95, cell.verdict) {
+        (Some([lo, hi]), Some(verdict)) => {
+            let resolution = cell
+                .host_resolution
+                .map(|r| format!("; host resolves ±{:.1}%", r * 100.0))
+                .unwrap_or_default();
+            format!(
+                " [{lo:.2}–{hi:.2}] {}, {} pairs{resolution}",
+                verdict_word(verdict),
+                cell.pairs
+            )
+        }
+        _ => String::new(),
+    };
     match cell.speedup {
         Some(s) if cell.parity == CellParity::Fail => format!("~~{s:.2}x~~ (parity failed)"),
-        Some(s) => format!("**{s:.2}x**"),
+        Some(s) => format!("**{s:.2}x**{detail}"),
         None if cell.parity == CellParity::AbsentUpstream => "absent upstream".to_string(),
         None if cell.parity == CellParity::AbsentFork => "absent in fork".to_string(),
         None => "—".to_string(),
+    }
+}
+
+fn verdict_word(verdict: crate::paired::Verdict) -> &'static str {
+    match verdict {
+        crate::paired::Verdict::Faster => "faster",
+        crate::paired::Verdict::Slower => "slower",
+        crate::paired::Verdict::Same => "same",
+        crate::paired::Verdict::Unsure => "unsure",
     }
 }
 
@@ -343,6 +396,11 @@ mod tests {
                         upstream,
                         fork,
                         load_avg_1min: [0.25, 0.5],
+                        idle_cores: 1.0,
+                        host_flags: Vec::new(),
+                        seed: 7 + u64::from(index),
+                        run_order: Vec::new(),
+                        stop_reason: crate::paired::StopReason::NotAdaptive,
                     },
                     &spec,
                 )))
@@ -354,6 +412,7 @@ mod tests {
         };
         let events = vec![
             JobEventPayload::Started {
+                calibration: None,
                 host: Inventory {
                     hostname: "bench-1".into(),
                     os: "Debian GNU/Linux 12".into(),

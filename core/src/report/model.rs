@@ -26,11 +26,19 @@ pub struct Report {
     pub upstream: SideInfo,
     pub fork: SideInfo,
     pub host: Option<Inventory>,
+    /// The host's latest A/A calibration (`abfleet calibrate`), when it has one.
+    pub calibration: Option<crate::calibration::Calibration>,
     pub agent_id: Option<String>,
     pub warmup: u32,
     pub runs: u32,
     pub threads: u32,
     pub max_score_delta: f64,
+    /// Adaptive runs: the most pairs an unsure cell may take.
+    pub max_runs: u32,
+    /// A speedup inside 1 ± this is `same`.
+    pub practical_threshold: f64,
+    /// The run's seed (`[measure] seed`): replays every cell's order and bootstrap.
+    pub seed: u64,
     /// Per-metric allowances that replaced the gate, with their reasons.
     pub allowances: std::collections::BTreeMap<String, crate::spec::Allowance>,
     pub min_useful_seconds: f64,

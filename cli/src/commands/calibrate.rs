@@ -1,0 +1,110 @@
+//! `abfleet calibrate`: an A/A run on this host. The fork's build runs as both sides, so
+//! every verdict other than `same`/`unsure` is a false positive; the intervals' half-widths
+//! say how small a difference the host can resolve at the spec's pair count.
+
+use std::path::{Path, PathBuf};
+
+use abfleet_core::calibration::{Calibration, FILE_NAME};
+use abfleet_core::paired;
+use abfleet_core::report::Report;
+use abfleet_core::spec::{JobSpec, WorkloadSpec};
+use abfleet_core::stats;
+
+use super::local;
+use crate::cli::Trigger;
+use crate::failure::{Classify, Failure};
+
+pub async fn run(
+    spec_path: &Path,
+    trials: u32,
+    out: Option<PathBuf>,
+    data_dir: &Path,
+    work_dir: &Path,
+) -> Result<i32, Failure> {
+    if trials < 5 {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--trials {trials} is too few to estimate a false-positive rate; use 20 or more"
+        )));
+    }
+    let spec = aa_spec(JobSpec::load(spec_path).usage()?, trials);
+    let out = out.unwrap_or_else(|| {
+        Path::new("abfleet-out").join(format!("calibration-{}", spec.measure.seed))
+    });
+    let code = local::run_spec(
+        spec.clone(),
+        &spec_path.display().to_string(),
+        Some(out.clone()),
+        data_dir,
+        work_dir,
+        Trigger::Manual,
+    )
+    .await?;
+    let report_text = std::fs::read_to_string(out.join("report.json")).infra()?;
+    let report = Report::from_json(&report_text).infra()?;
+    let Some(calibration) = calibration(&report, &spec) else {
+        return Err(Failure::infra(anyhow::anyhow!(
+            "the A/A run gave no usable cells (exit {code}); see {}",
+            out.join("report.md").display()
+        )));
+    };
+    let text = serde_json::to_string_pretty(&calibration).infra()?;
+    std::fs::write(work_dir.join(FILE_NAME), &text)
+        .and_then(|()| std::fs::write(out.join(FILE_NAME), &text))
+        .map_err(|err| anyhow::anyhow!("failed to save the calibration: {err}"))
+        .infra()?;
+    println!(
+        "A/A calibration of {}: {} trials of {} pairs, false-positive rate {:.1}% (nominal ≈5%), resolves ±{:.1}%",
+        calibration.hostname,
+        calibration.trials,
+        calibration.pairs,
+        calibration.false_positive_rate * 100.0,
+        calibration.resolution * 100.0
+    );
+    println!(
+        "saved to {} (reports from this work dir show it)",
+        work_dir.join(FILE_NAME).display()
+    );
+    Ok(0)
+}
+
+/// The fork against itself: its first fixture, its first workload repeated as trials.
+fn aa_spec(mut spec: JobSpec, trials: u32) -> JobSpec {
+    spec.name = format!("{}-calibration", spec.name);
+    spec.upstream = spec.fork.clone();
+    spec.fixtures.truncate(1);
+    let workload = spec.workloads[0].clone();
+    spec.workloads = (1..=trials)
+        .map(|trial| WorkloadSpec {
+            name: format!("{}#{trial}", workload.name),
+            args: workload.args.clone(),
+        })
+        .collect();
+    spec.measure.max_runs = spec.measure.runs;
+    spec
+}
+
+fn calibration(report: &Report, spec: &JobSpec) -> Option<Calibration> {
+    let verdicts: Vec<paired::Verdict> = report.cells.iter().filter_map(|c| c.verdict).collect();
+    let half_widths: Vec<f64> = report
+        .cells
+        .iter()
+        .filter_map(|c| Some((c.speedup_ci95?, c.speedup?)))
+        .map(|([lo, hi], speedup)| (hi - lo) / 2.0 / speedup)
+        .collect();
+    let resolution = stats::median(&half_widths)?;
+    Some(Calibration {
+        hostname: report
+            .host
+            .as_ref()
+            .map_or("unknown".into(), |h| h.hostname.clone()),
+        date: report.date.clone(),
+        pairs: spec.measure.runs,
+        trials: verdicts.len() as u32,
+        false_positive_rate: paired::false_positive_rate(&verdicts),
+        resolution,
+        verdicts,
+        fixture: spec.fixtures[0].name.clone(),
+        workload: spec.workloads[0].name.trim_end_matches("#1").to_string(),
+        seed: spec.measure.seed,
+    })
+}
