@@ -13,8 +13,16 @@ pub fn render(report: &Report) -> String {
         .map_or("unknown host", |h| h.hostname.as_str());
     let _ = writeln!(
         out,
-        "run {} ({}): fork {} vs upstream {} on {host}, {} thread(s), {} warm-up + {} timed runs per side",
-        report.run_id, report.name, report.fork_ref, report.upstream_ref, report.threads, report.warmup, report.runs
+        "run {} ({}): fork {} vs upstream {} on {host}, {} thread(s), {} warm-up + {}–{} timed pairs per cell (seed {})",
+        report.run_id,
+        report.name,
+        report.fork_ref,
+        report.upstream_ref,
+        report.threads,
+        report.warmup,
+        report.runs,
+        report.max_runs,
+        report.seed
     );
     let header = [
         "fixture",

@@ -106,6 +106,7 @@ pub struct CellResult {
     pub max_frame_delta: BTreeMap<String, f64>,
     pub max_frame_delta_at: BTreeMap<String, u64>,
     pub frames_over_gate: BTreeMap<String, u64>,
+    pub frame_delta_p95: BTreeMap<String, f64>,
     pub parity: CellParity,
     pub parity_failures: Vec<ParityFailure>,
     pub renamed_metrics: BTreeMap<String, String>,
@@ -200,6 +201,7 @@ impl CellResult {
             max_frame_delta: BTreeMap::new(),
             max_frame_delta_at: BTreeMap::new(),
             frames_over_gate: BTreeMap::new(),
+            frame_delta_p95: BTreeMap::new(),
             parity: CellParity::Unavailable,
             parity_failures: Vec::new(),
             renamed_metrics: BTreeMap::new(),
@@ -250,6 +252,7 @@ impl CellResult {
                 cell.max_frame_delta = outcome.max_frame_delta;
                 cell.max_frame_delta_at = outcome.max_frame_delta_at;
                 cell.frames_over_gate = outcome.frames_over_gate;
+                cell.frame_delta_p95 = outcome.frame_delta_p95;
                 cell.parity_failures = outcome.failures;
                 cell.renamed_metrics = outcome.renamed;
                 cell.only_upstream_metrics = outcome.only_upstream;

@@ -23,6 +23,9 @@ pub struct ParityOutcome {
     pub max_frame_delta_at: BTreeMap<String, u64>,
     /// How many frames exceed the metric's gate (0 for a passing metric).
     pub frames_over_gate: BTreeMap<String, u64>,
+    /// The 95th percentile of the per-frame absolute deltas: a delta that grows shows here
+    /// before the maximum crosses the gate.
+    pub frame_delta_p95: BTreeMap<String, f64>,
     /// Upstream name → fork name, for the declared renames that applied.
     pub renamed: BTreeMap<String, String>,
     pub only_upstream: Vec<String>,
@@ -110,6 +113,7 @@ pub fn compare(
         let allowed = allowance.map_or(max_score_delta, |a| a.max_delta);
         let mut worst: Option<(u64, f64, f64, f64)> = None;
         let mut over = 0u64;
+        let mut deltas = Vec::with_capacity(upstream.frames.len());
         for frame in &upstream.frames {
             let Some(up_value) = frame.metrics.get(up_name) else {
                 continue;
@@ -121,6 +125,7 @@ pub fn compare(
                 continue;
             };
             let delta = (fork_value - up_value).abs();
+            deltas.push(delta);
             if delta > allowed || delta.is_nan() {
                 over += 1;
             }
@@ -136,6 +141,9 @@ pub fn compare(
             outcome.score_delta.insert(fork_name.clone(), delta);
         }
         outcome.frames_over_gate.insert(fork_name.clone(), over);
+        if let Some(p95) = percentile(&mut deltas, 0.95) {
+            outcome.frame_delta_p95.insert(fork_name.clone(), p95);
+        }
         if let Some((frame, delta, up_value, fork_value)) = worst {
             outcome.max_frame_delta.insert(fork_name.clone(), delta);
             outcome.max_frame_delta_at.insert(fork_name.clone(), frame);
@@ -173,6 +181,16 @@ pub fn compare(
     outcome
 }
 
+/// The nearest-rank percentile of a sample (sorted in place).
+fn percentile(values: &mut [f64], fraction: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((fraction * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    Some(values[rank - 1])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +219,9 @@ mod tests {
         assert!(out.passed(), "{out:?}");
         assert!((out.max_frame_delta["psnr_y"] - 1e-6).abs() < 1e-9);
         assert_eq!(out.max_frame_delta_at["psnr_y"], 0);
+        assert!((out.frame_delta_p95["psnr_y"] - 1e-6).abs() < 1e-9);
+        assert_eq!(percentile(&mut [3.0, 1.0, 2.0, 4.0], 0.5), Some(2.0));
+        assert_eq!(percentile(&mut [], 0.95), None);
     }
 
     #[test]
