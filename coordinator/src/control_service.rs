@@ -10,6 +10,7 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::fleet::Fleet;
+use crate::store::RunRow;
 
 pub(crate) struct ControlService {
     pub(crate) fleet: Fleet,
@@ -111,14 +112,7 @@ impl pb::control_service_server::ControlService for ControlService {
             .runs()
             .await?
             .into_iter()
-            .map(|run| pb::RunSummary {
-                run_id: run.run_id.to_string(),
-                name: run.name,
-                state: run.state.as_str().to_string(),
-                trigger: run.trigger,
-                created_ms: run.created_ms,
-                exit_code: run.exit_code.unwrap_or(-1),
-            })
+            .map(run_summary)
             .collect();
         Ok(Response::new(pb::ListRunsResponse { runs }))
     }
@@ -156,6 +150,18 @@ impl pb::control_service_server::ControlService for ControlService {
         };
         let cancelled = self.fleet.cancel(run_id, &reason).await?;
         Ok(Response::new(pb::CancelRunResponse { cancelled }))
+    }
+}
+
+/// A stored run as the run list shows it (`exit_code` -1 while it runs).
+pub fn run_summary(run: RunRow) -> pb::RunSummary {
+    pb::RunSummary {
+        run_id: run.run_id.to_string(),
+        name: run.name,
+        state: run.state.as_str().to_string(),
+        trigger: run.trigger,
+        created_ms: run.created_ms,
+        exit_code: run.exit_code.unwrap_or(-1),
     }
 }
 

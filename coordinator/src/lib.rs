@@ -13,6 +13,7 @@ mod fleet;
 mod server;
 pub mod store;
 
+pub use control_service::run_summary;
 pub use error::CoordinatorError;
 pub use fleet::{CoordinatorConfig, Fleet};
 pub use server::{serve, Coordinator};

@@ -10,7 +10,7 @@ use abfleet_core::inventory::Inventory;
 use abfleet_core::report::{JobRecord, JobState, RunRecord, RunState};
 use abfleet_core::spec::JobSpec;
 use abfleet_core::{AgentId, JobId, RunId};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 use crate::error::CoordinatorError;
 
@@ -193,63 +193,29 @@ impl Store {
     }
 
     pub async fn run(&self, run_id: RunId) -> Result<Option<RunRow>, CoordinatorError> {
-        self.with(move |conn| {
-            conn.query_row(
-                "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code FROM runs WHERE run_id = ?1",
-                params![run_id.to_string()],
-                run_row,
-            )
-            .optional()?
-            .transpose()
-        })
-        .await
+        self.with(move |conn| Ok(select_runs(conn, "run_id = ?1", &run_id.to_string())?.pop()))
+            .await
     }
 
     pub async fn runs(&self) -> Result<Vec<RunRow>, CoordinatorError> {
-        self.with(|conn| {
-            let mut stmt = conn.prepare(
-                "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code FROM runs ORDER BY created_ms",
-            )?;
-            let rows = stmt.query_map([], run_row)?;
-            rows.map(|row| row?).collect()
-        })
-        .await
+        // `?1 = ?1` holds for every row: all runs.
+        self.with(|conn| select_runs(conn, "?1 = ?1", "")).await
     }
 
     pub async fn jobs_of_run(&self, run_id: RunId) -> Result<Vec<JobRow>, CoordinatorError> {
-        self.with(move |conn| {
-            let mut stmt = conn.prepare(
-                "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error FROM jobs WHERE run_id = ?1 ORDER BY created_ms, job_id",
-            )?;
-            let rows = stmt.query_map(params![run_id.to_string()], job_row)?;
-            rows.map(|row| row?).collect()
-        })
-        .await
+        self.with(move |conn| select_jobs(conn, "run_id = ?1", &run_id.to_string()))
+            .await
     }
 
     pub async fn job(&self, job_id: JobId) -> Result<Option<JobRow>, CoordinatorError> {
-        self.with(move |conn| {
-            conn.query_row(
-                "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error FROM jobs WHERE job_id = ?1",
-                params![job_id.to_string()],
-                job_row,
-            )
-            .optional()?
-            .transpose()
-        })
-        .await
+        self.with(move |conn| Ok(select_jobs(conn, "job_id = ?1", &job_id.to_string())?.pop()))
+            .await
     }
 
     /// Jobs in a state, oldest first.
     pub async fn jobs_in_state(&self, state: JobState) -> Result<Vec<JobRow>, CoordinatorError> {
-        self.with(move |conn| {
-            let mut stmt = conn.prepare(
-                "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error FROM jobs WHERE state = ?1 ORDER BY created_ms, job_id",
-            )?;
-            let rows = stmt.query_map(params![state.as_str()], job_row)?;
-            rows.map(|row| row?).collect()
-        })
-        .await
+        self.with(move |conn| select_jobs(conn, "state = ?1", state.as_str()))
+            .await
     }
 
     /// Leases a queued job to an agent: a new attempt begins. `false` when the job is no
@@ -498,13 +464,7 @@ impl Store {
     ) -> Result<Vec<JobRow>, CoordinatorError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
-            let leased = {
-                let mut stmt = tx.prepare(
-                    "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error FROM jobs WHERE run_id = ?1 AND state = 'leased'",
-                )?;
-                let rows = stmt.query_map(params![run_id.to_string()], job_row)?;
-                rows.map(|row| row?).collect::<Result<Vec<_>, _>>()?
-            };
+            let leased = select_jobs(&tx, "run_id = ?1 AND state = 'leased'", &run_id.to_string())?;
             tx.execute(
                 "UPDATE jobs SET state = 'cancelled', lease_expires_ms = NULL, error = ?2 WHERE run_id = ?1 AND state IN ('queued', 'leased')",
                 params![run_id.to_string(), reason],
@@ -608,6 +568,32 @@ impl Store {
             jobs,
         )))
     }
+}
+
+/// Runs matching a filter with one text parameter, oldest first.
+fn select_runs(
+    conn: &Connection,
+    filter: &str,
+    param: &str,
+) -> Result<Vec<RunRow>, CoordinatorError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code FROM runs WHERE {filter} ORDER BY created_ms, run_id"
+    ))?;
+    let rows = stmt.query_map(params![param], run_row)?;
+    rows.map(|row| row?).collect()
+}
+
+/// Jobs matching a filter with one text parameter, oldest first.
+fn select_jobs(
+    conn: &Connection,
+    filter: &str,
+    param: &str,
+) -> Result<Vec<JobRow>, CoordinatorError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error FROM jobs WHERE {filter} ORDER BY created_ms, job_id"
+    ))?;
+    let rows = stmt.query_map(params![param], job_row)?;
+    rows.map(|row| row?).collect()
 }
 
 fn event_kind(payload: &JobEventPayload) -> &'static str {

@@ -19,14 +19,7 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
                 .await
                 .infra()?
                 .into_iter()
-                .map(|run| pb::RunSummary {
-                    run_id: run.run_id.to_string(),
-                    name: run.name,
-                    state: run.state.as_str().to_string(),
-                    trigger: run.trigger,
-                    created_ms: run.created_ms,
-                    exit_code: run.exit_code.unwrap_or(-1),
-                })
+                .map(abfleet_coordinator::run_summary)
                 .collect()
         }
         None => {
