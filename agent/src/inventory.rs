@@ -27,6 +27,7 @@ pub fn probe_host() -> Inventory {
         physical_cores: System::physical_core_count().map_or(logical_cores, |n| n as u32),
         logical_cores,
         memory_bytes: system.as_ref().map_or(0, System::total_memory),
+        generations: Vec::new(),
         hardware: None,
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use abfleet_core::events::JobEventPayload;
 use abfleet_core::inventory::Inventory;
 use abfleet_core::report::{self, JobState, Report, RunState};
-use abfleet_core::spec::JobSpec;
+use abfleet_core::spec::{Fanout, JobSpec};
 use abfleet_core::{AgentId, JobId, RunId};
 use abfleet_proto::pb;
 use tokio::sync::{broadcast, mpsc};
@@ -17,7 +17,7 @@ use tracing::{info, warn};
 
 use crate::clock::now_ms;
 use crate::error::CoordinatorError;
-use crate::store::{AgentRow, RunRow, Store, StoredEvent};
+use crate::store::{AgentRow, NewJob, RunRow, Store, StoredEvent};
 
 /// Timing knobs of the coordinator.
 #[derive(Debug, Clone)]
@@ -96,7 +96,9 @@ impl Fleet {
 
     // ----- runs --------------------------------------------------------------------------
 
-    /// Stores a run with its job and offers it to a waiting agent.
+    /// Stores a run with its jobs (one, or one per matching generation or agent) and offers
+    /// them to waiting agents. A spec whose targets match no known agent ends at once, saying
+    /// what the fleet has.
     pub async fn submit(
         &self,
         spec: JobSpec,
@@ -104,20 +106,111 @@ impl Fleet {
         origin: &str,
     ) -> Result<RunId, CoordinatorError> {
         let run_id = RunId::new_random();
-        let job_id = JobId::new_random();
+        let (jobs, unmatched) = self.plan_jobs(&spec).await?;
         self.inner
             .store
-            .insert_run(run_id, &spec, trigger, origin, vec![job_id], now_ms())
+            .insert_run(run_id, &spec, trigger, origin, jobs.clone(), now_ms())
             .await?;
-        info!(run_id = %run_id, job_id = %job_id, name = %spec.name, trigger, "run submitted");
-        self.publish(progress(
-            run_id,
-            Some(job_id),
-            "queued",
-            "waiting for an agent",
-        ));
+        info!(run_id = %run_id, jobs = jobs.len(), name = %spec.name, trigger, "run submitted");
+        if let Some(error) = unmatched {
+            warn!(run_id = %run_id, %error, "no agent matches the run's targets");
+            self.inner
+                .store
+                .fail_run(
+                    run_id,
+                    error.clone(),
+                    abfleet_core::exit::NOT_CARRIED_OUT,
+                    now_ms(),
+                )
+                .await?;
+            let mut finished = progress(run_id, None, "failed", &error);
+            finished.finished = true;
+            finished.exit_code = abfleet_core::exit::NOT_CARRIED_OUT;
+            self.publish(finished);
+            return Ok(run_id);
+        }
+        for job in &jobs {
+            self.publish(progress(
+                run_id,
+                Some(job.job_id),
+                "queued",
+                &format!(
+                    "waiting for an agent ({})",
+                    job.generation.as_deref().unwrap_or("any")
+                ),
+            ));
+        }
         self.dispatch().await?;
         Ok(run_id)
+    }
+
+    /// The jobs a spec fans out to, or why it matches nothing.
+    async fn plan_jobs(
+        &self,
+        spec: &JobSpec,
+    ) -> Result<(Vec<NewJob>, Option<String>), CoordinatorError> {
+        let Some(targets) = &spec.targets else {
+            let job = NewJob {
+                job_id: JobId::new_random(),
+                generation: None,
+                pinned_agent: None,
+            };
+            return Ok((vec![job], None));
+        };
+        let agents = self.agents().await?;
+        let mut jobs: Vec<NewJob> = Vec::new();
+        for (agent, state, _) in &agents {
+            if *state == "lost" {
+                continue;
+            }
+            for generation in agent
+                .inventory
+                .generations
+                .iter()
+                .filter(|g| targets.matches(g))
+            {
+                let job = match targets.fanout {
+                    Fanout::PerGeneration
+                        if jobs
+                            .iter()
+                            .any(|j| j.generation.as_ref() == Some(&generation.key)) =>
+                    {
+                        continue
+                    }
+                    Fanout::PerGeneration => NewJob {
+                        job_id: JobId::new_random(),
+                        generation: Some(generation.key.clone()),
+                        pinned_agent: None,
+                    },
+                    Fanout::PerAgent => NewJob {
+                        job_id: JobId::new_random(),
+                        generation: Some(generation.key.clone()),
+                        pinned_agent: Some(agent.agent_id),
+                    },
+                };
+                jobs.push(job);
+            }
+        }
+        if !jobs.is_empty() {
+            return Ok((jobs, None));
+        }
+        let seen: Vec<String> =
+            agents
+                .iter()
+                .flat_map(|(agent, state, _)| {
+                    agent.inventory.generations.iter().map(move |g| {
+                        format!("{} on {} ({state})", g.key, agent.inventory.hostname)
+                    })
+                })
+                .collect();
+        let error = format!(
+            "no agent matches the targets (backends {:?}, generations {:?}, vendors {:?}); the fleet has: {}; start an agent on such a host or widen [targets]",
+            targets.backends,
+            targets.generations,
+            targets.vendors,
+            if seen.is_empty() { "no agents with generations".to_string() } else { seen.join(", ") }
+        );
+        Ok((Vec::new(), Some(error)))
     }
 
     pub async fn cancel(&self, run_id: RunId, reason: &str) -> Result<bool, CoordinatorError> {
@@ -164,7 +257,46 @@ impl Fleet {
             .report_inputs(run_id)
             .await?
             .ok_or_else(|| CoordinatorError::UnknownRun(run_id.to_string()))?;
-        Ok(report::assemble(&run, &jobs))
+        let mut report = report::assemble(&run, &jobs);
+        self.attach_previous_toolchains(&mut report, run.created_ms)
+            .await?;
+        Ok(report)
+    }
+
+    /// For each generation, the toolchain of the previous run of the same spec name on the
+    /// same generation: a toolchain bump shows as a change in the report.
+    async fn attach_previous_toolchains(
+        &self,
+        report: &mut Report,
+        created_ms: i64,
+    ) -> Result<(), CoordinatorError> {
+        let earlier: Vec<RunRow> = self
+            .inner
+            .store
+            .runs()
+            .await?
+            .into_iter()
+            .filter(|r| r.name == report.name && r.created_ms < created_ms && r.state.is_finished())
+            .collect();
+        for section in &mut report.generations {
+            for previous in earlier.iter().rev() {
+                let Some((run, jobs)) = self.inner.store.report_inputs(previous.run_id).await?
+                else {
+                    continue;
+                };
+                let old = report::assemble(&run, &jobs);
+                if let Some(old_section) = old
+                    .generations
+                    .iter()
+                    .find(|g| g.key == section.key && !g.toolchain.is_empty())
+                {
+                    section.previous_run = Some(previous.run_id.to_string());
+                    section.previous_toolchain = old_section.toolchain.clone();
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 
     pub async fn runs(&self) -> Result<Vec<RunRow>, CoordinatorError> {
@@ -400,6 +532,22 @@ impl Fleet {
     async fn dispatch(&self) -> Result<(), CoordinatorError> {
         let _guard = self.inner.dispatch.lock().await;
         let queued = self.inner.store.jobs_in_state(JobState::Queued).await?;
+        if queued.is_empty() {
+            return Ok(());
+        }
+        let generations: HashMap<AgentId, Vec<String>> = self
+            .inner
+            .store
+            .agents()
+            .await?
+            .into_iter()
+            .map(|a| {
+                (
+                    a.agent_id,
+                    a.inventory.generations.into_iter().map(|g| g.key).collect(),
+                )
+            })
+            .collect();
         for job in queued {
             let waiting: Option<AgentId> = {
                 let sessions = self
@@ -411,10 +559,17 @@ impl Fleet {
                     .iter()
                     .filter(|(_, s)| s.waiting)
                     .map(|(id, _)| *id)
+                    .filter(|id| job.pinned_agent.is_none_or(|pinned| pinned == *id))
+                    .filter(|id| {
+                        job.generation.as_ref().is_none_or(|key| {
+                            generations.get(id).is_some_and(|keys| keys.contains(key))
+                        })
+                    })
                     .min()
             };
             let Some(agent_id) = waiting else {
-                break;
+                // Jobs wait in the queue until a matching agent is free.
+                continue;
             };
             let Some(attempt) = self
                 .inner
@@ -433,6 +588,7 @@ impl Fleet {
                 spec_json: run.spec.to_json(),
                 lease_ms: self.inner.config.lease.as_millis() as u64,
                 next_seq,
+                generation: job.generation.clone().unwrap_or_default(),
             };
             let sent = {
                 let mut sessions = self

@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS runs (
     state       TEXT NOT NULL,
     created_ms  INTEGER NOT NULL,
     finished_ms INTEGER,
-    exit_code   INTEGER
+    exit_code   INTEGER,
+    error       TEXT
 );
 CREATE TABLE IF NOT EXISTS jobs (
     job_id           TEXT PRIMARY KEY,
@@ -34,7 +35,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     agent_id         TEXT,
     lease_expires_ms INTEGER,
     error            TEXT,
-    created_ms       INTEGER NOT NULL
+    created_ms       INTEGER NOT NULL,
+    generation       TEXT,
+    pinned_agent     TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, created_ms);
 CREATE TABLE IF NOT EXISTS events (
@@ -88,6 +91,18 @@ pub struct JobRow {
     pub agent_id: Option<AgentId>,
     pub lease_expires_ms: Option<i64>,
     pub error: Option<String>,
+    /// The generation key this job measures, when the spec names targets.
+    pub generation: Option<String>,
+    /// The one agent that may take it (fan-out per agent).
+    pub pinned_agent: Option<AgentId>,
+}
+
+/// A job to create with its run.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub job_id: JobId,
+    pub generation: Option<String>,
+    pub pinned_agent: Option<AgentId>,
 }
 
 #[derive(Debug, Clone)]
@@ -99,6 +114,8 @@ pub struct RunRow {
     pub state: RunState,
     pub created_ms: i64,
     pub exit_code: Option<i32>,
+    /// Why the run could not start (no agent matched its targets).
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -167,7 +184,7 @@ impl Store {
         spec: &JobSpec,
         trigger: &str,
         spec_origin: &str,
-        job_ids: Vec<JobId>,
+        jobs: Vec<NewJob>,
         now_ms: i64,
     ) -> Result<(), CoordinatorError> {
         let spec_json = spec.to_json();
@@ -180,10 +197,16 @@ impl Store {
                 "INSERT INTO runs (run_id, name, trigger, spec_json, spec_origin, state, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6)",
                 params![run_id.to_string(), name, trigger, spec_json, spec_origin, now_ms],
             )?;
-            for job_id in job_ids {
+            for job in jobs {
                 tx.execute(
-                    "INSERT INTO jobs (job_id, run_id, state, attempt, created_ms) VALUES (?1, ?2, 'queued', 0, ?3)",
-                    params![job_id.to_string(), run_id.to_string(), now_ms],
+                    "INSERT INTO jobs (job_id, run_id, state, attempt, created_ms, generation, pinned_agent) VALUES (?1, ?2, 'queued', 0, ?3, ?4, ?5)",
+                    params![
+                        job.job_id.to_string(),
+                        run_id.to_string(),
+                        now_ms,
+                        job.generation,
+                        job.pinned_agent.map(|a| a.to_string())
+                    ],
                 )?;
             }
             tx.commit()?;
@@ -437,6 +460,24 @@ impl Store {
         .await
     }
 
+    /// Ends a run before any job ran (nothing matched its targets).
+    pub async fn fail_run(
+        &self,
+        run_id: RunId,
+        error: String,
+        exit_code: i32,
+        now_ms: i64,
+    ) -> Result<(), CoordinatorError> {
+        self.with(move |conn| {
+            conn.execute(
+                "UPDATE runs SET state = 'failed', error = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
+                params![run_id.to_string(), error, exit_code, now_ms],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
     pub async fn set_run_state(
         &self,
         run_id: RunId,
@@ -549,6 +590,7 @@ impl Store {
         for job in self.jobs_of_run(run_id).await? {
             let events = self.events(job.job_id, job.attempt).await?;
             jobs.push(JobRecord {
+                generation: job.generation,
                 job_id: job.job_id.to_string(),
                 state: job.state,
                 attempt: job.attempt,
@@ -564,6 +606,7 @@ impl Store {
                 created_ms: run.created_ms,
                 state: run.state,
                 spec: run.spec,
+                error: run.error,
             },
             jobs,
         )))
@@ -577,7 +620,7 @@ fn select_runs(
     param: &str,
 ) -> Result<Vec<RunRow>, CoordinatorError> {
     let mut stmt = conn.prepare(&format!(
-        "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code FROM runs WHERE {filter} ORDER BY created_ms, run_id"
+        "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code, error FROM runs WHERE {filter} ORDER BY created_ms, run_id"
     ))?;
     let rows = stmt.query_map(params![param], run_row)?;
     rows.map(|row| row?).collect()
@@ -590,7 +633,7 @@ fn select_jobs(
     param: &str,
 ) -> Result<Vec<JobRow>, CoordinatorError> {
     let mut stmt = conn.prepare(&format!(
-        "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error FROM jobs WHERE {filter} ORDER BY created_ms, job_id"
+        "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error, generation, pinned_agent FROM jobs WHERE {filter} ORDER BY created_ms, job_id"
     ))?;
     let rows = stmt.query_map(params![param], job_row)?;
     rows.map(|row| row?).collect()
@@ -623,8 +666,10 @@ fn run_row(row: &rusqlite::Row<'_>) -> RowResult<RunRow> {
     let trigger: String = row.get(2)?;
     let created_ms: i64 = row.get(5)?;
     let exit_code: Option<i32> = row.get(6)?;
+    let error: Option<String> = row.get(7)?;
     Ok((|| {
         Ok(RunRow {
+            error,
             run_id: parse_stored_id(&run_id)?,
             name,
             trigger,
@@ -646,8 +691,12 @@ fn job_row(row: &rusqlite::Row<'_>) -> RowResult<JobRow> {
     let agent_id: Option<String> = row.get(4)?;
     let lease_expires_ms: Option<i64> = row.get(5)?;
     let error: Option<String> = row.get(6)?;
+    let generation: Option<String> = row.get(7)?;
+    let pinned_agent: Option<String> = row.get(8)?;
     Ok((|| {
         Ok(JobRow {
+            generation,
+            pinned_agent: pinned_agent.as_deref().map(parse_stored_id).transpose()?,
             job_id: parse_stored_id(&job_id)?,
             run_id: parse_stored_id(&run_id)?,
             state: JobState::parse(&state)
@@ -692,7 +741,18 @@ mod tests {
             AgentId::new_random(),
         );
         store
-            .insert_run(run_id, &spec(), "manual", "test", vec![job_id], 1)
+            .insert_run(
+                run_id,
+                &spec(),
+                "manual",
+                "test",
+                vec![NewJob {
+                    job_id,
+                    generation: None,
+                    pinned_agent: None,
+                }],
+                1,
+            )
             .await
             .unwrap();
         let attempt = store
@@ -728,7 +788,18 @@ mod tests {
         {
             let store = Store::open(dir.path()).unwrap();
             store
-                .insert_run(run_id, &spec, "release", "test", vec![job_id], 1)
+                .insert_run(
+                    run_id,
+                    &spec,
+                    "release",
+                    "test",
+                    vec![NewJob {
+                        job_id,
+                        generation: None,
+                        pinned_agent: None,
+                    }],
+                    1,
+                )
                 .await
                 .unwrap();
             let attempt = store
@@ -767,7 +838,18 @@ mod tests {
             AgentId::new_random(),
         );
         store
-            .insert_run(run_id, &spec(), "manual", "test", vec![job_id], 1)
+            .insert_run(
+                run_id,
+                &spec(),
+                "manual",
+                "test",
+                vec![NewJob {
+                    job_id,
+                    generation: None,
+                    pinned_agent: None,
+                }],
+                1,
+            )
             .await
             .unwrap();
         store.lease_job(job_id, agent_id, 10).await.unwrap();

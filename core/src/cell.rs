@@ -96,6 +96,9 @@ pub enum CellParity {
 pub struct CellResult {
     /// Position in the spec's fixture × workload order; the store keeps one cell per index.
     pub index: u32,
+    /// The hardware generation that measured it (set when the report is assembled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<String>,
     pub fixture: String,
     pub workload: String,
     pub upstream: SideResult,
@@ -194,6 +197,7 @@ impl CellResult {
         };
         let mut cell = CellResult {
             index: input.index,
+            generation: None,
             fixture: input.fixture.clone(),
             workload: input.workload.clone(),
             speedup,

@@ -13,6 +13,9 @@ pub struct Inventory {
     pub physical_cores: u32,
     pub logical_cores: u32,
     pub memory_bytes: u64,
+    /// The backends this host can run, one generation key each.
+    #[serde(default)]
+    pub generations: Vec<crate::generation::Generation>,
     /// The full hardware probe, when an agent reports one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hardware: Option<serde_json::Value>,

@@ -7,6 +7,7 @@ pub mod calibration;
 pub mod cell;
 pub mod events;
 pub mod exit;
+pub mod generation;
 pub mod ids;
 pub mod inventory;
 pub mod output;

@@ -39,6 +39,46 @@ pub struct JobSpec {
     pub measure: MeasureSpec,
     #[serde(default)]
     pub parity: ParitySpec,
+    /// Which hosts run it; `None` means any one agent.
+    #[serde(default)]
+    pub targets: Option<TargetSpec>,
+}
+
+/// Which agents a run fans out to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSpec {
+    /// Backends to cover (default `["cpu"]`: the only honest A/B surface).
+    pub backends: Vec<String>,
+    /// Globs over generation keys, e.g. `cpu/x86-64-v4/*` (default `["*"]`).
+    pub generations: Vec<String>,
+    /// Globs over vendors (default `["*"]`).
+    pub vendors: Vec<String>,
+    pub fanout: Fanout,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fanout {
+    /// One job per matching generation; the first free matching agent takes it.
+    PerGeneration,
+    /// One job per matching agent.
+    PerAgent,
+}
+
+impl TargetSpec {
+    pub fn matches(&self, generation: &crate::generation::Generation) -> bool {
+        use crate::generation::glob_match;
+        self.backends.iter().any(|b| b == &generation.backend)
+            && self
+                .generations
+                .iter()
+                .any(|g| glob_match(g, &generation.key))
+            && self
+                .vendors
+                .iter()
+                .any(|v| glob_match(v, &generation.vendor))
+    }
 }
 
 /// One side of the comparison: where its source is and how to build it.
@@ -330,6 +370,40 @@ mod toml_form {
         measure: RawMeasure,
         #[serde(default)]
         parity: RawParity,
+        targets: Option<RawTargets>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct RawTargets {
+        backends: Option<Vec<String>>,
+        generations: Option<Vec<String>>,
+        vendors: Option<Vec<String>>,
+        fanout: Option<Fanout>,
+    }
+
+    impl RawTargets {
+        fn validate(self) -> Result<TargetSpec, String> {
+            let backends = self.backends.unwrap_or_else(|| vec!["cpu".into()]);
+            for backend in &backends {
+                if !["cpu", "cuda", "hip", "sycl"].contains(&backend.as_str()) {
+                    return Err(format!(
+                        "[targets] backend `{backend}` is not one of cpu, cuda, hip, sycl"
+                    ));
+                }
+            }
+            if backends.is_empty() {
+                return Err(
+                    "[targets] backends is empty; name at least one, e.g. [\"cpu\"]".into(),
+                );
+            }
+            Ok(TargetSpec {
+                backends,
+                generations: self.generations.unwrap_or_else(|| vec!["*".into()]),
+                vendors: self.vendors.unwrap_or_else(|| vec!["*".into()]),
+                fanout: self.fanout.unwrap_or(Fanout::PerGeneration),
+            })
+        }
     }
 
     #[derive(Deserialize)]
@@ -809,6 +883,7 @@ mod toml_form {
                     renames: self.parity.renames,
                     allow: self.parity.allow,
                 },
+                targets: self.targets.map(RawTargets::validate).transpose()?,
             })
         }
     }

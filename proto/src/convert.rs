@@ -1,5 +1,6 @@
 //! Conversions between wire messages and domain types, validating on the way in.
 
+use abfleet_core::generation::Generation;
 use abfleet_core::inventory::Inventory;
 
 use crate::pb;
@@ -50,6 +51,18 @@ impl From<Inventory> for pb::Inventory {
                 .hardware
                 .map(|value| value.to_string())
                 .unwrap_or_default(),
+            generations: inv
+                .generations
+                .into_iter()
+                .map(|g| pb::Generation {
+                    key: g.key,
+                    backend: g.backend,
+                    vendor: g.vendor,
+                    silicon_id: g.silicon_id,
+                    description: g.description,
+                    simulated: g.simulated,
+                })
+                .collect(),
         }
     }
 }
@@ -73,6 +86,25 @@ impl TryFrom<pb::Inventory> for Inventory {
             memory_bytes: inv.memory_bytes,
             arch: inv.arch,
             hardware: serde_json::from_str(&inv.hardware_json).ok(),
+            generations: inv
+                .generations
+                .into_iter()
+                .map(|g| {
+                    if g.key.is_empty() {
+                        return Err(WireError::Missing {
+                            field: "inventory.generations.key",
+                        });
+                    }
+                    Ok(Generation {
+                        key: g.key,
+                        backend: g.backend,
+                        vendor: g.vendor,
+                        silicon_id: g.silicon_id,
+                        description: g.description,
+                        simulated: g.simulated,
+                    })
+                })
+                .collect::<Result<_, _>>()?,
         })
     }
 }
@@ -94,6 +126,14 @@ mod tests {
             logical_cores: 4,
             memory_bytes: 24 << 30,
             hardware: Some(serde_json::json!({"isa": ["avx2"]})),
+            generations: vec![Generation {
+                key: "cpu/x86-64-v4/zen4".into(),
+                backend: "cpu".into(),
+                vendor: "amd".into(),
+                silicon_id: "abc".into(),
+                description: "AMD EPYC 9R14".into(),
+                simulated: true,
+            }],
         };
         let back = Inventory::try_from(pb::Inventory::from(inv.clone())).unwrap();
         assert_eq!(back, inv);

@@ -9,7 +9,7 @@ use crate::exit;
 use crate::spec::JobSpec;
 use crate::stats;
 
-use super::model::{Report, ScoreParity, SideInfo};
+use super::model::{GenerationSection, Report, ScoreParity, SideInfo};
 use super::time::format_utc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,10 +96,14 @@ pub struct RunRecord {
     pub created_ms: i64,
     pub state: RunState,
     pub spec: JobSpec,
+    /// Why the run could not start (no agent matched its targets).
+    pub error: Option<String>,
 }
 
 pub struct JobRecord {
     pub job_id: String,
+    /// The generation key the job measures; `None` when the spec names no targets.
+    pub generation: Option<String>,
     pub state: JobState,
     pub attempt: u32,
     pub agent_id: Option<String>,
@@ -109,8 +113,93 @@ pub struct JobRecord {
     pub events: Vec<JobEventPayload>,
 }
 
-/// Assembles the report of a run with one job (the A/B spine).
+/// Assembles the report of a run: one section per hardware generation, and the top level
+/// over all of them (the fork's document shape; a single-generation run is just that
+/// generation). Cells of different generations never share a summary.
 pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
+    let mut keys: Vec<Option<String>> = Vec::new();
+    for job in jobs {
+        if !keys.contains(&job.generation) {
+            keys.push(job.generation.clone());
+        }
+    }
+    let sections: Vec<(Option<String>, Report)> = keys
+        .iter()
+        .map(|key| {
+            let group: Vec<&JobRecord> = jobs.iter().filter(|j| &j.generation == key).collect();
+            (key.clone(), assemble_jobs(run, &group))
+        })
+        .collect();
+    let mut report = match sections.first() {
+        Some((_, first)) if sections.len() == 1 => first.clone(),
+        _ => merge(run, &sections),
+    };
+    report.generations = sections
+        .iter()
+        .map(|(key, sub)| GenerationSection::from_report(key.as_deref().unwrap_or("any"), sub))
+        .collect();
+    if let Some(error) = &run.error {
+        report.errors.insert(0, error.clone());
+        report.exit_code =
+            combined_exit_code([report.exit_code, exit::NOT_CARRIED_OUT].into_iter());
+    }
+    report
+}
+
+/// The top level of a multi-generation run: every cell (tagged with its generation), the
+/// worst exit code, and no cross-generation geomean.
+fn merge(run: &RunRecord, sections: &[(Option<String>, Report)]) -> Report {
+    let mut report = assemble_jobs(run, &[]);
+    report.missing_cells.clear();
+    for (key, sub) in sections {
+        let key = key.as_deref().unwrap_or("any");
+        report.cells.extend(sub.cells.iter().cloned());
+        report
+            .missing_cells
+            .extend(sub.missing_cells.iter().map(|m| format!("{key}: {m}")));
+        report
+            .errors
+            .extend(sub.errors.iter().map(|e| format!("{key}: {e}")));
+        report.score_parity_report.extend(
+            sub.score_parity_report
+                .iter()
+                .map(|l| format!("{key}: {l}")),
+        );
+        report.attempts = report.attempts.max(sub.attempts);
+        if report.upstream.resolved.is_none() {
+            report.upstream.resolved = sub.upstream.resolved.clone();
+            report.fork.resolved = sub.fork.resolved.clone();
+            report.fork_ref = sub.fork_ref.clone();
+        }
+    }
+    let subs: Vec<&Report> = sections.iter().map(|(_, r)| r).collect();
+    report.score_parity = if subs.iter().any(|r| r.score_parity == ScoreParity::Fail) {
+        ScoreParity::Fail
+    } else if subs.iter().any(|r| r.score_parity == ScoreParity::Ok) {
+        ScoreParity::Ok
+    } else {
+        ScoreParity::NotRun
+    };
+    report.startup_bound = !subs.is_empty() && subs.iter().all(|r| r.startup_bound);
+    report.startup_note = None;
+    report.geomean_speedup = None;
+    report.geomean_cells = Vec::new();
+    report.exit_code = combined_exit_code(subs.iter().map(|r| r.exit_code));
+    report
+}
+
+/// The most telling of several exit codes: cancelled, then parity failure, then not
+/// carried out, then ok.
+fn combined_exit_code(codes: impl Iterator<Item = i32>) -> i32 {
+    let codes: Vec<i32> = codes.collect();
+    [exit::CANCELLED, exit::PARITY_FAILED, exit::NOT_CARRIED_OUT]
+        .into_iter()
+        .find(|c| codes.contains(c))
+        .unwrap_or(exit::OK)
+}
+
+/// The report of the jobs of one generation.
+fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
     let spec = &run.spec;
     let mut report = Report {
         schema_version: 1,
@@ -137,6 +226,7 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
         allowances: spec.parity.allow.clone(),
         min_useful_seconds: spec.measure.min_useful_seconds,
         cells: Vec::new(),
+        generations: Vec::new(),
         missing_cells: Vec::new(),
         geomean_speedup: None,
         geomean_cells: Vec::new(),
@@ -149,7 +239,7 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
     };
     let mut cells: BTreeMap<u32, CellResult> = BTreeMap::new();
     let mut job_finished_cleanly = true;
-    for job in jobs {
+    for &job in jobs {
         report.attempts = report.attempts.max(job.attempt);
         report.agent_id = job.agent_id.clone().or(report.agent_id.take());
         let mut saw_done = false;
@@ -198,6 +288,10 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
         report.fork_ref = short_ref(commit);
     }
     report.cells = cells.into_values().collect();
+    let generation = jobs.first().and_then(|j| j.generation.clone());
+    for cell in &mut report.cells {
+        cell.generation = generation.clone();
+    }
     if let Some(calibration) = &report.calibration {
         for cell in &mut report.cells {
             cell.host_resolution = Some(calibration.resolution);

@@ -67,31 +67,18 @@ pub fn render_markdown(report: &Report) -> String {
     let _ = writeln!(out, "{}", side_line("Upstream", &report.upstream));
     let _ = writeln!(out, "{}\n", side_line("Fork", &report.fork));
 
-    let mut fixtures: Vec<&str> = Vec::new();
-    for cell in &report.cells {
-        if !fixtures.contains(&cell.fixture.as_str()) {
-            fixtures.push(&cell.fixture);
-        }
-    }
-    for fixture in fixtures {
-        let _ = writeln!(out, "#### Fixture `{fixture}`\n");
-        let _ = writeln!(
-            out,
-            "| Feature | Upstream | Fork | Speedup | Score delta |\n|---|---|---|---|---|"
-        );
-        for cell in report.cells.iter().filter(|c| c.fixture == fixture) {
-            let dagger = if cell.startup_dominated { " †" } else { "" };
+    if let [only] = report.generations.as_slice() {
+        for change in only.toolchain_changes() {
             let _ = writeln!(
                 out,
-                "| {}{dagger} | {} | {} | {} | {} |",
-                cell.workload,
-                side_cell(&cell.upstream, "absent upstream"),
-                side_cell(&cell.fork, "absent in fork"),
-                speedup_cell(cell),
-                delta_cell(cell)
+                "**Toolchain changed** since the previous run: {change}\n"
             );
         }
-        out.push('\n');
+    }
+    if report.generations.len() > 1 {
+        render_generations(&mut out, report);
+    } else {
+        render_cell_tables(&mut out, &report.cells, "####");
     }
     if report.cells.iter().any(|c| c.startup_dominated) {
         let _ = writeln!(
@@ -137,7 +124,12 @@ pub fn render_markdown(report: &Report) -> String {
         None => {
             let _ = writeln!(
                 out,
-                "No geomean: no cell had both sides measured with parity ok.\n"
+                "{}",
+                if report.generations.len() > 1 {
+                    "No run-wide geomean: it would mix hardware generations; each generation has its own.\n"
+                } else {
+                    "No geomean: no cell had both sides measured with parity ok.\n"
+                }
             );
         }
     }
@@ -221,6 +213,94 @@ pub fn render_markdown(report: &Report) -> String {
         }
     }
     out
+}
+
+/// A summary of the generations covered, then a section with its own tables per generation:
+/// cells of different generations never share a table.
+fn render_generations(out: &mut String, report: &Report) {
+    let _ = writeln!(out, "| Generation | Host | Cells | Score parity | Start-up bound | Status |\n|---|---|---|---|---|---|");
+    for section in &report.generations {
+        let host = section
+            .host
+            .as_ref()
+            .map_or("—".to_string(), |h| format!("`{}`", h.hostname));
+        let simulated = if section.simulated {
+            " (recorded probes)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {host}{simulated} | {} | {:?} | {} | {} (exit {}) |",
+            section.key,
+            section.cells.len(),
+            section.score_parity,
+            if section.startup_bound { "yes" } else { "no" },
+            section.status,
+            section.exit_code
+        );
+    }
+    out.push('\n');
+    for section in &report.generations {
+        let _ = writeln!(out, "#### Generation `{}`\n", section.key);
+        if let Some(host) = &section.host {
+            let _ = writeln!(out, "Host `{}`: {}.", host.hostname, host.summary());
+        }
+        if section.simulated {
+            let _ = writeln!(
+                out,
+                "The inventory of this host came from recorded probe output: its CPU cells ran on the agent's real CPU."
+            );
+        }
+        for (side, toolchain) in &section.toolchain {
+            let _ = writeln!(out, "- {side} toolchain: `{toolchain}`");
+        }
+        for change in section.toolchain_changes() {
+            let _ = writeln!(
+                out,
+                "- **toolchain changed** since the previous run: {change}"
+            );
+        }
+        out.push('\n');
+        render_cell_tables(out, &section.cells, "#####");
+        if let Some(g) = section.geomean_speedup {
+            let _ = writeln!(
+                out,
+                "Geomean speedup of this generation: {g:.2}x over {}.\n",
+                section.geomean_cells.join(", ")
+            );
+        }
+    }
+}
+
+/// One table per fixture, one row per feature.
+fn render_cell_tables(out: &mut String, cells: &[CellResult], heading: &str) {
+    let mut fixtures: Vec<&str> = Vec::new();
+    for cell in cells {
+        if !fixtures.contains(&cell.fixture.as_str()) {
+            fixtures.push(&cell.fixture);
+        }
+    }
+    for fixture in fixtures {
+        let _ = writeln!(out, "{heading} Fixture `{fixture}`\n");
+        let _ = writeln!(
+            out,
+            "| Feature | Upstream | Fork | Speedup | Score delta |\n|---|---|---|---|---|"
+        );
+        for cell in cells.iter().filter(|c| c.fixture == fixture) {
+            let dagger = if cell.startup_dominated { " †" } else { "" };
+            let _ = writeln!(
+                out,
+                "| {}{dagger} | {} | {} | {} | {} |",
+                cell.workload,
+                side_cell(&cell.upstream, "absent upstream"),
+                side_cell(&cell.fork, "absent in fork"),
+                speedup_cell(cell),
+                delta_cell(cell)
+            );
+        }
+        out.push('\n');
+    }
 }
 
 fn list_or_none(names: &[String]) -> String {
@@ -422,6 +502,7 @@ mod tests {
                     physical_cores: 2,
                     logical_cores: 2,
                     memory_bytes: 24 << 30,
+                    generations: Vec::new(),
                     hardware: None,
                 },
             },
@@ -476,9 +557,11 @@ mod tests {
                 created_ms: 1_788_365_205_000,
                 state: RunState::Done,
                 spec,
+                error: None,
             },
             &[JobRecord {
                 job_id: "j".into(),
+                generation: None,
                 state: JobState::Done,
                 attempt: 1,
                 agent_id: Some("a".into()),

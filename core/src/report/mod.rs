@@ -9,5 +9,5 @@ mod time;
 
 pub use assemble::{assemble, JobRecord, JobState, RunRecord, RunState};
 pub use markdown::render_markdown;
-pub use model::{Report, ScoreParity, SideInfo};
+pub use model::{GenerationSection, Report, ScoreParity, SideInfo};
 pub use time::format_utc;

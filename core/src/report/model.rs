@@ -43,6 +43,9 @@ pub struct Report {
     pub allowances: std::collections::BTreeMap<String, crate::spec::Allowance>,
     pub min_useful_seconds: f64,
     pub cells: Vec<CellResult>,
+    /// One section per hardware generation the run covered (one, `any`, when the spec
+    /// named no targets).
+    pub generations: Vec<GenerationSection>,
     /// Cells of the spec that have no result (the run stopped before them).
     pub missing_cells: Vec<String>,
     /// Geometric mean of the speedups of exactly the cells in `geomean_cells`.
@@ -55,6 +58,82 @@ pub struct Report {
     /// Why the run, or part of it, could not be carried out.
     pub errors: Vec<String>,
     pub attempts: u32,
+}
+
+/// The results of one hardware generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenerationSection {
+    pub key: String,
+    /// The host that ran it, with its inventory.
+    pub host: Option<Inventory>,
+    pub agent_id: Option<String>,
+    /// The host's inventory came from recorded probes: its CPU cells ran on the real CPU.
+    pub simulated: bool,
+    /// The toolchain each side was built with (the recipe's fingerprint command).
+    pub toolchain: std::collections::BTreeMap<String, String>,
+    pub status: String,
+    pub exit_code: i32,
+    pub attempts: u32,
+    pub cells: Vec<CellResult>,
+    pub missing_cells: Vec<String>,
+    pub score_parity: ScoreParity,
+    pub startup_bound: bool,
+    pub geomean_speedup: Option<f64>,
+    pub geomean_cells: Vec<String>,
+    pub errors: Vec<String>,
+    /// Room for the retuning checks' findings.
+    pub findings: Vec<serde_json::Value>,
+    /// The previous run of the same spec on this generation, and its toolchain: a change
+    /// here is a toolchain bump (and a reason to re-check the tuning).
+    pub previous_run: Option<String>,
+    pub previous_toolchain: std::collections::BTreeMap<String, String>,
+}
+
+impl GenerationSection {
+    /// `side: old → new` for every side whose toolchain differs from the previous run's.
+    pub fn toolchain_changes(&self) -> Vec<String> {
+        self.toolchain
+            .iter()
+            .filter_map(|(side, now)| {
+                let before = self.previous_toolchain.get(side)?;
+                (before != now).then(|| format!("{side}: `{before}` → `{now}`"))
+            })
+            .collect()
+    }
+}
+
+impl GenerationSection {
+    pub fn from_report(key: &str, report: &Report) -> GenerationSection {
+        let toolchain = [("upstream", &report.upstream), ("fork", &report.fork)]
+            .into_iter()
+            .filter_map(|(side, info)| {
+                Some((side.to_string(), info.build.as_ref()?.toolchain.clone()))
+            })
+            .collect();
+        GenerationSection {
+            key: key.to_string(),
+            simulated: report
+                .host
+                .as_ref()
+                .is_some_and(|h| h.generations.iter().any(|g| g.key == key && g.simulated)),
+            host: report.host.clone(),
+            agent_id: report.agent_id.clone(),
+            toolchain,
+            status: report.status.clone(),
+            exit_code: report.exit_code,
+            attempts: report.attempts,
+            cells: report.cells.clone(),
+            missing_cells: report.missing_cells.clone(),
+            score_parity: report.score_parity,
+            startup_bound: report.startup_bound,
+            geomean_speedup: report.geomean_speedup,
+            geomean_cells: report.geomean_cells.clone(),
+            errors: report.errors.clone(),
+            findings: Vec::new(),
+            previous_run: None,
+            previous_toolchain: std::collections::BTreeMap::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
