@@ -1,11 +1,92 @@
-//! The host facts an agent reports when it registers (the basic slice; the full hardware
-//! probe fills `Inventory::hardware`).
+//! What an agent reports when it registers: the host facts, the full hardware probe and
+//! the generation keys made from it, read live or from a recorded probe set (`--probes`).
 
+use std::path::Path;
+
+use abfleet_core::generation::Generation;
 use abfleet_core::inventory::Inventory;
 use sysinfo::{CpuRefreshKind, MemoryRefreshKind, RefreshKind, System};
 
-/// Reads the live host.
+use crate::error::AgentError;
+use crate::generations;
+use crate::probe::HardwareInventory;
+
+/// Reads the live host: basic facts, every probe, its generations.
 pub fn probe_host() -> Inventory {
+    let mut inventory = basic_host();
+    let hardware = HardwareInventory::live();
+    inventory.generations = generations_of(&hardware, false);
+    inventory.hardware = serde_json::to_value(&hardware).ok();
+    inventory
+}
+
+/// An inventory from a recorded probe set (files named as `HardwareInventory::from_dir`
+/// reads them): one machine stands in for a host of another kind. Its timed CPU cells
+/// still run on the real CPU; its generations are marked `simulated`.
+pub fn from_recorded_probes(dir: &Path) -> Result<Inventory, AgentError> {
+    if !dir.is_dir() {
+        return Err(AgentError::Io {
+            what: format!("read the recorded probes in `{}` (not a directory; pass --probes DIR with cpuinfo.txt and the tools' outputs)", dir.display()),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+    }
+    let hardware = HardwareInventory::from_dir(dir);
+    let Some(cpu) = hardware.cpu.found() else {
+        return Err(AgentError::Io {
+            what: format!(
+                "read `{}` (a recorded probe set needs at least cpuinfo.txt)",
+                dir.join("cpuinfo.txt").display()
+            ),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+    };
+    let live = basic_host();
+    let name = dir
+        .file_name()
+        .map_or("host".into(), |n| n.to_string_lossy().into_owned());
+    Ok(Inventory {
+        hostname: format!("recorded-{name}"),
+        os: format!(
+            "recorded probes from {} (running on {})",
+            dir.display(),
+            live.hostname
+        ),
+        kernel: live.kernel,
+        arch: match cpu.arch {
+            crate::probe::CpuArch::X86_64 => "x86_64".into(),
+            crate::probe::CpuArch::Aarch64 => "aarch64".into(),
+        },
+        cpu_model: cpu
+            .model_name
+            .clone()
+            .unwrap_or_else(|| cpu.microarchitecture.clone()),
+        physical_cores: cpu.physical_cores as u32,
+        logical_cores: cpu.logical_cpus as u32,
+        memory_bytes: live.memory_bytes,
+        generations: generations_of(&hardware, true),
+        hardware: serde_json::to_value(&hardware).ok(),
+    })
+}
+
+fn generations_of(hardware: &HardwareInventory, simulated: bool) -> Vec<Generation> {
+    let mut all = Vec::new();
+    if let Some(cpu) = hardware.cpu.found() {
+        all.push(generations::cpu(cpu, simulated));
+    }
+    if let Some(gpus) = hardware.nvidia.found() {
+        all.extend(generations::nvidia(gpus, simulated));
+    }
+    if let Some(gpus) = hardware.amd.found() {
+        all.extend(generations::amd(gpus, simulated));
+    }
+    if let Some(gpus) = hardware.intel.found() {
+        all.extend(generations::intel(gpus, simulated));
+    }
+    generations::dedup(all)
+}
+
+/// The basic host facts from sysinfo.
+fn basic_host() -> Inventory {
     let system = System::new_with_specifics(
         RefreshKind::nothing()
             .with_cpu(CpuRefreshKind::nothing())
@@ -37,11 +118,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn recorded_hosts_get_their_generation_keys() {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/probes"));
+        let cases = [
+            (
+                "xeon8480c-sapphirerapids-h100x8",
+                "cpu/x86-64-v4/sapphire-rapids",
+            ),
+            ("core-i5-12400-alderlake", "cpu/x86-64-v3/alder-lake"),
+            ("grace-neoverse-v2", "cpu/arm/neoverse-v2"),
+        ];
+        for (host, key) in cases {
+            let inventory = from_recorded_probes(&dir.join(host)).unwrap();
+            let keys: Vec<&str> = inventory
+                .generations
+                .iter()
+                .map(|g| g.key.as_str())
+                .collect();
+            assert!(keys.contains(&key), "{host}: {keys:?}");
+            assert!(inventory.generations.iter().all(|g| g.simulated));
+        }
+        let missing = from_recorded_probes(&dir.join("no-such-host"))
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("--probes DIR"), "{missing}");
+    }
+
+    #[test]
     fn the_live_host_has_a_name_cores_and_memory() {
         let inv = probe_host();
         assert!(!inv.hostname.is_empty());
         assert!(inv.logical_cores >= 1, "{inv:?}");
         assert!(inv.memory_bytes > 0, "{inv:?}");
         assert_eq!(inv.arch, std::env::consts::ARCH);
+        assert!(
+            inv.generations
+                .iter()
+                .any(|g| g.backend == "cpu" && !g.simulated),
+            "{:?}",
+            inv.generations
+        );
     }
 }

@@ -77,6 +77,11 @@ pub enum Command {
         coordinator: String,
         #[arg(long, default_value = "abfleet-agent")]
         work_dir: PathBuf,
+        /// Report the hardware recorded in DIR (cpuinfo.txt, nvidia-smi-q-x.xml, rocminfo.txt,
+        /// sycl-ls.txt, clinfo.txt, toolchain.txt) instead of probing this host: one machine
+        /// stands in for a host of another kind. Timed CPU cells still run on the real CPU.
+        #[arg(long, value_name = "DIR")]
+        probes: Option<PathBuf>,
     },
     /// Submit a job spec to a coordinator.
     #[command(after_help = AFTER_HELP)]

@@ -33,7 +33,7 @@ pub enum JobEventPayload {
     Started {
         host: Inventory,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        calibration: Option<Calibration>,
+        calibration: Option<Box<Calibration>>,
     },
     /// Where the run stands; `current_cell` while timing.
     Progress {

@@ -64,19 +64,33 @@ pub async fn agents(coordinator: &str) -> Result<i32, Failure> {
         .into_inner()
         .agents;
     println!(
-        "{:<36}  {:<6}  {:<20}  {:<20}  cpu",
+        "{:<36}  {:<6}  {:<20}  {:<30}  generations",
         "agent", "state", "last heartbeat", "host"
     );
     for agent in agents {
         let inventory = agent.inventory.unwrap_or_default();
+        let generations: Vec<String> = inventory
+            .generations
+            .iter()
+            .map(|g| {
+                if g.simulated {
+                    format!("{} (recorded)", g.key)
+                } else {
+                    g.key.clone()
+                }
+            })
+            .collect();
         println!(
-            "{:<36}  {:<6}  {:<20}  {:<20}  {} ({} cores)",
+            "{:<36}  {:<6}  {:<20}  {:<30}  {}",
             agent.agent_id,
             agent.state,
             format_utc(agent.last_heartbeat_ms),
             inventory.hostname,
-            inventory.cpu_model,
-            inventory.logical_cores
+            if generations.is_empty() {
+                "-".to_string()
+            } else {
+                generations.join(", ")
+            }
         );
     }
     Ok(0)

@@ -46,7 +46,8 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         Command::Agent {
             coordinator,
             work_dir,
-        } => serve::agent(&coordinator, &work_dir).await,
+            probes,
+        } => serve::agent(&coordinator, &work_dir, probes.as_deref()).await,
         Command::Submit {
             spec,
             coordinator,

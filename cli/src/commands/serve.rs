@@ -44,13 +44,27 @@ pub async fn coordinator(
     Ok(0)
 }
 
-pub async fn agent(coordinator: &str, work_dir: &Path) -> Result<i32, Failure> {
+pub async fn agent(
+    coordinator: &str,
+    work_dir: &Path,
+    probes: Option<&Path>,
+) -> Result<i32, Failure> {
     let config = AgentConfig::new(coordinator, work_dir);
+    let inventory = match probes {
+        Some(dir) => inventory::from_recorded_probes(dir).usage()?,
+        None => inventory::probe_host(),
+    };
+    let keys: Vec<&str> = inventory
+        .generations
+        .iter()
+        .map(|g| g.key.as_str())
+        .collect();
     eprintln!(
-        "abfleet agent dialing {coordinator}, work dir {}",
-        work_dir.display()
+        "abfleet agent dialing {coordinator}, work dir {}, generations {}",
+        work_dir.display(),
+        keys.join(", ")
     );
-    run_agent(config, inventory::probe_host(), async {
+    run_agent(config, inventory, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await

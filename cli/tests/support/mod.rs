@@ -288,10 +288,19 @@ pub struct TestAgent {
 
 impl TestAgent {
     pub fn start(url: &str, work_dir: &Path) -> TestAgent {
+        TestAgent::start_with_inventory(url, work_dir, inventory::probe_host())
+    }
+
+    /// An agent that reports `inventory` (e.g. recorded probes of another kind of host).
+    pub fn start_with_inventory(
+        url: &str,
+        work_dir: &Path,
+        inventory: abfleet_core::inventory::Inventory,
+    ) -> TestAgent {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let config = AgentConfig::new(url, work_dir);
         let task = tokio::spawn(async move {
-            run_agent(config, inventory::probe_host(), async {
+            run_agent(config, inventory, async {
                 let _ = stopped.await;
             })
             .await

@@ -247,7 +247,7 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
             match event {
                 JobEventPayload::Started { host, calibration } => {
                     report.host = Some(host.clone());
-                    report.calibration = calibration.clone();
+                    report.calibration = calibration.as_deref().cloned();
                 }
                 JobEventPayload::SourceResolved { side, resolved, .. } => {
                     side_mut(&mut report, *side).resolved = Some(resolved.clone());
