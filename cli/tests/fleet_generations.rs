@@ -19,6 +19,27 @@ fn recorded(host: &str) -> PathBuf {
         .join(host)
 }
 
+async fn wait_for_agents(
+    client: &abfleet_proto::pb::control_service_client::ControlServiceClient<
+        tonic::transport::Channel,
+    >,
+    count: usize,
+) {
+    wait_until(Duration::from_secs(30), "the agents to register", || {
+        let mut client = client.clone();
+        async move {
+            let agents = client
+                .list_agents(abfleet_proto::pb::ListAgentsRequest {})
+                .await
+                .unwrap()
+                .into_inner()
+                .agents;
+            (agents.len() >= count).then_some(())
+        }
+    })
+    .await;
+}
+
 fn targeted(extra: &str) -> String {
     SpecOptions {
         workloads: &["psnr", "float_ssim"],
@@ -80,19 +101,7 @@ async fn a_fleet_run_fans_out_one_job_per_generation_with_one_report_section_eac
         live,
     ));
     let mut client = coordinator.control().await;
-    wait_until(Duration::from_secs(30), "all agents registered", || {
-        let mut client = client.clone();
-        async move {
-            let agents = client
-                .list_agents(abfleet_proto::pb::ListAgentsRequest {})
-                .await
-                .unwrap()
-                .into_inner()
-                .agents;
-            (agents.len() == 5).then_some(())
-        }
-    })
-    .await;
+    wait_for_agents(&client, 5).await;
 
     let spec = tmp.path().join("fleet.toml");
     std::fs::write(
@@ -160,19 +169,7 @@ async fn a_selector_that_matches_no_agent_says_so() {
         inventory::probe_host(),
     );
     let mut client = coordinator.control().await;
-    wait_until(Duration::from_secs(30), "the agent registered", || {
-        let mut client = client.clone();
-        async move {
-            let agents = client
-                .list_agents(abfleet_proto::pb::ListAgentsRequest {})
-                .await
-                .unwrap()
-                .into_inner()
-                .agents;
-            (!agents.is_empty()).then_some(())
-        }
-    })
-    .await;
+    wait_for_agents(&client, 1).await;
     let spec = tmp.path().join("riscv.toml");
     std::fs::write(
         &spec,
@@ -214,19 +211,7 @@ async fn a_toolchain_change_between_two_runs_shows_in_the_report() {
         std::fs::write(&path, text).unwrap();
         path
     };
-    wait_until(Duration::from_secs(30), "the agent registered", || {
-        let mut client = client.clone();
-        async move {
-            let agents = client
-                .list_agents(abfleet_proto::pb::ListAgentsRequest {})
-                .await
-                .unwrap()
-                .into_inner()
-                .agents;
-            (!agents.is_empty()).then_some(())
-        }
-    })
-    .await;
+    wait_for_agents(&client, 1).await;
     let (_, first) = submit_and_wait(&mut client, &spec_with("12.2.0")).await;
     assert!(first.generations[0].toolchain_changes().is_empty());
     let (_, second) = submit_and_wait(&mut client, &spec_with("13.1.0")).await;
