@@ -150,12 +150,7 @@ impl Fleet {
         spec: &JobSpec,
     ) -> Result<(Vec<NewJob>, Option<String>), CoordinatorError> {
         let Some(targets) = &spec.targets else {
-            let job = NewJob {
-                job_id: JobId::new_random(),
-                generation: None,
-                pinned_agent: None,
-            };
-            return Ok((vec![job], None));
+            return Ok((vec![NewJob::any()], None));
         };
         let agents = self.agents().await?;
         let mut jobs: Vec<NewJob> = Vec::new();
@@ -250,17 +245,24 @@ impl Fleet {
             .ok_or_else(|| CoordinatorError::UnknownRun(run_id.to_string()))
     }
 
+    /// The full report, with each generation compared against the previous run's toolchain.
     pub async fn report(&self, run_id: RunId) -> Result<Report, CoordinatorError> {
+        let (mut report, created_ms) = self.assembled(run_id).await?;
+        self.attach_previous_toolchains(&mut report, created_ms)
+            .await?;
+        Ok(report)
+    }
+
+    /// The report from this run's own events only (what its exit code needs), and when the
+    /// run was submitted.
+    async fn assembled(&self, run_id: RunId) -> Result<(Report, i64), CoordinatorError> {
         let (run, jobs) = self
             .inner
             .store
             .report_inputs(run_id)
             .await?
             .ok_or_else(|| CoordinatorError::UnknownRun(run_id.to_string()))?;
-        let mut report = report::assemble(&run, &jobs);
-        self.attach_previous_toolchains(&mut report, run.created_ms)
-            .await?;
-        Ok(report)
+        Ok((report::assemble(&run, &jobs), run.created_ms))
     }
 
     /// For each generation, the toolchain of the previous run of the same spec name on the
@@ -321,7 +323,7 @@ impl Fleet {
             snapshot.finished = true;
             snapshot.exit_code = match run.exit_code {
                 Some(code) => code,
-                None => self.report(run_id).await?.exit_code,
+                None => self.assembled(run_id).await?.0.exit_code,
             };
         }
         Ok(snapshot)
@@ -357,7 +359,7 @@ impl Fleet {
             .store
             .set_run_state(run_id, state, None, now_ms())
             .await?;
-        let report = self.report(run_id).await?;
+        let (report, _) = self.assembled(run_id).await?;
         self.inner
             .store
             .set_run_state(run_id, state, Some(report.exit_code), now_ms())

@@ -105,6 +105,17 @@ pub struct NewJob {
     pub pinned_agent: Option<AgentId>,
 }
 
+impl NewJob {
+    /// A job any agent may take (a spec without targets).
+    pub fn any() -> NewJob {
+        NewJob {
+            job_id: JobId::new_random(),
+            generation: None,
+            pinned_agent: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RunRow {
     pub run_id: RunId,
@@ -731,30 +742,22 @@ mod tests {
         }
     }
 
+    /// A run with one queued job, and an agent id to lease it to.
+    async fn queued_run(store: &Store, spec: &JobSpec, trigger: &str) -> (RunId, JobId, AgentId) {
+        let (run_id, job) = (RunId::new_random(), NewJob::any());
+        let job_id = job.job_id;
+        store
+            .insert_run(run_id, spec, trigger, "test", vec![job], 1)
+            .await
+            .unwrap();
+        (run_id, job_id, AgentId::new_random())
+    }
+
     #[tokio::test]
     async fn duplicate_sequence_numbers_are_acknowledged_but_stored_once() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let (run_id, job_id, agent_id) = (
-            RunId::new_random(),
-            JobId::new_random(),
-            AgentId::new_random(),
-        );
-        store
-            .insert_run(
-                run_id,
-                &spec(),
-                "manual",
-                "test",
-                vec![NewJob {
-                    job_id,
-                    generation: None,
-                    pinned_agent: None,
-                }],
-                1,
-            )
-            .await
-            .unwrap();
+        let (_, job_id, agent_id) = queued_run(&store, &spec(), "manual").await;
         let attempt = store
             .lease_job(job_id, agent_id, 10_000)
             .await
@@ -779,29 +782,10 @@ mod tests {
     #[tokio::test]
     async fn the_store_survives_a_reopen_and_done_finishes_the_job() {
         let dir = tempfile::tempdir().unwrap();
-        let (run_id, job_id, agent_id) = (
-            RunId::new_random(),
-            JobId::new_random(),
-            AgentId::new_random(),
-        );
         let spec = spec();
-        {
+        let (run_id, job_id) = {
             let store = Store::open(dir.path()).unwrap();
-            store
-                .insert_run(
-                    run_id,
-                    &spec,
-                    "release",
-                    "test",
-                    vec![NewJob {
-                        job_id,
-                        generation: None,
-                        pinned_agent: None,
-                    }],
-                    1,
-                )
-                .await
-                .unwrap();
+            let (run_id, job_id, agent_id) = queued_run(&store, &spec, "release").await;
             let attempt = store
                 .lease_job(job_id, agent_id, 10_000)
                 .await
@@ -819,7 +803,8 @@ mod tests {
                 .append_events(job_id, attempt, vec![done], true)
                 .await
                 .unwrap();
-        }
+            (run_id, job_id)
+        };
         let store = Store::open(dir.path()).unwrap();
         let job = store.job(job_id).await.unwrap().unwrap();
         assert_eq!(job.state, JobState::Done);
@@ -832,26 +817,7 @@ mod tests {
     async fn an_expired_lease_requeues_until_the_attempts_are_used_up() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let (run_id, job_id, agent_id) = (
-            RunId::new_random(),
-            JobId::new_random(),
-            AgentId::new_random(),
-        );
-        store
-            .insert_run(
-                run_id,
-                &spec(),
-                "manual",
-                "test",
-                vec![NewJob {
-                    job_id,
-                    generation: None,
-                    pinned_agent: None,
-                }],
-                1,
-            )
-            .await
-            .unwrap();
+        let (_, job_id, agent_id) = queued_run(&store, &spec(), "manual").await;
         store.lease_job(job_id, agent_id, 10).await.unwrap();
         assert_eq!(
             store
