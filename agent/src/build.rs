@@ -226,60 +226,42 @@ mod tests {
         )
         .unwrap();
         let good = recipe(vec![vec!["cc", "-o", "hello", "hello.c"]], "hello");
-        let (_tx, mut rx) = watch::channel(false);
         let builds = tmp.path().join("builds");
-        let first = build_side(
-            Side::Fork,
-            &source,
-            &good,
-            &builds,
-            Duration::from_secs(60),
-            &mut rx,
-        )
-        .await;
+        let build = |recipe: &BuildRecipe| {
+            let (source, builds, recipe) = (source.clone(), builds.clone(), recipe.clone());
+            async move {
+                let (_tx, mut rx) = watch::channel(false);
+                build_side(
+                    Side::Fork,
+                    &source,
+                    &recipe,
+                    &builds,
+                    Duration::from_secs(60),
+                    &mut rx,
+                )
+                .await
+            }
+        };
+        let first = build(&good).await;
         assert_eq!(
             first.record.status,
             BuildStatus::Built,
             "{:?}",
             first.record
         );
-        let second = build_side(
-            Side::Fork,
-            &source,
-            &good,
-            &builds,
-            Duration::from_secs(60),
-            &mut rx,
-        )
-        .await;
+        let second = build(&good).await;
         assert_eq!(second.record.status, BuildStatus::Cached);
         assert_eq!(second.binary, first.binary);
 
         let bad = recipe(vec![vec!["cc", "-o", "hello", "missing.c"]], "hello");
-        let failed = build_side(
-            Side::Fork,
-            &source,
-            &bad,
-            &builds,
-            Duration::from_secs(60),
-            &mut rx,
-        )
-        .await;
+        let failed = build(&bad).await;
         assert_eq!(failed.record.status, BuildStatus::Failed);
         let tail = failed.record.log_tail.unwrap();
         assert!(tail.contains("missing.c"), "{tail}");
         assert!(failed.record.error.unwrap().contains("exited with code"));
 
         let no_binary = recipe(vec![vec!["true"]], "hello");
-        let failed = build_side(
-            Side::Fork,
-            &source,
-            &no_binary,
-            &builds,
-            Duration::from_secs(60),
-            &mut rx,
-        )
-        .await;
+        let failed = build(&no_binary).await;
         assert!(failed.record.error.unwrap().contains("does not exist"));
     }
 }

@@ -40,6 +40,21 @@ async fn wait_for_agents(
     .await;
 }
 
+/// A coordinator with one agent, the real machine, registered.
+async fn this_machine_alone(
+    dir: &Path,
+) -> (
+    TestCoordinator,
+    TestAgent,
+    abfleet_proto::pb::control_service_client::ControlServiceClient<tonic::transport::Channel>,
+) {
+    let coordinator = TestCoordinator::start(&dir.join("data"), CoordinatorConfig::default()).await;
+    let agent = TestAgent::start(&coordinator.url(), &dir.join("live"));
+    let client = coordinator.control().await;
+    wait_for_agents(&client, 1).await;
+    (coordinator, agent, client)
+}
+
 fn targeted(extra: &str) -> String {
     SpecOptions {
         workloads: &["psnr", "float_ssim"],
@@ -161,15 +176,7 @@ async fn a_fleet_run_fans_out_one_job_per_generation_with_one_report_section_eac
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selector_that_matches_no_agent_says_so() {
     let tmp = tempfile::tempdir().unwrap();
-    let coordinator =
-        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
-    let _agent = TestAgent::start_with_inventory(
-        &coordinator.url(),
-        &tmp.path().join("live"),
-        inventory::probe_host(),
-    );
-    let mut client = coordinator.control().await;
-    wait_for_agents(&client, 1).await;
+    let (_coordinator, _agent, mut client) = this_machine_alone(tmp.path()).await;
     let spec = tmp.path().join("riscv.toml");
     std::fs::write(
         &spec,
@@ -194,14 +201,7 @@ async fn a_selector_that_matches_no_agent_says_so() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_toolchain_change_between_two_runs_shows_in_the_report() {
     let tmp = tempfile::tempdir().unwrap();
-    let coordinator =
-        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
-    let _agent = TestAgent::start_with_inventory(
-        &coordinator.url(),
-        &tmp.path().join("live"),
-        inventory::probe_host(),
-    );
-    let mut client = coordinator.control().await;
+    let (_coordinator, _agent, mut client) = this_machine_alone(tmp.path()).await;
     let spec_with = |version: &str| {
         let text = targeted("\n[targets]\nbackends = [\"cpu\"]\n").replace(
             "binary = \"build/vmaf\"",
@@ -211,7 +211,6 @@ async fn a_toolchain_change_between_two_runs_shows_in_the_report() {
         std::fs::write(&path, text).unwrap();
         path
     };
-    wait_for_agents(&client, 1).await;
     let (_, first) = submit_and_wait(&mut client, &spec_with("12.2.0")).await;
     assert!(first.generations[0].toolchain_changes().is_empty());
     let (_, second) = submit_and_wait(&mut client, &spec_with("13.1.0")).await;
