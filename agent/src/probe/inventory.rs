@@ -185,5 +185,15 @@ mod tests {
     fn a_missing_tool_is_absent_with_a_reason() {
         let reason = run("abfleet-no-such-tool", &[]).unwrap_err();
         assert!(reason.contains("not installed"), "{reason}");
+        // Present but failing, like rocminfo on a host without /dev/kfd.
+        let reason = run(
+            "sh",
+            &["-c", "echo 'ROCk module is NOT loaded' >&2; exit 1"],
+        )
+        .unwrap_err();
+        assert!(
+            reason.contains("failed") && reason.contains("ROCk module is NOT loaded"),
+            "{reason}"
+        );
     }
 }

@@ -78,12 +78,12 @@ mod tests {
     }
 
     #[test]
-    fn gcc_banner_and_empty_output() {
-        let gcc = "gcc (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.\n";
-        assert_eq!(
-            parse_tool_version("gcc", gcc).unwrap().version.as_deref(),
-            Some("12.2.0")
-        );
+    fn recorded_gcc_banner_and_empty_output() {
+        let gcc = std::fs::read_to_string(format!("{DIR}/toolchain-gcc-12-debian/gcc-version.txt"))
+            .unwrap();
+        let parsed = parse_tool_version("gcc", &gcc).unwrap();
+        assert_eq!(parsed.version.as_deref(), Some("12.2.0"), "{parsed:?}");
+        assert!(parsed.line.starts_with("gcc (Debian"), "{parsed:?}");
         assert_eq!(parse_tool_version("gcc", "\n"), None);
     }
 }
