@@ -9,8 +9,9 @@ use sha2::{Digest, Sha256};
 
 use crate::probe::amd::AmdGpu;
 use crate::probe::cpu::{CpuArch, CpuInfo};
-use crate::probe::intel::IntelGpu;
+use crate::probe::intel::{IntelArch, IntelGpu};
 use crate::probe::nvidia::NvidiaGpu;
+use crate::probe::HardwareInventory;
 use crate::source::hex;
 
 /// `Sapphire Rapids` → `sapphire-rapids`; `Zen 4` → `zen4`.
@@ -32,15 +33,43 @@ fn slug(name: &str) -> String {
     out
 }
 
-fn silicon_id(parts: &[&str]) -> String {
+/// A silicon identity: the first 16 hex digits of the SHA-256 of `name=value` fields, each
+/// NUL-terminated. An unknown value hashes as empty, so "unknown" and "known" differ.
+fn silicon_id(fields: &[(&str, String)]) -> String {
     let mut hasher = Sha256::new();
-    for part in parts {
-        hasher.update(part.as_bytes());
+    for (name, value) in fields {
+        hasher.update(name.as_bytes());
+        hasher.update(b"=");
+        hasher.update(value.as_bytes());
         hasher.update([0]);
     }
     hex(&hasher.finalize())[..16].to_string()
 }
 
+fn text<T: ToString>(value: Option<T>) -> String {
+    value.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// Every generation a probed host can run, one per distinct key (see [`dedup`]).
+pub fn of(hardware: &HardwareInventory, simulated: bool) -> Vec<Generation> {
+    let mut all = Vec::new();
+    if let Some(info) = hardware.cpu.found() {
+        all.push(cpu(info, simulated));
+    }
+    if let Some(gpus) = hardware.nvidia.found() {
+        all.extend(nvidia(gpus, simulated));
+    }
+    if let Some(gpus) = hardware.amd.found() {
+        all.extend(amd(gpus, simulated));
+    }
+    if let Some(gpus) = hardware.intel.found() {
+        all.extend(intel(gpus, simulated));
+    }
+    dedup(all)
+}
+
+/// `cpu/x86-64-v<level>/<uarch>` or `cpu/arm/<uarch>`. Silicon id: the key, model name,
+/// physical and logical cores, governor, boost state and SVE vector length.
 pub fn cpu(info: &CpuInfo, simulated: bool) -> Generation {
     let uarch = slug(&info.microarchitecture);
     let (key, vendor) = match info.arch {
@@ -62,13 +91,41 @@ pub fn cpu(info: &CpuInfo, simulated: bool) -> Generation {
         .model_name
         .clone()
         .unwrap_or_else(|| info.microarchitecture.clone());
-    let cores = info.physical_cores.to_string();
-    Generation {
-        silicon_id: silicon_id(&[&key, &model, &cores]),
-        description: format!(
-            "{model} ({}), {} cores",
-            info.microarchitecture, info.physical_cores
+    let frequency = &info.frequency;
+    let silicon_id = silicon_id(&[
+        ("key", key.clone()),
+        ("model", model.clone()),
+        ("physical_cores", info.physical_cores.to_string()),
+        ("logical_cpus", info.logical_cpus.to_string()),
+        ("governor", text(frequency.governor.as_deref())),
+        ("boost", text(frequency.boost_enabled)),
+        (
+            "sve_vector_length_bits",
+            text(info.isa.sve_vector_length_bits),
         ),
+    ]);
+    // ARM /proc/cpuinfo has no model name: then the microarchitecture is the name.
+    let mut description = match &info.model_name {
+        Some(name) => format!("{name} ({})", info.microarchitecture),
+        None => info.microarchitecture.clone(),
+    };
+    let cores = info.physical_cores;
+    description.push_str(&format!(
+        ", {cores} core{}",
+        if cores == 1 { "" } else { "s" }
+    ));
+    if let Some(governor) = &frequency.governor {
+        description.push_str(&format!(", governor {governor}"));
+    }
+    if let Some(boost) = frequency.boost_enabled {
+        description.push_str(if boost { ", boost on" } else { ", boost off" });
+    }
+    if let Some(bits) = info.isa.sve_vector_length_bits {
+        description.push_str(&format!(", SVE {bits}-bit"));
+    }
+    Generation {
+        silicon_id,
+        description,
         key,
         backend: "cpu".into(),
         vendor,
@@ -76,23 +133,30 @@ pub fn cpu(info: &CpuInfo, simulated: bool) -> Generation {
     }
 }
 
+/// `cuda/sm_XY`. Silicon id: the key, product name, SM count, memory, driver, power limit,
+/// application and maximum SM clocks, MIG mode.
 pub fn nvidia(gpus: &[NvidiaGpu], simulated: bool) -> Vec<Generation> {
     gpus.iter()
         .filter_map(|gpu| {
             let sm = gpu.compute_capability.as_ref()?;
             let key = format!("cuda/{sm}");
-            let power = gpu
-                .power_limit_w
-                .map(|w| format!("{w:.0}"))
-                .unwrap_or_default();
-            let sms = gpu.sm_count.map(|n| n.to_string()).unwrap_or_default();
             Some(Generation {
                 silicon_id: silicon_id(&[
-                    &key,
-                    &gpu.name,
-                    &sms,
-                    gpu.driver_version.as_deref().unwrap_or(""),
-                    &power,
+                    ("key", key.clone()),
+                    ("name", gpu.name.clone()),
+                    ("sm_count", text(gpu.sm_count)),
+                    ("memory_total_mib", text(gpu.memory_total_mib)),
+                    ("driver", text(gpu.driver_version.as_deref())),
+                    (
+                        "power_limit_w",
+                        text(gpu.power_limit_w.map(|w| format!("{w:.0}"))),
+                    ),
+                    (
+                        "applications_graphics_clock_mhz",
+                        text(gpu.applications_graphics_clock_mhz),
+                    ),
+                    ("max_sm_clock_mhz", text(gpu.max_sm_clock_mhz)),
+                    ("mig_mode", text(gpu.mig_mode.as_deref())),
                 ]),
                 description: format!(
                     "{} ({sm}, driver {})",
@@ -108,6 +172,8 @@ pub fn nvidia(gpus: &[NvidiaGpu], simulated: bool) -> Vec<Generation> {
         .collect()
 }
 
+/// `hip/gfxNNN`. Silicon id: the key, marketing name, compute units, wavefront size,
+/// maximum clock, HSA runtime (ROCr) and ROCk driver versions.
 pub fn amd(gpus: &[AmdGpu], simulated: bool) -> Vec<Generation> {
     gpus.iter()
         .map(|gpu| {
@@ -116,10 +182,25 @@ pub fn amd(gpus: &[AmdGpu], simulated: bool) -> Vec<Generation> {
                 .marketing_name
                 .clone()
                 .unwrap_or_else(|| gpu.gfx_target.clone());
-            let cus = gpu.compute_units.map(|n| n.to_string()).unwrap_or_default();
             Generation {
-                silicon_id: silicon_id(&[&key, &name, &cus]),
-                description: format!("{name} ({}, {} CUs)", gpu.gfx_target, cus),
+                silicon_id: silicon_id(&[
+                    ("key", key.clone()),
+                    ("name", name.clone()),
+                    ("compute_units", text(gpu.compute_units)),
+                    ("wavefront_size", text(gpu.wavefront_size)),
+                    ("max_clock_mhz", text(gpu.max_clock_mhz)),
+                    ("runtime_version", text(gpu.runtime_version.as_deref())),
+                    (
+                        "rock_module_version",
+                        text(gpu.rock_module_version.as_deref()),
+                    ),
+                ]),
+                description: format!(
+                    "{name} ({}, {} CUs)",
+                    gpu.gfx_target,
+                    gpu.compute_units
+                        .map_or_else(|| "?".to_owned(), |n| n.to_string())
+                ),
                 key,
                 backend: "hip".into(),
                 vendor: "amd".into(),
@@ -129,8 +210,13 @@ pub fn amd(gpus: &[AmdGpu], simulated: bool) -> Vec<Generation> {
         .collect()
 }
 
+/// `sycl/<arch>`. Silicon id: the key, device name, driver, device (IP) version, compute
+/// units, maximum clock. A device whose architecture the table in `probe::intel` does not
+/// know gets no generation (it stays in the inventory): one `sycl/unknown` key would put
+/// unrelated devices in one report table.
 pub fn intel(gpus: &[IntelGpu], simulated: bool) -> Vec<Generation> {
     gpus.iter()
+        .filter(|gpu| gpu.architecture != IntelArch::Unknown)
         .map(|gpu| {
             let arch = serde_json::to_value(&gpu.architecture)
                 .ok()
@@ -139,9 +225,12 @@ pub fn intel(gpus: &[IntelGpu], simulated: bool) -> Vec<Generation> {
             let key = format!("sycl/{arch}");
             Generation {
                 silicon_id: silicon_id(&[
-                    &key,
-                    &gpu.name,
-                    gpu.driver_version.as_deref().unwrap_or(""),
+                    ("key", key.clone()),
+                    ("name", gpu.name.clone()),
+                    ("driver", text(gpu.driver_version.as_deref())),
+                    ("device_version", text(gpu.device_version.as_deref())),
+                    ("compute_units", text(gpu.compute_units)),
+                    ("max_clock_mhz", text(gpu.max_clock_mhz)),
                 ]),
                 description: format!("{} ({arch})", gpu.name),
                 key,
@@ -163,6 +252,122 @@ pub fn dedup(mut generations: Vec<Generation>) -> Vec<Generation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::cpu::{apply_cpu_sysfs, CpuFactSource, CpuSysfsText};
+
+    fn recorded(host: &str) -> HardwareInventory {
+        HardwareInventory::from_dir(
+            &std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/probes"))
+                .join(host),
+        )
+    }
+
+    fn one<T: Clone>(probe: &crate::probe::Probe<Vec<T>>) -> T {
+        probe.found().expect("recorded backend found")[0].clone()
+    }
+
+    #[test]
+    fn nvidia_hosts_differing_only_in_driver_do_not_pool() {
+        let gpu = one(&recorded("h100-sxm5-della-pli").nvidia);
+        let same = gpu.clone();
+        let mut newer_driver = gpu.clone();
+        newer_driver.driver_version = Some("550.54.15".into());
+        let mut capped = gpu.clone();
+        capped.power_limit_w = Some(500.0);
+        let mut locked_clock = gpu.clone();
+        locked_clock.applications_graphics_clock_mhz = Some(1755);
+        let mut counted = gpu.clone();
+        counted.sm_count = Some(132);
+        let id = |g| nvidia(&[g], false)[0].silicon_id.clone();
+        let base = id(gpu);
+        assert_eq!(base, id(same));
+        for other in [newer_driver, capped, locked_clock, counted] {
+            assert_ne!(base, id(other));
+        }
+    }
+
+    #[test]
+    fn amd_hosts_differing_only_in_driver_or_runtime_do_not_pool() {
+        let gpu = one(&recorded("mi300x-x4-epyc9474f").amd);
+        let mut runtime = gpu.clone();
+        runtime.runtime_version = Some("1.14".into());
+        let mut driver = gpu.clone();
+        driver.rock_module_version = Some("6.7.0".into());
+        let mut fewer_cus = gpu.clone();
+        fewer_cus.compute_units = Some(228);
+        let id = |g| amd(&[g], false)[0].silicon_id.clone();
+        let base = id(gpu.clone());
+        assert_eq!(base, id(gpu));
+        for other in [runtime, driver, fewer_cus] {
+            assert_ne!(base, id(other));
+        }
+    }
+
+    #[test]
+    fn intel_hosts_differing_only_in_driver_do_not_pool() {
+        let gpu = one(&recorded("intel-flex140-dg2-ocp").intel);
+        let mut driver = gpu.clone();
+        driver.driver_version = Some("23.05.25593.18".into());
+        let id = |g| intel(&[g], false)[0].silicon_id.clone();
+        assert_eq!(id(gpu.clone()), id(gpu.clone()));
+        assert_ne!(id(gpu), id(driver));
+    }
+
+    #[test]
+    fn an_intel_gpu_of_unknown_architecture_gets_no_generation() {
+        let gpus = recorded("intel-arc-a770-llamacpp-doc")
+            .intel
+            .found()
+            .unwrap()
+            .clone();
+        assert_eq!(gpus[1].name, "Intel(R) UHD Graphics 730");
+        assert_eq!(gpus[1].architecture, IntelArch::Unknown);
+        let keys: Vec<String> = intel(&gpus, false).into_iter().map(|g| g.key).collect();
+        assert_eq!(keys, ["sycl/dg2"]);
+    }
+
+    #[test]
+    fn cpu_hosts_differing_only_in_governor_boost_or_sve_length_do_not_pool() {
+        let genoa = recorded("epyc9r14-genoa-m7a").cpu.found().unwrap().clone();
+        let with = |mut info: CpuInfo, text: CpuSysfsText| {
+            apply_cpu_sysfs(&mut info, &text, CpuFactSource::Live);
+            cpu(&info, false).silicon_id
+        };
+        let performance = CpuSysfsText {
+            scaling_governor: Some("performance".into()),
+            boost: Some("1".into()),
+            ..CpuSysfsText::default()
+        };
+        let base = with(genoa.clone(), performance.clone());
+        assert_eq!(base, with(genoa.clone(), performance.clone()));
+        let powersave = CpuSysfsText {
+            scaling_governor: Some("powersave".into()),
+            ..performance.clone()
+        };
+        let no_boost = CpuSysfsText {
+            boost: Some("0".into()),
+            ..performance.clone()
+        };
+        assert_ne!(base, with(genoa.clone(), powersave));
+        assert_ne!(base, with(genoa.clone(), no_boost));
+        // The key does not change with the governor: the same generation, another silicon.
+        assert_eq!(cpu(&genoa, false).key, "cpu/x86-64-v4/zen4");
+
+        let grace = recorded("grace-neoverse-v2").cpu.found().unwrap().clone();
+        let vl = |bytes: &str| CpuSysfsText {
+            sve_default_vector_length: Some(bytes.into()),
+            ..CpuSysfsText::default()
+        };
+        assert_ne!(with(grace.clone(), vl("16")), with(grace.clone(), vl("32")));
+        assert_eq!(with(grace.clone(), vl("16")), with(grace, vl("16")));
+    }
+
+    #[test]
+    fn silicon_fields_are_named_so_values_cannot_shift_between_them() {
+        let a = silicon_id(&[("a", "1".into()), ("b", String::new())]);
+        let b = silicon_id(&[("a", String::new()), ("b", "1".into())]);
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 16);
+    }
 
     #[test]
     fn microarchitecture_names_become_key_segments() {

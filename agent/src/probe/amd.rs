@@ -16,6 +16,16 @@ pub struct AmdGpu {
     pub compute_units: Option<u32>,
     pub wavefront_size: Option<u32>,
     pub simds_per_cu: Option<u32>,
+    /// `Max Clock Freq. (MHz)` of the agent.
+    #[serde(default)]
+    pub max_clock_mhz: Option<u32>,
+    /// The HSA `Runtime Version` of the host (ROCr), shared by every agent.
+    #[serde(default)]
+    pub runtime_version: Option<String>,
+    /// The amdgpu/ROCk kernel driver version from `ROCk module version X is loaded`, when
+    /// the header gives it (older rocminfo prints only `ROCk module is loaded`).
+    #[serde(default)]
+    pub rock_module_version: Option<String>,
 }
 
 /// Parses `rocminfo` output; absent when it lists no GPU agent.
@@ -32,6 +42,17 @@ pub fn parse_rocminfo(text: &str) -> Probe<Vec<AmdGpu>> {
             format!("rocminfo lists no HSA agents: {first}")
         });
     }
+    let runtime_version = text.lines().find_map(|line| match key_value(line) {
+        Some(("Runtime Version", value)) if !value.is_empty() => Some(value.to_owned()),
+        _ => None,
+    });
+    let rock_module_version = text.lines().find_map(|line| {
+        line.trim()
+            .strip_prefix("ROCk module version ")?
+            .split_whitespace()
+            .next()
+            .map(str::to_owned)
+    });
     let mut gpus = Vec::new();
     for agent in text.split("*******").skip(1) {
         let mut fields: Vec<(&str, &str)> = Vec::new();
@@ -66,6 +87,9 @@ pub fn parse_rocminfo(text: &str) -> Probe<Vec<AmdGpu>> {
             compute_units: number("Compute Unit"),
             wavefront_size: number("Wavefront Size"),
             simds_per_cu: number("SIMDs per CU"),
+            max_clock_mhz: number("Max Clock Freq. (MHz)"),
+            runtime_version: runtime_version.clone(),
+            rock_module_version: rock_module_version.clone(),
         });
     }
     if gpus.is_empty() {
@@ -102,6 +126,26 @@ mod tests {
         assert_eq!(gpu.compute_units, Some(304));
         assert_eq!(gpu.wavefront_size, Some(64));
         assert_eq!(gpu.simds_per_cu, Some(4));
+        assert_eq!(gpu.max_clock_mhz, Some(2100));
+        assert_eq!(gpu.runtime_version.as_deref(), Some("1.1"));
+        assert_eq!(
+            gpu.rock_module_version, None,
+            "this rocminfo prints `ROCk module is loaded` without a version"
+        );
+    }
+
+    #[test]
+    fn rock_module_version_when_the_header_gives_it() {
+        // Newer rocminfo headers name the kernel driver version; the rest is the real capture.
+        let text = MI300X.replacen(
+            "ROCk module is loaded",
+            "ROCk module version 6.7.0 is loaded",
+            1,
+        );
+        let Probe::Found(gpus) = parse_rocminfo(&text) else {
+            panic!("absent")
+        };
+        assert_eq!(gpus[0].rock_module_version.as_deref(), Some("6.7.0"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Parses `/proc/cpuinfo` in its x86 and ARM forms into identity, core counts, ISA features
 //! that matter for benchmarking (x86-64 levels, AVX-512, AMX, NEON, SVE) and a
-//! microarchitecture name from [`super::uarch`].
+//! microarchitecture name from [`super::uarch`]; adds what `/proc/cpuinfo` does not say
+//! (frequency governor, boost, SVE vector length) from the sysfs/procfs files that do.
 
 use std::collections::BTreeSet;
 
@@ -54,6 +55,157 @@ pub struct CpuInfo {
     pub smt: bool,
     pub isa: IsaFeatures,
     pub microarchitecture: String,
+    /// Governor and boost state: not in `/proc/cpuinfo`; filled by [`apply_cpu_sysfs`].
+    #[serde(default)]
+    pub frequency: CpuFrequency,
+}
+
+/// The frequency policy the host runs under: two hosts with the same CPU but a different
+/// governor or boost setting do not measure alike.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuFrequency {
+    /// `scaling_governor` of cpu0 (`performance`, `powersave`, `schedutil`, ...).
+    pub governor: Option<String>,
+    /// Why the governor is unknown.
+    pub governor_note: Option<String>,
+    /// Whether turbo/boost is allowed.
+    pub boost_enabled: Option<bool>,
+    /// The file the boost state came from: `cpufreq/boost`, or `intel_pstate/no_turbo`
+    /// (inverted: `1` means boost off).
+    pub boost_source: Option<String>,
+    /// Why the boost state is unknown.
+    pub boost_note: Option<String>,
+    /// `amd_pstate/status` (`active`, `passive`, `guided`), as information.
+    pub amd_pstate_status: Option<String>,
+}
+
+/// Where [`CpuSysfsText`] was read from; decides what a missing file means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuFactSource {
+    /// The running host's sysfs/procfs: a missing file means the kernel does not expose it.
+    Live,
+    /// A recorded probe set (`--probes DIR`): a missing file means it was not recorded.
+    Recorded,
+}
+
+/// The raw text of the optional CPU files, `None` where the file is absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CpuSysfsText {
+    /// [`SCALING_GOVERNOR_PATH`] / `scaling_governor.txt`.
+    pub scaling_governor: Option<String>,
+    /// [`CPUFREQ_BOOST_PATH`] / `boost.txt`.
+    pub boost: Option<String>,
+    /// [`INTEL_PSTATE_NO_TURBO_PATH`] / `no_turbo.txt`.
+    pub no_turbo: Option<String>,
+    /// [`AMD_PSTATE_STATUS_PATH`] / `amd_pstate_status.txt`.
+    pub amd_pstate_status: Option<String>,
+    /// [`SVE_DEFAULT_VECTOR_LENGTH_PATH`] / `sve_default_vector_length.txt`.
+    pub sve_default_vector_length: Option<String>,
+}
+
+pub const SCALING_GOVERNOR_PATH: &str = "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor";
+pub const CPUFREQ_BOOST_PATH: &str = "/sys/devices/system/cpu/cpufreq/boost";
+pub const INTEL_PSTATE_NO_TURBO_PATH: &str = "/sys/devices/system/cpu/intel_pstate/no_turbo";
+pub const AMD_PSTATE_STATUS_PATH: &str = "/sys/devices/system/cpu/amd_pstate/status";
+/// In bytes, for new processes (Linux `Documentation/arch/arm64/sve.rst`).
+pub const SVE_DEFAULT_VECTOR_LENGTH_PATH: &str = "/proc/sys/abi/sve_default_vector_length";
+
+impl CpuSysfsText {
+    /// Reads the running host's files.
+    pub fn live() -> CpuSysfsText {
+        let read = |path: &str| std::fs::read_to_string(path).ok();
+        CpuSysfsText {
+            scaling_governor: read(SCALING_GOVERNOR_PATH),
+            boost: read(CPUFREQ_BOOST_PATH),
+            no_turbo: read(INTEL_PSTATE_NO_TURBO_PATH),
+            amd_pstate_status: read(AMD_PSTATE_STATUS_PATH),
+            sve_default_vector_length: read(SVE_DEFAULT_VECTOR_LENGTH_PATH),
+        }
+    }
+
+    /// Reads a recorded probe set's copies of those files.
+    pub fn recorded(dir: &std::path::Path) -> CpuSysfsText {
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+        CpuSysfsText {
+            scaling_governor: read("scaling_governor.txt"),
+            boost: read("boost.txt"),
+            no_turbo: read("no_turbo.txt"),
+            amd_pstate_status: read("amd_pstate_status.txt"),
+            sve_default_vector_length: read("sve_default_vector_length.txt"),
+        }
+    }
+}
+
+/// Fills the governor, boost state and SVE vector length that `/proc/cpuinfo` lacks.
+pub fn apply_cpu_sysfs(info: &mut CpuInfo, text: &CpuSysfsText, source: CpuFactSource) {
+    let value = |raw: &Option<String>| {
+        raw.as_deref()
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let missing = |what: &str, recorded_name: &str| match source {
+        CpuFactSource::Live => format!("{what} not exposed (VM or no cpufreq driver)"),
+        CpuFactSource::Recorded => {
+            format!("{what} not recorded (no {recorded_name} in the probe set)")
+        }
+    };
+    let frequency = &mut info.frequency;
+    frequency.governor = value(&text.scaling_governor);
+    frequency.governor_note = frequency
+        .governor
+        .is_none()
+        .then(|| missing("scaling governor", "scaling_governor.txt"));
+    let boost = value(&text.boost).and_then(|v| flag(&v).map(|on| (on, "cpufreq/boost")));
+    let no_turbo = value(&text.no_turbo)
+        .and_then(|v| flag(&v).map(|no_turbo| (!no_turbo, "intel_pstate/no_turbo")));
+    match boost.or(no_turbo) {
+        Some((enabled, file)) => {
+            frequency.boost_enabled = Some(enabled);
+            frequency.boost_source = Some(file.to_owned());
+            frequency.boost_note = None;
+        }
+        None => {
+            frequency.boost_enabled = None;
+            frequency.boost_source = None;
+            frequency.boost_note = Some(missing("boost state", "boost.txt or no_turbo.txt"));
+        }
+    }
+    frequency.amd_pstate_status = value(&text.amd_pstate_status);
+
+    if info.isa.sve {
+        let bits = value(&text.sve_default_vector_length)
+            .and_then(|v| parse_sve_default_vector_length(&v));
+        info.isa.sve_vector_length_bits = bits;
+        info.isa.sve_vector_length_note = match (bits, source) {
+            (Some(_), _) => None,
+            (None, CpuFactSource::Live) => Some(format!(
+                "the SVE vector length is not in /proc/cpuinfo and {SVE_DEFAULT_VECTOR_LENGTH_PATH} \
+                 is not readable"
+            )),
+            (None, CpuFactSource::Recorded) => Some(
+                "the SVE vector length is not in /proc/cpuinfo and the probe set has no \
+                 sve_default_vector_length.txt"
+                    .to_owned(),
+            ),
+        };
+    }
+}
+
+/// `/proc/sys/abi/sve_default_vector_length` holds bytes (`32` on a 256-bit Neoverse V1);
+/// returns bits. `None` unless it is a valid SVE length (a multiple of 16 bytes, 16..=256).
+pub fn parse_sve_default_vector_length(text: &str) -> Option<u32> {
+    let bytes: u32 = text.trim().parse().ok()?;
+    ((16..=256).contains(&bytes) && bytes.is_multiple_of(16)).then_some(bytes * 8)
+}
+
+/// A sysfs `0`/`1` flag.
+fn flag(value: &str) -> Option<bool> {
+    match value {
+        "1" => Some(true),
+        "0" => Some(false),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,8 +230,8 @@ pub struct IsaFeatures {
     pub neon: bool,
     pub sve: bool,
     pub sve2: bool,
-    /// Not in `/proc/cpuinfo`; needs `prctl(PR_SVE_GET_VL)` or
-    /// `/proc/sys/abi/sve_default_vector_length`. Left `None` here.
+    /// The default SVE vector length for new processes, in bits. Not in `/proc/cpuinfo`:
+    /// [`apply_cpu_sysfs`] reads `/proc/sys/abi/sve_default_vector_length` (bytes).
     pub sve_vector_length_bits: Option<u32>,
     /// Why the SVE vector length is unknown, when SVE is present.
     pub sve_vector_length_note: Option<String>,
@@ -149,6 +301,7 @@ pub fn parse_cpuinfo(text: &str) -> CpuProbe {
             siblings_per_package,
             smt: matches!((siblings_per_package, cores_per_package), (Some(s), Some(c)) if s > c),
             isa: x86_features(&flags),
+            frequency: CpuFrequency::default(),
         })
     } else if let Some(implementer) = field(first, "CPU implementer").and_then(hex) {
         let number = |key| field(first, key).and_then(hex).unwrap_or(0);
@@ -183,6 +336,7 @@ pub fn parse_cpuinfo(text: &str) -> CpuProbe {
                 sve_vector_length_note: sve.then(|| SVE_LENGTH_NOTE.to_owned()),
                 ..IsaFeatures::default()
             },
+            frequency: CpuFrequency::default(),
         })
     } else {
         Probe::absent("/proc/cpuinfo has neither vendor_id (x86) nor CPU implementer (ARM)")
@@ -434,6 +588,126 @@ mod tests {
             "../../../fixtures/probes/ampere-altra-neoverse-n1/cpuinfo.txt"
         ));
         assert_eq!((altra.logical_cpus, altra.physical_cores), (2, 2));
+    }
+
+    const GRACE: &str = include_str!("../../../fixtures/probes/grace-neoverse-v2/cpuinfo.txt");
+    const GENOA: &str = include_str!("../../../fixtures/probes/epyc9r14-genoa-m7a/cpuinfo.txt");
+
+    #[test]
+    fn sve_default_vector_length_is_bytes_and_becomes_bits() {
+        assert_eq!(parse_sve_default_vector_length("32\n"), Some(256));
+        assert_eq!(parse_sve_default_vector_length("16"), Some(128));
+        assert_eq!(parse_sve_default_vector_length("256"), Some(2048));
+        // Not a multiple of 128 bits, out of range, or not a number.
+        for bad in ["24", "0", "512", "", "sixteen"] {
+            assert_eq!(parse_sve_default_vector_length(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sve_vector_length_comes_from_the_procfs_file() {
+        let mut cpu = parse(GRACE);
+        let text = CpuSysfsText {
+            sve_default_vector_length: Some("16\n".into()),
+            ..CpuSysfsText::default()
+        };
+        apply_cpu_sysfs(&mut cpu, &text, CpuFactSource::Live);
+        assert_eq!(cpu.isa.sve_vector_length_bits, Some(128));
+        assert_eq!(cpu.isa.sve_vector_length_note, None);
+
+        let mut cpu = parse(GRACE);
+        apply_cpu_sysfs(&mut cpu, &CpuSysfsText::default(), CpuFactSource::Recorded);
+        assert_eq!(cpu.isa.sve_vector_length_bits, None);
+        assert!(cpu
+            .isa
+            .sve_vector_length_note
+            .as_deref()
+            .is_some_and(|n| n.contains("sve_default_vector_length.txt")));
+    }
+
+    #[test]
+    fn an_x86_host_has_no_sve_length_even_if_the_file_is_given() {
+        let mut cpu = parse(GENOA);
+        let text = CpuSysfsText {
+            sve_default_vector_length: Some("32".into()),
+            ..CpuSysfsText::default()
+        };
+        apply_cpu_sysfs(&mut cpu, &text, CpuFactSource::Live);
+        assert_eq!(cpu.isa.sve_vector_length_bits, None);
+        assert_eq!(cpu.isa.sve_vector_length_note, None);
+    }
+
+    #[test]
+    fn governor_and_boost_from_cpufreq_or_inverted_no_turbo() {
+        let mut cpu = parse(GENOA);
+        let text = CpuSysfsText {
+            scaling_governor: Some("performance\n".into()),
+            boost: Some("1\n".into()),
+            amd_pstate_status: Some("active\n".into()),
+            ..CpuSysfsText::default()
+        };
+        apply_cpu_sysfs(&mut cpu, &text, CpuFactSource::Live);
+        assert_eq!(cpu.frequency.governor.as_deref(), Some("performance"));
+        assert_eq!(cpu.frequency.governor_note, None);
+        assert_eq!(cpu.frequency.boost_enabled, Some(true));
+        assert_eq!(cpu.frequency.boost_source.as_deref(), Some("cpufreq/boost"));
+        assert_eq!(cpu.frequency.amd_pstate_status.as_deref(), Some("active"));
+
+        // intel_pstate: no_turbo = 1 means boost is off.
+        let text = CpuSysfsText {
+            scaling_governor: Some("powersave\n".into()),
+            no_turbo: Some("1\n".into()),
+            ..CpuSysfsText::default()
+        };
+        apply_cpu_sysfs(&mut cpu, &text, CpuFactSource::Live);
+        assert_eq!(cpu.frequency.governor.as_deref(), Some("powersave"));
+        assert_eq!(cpu.frequency.boost_enabled, Some(false));
+        assert_eq!(
+            cpu.frequency.boost_source.as_deref(),
+            Some("intel_pstate/no_turbo")
+        );
+        assert_eq!(cpu.frequency.amd_pstate_status, None);
+    }
+
+    #[test]
+    fn missing_frequency_files_are_none_with_a_reason() {
+        let mut cpu = parse(GENOA);
+        apply_cpu_sysfs(&mut cpu, &CpuSysfsText::default(), CpuFactSource::Live);
+        assert_eq!(cpu.frequency.governor, None);
+        assert_eq!(cpu.frequency.boost_enabled, None);
+        assert_eq!(
+            cpu.frequency.governor_note.as_deref(),
+            Some("scaling governor not exposed (VM or no cpufreq driver)")
+        );
+        assert_eq!(
+            cpu.frequency.boost_note.as_deref(),
+            Some("boost state not exposed (VM or no cpufreq driver)")
+        );
+        apply_cpu_sysfs(&mut cpu, &CpuSysfsText::default(), CpuFactSource::Recorded);
+        assert_eq!(
+            cpu.frequency.governor_note.as_deref(),
+            Some("scaling governor not recorded (no scaling_governor.txt in the probe set)")
+        );
+        // A value that is not 0/1 is not guessed at.
+        let text = CpuSysfsText {
+            boost: Some("yes".into()),
+            ..CpuSysfsText::default()
+        };
+        apply_cpu_sysfs(&mut cpu, &text, CpuFactSource::Live);
+        assert_eq!(cpu.frequency.boost_enabled, None);
+    }
+
+    #[test]
+    fn the_live_host_has_a_governor_or_says_why_not() {
+        let Probe::Found(mut cpu) =
+            parse_cpuinfo(&std::fs::read_to_string("/proc/cpuinfo").unwrap())
+        else {
+            panic!("live /proc/cpuinfo absent")
+        };
+        apply_cpu_sysfs(&mut cpu, &CpuSysfsText::live(), CpuFactSource::Live);
+        let f = &cpu.frequency;
+        assert!(f.governor.is_some() != f.governor_note.is_some(), "{f:?}");
+        assert!(f.boost_enabled.is_some() != f.boost_note.is_some(), "{f:?}");
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub struct IntelGpu {
     pub device_version: Option<String>,
     pub driver_version: Option<String>,
     pub compute_units: Option<u32>,
+    /// clinfo `Max clock frequency` (`2100MHz`).
+    #[serde(default)]
+    pub max_clock_mhz: Option<u32>,
     /// clinfo `Sub-group sizes (Intel)`; empty when not given.
     pub sub_group_sizes: Vec<u32>,
 }
@@ -180,6 +183,7 @@ fn sycl_ls_line(line: &str) -> Option<IntelGpu> {
         device_version: version.map(str::to_owned),
         driver_version: driver.map(str::to_owned),
         compute_units: None,
+        max_clock_mhz: None,
         sub_group_sizes: Vec::new(),
     })
 }
@@ -219,6 +223,9 @@ pub fn parse_clinfo(text: &str) -> Probe<Vec<IntelGpu>> {
                     "Driver Version" => gpu.driver_version = Some(value.to_owned()),
                     "Device Version" => gpu.device_version = Some(value.to_owned()),
                     "Max compute units" => gpu.compute_units = value.parse().ok(),
+                    "Max clock frequency" => {
+                        gpu.max_clock_mhz = value.trim_end_matches("MHz").trim().parse().ok()
+                    }
                     "Sub-group sizes (Intel)" => {
                         gpu.sub_group_sizes = value
                             .split(',')
@@ -257,6 +264,7 @@ fn clinfo_device(name: &str, platform: Option<String>) -> IntelGpu {
         device_version: None,
         driver_version: None,
         compute_units: None,
+        max_clock_mhz: None,
         sub_group_sizes: Vec::new(),
     }
 }
@@ -338,6 +346,7 @@ mod tests {
         assert_eq!(gpu.architecture, IntelArch::Dg2);
         assert_eq!(gpu.driver_version.as_deref(), Some("22.23.23405"));
         assert_eq!(gpu.compute_units, Some(128));
+        assert_eq!(gpu.max_clock_mhz, Some(2100));
         assert_eq!(gpu.sub_group_sizes, vec![8, 16, 32]);
     }
 

@@ -7,7 +7,7 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 
 use super::amd::{parse_rocminfo, AmdGpu};
-use super::cpu::{parse_cpuinfo, CpuProbe};
+use super::cpu::{apply_cpu_sysfs, parse_cpuinfo, CpuFactSource, CpuProbe, CpuSysfsText};
 use super::intel::{parse_clinfo, parse_sycl_ls, IntelGpu};
 use super::nvidia::{
     parse_nvidia_smi_csv, parse_nvidia_smi_q_text, parse_nvidia_smi_xml, NvidiaGpu,
@@ -33,13 +33,15 @@ fn not_recorded(what: &str) -> String {
 }
 
 impl HardwareInventory {
-    /// Replays a recorded probe set: `cpuinfo.txt`, `nvidia-smi-q-x.xml` /
-    /// `nvidia-smi-query.csv` / `nvidia-smi-q.txt`, `rocminfo.txt`, `sycl-ls.txt`,
-    /// `clinfo.txt`, and `<tool>-version.txt` files.
+    /// Replays a recorded probe set: `cpuinfo.txt` (with the optional `scaling_governor.txt`,
+    /// `boost.txt` / `no_turbo.txt`, `amd_pstate_status.txt`, `sve_default_vector_length.txt`),
+    /// `nvidia-smi-q-x.xml` / `nvidia-smi-query.csv` / `nvidia-smi-q.txt`, `rocminfo.txt`,
+    /// `sycl-ls.txt`, `clinfo.txt`, and `<tool>-version.txt` files.
     pub fn from_dir(dir: &Path) -> HardwareInventory {
         let cpu = read(dir, "cpuinfo.txt")
             .map(|t| parse_cpuinfo(&t))
             .unwrap_or_else(|| Probe::absent(not_recorded("/proc/cpuinfo")));
+        let cpu = with_sysfs(cpu, &CpuSysfsText::recorded(dir), CpuFactSource::Recorded);
         let nvidia = if let Some(xml) = read(dir, "nvidia-smi-q-x.xml") {
             parse_nvidia_smi_xml(&xml)
         } else if let Some(csv) = read(dir, "nvidia-smi-query.csv") {
@@ -73,6 +75,7 @@ impl HardwareInventory {
         let cpu = std::fs::read_to_string("/proc/cpuinfo")
             .map(|t| parse_cpuinfo(&t))
             .unwrap_or_else(|err| Probe::absent(format!("cannot read /proc/cpuinfo: {err}")));
+        let cpu = with_sysfs(cpu, &CpuSysfsText::live(), CpuFactSource::Live);
         let nvidia = match run("nvidia-smi", &["-q", "-x"]) {
             Ok(xml) => parse_nvidia_smi_xml(&xml),
             Err(reason) => Probe::absent(reason),
@@ -97,6 +100,16 @@ impl HardwareInventory {
             intel,
             toolchain,
         }
+    }
+}
+
+fn with_sysfs(cpu: CpuProbe, text: &CpuSysfsText, source: CpuFactSource) -> CpuProbe {
+    match cpu {
+        Probe::Found(mut info) => {
+            apply_cpu_sysfs(&mut info, text, source);
+            Probe::Found(info)
+        }
+        absent => absent,
     }
 }
 
@@ -179,6 +192,22 @@ mod tests {
         let arc = recorded("intel-arc-a770-llamacpp-doc");
         assert!(arc.intel.found().is_some(), "{:?}", arc.intel);
         assert!(recorded("nowhere").cpu.is_absent());
+    }
+
+    #[test]
+    fn recorded_gpu_inventories_serialize_to_json() {
+        // Regression: `Inventory.hardware` is `serde_json::to_value(&hardware).ok()`, and a
+        // found GPU list used to fail to serialize, so GPU hosts reported no hardware at all.
+        for host in [
+            "a100-sxm4-80gb-telegraf",
+            "mi300x-x4-epyc9474f",
+            "intel-flex140-dg2-ocp",
+        ] {
+            let inventory = recorded(host);
+            let json = serde_json::to_value(&inventory).unwrap_or_else(|e| panic!("{host}: {e}"));
+            let back: HardwareInventory = serde_json::from_value(json).unwrap();
+            assert_eq!(back, inventory, "{host}");
+        }
     }
 
     #[test]

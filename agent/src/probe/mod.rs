@@ -15,7 +15,10 @@ pub mod toolchain;
 pub mod uarch;
 
 pub use amd::{parse_rocminfo, AmdGpu};
-pub use cpu::{parse_cpuinfo, ArmIdent, CpuArch, CpuInfo, CpuProbe, IsaFeatures, X86Ident};
+pub use cpu::{
+    apply_cpu_sysfs, parse_cpuinfo, parse_sve_default_vector_length, ArmIdent, CpuArch,
+    CpuFactSource, CpuFrequency, CpuInfo, CpuProbe, CpuSysfsText, IsaFeatures, X86Ident,
+};
 pub use intel::{parse_clinfo, parse_sycl_ls, IntelArch, IntelGpu};
 pub use inventory::HardwareInventory;
 pub use nvidia::{

@@ -21,6 +21,13 @@ pub struct NvidiaGpu {
     pub mig_mode: Option<String>,
     pub ecc_mode: Option<String>,
     pub power_limit_w: Option<f64>,
+    /// The graphics clock applications run at (`Applications Clocks` / `applications_clocks`),
+    /// which an operator may have locked below the maximum.
+    #[serde(default)]
+    pub applications_graphics_clock_mhz: Option<u32>,
+    /// `Max Clocks` / `max_clocks`, SM.
+    #[serde(default)]
+    pub max_sm_clock_mhz: Option<u32>,
     /// nvidia-smi does not report the SM count; `None` unless a source gives it.
     pub sm_count: Option<u32>,
 }
@@ -48,6 +55,8 @@ impl NvidiaGpu {
             mig_mode: None,
             ecc_mode: None,
             power_limit_w: None,
+            applications_graphics_clock_mhz: None,
+            max_sm_clock_mhz: None,
             sm_count: None,
         }
     }
@@ -105,6 +114,11 @@ fn mib(value: &str) -> Option<u64> {
     leading_number(value.trim()).map(|n| n as u64)
 }
 
+/// `1410 MHz` → 1410; `N/A` → None.
+fn mhz(value: &str) -> Option<u32> {
+    leading_number(value.trim()).map(|n| n as u32)
+}
+
 /// Parses `nvidia-smi -q -x`; absent when the text is empty or lists no `<gpu>`.
 pub fn parse_nvidia_smi_xml(text: &str) -> Probe<Vec<NvidiaGpu>> {
     if text.trim().is_empty() {
@@ -148,6 +162,10 @@ pub fn parse_nvidia_smi_xml(text: &str) -> Probe<Vec<NvidiaGpu>> {
                             "fb_memory_usage/total" => gpu.memory_total_mib = mib(&value),
                             "mig_mode/current_mig" => gpu.mig_mode = known(&value),
                             "ecc_mode/current_ecc" => gpu.ecc_mode = known(&value),
+                            "applications_clocks/graphics_clock" => {
+                                gpu.applications_graphics_clock_mhz = mhz(&value)
+                            }
+                            "max_clocks/sm_clock" => gpu.max_sm_clock_mhz = mhz(&value),
                             "gpu_power_readings/current_power_limit"
                             | "power_readings/current_power_limit"
                             | "power_readings/power_limit" => {
@@ -197,6 +215,10 @@ pub fn parse_nvidia_smi_csv(text: &str) -> Probe<Vec<NvidiaGpu>> {
                 "mig.mode.current" => gpu.mig_mode = known(value),
                 "ecc.mode.current" => gpu.ecc_mode = known(value),
                 "power.limit" | "enforced.power.limit" => gpu.power_limit_w = leading_number(value),
+                "clocks.applications.graphics" | "clocks.applications.gr" => {
+                    gpu.applications_graphics_clock_mhz = mhz(value)
+                }
+                "clocks.max.sm" => gpu.max_sm_clock_mhz = mhz(value),
                 _ => {}
             }
         }
@@ -249,6 +271,10 @@ pub fn parse_nvidia_smi_q_text(text: &str) -> Probe<Vec<NvidiaGpu>> {
                     ("MIG Mode", "Current") => gpu.mig_mode = known(value),
                     ("FB Memory Usage", "Total") => gpu.memory_total_mib = mib(value),
                     ("ECC Mode", "Current") => gpu.ecc_mode = known(value),
+                    ("Applications Clocks", "Graphics") => {
+                        gpu.applications_graphics_clock_mhz = mhz(value)
+                    }
+                    ("Max Clocks", "SM") => gpu.max_sm_clock_mhz = mhz(value),
                     ("GPU Power Readings" | "Power Readings", "Current Power Limit")
                     | ("Power Readings", "Power Limit") => {
                         gpu.power_limit_w = leading_number(value)
@@ -320,6 +346,8 @@ mod tests {
             Some(500.0),
             "gpu, not module, power limit"
         );
+        assert_eq!(gpu.applications_graphics_clock_mhz, Some(1275));
+        assert_eq!(gpu.max_sm_clock_mhz, Some(1410));
         assert_eq!(gpu.sm_count, None);
     }
 
@@ -360,6 +388,8 @@ mod tests {
         assert_eq!(gpu.mig_mode.as_deref(), Some("Disabled"));
         assert_eq!(gpu.ecc_mode.as_deref(), Some("Enabled"));
         assert_eq!(gpu.power_limit_w, Some(700.0));
+        assert_eq!(gpu.applications_graphics_clock_mhz, Some(1980));
+        assert_eq!(gpu.max_sm_clock_mhz, Some(1980));
     }
 
     #[test]
