@@ -31,12 +31,15 @@ pub struct JobContext {
     pub spec: JobSpec,
     pub work_dir: PathBuf,
     pub host: Inventory,
+    /// The generation key the coordinator matched this job to (`cuda/sm_90`); empty when
+    /// the spec names no targets. Its backend decides what the job does.
+    pub generation: String,
     pub sink: EventSink,
     pub cancel: watch::Receiver<bool>,
 }
 
 /// Why a job stopped early.
-enum Stop {
+pub(crate) enum Stop {
     Cancelled,
     Failed(String),
     LeaseLost,
@@ -81,14 +84,14 @@ pub async fn run_job(mut ctx: JobContext) -> JobOutcome {
     outcome
 }
 
-fn emit(ctx: &JobContext, payload: JobEventPayload) -> Result<(), Stop> {
+pub(crate) fn emit(ctx: &JobContext, payload: JobEventPayload) -> Result<(), Stop> {
     ctx.sink
         .emit(&payload)
         .map(|_| ())
         .map_err(|_| Stop::LeaseLost)
 }
 
-fn progress(
+pub(crate) fn progress(
     ctx: &JobContext,
     phase: &str,
     message: String,
@@ -107,7 +110,7 @@ fn progress(
     )
 }
 
-fn check_cancel(ctx: &JobContext) -> Result<(), Stop> {
+pub(crate) fn check_cancel(ctx: &JobContext) -> Result<(), Stop> {
     if *ctx.cancel.borrow() {
         return Err(Stop::Cancelled);
     }
@@ -137,10 +140,18 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
         None,
     )?;
     let prepared = prepare_fixtures(ctx).await?;
+    let backend = abfleet_core::report::backend_of(&ctx.generation);
+    if !matches!(backend, "" | "cpu" | "any") {
+        return crate::backend_job::run_backend(ctx, backend.to_string(), &prepared).await;
+    }
     let mut built = Vec::new();
     for side in Side::BOTH {
         check_cancel(ctx)?;
-        built.push(fetch_and_build(ctx, side).await?);
+        let recipe = match side {
+            Side::Upstream => ctx.spec.upstream.build.clone(),
+            Side::Fork => ctx.spec.fork.build.clone(),
+        };
+        built.push(fetch_and_build(ctx, side, &recipe).await?);
     }
     let (upstream, fork) = (&built[0], &built[1]);
     let spec = ctx.spec.clone();
@@ -164,6 +175,10 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
             index += 1;
         }
     }
+    if let Some(sweep) = spec.backends.cpu.clone() {
+        check_cancel(ctx)?;
+        crate::retune::cpu::dispatch_sweep(ctx, &sweep, &prepared, fork).await?;
+    }
     progress(ctx, "done", "all cells measured".into(), index, None)?;
     Ok(())
 }
@@ -171,14 +186,14 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
 /// Between cells, the uploader gets its turn (timed runs keep it quiet): a short wait for the
 /// spool to drain, so progress is live. A coordinator that is away does not hold up timing;
 /// the events wait in the spool.
-async fn settle_uploads(ctx: &JobContext) -> Result<(), Stop> {
+pub(crate) async fn settle_uploads(ctx: &JobContext) -> Result<(), Stop> {
     match tokio::time::timeout(Duration::from_secs(2), ctx.sink.flush()).await {
         Ok(Err(_)) => Err(Stop::LeaseLost),
         _ => Ok(()),
     }
 }
 
-async fn prepare_fixtures(ctx: &JobContext) -> Result<Vec<PreparedFixture>, Stop> {
+pub(crate) async fn prepare_fixtures(ctx: &JobContext) -> Result<Vec<PreparedFixture>, Stop> {
     let fixtures = ctx.spec.fixtures.clone();
     let cache = ctx.work_dir.join("fixtures");
     let host = ctx.host.hostname.clone();
@@ -193,7 +208,13 @@ async fn prepare_fixtures(ctx: &JobContext) -> Result<Vec<PreparedFixture>, Stop
     .map_err(|err| Stop::Failed(err.to_string()))
 }
 
-async fn fetch_and_build(ctx: &mut JobContext, side: Side) -> Result<BuiltSide, Stop> {
+/// Fetches a side's source and builds it with `recipe` (the side's own, or a backend's
+/// variant of the fork's, which lands in its own build directory: the recipe is in the key).
+pub(crate) async fn fetch_and_build(
+    ctx: &mut JobContext,
+    side: Side,
+    recipe: &abfleet_core::spec::BuildRecipe,
+) -> Result<BuiltSide, Stop> {
     let side_spec = match side {
         Side::Upstream => ctx.spec.upstream.clone(),
         Side::Fork => ctx.spec.fork.clone(),
@@ -257,7 +278,7 @@ async fn fetch_and_build(ctx: &mut JobContext, side: Side) -> Result<BuiltSide, 
     let built = build_side(
         side,
         &resolved,
-        &side_spec.build,
+        recipe,
         &ctx.work_dir.join("builds"),
         timeout,
         &mut ctx.cancel,
@@ -609,7 +630,7 @@ async fn run_once(
     })
 }
 
-fn read_scores(format: abfleet_core::spec::OutputFormat, path: &Path) -> Result<Scores, String> {
+pub(crate) fn read_scores(format: abfleet_core::spec::OutputFormat, path: &Path) -> Result<Scores, String> {
     let text = std::fs::read_to_string(path).map_err(|err| {
         format!(
             "cannot read `{}` ({err}); does the command template pass {{output}}?",
@@ -621,11 +642,23 @@ fn read_scores(format: abfleet_core::spec::OutputFormat, path: &Path) -> Result<
 
 /// The command template with its placeholders filled, then the workload's arguments.
 fn command_line(spec: &JobSpec, binary: &Path, run: &RunContext<'_>, output: &Path) -> Vec<String> {
-    let fixture = run.fixture;
+    cell_command_line(spec, binary, run.fixture, run.paths, run.workload, output)
+}
+
+/// The command line of one cell for `binary`: the template with its placeholders filled,
+/// then the workload's arguments.
+pub(crate) fn cell_command_line(
+    spec: &JobSpec,
+    binary: &Path,
+    fixture: &FixtureSpec,
+    paths: &PreparedFixture,
+    workload: &WorkloadSpec,
+    output: &Path,
+) -> Vec<String> {
     let values = [
         ("binary", binary.display().to_string()),
-        ("reference", run.paths.reference.display().to_string()),
-        ("distorted", run.paths.distorted.display().to_string()),
+        ("reference", paths.reference.display().to_string()),
+        ("distorted", paths.distorted.display().to_string()),
         ("width", fixture.width.to_string()),
         ("height", fixture.height.to_string()),
         ("bitdepth", fixture.bitdepth.to_string()),
@@ -643,6 +676,6 @@ fn command_line(spec: &JobSpec, binary: &Path, run: &RunContext<'_>, output: &Pa
             })
         })
         .collect();
-    argv.extend(run.workload.args.iter().cloned());
+    argv.extend(workload.args.iter().cloned());
     argv
 }

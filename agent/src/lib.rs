@@ -4,10 +4,12 @@
 //!
 //! The agent knows nothing of scheduling or of other agents; it does what a job offer says.
 
+pub mod backend_job;
 pub mod build;
 pub mod config;
 pub mod error;
 pub mod fixtures;
+pub mod fork_run;
 pub mod generations;
 pub mod generator;
 pub mod identity;
@@ -16,6 +18,7 @@ pub mod job;
 pub mod loadavg;
 pub mod noise;
 pub mod probe;
+pub mod retune;
 pub mod runner;
 pub mod session;
 pub mod sink;

@@ -253,6 +253,7 @@ fn start_job(
             spec,
             work_dir: config.work_dir.clone(),
             host: inventory.clone(),
+            generation: offer.generation.clone(),
             sink: sink.clone(),
             cancel: cancel_rx,
         })),

@@ -122,6 +122,28 @@ pub enum Command {
         #[arg(long, default_value = "http://127.0.0.1:7700")]
         coordinator: String,
     },
+    /// Theoretical occupancy of one kernel launch and its limiter:
+    /// `--arch sm_89 --block 128 --regs 255 [--smem BYTES]`, or `--arch gfx942 --vgprs N`.
+    Occupancy {
+        /// `sm_XY` (CUDA) or `gfxNNN` (AMD).
+        #[arg(long)]
+        arch: String,
+        /// Threads per block (work-items per workgroup).
+        #[arg(long, default_value_t = 128)]
+        block: u32,
+        /// CUDA: registers per thread.
+        #[arg(long)]
+        regs: Option<u32>,
+        /// AMD: VGPRs per work-item.
+        #[arg(long)]
+        vgprs: Option<u32>,
+        /// AMD: SGPRs per wave.
+        #[arg(long, default_value_t = 0)]
+        sgprs: u32,
+        /// Static shared memory (LDS) per block, bytes.
+        #[arg(long, default_value_t = 0)]
+        smem: u32,
+    },
 }
 
 #[derive(clap::Args)]

@@ -265,8 +265,9 @@ impl Fleet {
         Ok((report::assemble(&run, &jobs), run.created_ms))
     }
 
-    /// For each generation, the toolchain of the previous run of the same spec name on the
-    /// same generation: a toolchain bump shows as a change in the report.
+    /// For each generation, the toolchain, findings and backend timings of the previous run
+    /// of the same spec name on the same generation: a toolchain bump shows as a change in
+    /// the report, and so does what it did to registers, occupancy and timings.
     async fn attach_previous_toolchains(
         &self,
         report: &mut Report,
@@ -292,7 +293,18 @@ impl Fleet {
                     .iter()
                     .find(|g| g.key == section.key && !g.toolchain.is_empty())
                 {
-                    section.previous_run = Some(previous.run_id.to_string());
+                    let previous_run = previous.run_id.to_string();
+                    abfleet_core::finding::attach_previous(
+                        &mut section.findings,
+                        &old_section.findings,
+                        &previous_run,
+                    );
+                    abfleet_core::backend_cell::attach_previous(
+                        &mut section.backend_cells,
+                        &old_section.backend_cells,
+                        &previous_run,
+                    );
+                    section.previous_run = Some(previous_run);
                     section.previous_toolchain = old_section.toolchain.clone();
                     break;
                 }

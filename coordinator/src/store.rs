@@ -658,6 +658,9 @@ fn event_kind(payload: &JobEventPayload) -> &'static str {
         JobEventPayload::SourceResolved { .. } => "source_resolved",
         JobEventPayload::Build(_) => "build",
         JobEventPayload::Cell(_) => "cell",
+        JobEventPayload::Finding(_) => "finding",
+        JobEventPayload::CheckSkipped(_) => "check_skipped",
+        JobEventPayload::BackendCell(_) => "backend_cell",
         JobEventPayload::Done { .. } => "done",
     }
 }

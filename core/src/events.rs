@@ -56,6 +56,12 @@ pub enum JobEventPayload {
     },
     Build(BuildRecord),
     Cell(Box<CellResult>),
+    /// A retuning check's result on this host (docs/retuning.md).
+    Finding(Box<crate::finding::Finding>),
+    /// A retuning check that did not run here, and why (never an error).
+    CheckSkipped(crate::finding::SkippedCheck),
+    /// A timed cell of the fork alone on a GPU backend.
+    BackendCell(Box<crate::backend_cell::BackendCell>),
     /// The last event of an attempt; sent only after every earlier event was acknowledged.
     Done {
         outcome: JobOutcome,

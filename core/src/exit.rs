@@ -9,6 +9,10 @@ pub const USAGE: i32 = 2;
 /// The run could not be carried out: a build failed, a binary crashed, a fixture was
 /// missing, an agent was lost.
 pub const NOT_CARRIED_OUT: i32 = 3;
+/// Every cell was carried out and passed parity, but a retuning check failed: the build
+/// cannot run natively on a device of the fleet, or a sub-group size is unsupported
+/// (docs/retuning.md). Lower precedence than 1 and 3.
+pub const TUNING_FAILED: i32 = 4;
 /// The run was cancelled (Ctrl-C or `abfleet cancel`).
 pub const CANCELLED: i32 = 130;
 
@@ -19,4 +23,5 @@ Exit codes:
   1    the parity gate failed: a score moved beyond max_score_delta (takes precedence over 3)
   2    usage or job-spec error; nothing ran
   3    the run could not be carried out (build failed, binary crashed, fixture missing, agent lost)
+  4    a retuning check failed (e.g. no code object for a fleet GPU); see the report's findings
   130  the run was cancelled";

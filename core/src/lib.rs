@@ -3,10 +3,12 @@
 //! this crate knows nothing of gRPC, SQLite, processes or the network.
 #![forbid(unsafe_code)]
 
+pub mod backend_cell;
 pub mod calibration;
 pub mod cell;
 pub mod events;
 pub mod exit;
+pub mod finding;
 pub mod generation;
 pub mod ids;
 pub mod inventory;
@@ -14,6 +16,7 @@ pub mod output;
 pub mod paired;
 pub mod parity;
 pub mod report;
+pub mod retune;
 pub mod scores;
 pub mod spec;
 pub mod stats;

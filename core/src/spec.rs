@@ -10,6 +10,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod backends;
+pub use backends::{
+    default_levels, BackendsSpec, CpuDispatchSpec, DispatchLevel, GpuBackendSpec, KernelLaunch,
+};
+
 /// What can go wrong reading a spec. Every message names the file and says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
@@ -42,6 +47,9 @@ pub struct JobSpec {
     /// Which hosts run it; `None` means any one agent.
     #[serde(default)]
     pub targets: Option<TargetSpec>,
+    /// Per-backend builds and retuning checks (`[backends.*]`, docs/retuning.md).
+    #[serde(default, skip_serializing_if = "BackendsSpec::is_empty")]
+    pub backends: BackendsSpec,
 }
 
 /// Which agents a run fans out to.
@@ -371,6 +379,8 @@ mod toml_form {
         #[serde(default)]
         parity: RawParity,
         targets: Option<RawTargets>,
+        #[serde(default)]
+        backends: BackendsSpec,
     }
 
     #[derive(Deserialize)]
@@ -855,6 +865,12 @@ mod toml_form {
                     ));
                 }
             }
+            let fixture_names: Vec<String> = fixtures.iter().map(|f| f.name.clone()).collect();
+            let workload_names: Vec<String> =
+                self.workloads.iter().map(|w| w.name.clone()).collect();
+            let backends = self
+                .backends
+                .validate(&fixture_names, &workload_names)?;
             Ok(JobSpec {
                 name: self.name,
                 description: self.description,
@@ -884,6 +900,7 @@ mod toml_form {
                     allow: self.parity.allow,
                 },
                 targets: self.targets.map(RawTargets::validate).transpose()?,
+                backends,
             })
         }
     }

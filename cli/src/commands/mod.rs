@@ -4,6 +4,7 @@ mod calibrate;
 mod follow;
 mod lists;
 mod local;
+mod occupancy;
 mod report;
 mod serve;
 mod submit;
@@ -66,6 +67,21 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             run_id,
             coordinator,
         } => lists::cancel(&run_id, &coordinator).await,
+        Command::Occupancy {
+            arch,
+            block,
+            regs,
+            vgprs,
+            sgprs,
+            smem,
+        } => occupancy::run(&occupancy::OccupancyArgs {
+            arch,
+            block,
+            regs,
+            vgprs,
+            sgprs,
+            smem,
+        }),
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use crate::cell::{CellParity, CellResult};
 use crate::events::{BuildStatus, JobEventPayload, JobOutcome, Side};
 use crate::exit;
+use crate::finding::Severity;
 use crate::spec::JobSpec;
 use crate::stats;
 
@@ -138,6 +139,7 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
         .iter()
         .map(|(key, sub)| GenerationSection::from_report(key.as_deref().unwrap_or("any"), sub))
         .collect();
+    add_cuda_fleet_floor(&mut report.generations);
     if let Some(error) = &run.error {
         report.errors.insert(0, error.clone());
         report.exit_code =
@@ -192,7 +194,12 @@ fn merge(run: &RunRecord, sections: &[(Option<String>, Report)]) -> Report {
 /// carried out, then ok.
 fn combined_exit_code(codes: impl Iterator<Item = i32>) -> i32 {
     let codes: Vec<i32> = codes.collect();
-    [exit::CANCELLED, exit::PARITY_FAILED, exit::NOT_CARRIED_OUT]
+    [
+        exit::CANCELLED,
+        exit::PARITY_FAILED,
+        exit::NOT_CARRIED_OUT,
+        exit::TUNING_FAILED,
+    ]
         .into_iter()
         .find(|c| codes.contains(c))
         .unwrap_or(exit::OK)
@@ -236,6 +243,9 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         startup_note: None,
         errors: Vec::new(),
         attempts: 0,
+        findings: Vec::new(),
+        skipped_checks: Vec::new(),
+        backend_cells: Vec::new(),
     };
     let mut cells: BTreeMap<u32, CellResult> = BTreeMap::new();
     let mut job_finished_cleanly = true;
@@ -274,6 +284,17 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
                         report.errors.push(error.clone());
                     }
                 }
+                JobEventPayload::Finding(finding) => report.findings.push((**finding).clone()),
+                JobEventPayload::CheckSkipped(skipped) => {
+                    report.skipped_checks.push(skipped.clone())
+                }
+                JobEventPayload::BackendCell(cell) => {
+                    // A retried attempt measures the cell again; the last measurement stands.
+                    report
+                        .backend_cells
+                        .retain(|c| (&c.backend, c.label()) != (&cell.backend, cell.label()));
+                    report.backend_cells.push((**cell).clone());
+                }
                 JobEventPayload::Progress { .. } | JobEventPayload::Log { .. } => {}
             }
         }
@@ -302,9 +323,21 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         .iter()
         .map(|c| (c.fixture.clone(), c.workload.clone()))
         .collect();
+    let backend = generation.as_deref().map_or("cpu", super::model::backend_of);
+    // A GPU generation times the fork alone (backend cells); only CPU ones run the A/B cells.
+    let expected_ab = backend == "cpu";
+    let expected_backend = spec.backends.gpu(backend).is_some_and(|b| b.timed);
+    let present_backend: std::collections::BTreeSet<(String, String)> = report
+        .backend_cells
+        .iter()
+        .map(|c| (c.fixture.clone(), c.workload.clone()))
+        .collect();
     for fixture in &spec.fixtures {
         for workload in &spec.workloads {
-            if !present.contains(&(fixture.name.clone(), workload.name.clone())) {
+            let key = (fixture.name.clone(), workload.name.clone());
+            let missing = (expected_ab && !present.contains(&key))
+                || (expected_backend && !present_backend.contains(&key));
+            if missing {
                 report
                     .missing_cells
                     .push(format!("{}/{}", fixture.name, workload.name));
@@ -368,6 +401,16 @@ fn summarise(report: &mut Report) {
             }
         }
     }
+    for cell in &report.backend_cells {
+        if cell.status == crate::backend_cell::BackendCellStatus::Failed {
+            report.errors.push(format!(
+                "{} on {}: {}",
+                cell.label(),
+                cell.backend,
+                cell.reason.as_deref().unwrap_or("failed")
+            ));
+        }
+    }
     report.geomean_speedup = stats::geomean(&geomean_inputs);
     let compared = report
         .cells
@@ -411,9 +454,71 @@ fn exit_code(report: &Report, state: RunState, job_finished_cleanly: bool) -> i3
     }
     let carried_out = job_finished_cleanly
         && report.missing_cells.is_empty()
-        && !report.cells.iter().any(CellResult::is_unavailable);
+        && !report.cells.iter().any(CellResult::is_unavailable)
+        && !report
+            .backend_cells
+            .iter()
+            .any(|c| c.status == crate::backend_cell::BackendCellStatus::Failed);
     if !carried_out {
         return exit::NOT_CARRIED_OUT;
     }
+    if report.findings.iter().any(|f| f.severity == Severity::Fail) {
+        return exit::TUNING_FAILED;
+    }
     exit::OK
+}
+
+/// `80` of `sm_80`, `compute_80`, `8.0` or `80`.
+fn sm_number(text: &str) -> Option<u32> {
+    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// Across the CUDA generations of a run: a build whose lowest target is older than every
+/// CUDA device in the fleet carries code no device needs, and its floor can rise. Only the
+/// report sees the whole fleet, so this finding is added here, to each CUDA section.
+fn add_cuda_fleet_floor(sections: &mut [GenerationSection]) {
+    let devices: Vec<u32> = sections
+        .iter()
+        .filter(|s| s.backend == "cuda")
+        .filter_map(|s| sm_number(s.key.split('/').nth(1)?))
+        .collect();
+    let Some(&oldest_device) = devices.iter().min() else {
+        return;
+    };
+    for section in sections.iter_mut().filter(|s| s.backend == "cuda") {
+        let floor = section
+            .findings
+            .iter()
+            .filter(|f| f.check == "arch_coverage")
+            .find_map(|f| match f.evidence.get("floor")? {
+                serde_json::Value::Number(n) => n.as_u64().map(|n| n as u32),
+                serde_json::Value::String(s) => sm_number(s),
+                _ => None,
+            });
+        let Some(floor) = floor else { continue };
+        let devices_text = format!("sm_{oldest_device}");
+        let finding = if floor < oldest_device {
+            crate::finding::Finding::new(
+                "cuda",
+                "fleet_floor",
+                "build",
+                Severity::Warn,
+                format!("the build's lowest target sm_{floor} is older than every CUDA device in this fleet (oldest {devices_text}): raise the floor to shrink the binary and build time, unless other users need it"),
+                "calculated",
+            )
+        } else {
+            crate::finding::Finding::new(
+                "cuda",
+                "fleet_floor",
+                "build",
+                Severity::Ok,
+                format!("the build's lowest target sm_{floor} is needed by the fleet (oldest device {devices_text})"),
+                "calculated",
+            )
+        };
+        section
+            .findings
+            .push(finding.with("floor", floor).with("oldest_device", oldest_device));
+    }
 }

@@ -79,6 +79,9 @@ pub fn render_markdown(report: &Report) -> String {
         render_generations(&mut out, report);
     } else {
         render_cell_tables(&mut out, &report.cells, "####");
+        if let [only] = report.generations.as_slice() {
+            super::retune_markdown::render_retune(&mut out, only, "####");
+        }
     }
     if report.cells.iter().any(|c| c.startup_dominated) {
         let _ = writeln!(
@@ -218,7 +221,7 @@ pub fn render_markdown(report: &Report) -> String {
 /// A summary of the generations covered, then a section with its own tables per generation:
 /// cells of different generations never share a table.
 fn render_generations(out: &mut String, report: &Report) {
-    let _ = writeln!(out, "| Generation | Host | Cells | Score parity | Start-up bound | Status |\n|---|---|---|---|---|---|");
+    let _ = writeln!(out, "| Generation | Host | Cells | Score parity | Start-up bound | Findings | Status |\n|---|---|---|---|---|---|---|");
     for section in &report.generations {
         let host = section
             .host
@@ -231,11 +234,12 @@ fn render_generations(out: &mut String, report: &Report) {
         };
         let _ = writeln!(
             out,
-            "| `{}` | {host}{simulated} | {} | {:?} | {} | {} (exit {}) |",
+            "| `{}` | {host}{simulated} | {} | {:?} | {} | {} | {} (exit {}) |",
             section.key,
-            section.cells.len(),
+            section.cells.len() + section.backend_cells.len(),
             section.score_parity,
             if section.startup_bound { "yes" } else { "no" },
+            super::retune_markdown::findings_summary(section),
             section.status,
             section.exit_code
         );
@@ -263,6 +267,7 @@ fn render_generations(out: &mut String, report: &Report) {
         }
         out.push('\n');
         render_cell_tables(out, &section.cells, "#####");
+        super::retune_markdown::render_retune(out, section, "#####");
         if let Some(g) = section.geomean_speedup {
             let _ = writeln!(
                 out,

@@ -5,9 +5,10 @@
 mod assemble;
 mod markdown;
 mod model;
+mod retune_markdown;
 mod time;
 
 pub use assemble::{assemble, JobRecord, JobState, RunRecord, RunState};
 pub use markdown::render_markdown;
-pub use model::{GenerationSection, Report, ScoreParity, SideInfo};
+pub use model::{backend_of, GenerationSection, Report, ScoreParity, SideInfo};
 pub use time::format_utc;

@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend_cell::BackendCell;
 use crate::cell::CellResult;
+use crate::finding::{Finding, SkippedCheck};
 use crate::events::BuildRecord;
 use crate::inventory::Inventory;
 use crate::spec::SourceSpec;
@@ -58,6 +60,14 @@ pub struct Report {
     /// Why the run, or part of it, could not be carried out.
     pub errors: Vec<String>,
     pub attempts: u32,
+    /// The retuning checks' output of a one-generation assembly; it is shown in
+    /// `generations[].findings` (and friends), not at the top level.
+    #[serde(skip)]
+    pub findings: Vec<Finding>,
+    #[serde(skip)]
+    pub skipped_checks: Vec<SkippedCheck>,
+    #[serde(skip)]
+    pub backend_cells: Vec<BackendCell>,
 }
 
 /// The results of one hardware generation.
@@ -81,8 +91,18 @@ pub struct GenerationSection {
     pub geomean_speedup: Option<f64>,
     pub geomean_cells: Vec<String>,
     pub errors: Vec<String>,
-    /// Room for the retuning checks' findings.
-    pub findings: Vec<serde_json::Value>,
+    /// The backend of the key (`cpu`, `cuda`, `hip`, `sycl`; `any` without targets).
+    #[serde(default)]
+    pub backend: String,
+    /// The retuning checks' findings on this generation, each with its `previous`.
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    /// Checks that did not run here, with the reason.
+    #[serde(default)]
+    pub skipped_checks: Vec<SkippedCheck>,
+    /// GPU backends: the fork's own timings with `--backend NAME` (no upstream column).
+    #[serde(default)]
+    pub backend_cells: Vec<BackendCell>,
     /// The previous run of the same spec on this generation, and its toolchain: a change
     /// here is a toolchain bump (and a reason to re-check the tuning).
     pub previous_run: Option<String>,
@@ -129,11 +149,19 @@ impl GenerationSection {
             geomean_speedup: report.geomean_speedup,
             geomean_cells: report.geomean_cells.clone(),
             errors: report.errors.clone(),
-            findings: Vec::new(),
+            backend: backend_of(key).to_string(),
+            findings: report.findings.clone(),
+            skipped_checks: report.skipped_checks.clone(),
+            backend_cells: report.backend_cells.clone(),
             previous_run: None,
             previous_toolchain: std::collections::BTreeMap::new(),
         }
     }
+}
+
+/// `cuda` of `cuda/sm_90`; `any` for a run without targets.
+pub fn backend_of(key: &str) -> &str {
+    key.split('/').next().unwrap_or(key)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

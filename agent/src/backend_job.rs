@@ -1,0 +1,343 @@
+//! A job for a GPU generation (`cuda/…`, `hip/…`, `sycl/…`): the fork alone, built for that
+//! backend in its own build directory (the fork's recipe with `[backends.NAME] build_args`
+//! appended to its first command), its artifacts inspected by the backend's retuning checks,
+//! then its workloads timed with `--backend NAME`. Upstream is not built: it has no SYCL or
+//! HIP backend, and GPU sections compare the fork with its own previous run.
+
+use std::path::PathBuf;
+
+use abfleet_core::backend_cell::{BackendCell, BackendCellStatus};
+use abfleet_core::events::{JobEventPayload, Side};
+use abfleet_core::finding::{CheckResults, SkippedCheck};
+use abfleet_core::spec::{FixtureSpec, GpuBackendSpec, WorkloadSpec};
+use tracing::info;
+
+use crate::build::BuiltSide;
+use crate::fixtures::PreparedFixture;
+use crate::fork_run::{median_and_spread, run_fork};
+use crate::job::{
+    cell_command_line, check_cancel, emit, fetch_and_build, progress, settle_uploads, JobContext,
+    Stop,
+};
+use crate::probe::HardwareInventory;
+use crate::{loadavg, retune};
+
+/// What the checks need to know of this generation's device.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeviceFacts {
+    /// `sm_90`, `gfx942`, `dg2`: the architecture part of the generation key.
+    pub arch: String,
+    pub sm_count: Option<u32>,
+    pub sub_group_sizes: Vec<u32>,
+    /// The host's inventory of this generation is recorded (`--probes`).
+    pub simulated: bool,
+}
+
+impl DeviceFacts {
+    fn of(ctx: &JobContext, backend: &str) -> DeviceFacts {
+        let arch = ctx
+            .generation
+            .split_once('/')
+            .map(|(_, rest)| rest.to_string())
+            .unwrap_or_default();
+        let simulated = ctx
+            .host
+            .generations
+            .iter()
+            .any(|g| g.key == ctx.generation && g.simulated);
+        let hardware: Option<HardwareInventory> = ctx
+            .host
+            .hardware
+            .clone()
+            .and_then(|value| serde_json::from_value(value).ok());
+        let mut facts = DeviceFacts {
+            arch,
+            simulated,
+            ..DeviceFacts::default()
+        };
+        let Some(hardware) = hardware else {
+            return facts;
+        };
+        match backend {
+            "cuda" => {
+                if let crate::probe::Probe::Found(gpus) = &hardware.nvidia {
+                    let wanted = facts.arch.trim_start_matches("sm_").to_string();
+                    facts.sm_count = gpus
+                        .iter()
+                        .find(|g| {
+                            g.compute_capability
+                                .as_deref()
+                                .is_some_and(|cc| cc.replace('.', "") == wanted)
+                        })
+                        .and_then(|g| g.sm_count);
+                }
+            }
+            "sycl" => {
+                if let crate::probe::Probe::Found(gpus) = &hardware.intel {
+                    // The device of this generation: the exact variant (Level Zero IP
+                    // version) beats the family of the key when the probe has it.
+                    let family = facts.arch.clone();
+                    let device = gpus
+                        .iter()
+                        .filter(|g| {
+                            serde_json::to_value(&g.architecture)
+                                .is_ok_and(|v| v.as_str() == Some(family.as_str()))
+                        })
+                        .max_by_key(|g| g.sub_group_sizes.len());
+                    if let Some(gpu) = device {
+                        facts.sub_group_sizes = gpu.sub_group_sizes.clone();
+                        if let Some(exact) = retune::sycl::device_arch_of(gpu) {
+                            facts.arch = exact;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        facts
+    }
+}
+
+pub(crate) async fn run_backend(
+    ctx: &mut JobContext,
+    backend: String,
+    prepared: &[PreparedFixture],
+) -> Result<(), Stop> {
+    let Some(config) = ctx.spec.backends.gpu(&backend).cloned() else {
+        emit(
+            ctx,
+            JobEventPayload::CheckSkipped(SkippedCheck::new(
+                &backend,
+                "build",
+                format!(
+                    "the spec has no [backends.{backend}]: add build_args (and artifacts) to build and check the fork for {}",
+                    ctx.generation
+                ),
+            )),
+        )?;
+        return Ok(());
+    };
+    let device = DeviceFacts::of(ctx, &backend);
+    let mut recipe = ctx.spec.fork.build.clone();
+    if let Some(first) = recipe.commands.first_mut() {
+        first.extend(config.build_args.iter().cloned());
+    }
+    check_cancel(ctx)?;
+    let built = fetch_and_build(ctx, Side::Fork, &recipe).await?;
+    if built.binary.is_none() {
+        let reason = format!(
+            "the fork's {backend} build failed: {}",
+            built.record.error.as_deref().unwrap_or("see the build log")
+        );
+        emit(
+            ctx,
+            JobEventPayload::CheckSkipped(SkippedCheck::new(&backend, "checks", reason.clone())),
+        )?;
+        for (fixture, workload) in cells(&ctx.spec) {
+            let mut cell = BackendCell::skipped(&backend, &fixture.name, &workload.name, reason.clone());
+            cell.status = BackendCellStatus::Failed;
+            emit(ctx, JobEventPayload::BackendCell(Box::new(cell)))?;
+        }
+        return Ok(());
+    }
+    progress(
+        ctx,
+        "retune",
+        format!("{backend} checks on {}", device.arch),
+        0,
+        None,
+    )?;
+    let results = run_checks(&backend, &config, &built, &device).await;
+    for finding in results.findings {
+        emit(ctx, JobEventPayload::Finding(Box::new(finding)))?;
+    }
+    for skipped in results.skipped {
+        emit(ctx, JobEventPayload::CheckSkipped(skipped))?;
+    }
+    if config.timed {
+        time_cells(ctx, &backend, &built, &device, prepared).await?;
+    }
+    Ok(())
+}
+
+fn cells(spec: &abfleet_core::spec::JobSpec) -> Vec<(FixtureSpec, WorkloadSpec)> {
+    spec.fixtures
+        .iter()
+        .flat_map(|f| spec.workloads.iter().map(move |w| (f.clone(), w.clone())))
+        .collect()
+}
+
+/// The backend's checks on its build artifacts; a missing artifact or tool is a skipped
+/// check with its reason.
+async fn run_checks(
+    backend: &str,
+    config: &GpuBackendSpec,
+    built: &BuiltSide,
+    device: &DeviceFacts,
+) -> CheckResults {
+    let mut results = CheckResults::default();
+    let mut artifacts: Vec<PathBuf> = Vec::new();
+    for artifact in &config.artifacts {
+        let path = built.tree.join(artifact);
+        if path.exists() {
+            artifacts.push(path);
+        } else {
+            results.skip(
+                backend,
+                "artifacts",
+                format!(
+                    "`{}` was not built: check [backends.{backend}] artifacts against what the build writes",
+                    artifact.display()
+                ),
+            );
+        }
+    }
+    let backend = backend.to_string();
+    let config = config.clone();
+    let device = device.clone();
+    let checked = tokio::task::spawn_blocking(move || {
+        check_artifacts(&backend, &config, &artifacts, &device)
+    })
+    .await
+    .unwrap_or_else(|err| {
+        let mut failed = CheckResults::default();
+        failed.skip("gpu", "checks", format!("the check task failed: {err}"));
+        failed
+    });
+    results.extend(checked);
+    results
+}
+
+fn check_artifacts(
+    backend: &str,
+    config: &GpuBackendSpec,
+    artifacts: &[PathBuf],
+    device: &DeviceFacts,
+) -> CheckResults {
+    let device_arch = (!device.arch.is_empty()).then_some(device.arch.as_str());
+    match backend {
+        "cuda" => retune::cuda::run_cuda_checks(
+            &retune::cuda::CudaCheckInput {
+                artifacts,
+                device_arch,
+                block_threads: config.block_threads,
+                launches: &config.launch,
+            },
+            device.sm_count,
+        ),
+        "hip" => retune::hip::run_hip_checks(&retune::hip::HipCheckInput {
+            artifacts,
+            device_gfx: device_arch,
+            configured_targets: config.gfx_targets.as_deref(),
+        }),
+        "sycl" => retune::sycl::run_sycl_checks(&retune::sycl::SyclCheckInput {
+            configured_aot: &config.aot_targets,
+            device_arch,
+            device_subgroups: &device.sub_group_sizes,
+            required_subgroups: &config.subgroup_sizes,
+        }),
+        other => {
+            let mut results = CheckResults::default();
+            results.skip(other, "checks", format!("abfleet has no checks for backend `{other}`"));
+            results
+        }
+    }
+}
+
+/// The fork's workloads with `--backend NAME`: a discarded warm-up, then the spec's runs.
+/// A recorded (simulated) device is not timed: there is no such device on this host.
+async fn time_cells(
+    ctx: &mut JobContext,
+    backend: &str,
+    built: &BuiltSide,
+    device: &DeviceFacts,
+    prepared: &[PreparedFixture],
+) -> Result<(), Stop> {
+    let spec = ctx.spec.clone();
+    let binary = built.binary.clone().expect("only a built fork is timed");
+    for (index, fixture) in spec.fixtures.iter().enumerate() {
+        for workload in &spec.workloads {
+            check_cancel(ctx)?;
+            if device.simulated {
+                let reason = format!(
+                    "not timed: this host's {backend} inventory is recorded (--probes), there is no real {} device here",
+                    device.arch
+                );
+                let cell = BackendCell::skipped(backend, &fixture.name, &workload.name, reason);
+                emit(ctx, JobEventPayload::BackendCell(Box::new(cell)))?;
+                continue;
+            }
+            settle_uploads(ctx).await?;
+            let label = format!("{}/{}", fixture.name, workload.name);
+            progress(ctx, "timing", format!("timing {label} on {backend}"), 0, Some(label))?;
+            let cell = time_cell(ctx, backend, &binary, built, fixture, &prepared[index], workload)
+                .await?;
+            info!(backend, cell = %cell.label(), status = ?cell.status, "backend cell finished");
+            emit(ctx, JobEventPayload::BackendCell(Box::new(cell)))?;
+        }
+    }
+    Ok(())
+}
+
+async fn time_cell(
+    ctx: &mut JobContext,
+    backend: &str,
+    binary: &std::path::Path,
+    built: &BuiltSide,
+    fixture: &FixtureSpec,
+    paths: &PreparedFixture,
+    workload: &WorkloadSpec,
+) -> Result<BackendCell, Stop> {
+    let out_dir = ctx
+        .work_dir
+        .join("jobs")
+        .join(&ctx.job_id)
+        .join(ctx.attempt.to_string())
+        .join(format!("{backend}-{}-{}", fixture.name, workload.name));
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
+    let output = out_dir.join(format!("out.{}", ctx.spec.command.output_format.extension()));
+    let log = out_dir.join("run.log");
+    let mut argv = cell_command_line(&ctx.spec, binary, fixture, paths, workload, &output);
+    argv.push("--backend".into());
+    argv.push(backend.into());
+    let mut cell = BackendCell::skipped(backend, &fixture.name, &workload.name, String::new());
+    cell.reason = None;
+    cell.load_avg_1min.push(loadavg::one_minute());
+    for round in 0..=ctx.spec.measure.runs {
+        let run = run_fork(ctx, &argv, &built.tree, &output, &log).await?;
+        let reported = run.key("backend");
+        let failure = if !run.usable() {
+            Some(run.failure())
+        } else if reported.as_deref().is_some_and(|r| r != backend) {
+            Some(format!(
+                "asked for --backend {backend}, the output says `{}` ran: the backend did not engage",
+                reported.as_deref().unwrap_or("?")
+            ))
+        } else if run.metric_keys() == Some(0) {
+            Some("the output has no metrics in frames[0]: the backend did not engage".to_string())
+        } else {
+            None
+        };
+        cell.backend_reported = reported.or(cell.backend_reported.take());
+        cell.metric_keys = run.metric_keys().or(cell.metric_keys);
+        if let Some(reason) = failure {
+            cell.status = BackendCellStatus::Failed;
+            cell.reason = Some(reason);
+            cell.times.clear();
+            break;
+        }
+        if round > 0 {
+            cell.times.push(run.wall_s);
+        }
+    }
+    cell.load_avg_1min.push(loadavg::one_minute());
+    if cell.status != BackendCellStatus::Failed {
+        cell.status = BackendCellStatus::Measured;
+        if let Some((median, spread)) = median_and_spread(&cell.times) {
+            cell.median_seconds = Some(median);
+            cell.spread_pct = Some(spread);
+        }
+    }
+    Ok(cell)
+}

@@ -1,0 +1,204 @@
+//! The CPU ISA dispatch sweep, run for real on every CPU generation: the fork's binary on one
+//! fixture and workload, with the ISA restricted level by level through `--cpumask`, one
+//! discarded warm-up per level, then rounds that visit every level in a rotating order so
+//! drift hits all levels alike. The verdicts come from `core::retune::dispatch`.
+
+use abfleet_core::events::JobEventPayload;
+use abfleet_core::retune::dispatch::{self, CpuFlags, LevelTiming};
+use abfleet_core::spec::{default_levels, CpuDispatchSpec};
+use tracing::info;
+
+use crate::build::BuiltSide;
+use crate::fixtures::PreparedFixture;
+use crate::fork_run::run_fork;
+use crate::job::{cell_command_line, emit, progress, settle_uploads, JobContext, Stop};
+use crate::probe::cpu::parse_cpuinfo;
+use crate::probe::outcome::Probe;
+
+/// Times the sweep and emits its findings (and skipped checks).
+pub(crate) async fn dispatch_sweep(
+    ctx: &mut JobContext,
+    sweep: &CpuDispatchSpec,
+    prepared: &[PreparedFixture],
+    fork: &BuiltSide,
+) -> Result<(), Stop> {
+    let Some(binary) = fork.binary.clone() else {
+        emit(
+            ctx,
+            JobEventPayload::CheckSkipped(abfleet_core::finding::SkippedCheck::new(
+                "cpu",
+                "dispatch",
+                "the fork's build failed; nothing to sweep",
+            )),
+        )?;
+        return Ok(());
+    };
+    let spec = ctx.spec.clone();
+    let index = spec
+        .fixtures
+        .iter()
+        .position(|f| f.name == sweep.fixture)
+        .expect("the spec validated the sweep's fixture");
+    let (fixture, paths) = (&spec.fixtures[index], &prepared[index]);
+    let workload = spec
+        .workloads
+        .iter()
+        .find(|w| w.name == sweep.workload)
+        .expect("the spec validated the sweep's workload");
+    let levels = if sweep.levels.is_empty() {
+        default_levels(std::env::consts::ARCH)
+    } else {
+        sweep.levels.clone()
+    };
+    let out_dir = ctx
+        .work_dir
+        .join("jobs")
+        .join(&ctx.job_id)
+        .join(ctx.attempt.to_string())
+        .join("dispatch");
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
+    settle_uploads(ctx).await?;
+    progress(
+        ctx,
+        "retune",
+        format!(
+            "cpu dispatch sweep: {} on {} at {} levels",
+            workload.name,
+            fixture.name,
+            levels.len()
+        ),
+        spec.cell_count() as u32,
+        Some(format!("dispatch/{}/{}", fixture.name, workload.name)),
+    )?;
+    let mut timings: Vec<LevelTiming> = levels
+        .iter()
+        .map(|l| LevelTiming {
+            name: l.name.clone(),
+            cpumask: l.cpumask.clone(),
+            ran: None,
+            times: Vec::new(),
+            scores: None,
+            error: None,
+        })
+        .collect();
+    let mut compiled: Option<Vec<String>> = None;
+    let output = out_dir.join(format!("out.{}", spec.command.output_format.extension()));
+    let log = out_dir.join("run.log");
+    let base_argv = cell_command_line(&spec, &binary, fixture, paths, workload, &output);
+    // Round 0 is the warm-up of every level; rounds 1..=runs are timed.
+    for round in 0..=sweep.runs {
+        for offset in 0..levels.len() {
+            let i = (offset + round as usize) % levels.len();
+            if timings[i].error.is_some() {
+                continue;
+            }
+            let mut argv = base_argv.clone();
+            argv.push(sweep.cpumask_option.clone());
+            argv.push(levels[i].cpumask.clone());
+            let run = run_fork(ctx, &argv, &fork.tree, &output, &log).await?;
+            let timing = &mut timings[i];
+            if !run.usable() {
+                timing.error = Some(run.failure());
+                timing.times.clear();
+                continue;
+            }
+            timing.ran = run.key("simd").or(timing.ran.take());
+            if compiled.is_none() {
+                compiled = simd_compiled(run.json.as_ref());
+            }
+            if round > 0 {
+                timing.times.push(run.wall_s);
+                if timing.scores.is_none() {
+                    timing.scores = run.scores.ok();
+                }
+            }
+        }
+    }
+    if compiled.is_none() && !sweep.simd_info.is_empty() {
+        compiled = simd_info(&sweep.simd_info, &binary, &fork.tree);
+    }
+    let flags = live_flags();
+    let supported = dispatch::supported_levels(&flags);
+    let command = format!(
+        "{} {} <cpumask> ({} on {}, {} timed runs per level)",
+        binary.display(),
+        sweep.cpumask_option,
+        workload.name,
+        fixture.name,
+        sweep.runs
+    );
+    let results = dispatch::judge(
+        &timings,
+        compiled.as_deref(),
+        &supported,
+        spec.measure.max_score_delta,
+        &command,
+    );
+    info!(
+        findings = results.findings.len(),
+        skipped = results.skipped.len(),
+        "dispatch sweep finished"
+    );
+    for finding in results.findings {
+        emit(ctx, JobEventPayload::Finding(Box::new(finding)))?;
+    }
+    for skipped in results.skipped {
+        emit(ctx, JobEventPayload::CheckSkipped(skipped))?;
+    }
+    Ok(())
+}
+
+fn simd_compiled(json: Option<&serde_json::Value>) -> Option<Vec<String>> {
+    let list = json?.get("simd_compiled").or_else(|| json?.get("compiled"))?;
+    Some(
+        list.as_array()?
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
+    )
+}
+
+/// Runs the spec's `simd_info` command (`{binary}` filled in) and reads `{"compiled": [...]}`.
+fn simd_info(
+    template: &[String],
+    binary: &std::path::Path,
+    tree: &std::path::Path,
+) -> Option<Vec<String>> {
+    let argv: Vec<String> = template
+        .iter()
+        .map(|a| a.replace("{binary}", &binary.display().to_string()))
+        .collect();
+    let output = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(tree)
+        .output()
+        .ok()?;
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
+    simd_compiled(Some(&json))
+}
+
+/// The flags of the CPU the sweep really runs on: `/proc/cpuinfo` of this host, even when
+/// the agent stands in for another host with `--probes`.
+fn live_flags() -> CpuFlags {
+    let Ok(text) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return CpuFlags::default();
+    };
+    match parse_cpuinfo(&text) {
+        Probe::Found(cpu) => {
+            let isa = &cpu.isa;
+            CpuFlags {
+                avx2: isa.avx2,
+                fma: isa.fma,
+                avx512: isa.avx512f
+                    && isa.avx512dq
+                    && isa.avx512bw
+                    && isa.avx512cd
+                    && isa.avx512vl,
+                neon: isa.neon,
+                sve2: isa.sve2,
+            }
+        }
+        Probe::Absent { .. } => CpuFlags::default(),
+    }
+}

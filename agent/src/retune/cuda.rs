@@ -1,0 +1,655 @@
+//! The CUDA retuning checks on this host: run the real `cuobjdump` (and `nvcc --list-gpu-arch`)
+//! on the fork's CUDA artifacts, read any `-Xptxas -v` log the build left, and turn what they
+//! print into `arch_coverage`, `registers` and `occupancy` findings for the device's
+//! architecture (`core::retune::cuda_tools` and `cuda_occupancy` do the reading). Blocking:
+//! call it from `spawn_blocking`. A missing tool, device or artifact is a skipped check, never
+//! an error. No shell: every command is an argv list.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use abfleet_core::finding::{CheckResults, Severity};
+use abfleet_core::retune::cuda_occupancy::{kernel_findings, limits, LaunchGeometry};
+use abfleet_core::retune::cuda_tools::{
+    arch_coverage, fill_unknown_arch, kernel_matches, merge_ptxas, parse_list_elf,
+    parse_list_gpu_arch, parse_list_ptx, parse_ptxas_log, parse_resource_usage, runs_on, CudaRuns,
+};
+use abfleet_core::retune::KernelResources;
+pub use abfleet_core::spec::KernelLaunch;
+
+const BACKEND: &str = "cuda";
+const CHECKS: [&str; 3] = ["arch_coverage", "registers", "occupancy"];
+
+/// What the CUDA checks look at on one host.
+#[derive(Debug, Clone, Copy)]
+pub struct CudaCheckInput<'a> {
+    /// The fork's CUDA build outputs: objects, libraries or executables with device code, and
+    /// `ptxas.log` / `*.ptxas.log` files holding the build's `-Xptxas -v` output.
+    pub artifacts: &'a [PathBuf],
+    /// The device's architecture as the probe says it (`8.9`, `sm_89`); `None` without an
+    /// NVIDIA GPU.
+    pub device_arch: Option<&'a str>,
+    /// The block size to assume for kernels `launches` does not name.
+    pub block_threads: u32,
+    /// How the fork launches its kernels, where the spec says (`[backends.cuda] launch`);
+    /// `kernel` is the symbol or its plain name (`ssim_rows` for `_Z9ssim_rowsPKfPfii`).
+    pub launches: &'a [KernelLaunch],
+}
+
+/// Runs the checks with `cuobjdump` and `nvcc` from `PATH`. `sm_count`: the device's SM count
+/// (from the probe), needed to tell a grid-bound launch from an occupancy-bound one.
+pub fn run_cuda_checks(input: &CudaCheckInput, sm_count: Option<u32>) -> CheckResults {
+    run_cuda_checks_with_tools(input, sm_count, None)
+}
+
+/// [`run_cuda_checks`] with the tools looked up in `tools_dir` only, when given (no fallback to
+/// `PATH`, so a test can hide a tool).
+pub fn run_cuda_checks_with_tools(
+    input: &CudaCheckInput,
+    sm_count: Option<u32>,
+    tools_dir: Option<&Path>,
+) -> CheckResults {
+    let mut results = CheckResults::default();
+    let Some(device) = input.device_arch.map(str::trim).filter(|d| !d.is_empty()) else {
+        skip_all(&mut results, "no NVIDIA GPU on this host");
+        return results;
+    };
+    if input.artifacts.is_empty() {
+        skip_all(&mut results, "the spec names no CUDA artifact to inspect");
+        return results;
+    }
+    let (logs, binaries): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        input.artifacts.iter().partition(|p| is_ptxas_log(p));
+
+    let mut ptxas_kernels = Vec::new();
+    for log in &logs {
+        match std::fs::read_to_string(log) {
+            Ok(text) => ptxas_kernels.extend(parse_ptxas_log(&text)),
+            Err(err) => results.skip(
+                BACKEND,
+                "registers",
+                format!("cannot read the ptxas log `{}`: {err}", log.display()),
+            ),
+        }
+    }
+    let log_names: Vec<String> = logs.iter().map(|l| l.display().to_string()).collect();
+
+    // Each kernel to judge, the command its figures came from, and whether a ptxas log said
+    // its spills (cuobjdump alone counts spills and local arrays together as stack).
+    let mut examined: Vec<(KernelResources, String, bool)> = Vec::new();
+    if binaries.is_empty() {
+        results.skip(
+            BACKEND,
+            "arch_coverage",
+            "only ptxas logs among the artifacts; a log does not say what the binary holds",
+        );
+        let mut sass: Vec<String> = ptxas_kernels.iter().map(|k| k.arch.clone()).collect();
+        sass.sort();
+        sass.dedup();
+        let command = format!("ptxas log {}", log_names.join(" "));
+        match runs_on(&sass, &[], device) {
+            CudaRuns::NativeSass(arch) | CudaRuns::CompatibleSass(arch) => examined.extend(
+                ptxas_kernels
+                    .iter()
+                    .filter(|k| k.arch == arch)
+                    .map(|k| (k.clone(), command.clone(), true)),
+            ),
+            _ => skip_kernels(
+                &mut results,
+                format!(
+                    "the ptxas logs hold no SASS that runs on {device} ({})",
+                    sass.join(", ")
+                ),
+            ),
+        }
+    } else {
+        let Some(cuobjdump) = find_tool("cuobjdump", tools_dir) else {
+            skip_all(
+                &mut results,
+                "cuobjdump not found; install the CUDA toolkit (Debian: nvidia-cuda-toolkit) or put it on PATH",
+            );
+            return results;
+        };
+        let toolchain = match find_tool("nvcc", tools_dir) {
+            Some(nvcc) => match run_tool(&nvcc, &["--list-gpu-arch"]) {
+                ToolOutput::Printed(text) => parse_list_gpu_arch(&text),
+                _ => Vec::new(),
+            },
+            None => Vec::new(),
+        };
+        if toolchain.is_empty() {
+            results.skip(
+                BACKEND,
+                "arch_coverage",
+                "toolchain: `nvcc --list-gpu-arch` gave nothing here, so the build is not compared with what nvcc can target",
+            );
+        }
+        let several = binaries.len() > 1;
+        for binary in &binaries {
+            examine_binary(
+                &mut results,
+                &mut examined,
+                BinaryContext {
+                    cuobjdump: &cuobjdump,
+                    binary,
+                    device,
+                    toolchain: &toolchain,
+                    ptxas_kernels: &ptxas_kernels,
+                    log_names: &log_names,
+                    several,
+                },
+            );
+        }
+    }
+
+    let Some(device_limits) = limits(device) else {
+        if !examined.is_empty() {
+            skip_kernels(
+                &mut results,
+                format!("no occupancy table for {device}; add it to core::retune::cuda_occupancy"),
+            );
+        }
+        return results;
+    };
+    for launch in input.launches {
+        if !examined
+            .iter()
+            .any(|(k, _, _)| kernel_matches(&k.name, &launch.kernel))
+            && !examined.is_empty()
+        {
+            results.skip(
+                BACKEND,
+                "occupancy",
+                format!(
+                    "the spec's launch of `{}` matches no kernel in the artifacts; check its name",
+                    launch.kernel
+                ),
+            );
+        }
+    }
+    for (kernel, command, spills_known) in &examined {
+        let launch = input
+            .launches
+            .iter()
+            .find(|l| kernel_matches(&kernel.name, &l.kernel));
+        let block_threads = launch.map_or(input.block_threads, |l| l.block_threads);
+        let geometry = launch.zip(sm_count).map(|(l, sm_count)| LaunchGeometry {
+            grid_blocks: l.grid_blocks,
+            block_threads: l.block_threads,
+            sm_count,
+        });
+        let mut findings = kernel_findings(
+            kernel,
+            &device_limits,
+            block_threads,
+            geometry.as_ref(),
+            command,
+        );
+        if !spills_known {
+            for finding in findings.iter_mut().filter(|f| f.check == "registers") {
+                finding.evidence.insert("spills_known".into(), false.into());
+                if finding.severity == Severity::Ok && kernel.stack_bytes > 0 {
+                    finding.verdict = format!(
+                        "{} registers, {} B stack frame per thread: local arrays or spills, which cuobjdump cannot tell apart; add the build's -Xptxas -v log (*.ptxas.log) to the artifacts",
+                        kernel.registers, kernel.stack_bytes
+                    );
+                }
+            }
+        }
+        results.findings.extend(findings);
+    }
+    results
+}
+
+struct BinaryContext<'c> {
+    cuobjdump: &'c Path,
+    binary: &'c Path,
+    device: &'c str,
+    toolchain: &'c [String],
+    ptxas_kernels: &'c [KernelResources],
+    log_names: &'c [String],
+    several: bool,
+}
+
+fn examine_binary(
+    results: &mut CheckResults,
+    examined: &mut Vec<(KernelResources, String, bool)>,
+    c: BinaryContext,
+) {
+    let path = c.binary.display().to_string();
+    let file_name = c
+        .binary
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.clone());
+    let list_command = format!("{} --list-elf --list-ptx {path}", c.cuobjdump.display());
+    let (sass, ptx) = match run_tool(c.cuobjdump, &["--list-elf", "--list-ptx", &path]) {
+        ToolOutput::Printed(text) => (parse_list_elf(&text), parse_list_ptx(&text)),
+        ToolOutput::NoDeviceCode => (Vec::new(), Vec::new()),
+        ToolOutput::Failed(why) => {
+            for check in CHECKS {
+                results.skip(BACKEND, check, format!("`{list_command}` failed: {why}"));
+            }
+            return;
+        }
+    };
+    let mut coverage = arch_coverage(&sass, &ptx, c.toolchain, c.device, &list_command);
+    if c.several {
+        for finding in &mut coverage {
+            finding.subject = format!("{}@{file_name}", finding.subject);
+        }
+    }
+    results.findings.extend(coverage);
+
+    let chosen = match runs_on(&sass, &ptx, c.device) {
+        CudaRuns::NativeSass(arch) | CudaRuns::CompatibleSass(arch) => arch,
+        CudaRuns::PtxJit(p) => {
+            skip_kernels(
+                results,
+                format!(
+                    "{file_name}: {} JIT-compiles the {p} PTX, so no cubin says its registers",
+                    c.device
+                ),
+            );
+            return;
+        }
+        CudaRuns::Nothing => {
+            skip_kernels(
+                results,
+                format!("{file_name}: no code in it runs on {}", c.device),
+            );
+            return;
+        }
+    };
+    let usage_command = format!("{} --dump-resource-usage {path}", c.cuobjdump.display());
+    let mut kernels = match run_tool(c.cuobjdump, &["--dump-resource-usage", &path]) {
+        ToolOutput::Printed(text) => parse_resource_usage(&text),
+        ToolOutput::NoDeviceCode => Vec::new(),
+        ToolOutput::Failed(why) => {
+            skip_kernels(results, format!("`{usage_command}` failed: {why}"));
+            return;
+        }
+    };
+    fill_unknown_arch(&mut kernels, &sass);
+    let merged = merge_ptxas(&kernels, c.ptxas_kernels);
+    let in_log = |k: &KernelResources| {
+        c.ptxas_kernels
+            .iter()
+            .any(|p| p.name == k.name && p.arch == k.arch)
+    };
+    let from_log = kernels.iter().any(|k| k.arch == chosen && in_log(k));
+    let command = if from_log {
+        format!("{usage_command}; spills from {}", c.log_names.join(" "))
+    } else {
+        usage_command
+    };
+    let before = examined.len();
+    examined.extend(merged.into_iter().filter(|k| k.arch == chosen).map(|k| {
+        let known = in_log(&k);
+        (k, command.clone(), known)
+    }));
+    if examined.len() == before {
+        skip_kernels(
+            results,
+            format!("{file_name}: cuobjdump lists no kernel for {chosen}"),
+        );
+    }
+}
+
+enum ToolOutput {
+    Printed(String),
+    /// cuobjdump on a file without device code (exit 255, "does not contain device code").
+    NoDeviceCode,
+    Failed(String),
+}
+
+fn run_tool(tool: &Path, args: &[&str]) -> ToolOutput {
+    match Command::new(tool).args(args).output() {
+        Err(err) => ToolOutput::Failed(format!("cannot run {}: {err}", tool.display())),
+        Ok(out) => {
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            if out.status.success() {
+                ToolOutput::Printed(stdout)
+            } else if stderr.contains("does not contain device code")
+                || stdout.contains("does not contain device code")
+            {
+                ToolOutput::NoDeviceCode
+            } else {
+                let message = stderr
+                    .lines()
+                    .chain(stdout.lines())
+                    .map(str::trim)
+                    .find(|l| !l.is_empty())
+                    .unwrap_or("no output")
+                    .to_string();
+                ToolOutput::Failed(format!("{} ({message})", out.status))
+            }
+        }
+    }
+}
+
+/// `name` in `tools_dir` when given (no fallback, so a test can hide a tool), else on `PATH`.
+fn find_tool(name: &str, tools_dir: Option<&Path>) -> Option<PathBuf> {
+    let dirs: Vec<PathBuf> = match tools_dir {
+        Some(dir) => vec![dir.to_path_buf()],
+        None => std::env::var_os("PATH")
+            .map(|path| std::env::split_paths(&path).collect())
+            .unwrap_or_default(),
+    };
+    dirs.into_iter()
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+fn is_ptxas_log(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == "ptxas.log" || n.ends_with(".ptxas.log"))
+}
+
+fn skip_all(results: &mut CheckResults, reason: &str) {
+    for check in CHECKS {
+        results.skip(BACKEND, check, reason);
+    }
+}
+
+fn skip_kernels(results: &mut CheckResults, reason: String) {
+    results.skip(BACKEND, "registers", reason.clone());
+    results.skip(BACKEND, "occupancy", reason);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abfleet_core::finding::Finding;
+
+    /// The kernels compiled for real by these tests: one light, one that needs 254 registers,
+    /// one squeezed into 64 by `__launch_bounds__(128, 8)` so that it spills.
+    const SOURCE: &str = r#"
+__global__ void light(const float *in, float *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] * 2.0f;
+}
+#define ACC96(NAME, BOUNDS)                                                        \
+__global__ void BOUNDS NAME(const double *a, const double *b, double *out, int n) { \
+    double acc[96];                                                                 \
+    _Pragma("unroll") for (int k = 0; k < 96; ++k) acc[k] = 0.0;                    \
+    for (int i = threadIdx.x; i + 96 <= n; i += 96 * blockDim.x) {                  \
+        _Pragma("unroll") for (int k = 0; k < 96; ++k) acc[k] += a[i + k] * b[i + k] * (k + 1); \
+    }                                                                               \
+    double s = 0.0;                                                                 \
+    _Pragma("unroll") for (int k = 0; k < 96; ++k) s += acc[k] * acc[(k + 13) % 96]; \
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;                                 \
+}
+ACC96(wide, )
+ACC96(squeezed, __launch_bounds__(128, 8))
+"#;
+
+    /// A real build: `nvcc -c` for sm_80 and sm_86 SASS plus compute_86 PTX, with its
+    /// `-Xptxas -v` log. `None` (with the reason printed) only when ABFLEET_SKIP_CUDA=1;
+    /// without nvcc and without that variable the test fails.
+    fn build(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+        let Some(nvcc) = find_tool("nvcc", None) else {
+            if std::env::var("ABFLEET_SKIP_CUDA").as_deref() == Ok("1") {
+                eprintln!("skipped: nvcc is not on PATH and ABFLEET_SKIP_CUDA=1");
+                return None;
+            }
+            panic!(
+                "nvcc is not on PATH: install the CUDA toolkit (Debian: nvidia-cuda-toolkit), or set ABFLEET_SKIP_CUDA=1 to skip this test"
+            );
+        };
+        let source = dir.join("k.cu");
+        std::fs::write(&source, SOURCE).unwrap();
+        let object = dir.join("k.o");
+        let out = Command::new(nvcc)
+            .arg("-O3")
+            .arg("-c")
+            .arg(&source)
+            .arg("-o")
+            .arg(&object)
+            .args(["-gencode", "arch=compute_80,code=sm_80"])
+            .args(["-gencode", "arch=compute_86,code=sm_86"])
+            .args(["-gencode", "arch=compute_86,code=compute_86"])
+            .args(["-Xptxas", "-v"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "nvcc failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let log = dir.join("k.ptxas.log");
+        std::fs::write(&log, &out.stderr).unwrap();
+        Some((object, log))
+    }
+
+    fn input<'a>(
+        artifacts: &'a [PathBuf],
+        device: Option<&'a str>,
+        launches: &'a [KernelLaunch],
+    ) -> CudaCheckInput<'a> {
+        CudaCheckInput {
+            artifacts,
+            device_arch: device,
+            block_threads: 128,
+            launches,
+        }
+    }
+
+    fn finding<'r>(results: &'r CheckResults, check: &str, subject: &str) -> &'r Finding {
+        results
+            .findings
+            .iter()
+            .find(|f| f.check == check && f.subject.starts_with(subject))
+            .unwrap_or_else(|| panic!("no {check} {subject} in {:#?}", results.findings))
+    }
+
+    #[test]
+    fn a_real_build_on_an_sm_86_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((object, log)) = build(dir.path()) else {
+            return;
+        };
+        let artifacts = vec![object, log];
+        let launches = vec![KernelLaunch {
+            kernel: "wide".into(),
+            grid_blocks: 40,
+            block_threads: 128,
+        }];
+        let results = run_cuda_checks(&input(&artifacts, Some("8.6"), &launches), Some(84));
+
+        let device = finding(&results, "arch_coverage", "device");
+        assert_eq!(device.severity, Severity::Ok, "{}", device.verdict);
+        assert_eq!(
+            device.evidence["sass"],
+            serde_json::json!(["sm_80", "sm_86"])
+        );
+        assert_eq!(device.evidence["ptx"], serde_json::json!(["compute_86"]));
+        assert!(
+            device.command.contains("--list-elf --list-ptx"),
+            "{}",
+            device.command
+        );
+        let toolchain = finding(&results, "arch_coverage", "toolchain");
+        assert_eq!(
+            toolchain.severity,
+            Severity::Warn,
+            "nvcc targets newer than sm_86"
+        );
+        assert_eq!(toolchain.evidence["floor"], 80);
+        assert_eq!(toolchain.evidence["newest"], 86);
+
+        // Kernels of the sm_86 cubin only: 3 kernels × (registers, occupancy).
+        assert_eq!(results.findings.len(), 2 + 6, "{:#?}", results.findings);
+        assert!(results.findings[2..]
+            .iter()
+            .all(|f| f.subject.ends_with("@sm_86")));
+        let squeezed = finding(&results, "registers", "_Z8squeezedPKdS0_Pdi@sm_86");
+        assert_eq!(squeezed.severity, Severity::Warn);
+        assert_eq!(squeezed.evidence["registers"], 64);
+        assert!(
+            squeezed.evidence["spill_bytes"].as_u64().unwrap() > 0,
+            "the log's spills"
+        );
+        assert!(
+            squeezed.command.contains("k.ptxas.log"),
+            "{}",
+            squeezed.command
+        );
+        let light = finding(&results, "registers", "_Z5lightPKfPfi@sm_86");
+        assert_eq!(light.severity, Severity::Ok);
+
+        // `wide` is launched with 40 blocks on 84 SMs: grid-bound, no warning.
+        let wide = finding(&results, "occupancy", "_Z4widePKdS0_Pdi@sm_86");
+        assert_eq!(wide.evidence["bound"], "grid");
+        assert_eq!(wide.severity, Severity::Ok, "{}", wide.verdict);
+        assert!(wide.evidence["registers"].as_u64().unwrap() > 200);
+        assert!(results.skipped.is_empty(), "{:?}", results.skipped);
+    }
+
+    #[test]
+    fn a_real_build_on_devices_it_does_not_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((object, _log)) = build(dir.path()) else {
+            return;
+        };
+        let artifacts = vec![object];
+
+        // sm_89 runs the sm_86 cubin: warn, and the kernels are those of sm_86.
+        let results = run_cuda_checks(&input(&artifacts, Some("sm_89"), &[]), None);
+        let device = finding(&results, "arch_coverage", "device");
+        assert_eq!(device.severity, Severity::Warn);
+        assert!(
+            device
+                .verdict
+                .contains("runs sm_86 SASS, not tuned for sm_89"),
+            "{}",
+            device.verdict
+        );
+        let wide = finding(&results, "occupancy", "_Z4widePKdS0_Pdi@sm_86");
+        assert_eq!(wide.evidence["bound"], "unknown");
+        // Without the ptxas log, the squeezed kernel's stack cannot be called spills or not.
+        let squeezed = finding(&results, "registers", "_Z8squeezedPKdS0_Pdi@sm_86");
+        assert_eq!(squeezed.evidence["spills_known"], false);
+        assert!(
+            squeezed.verdict.contains("cuobjdump cannot tell apart"),
+            "{}",
+            squeezed.verdict
+        );
+        assert_eq!(wide.evidence["max_warps"], 48);
+        assert_eq!(wide.severity, Severity::Warn, "{}", wide.verdict);
+
+        // sm_90 JIT-compiles the compute_86 PTX: no cubin to read registers from.
+        let results = run_cuda_checks(&input(&artifacts, Some("9.0"), &[]), Some(132));
+        let device = finding(&results, "arch_coverage", "device");
+        assert!(
+            device.verdict.contains("PTX JIT at first launch"),
+            "{}",
+            device.verdict
+        );
+        assert!(results.findings.iter().all(|f| f.check == "arch_coverage"));
+        assert!(results.skipped.iter().any(|s| s.check == "registers"));
+
+        // sm_75 can run nothing in it.
+        let results = run_cuda_checks(&input(&artifacts, Some("7.5"), &[]), None);
+        assert_eq!(
+            finding(&results, "arch_coverage", "device").severity,
+            Severity::Fail
+        );
+    }
+
+    #[test]
+    fn a_host_object_has_no_device_code() {
+        let dir = tempfile::tempdir().unwrap();
+        if build(dir.path()).is_none() {
+            return;
+        }
+        // A host-only object: cuobjdump exits 255 with "does not contain device code".
+        let host = dir.path().join("host.o");
+        std::fs::write(dir.path().join("host.cpp"), "int f() { return 1; }\n").unwrap();
+        let out = Command::new(find_tool("nvcc", None).unwrap())
+            .args(["-x", "c++", "-c", "-o"])
+            .arg(&host)
+            .arg(dir.path().join("host.cpp"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let artifacts = vec![host];
+        let results = run_cuda_checks(&input(&artifacts, Some("8.9"), &[]), None);
+        let device = finding(&results, "arch_coverage", "device");
+        assert_eq!(device.severity, Severity::Fail);
+        assert!(
+            device.verdict.contains("no device code"),
+            "{}",
+            device.verdict
+        );
+    }
+
+    #[test]
+    fn missing_tools_or_device_are_skips() {
+        let artifacts = vec![PathBuf::from("/nonexistent/k.o")];
+        let no_tools = tempfile::tempdir().unwrap();
+        let results = run_cuda_checks_with_tools(
+            &input(&artifacts, Some("8.9"), &[]),
+            None,
+            Some(no_tools.path()),
+        );
+        assert!(results.findings.is_empty());
+        assert_eq!(results.skipped.len(), 3);
+        assert!(results
+            .skipped
+            .iter()
+            .all(|s| s.reason.contains("cuobjdump not found")));
+
+        let results = run_cuda_checks(&input(&artifacts, None, &[]), None);
+        assert!(results.findings.is_empty());
+        assert_eq!(
+            results
+                .skipped
+                .iter()
+                .map(|s| s.check.as_str())
+                .collect::<Vec<_>>(),
+            CHECKS
+        );
+        assert!(results.skipped[0].reason.contains("no NVIDIA GPU"));
+    }
+
+    #[test]
+    fn recorded_ptxas_log_alone_gives_kernel_findings() {
+        let log = PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fixtures/probes/toolchain-cuda-11.8-many-kernels/nvcc-Xptxas-v-build.log"
+        ));
+        // The file is not named *.ptxas.log; copy it under a name the agent reads as a log.
+        let dir = tempfile::tempdir().unwrap();
+        let named = dir.path().join("many_kernels.ptxas.log");
+        std::fs::copy(&log, &named).unwrap();
+        let artifacts = vec![named];
+        let results = run_cuda_checks(&input(&artifacts, Some("8.9"), &[]), None);
+        assert_eq!(results.findings.len(), 14, "7 kernels × 2");
+        let spill = finding(
+            &results,
+            "registers",
+            "_Z17dot_acc96_boundedPKdS0_Pdi@sm_89",
+        );
+        assert_eq!(spill.evidence["spill_bytes"], 1544);
+        assert!(results.skipped.iter().any(|s| s.check == "arch_coverage"));
+    }
+
+    #[test]
+    fn launches_deserialize_strictly() {
+        let launch: KernelLaunch =
+            serde_json::from_str(r#"{"kernel":"ssim_rows","grid_blocks":60,"block_threads":256}"#)
+                .unwrap();
+        assert_eq!(launch.grid_blocks, 60);
+        assert!(serde_json::from_str::<KernelLaunch>(
+            r#"{"kernel":"k","grid_blocks":1,"block_threads":1,"blocks":2}"#
+        )
+        .is_err());
+    }
+}

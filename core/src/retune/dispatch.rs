@@ -1,0 +1,390 @@
+//! The CPU ISA dispatch sweep's verdicts: the same workload timed with the ISA restricted
+//! level by level (`--cpumask`), read against the levels the CPU supports and the build
+//! compiled in. The agent times; this module judges.
+
+use crate::finding::{CheckResults, Finding, Severity};
+use crate::scores::Scores;
+use crate::stats;
+
+/// One level of the sweep as measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelTiming {
+    /// The spec's name for it (`scalar`, `avx2`, `all`).
+    pub name: String,
+    pub cpumask: String,
+    /// The code path the binary says it ran (`"simd"` in the fork's JSON), when it says.
+    pub ran: Option<String>,
+    /// Timed runs, seconds (warm-up excluded); empty when the level failed.
+    pub times: Vec<f64>,
+    /// The scores of one timed run, to check the level did not change them.
+    pub scores: Option<Scores>,
+    /// Why the level could not be timed.
+    pub error: Option<String>,
+}
+
+impl LevelTiming {
+    fn median(&self) -> Option<f64> {
+        stats::median(&self.times)
+    }
+
+    fn spread(&self) -> f64 {
+        stats::spread_pct(&self.times).unwrap_or(0.0)
+    }
+
+    /// What people call the level: the path it ran, else the spec's name.
+    fn label(&self) -> &str {
+        self.ran.as_deref().unwrap_or(&self.name)
+    }
+}
+
+/// The vector levels the fork's dispatch has, from a CPU's flags: x86 `avx2` (with FMA,
+/// as the fork builds it) and `avx512` (F, DQ, BW, CD, VL); ARM `neon`, `sve2`.
+pub fn supported_levels(flags: &CpuFlags) -> Vec<String> {
+    let mut levels = Vec::new();
+    if flags.avx2 && flags.fma {
+        levels.push("avx2".to_string());
+    }
+    if flags.avx512 {
+        levels.push("avx512".to_string());
+    }
+    if flags.neon {
+        levels.push("neon".to_string());
+    }
+    if flags.sve2 {
+        levels.push("sve2".to_string());
+    }
+    levels
+}
+
+/// The CPU flags the dispatch cares about.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuFlags {
+    pub avx2: bool,
+    pub fma: bool,
+    /// AVX-512 F, DQ, BW, CD and VL together: the fork's AVX-512 objects need all five.
+    pub avx512: bool,
+    pub neon: bool,
+    pub sve2: bool,
+}
+
+/// Judges a sweep. `levels[0]` is the baseline (scalar). `compiled`: the levels the build
+/// has, when the binary says; `supported`: what the CPU running the sweep can execute.
+/// `max_score_delta` is the spec's parity gate.
+pub fn judge(
+    levels: &[LevelTiming],
+    compiled: Option<&[String]>,
+    supported: &[String],
+    max_score_delta: f64,
+    command: &str,
+) -> CheckResults {
+    let mut results = CheckResults::default();
+    let Some(baseline) = levels.first() else {
+        results.skip("cpu", "dispatch", "the sweep has no levels");
+        return results;
+    };
+    let Some(base_median) = baseline.median() else {
+        results.skip(
+            "cpu",
+            "dispatch",
+            format!(
+                "the baseline level `{}` could not be timed: {}",
+                baseline.name,
+                baseline.error.as_deref().unwrap_or("no runs")
+            ),
+        );
+        return results;
+    };
+    let mut below = baseline;
+    for level in &levels[1..] {
+        let Some(median) = level.median() else {
+            results.findings.push(
+                Finding::new(
+                    "cpu",
+                    "dispatch",
+                    &level.name,
+                    Severity::Fail,
+                    format!(
+                        "level `{}` (cpumask {}) could not be run: {}; the binary rejects or crashes on this ISA restriction",
+                        level.name,
+                        level.cpumask,
+                        level.error.as_deref().unwrap_or("no runs")
+                    ),
+                    command,
+                )
+                .with("cpumask", level.cpumask.as_str()),
+            );
+            continue;
+        };
+        let below_median = below.median().unwrap_or(base_median);
+        let over_scalar = base_median / median;
+        let over_below = below_median / median;
+        // A difference smaller than the larger spread is no difference (the fork's rule).
+        let noise = level.spread().max(below.spread()) / 100.0;
+        let same_path = level.ran.is_some() && level.ran == below.ran;
+        let (severity, verdict) = if same_path {
+            (
+                Severity::Ok,
+                format!(
+                    "`{}` (cpumask {}) runs the same path as `{}` ({}): the CPU or the build stops there",
+                    level.name,
+                    level.cpumask,
+                    below.name,
+                    level.label()
+                ),
+            )
+        } else if over_below < 1.0 - noise {
+            (
+                Severity::Warn,
+                format!(
+                    "{} (cpumask {}) is {:.2}x of {}: slower than the level below; profile its kernels or drop the path on this CPU",
+                    level.label(),
+                    level.cpumask,
+                    over_below,
+                    below.label()
+                ),
+            )
+        } else {
+            (
+                Severity::Ok,
+                format!(
+                    "{} (cpumask {}): {:.2}x over {}, {:.2}x over the level below",
+                    level.label(),
+                    level.cpumask,
+                    over_scalar,
+                    baseline.label(),
+                    over_below
+                ),
+            )
+        };
+        results.findings.push(
+            Finding::new("cpu", "dispatch", &level.name, severity, verdict, command)
+                .with("cpumask", level.cpumask.as_str())
+                .with("ran", level.label())
+                .with("median_s", round(median, 4))
+                .with("spread_pct", round(level.spread(), 1))
+                .with("speedup_vs_baseline", round(over_scalar, 2))
+                .with("speedup_vs_below", round(over_below, 2)),
+        );
+        results.findings.push(parity_finding(baseline, level, max_score_delta, command));
+        below = level;
+    }
+    match compiled {
+        None => results.skip(
+            "cpu",
+            "isa_coverage",
+            "the binary does not say which ISA levels it has (no `simd_compiled` in its output and no [backends.cpu] simd_info command)",
+        ),
+        Some(compiled) => {
+            for level in supported {
+                let present = compiled.iter().any(|c| c == level);
+                let finding = if present {
+                    Finding::new(
+                        "cpu",
+                        "isa_coverage",
+                        level,
+                        Severity::Ok,
+                        format!("the CPU supports {level} and the build has a {level} path"),
+                        command,
+                    )
+                } else {
+                    Finding::new(
+                        "cpu",
+                        "isa_coverage",
+                        level,
+                        Severity::Warn,
+                        format!(
+                            "the CPU supports {level} but the build has no {level} path: enable it in the build (for AVX-512 the fork needs nasm >= 2.14) or this host runs a lower level"
+                        ),
+                        command,
+                    )
+                };
+                results.findings.push(
+                    finding
+                        .with("compiled", compiled.to_vec())
+                        .with("supported", supported.to_vec()),
+                );
+            }
+        }
+    }
+    results
+}
+
+fn parity_finding(
+    baseline: &LevelTiming,
+    level: &LevelTiming,
+    max_score_delta: f64,
+    command: &str,
+) -> Finding {
+    let subject = &level.name;
+    let (Some(base), Some(scores)) = (&baseline.scores, &level.scores) else {
+        return Finding::new(
+            "cpu",
+            "dispatch_parity",
+            subject,
+            Severity::Warn,
+            "no scores to compare with the baseline level",
+            command,
+        );
+    };
+    let (max_delta, worst) = max_delta(base, scores);
+    let finding = if max_delta.is_nan() || max_delta > max_score_delta {
+        Finding::new(
+            "cpu",
+            "dispatch_parity",
+            subject,
+            Severity::Fail,
+            format!(
+                "{} changes the scores ({worst} moves by {max_delta:e}, gate {max_score_delta:e}): a vector path must compute what the scalar one does",
+                level.label()
+            ),
+            command,
+        )
+    } else {
+        Finding::new(
+            "cpu",
+            "dispatch_parity",
+            subject,
+            Severity::Ok,
+            if max_delta == 0.0 {
+                format!("{} scores are bit-identical to {}", level.label(), baseline.label())
+            } else {
+                format!(
+                    "{} scores are within {max_delta:e} of {} (gate {max_score_delta:e})",
+                    level.label(),
+                    baseline.label()
+                )
+            },
+            command,
+        )
+    };
+    finding.with("max_delta", max_delta)
+}
+
+/// The largest per-frame difference over every metric both runs have, and where; NaN when
+/// a metric or frame is on one side only.
+fn max_delta(a: &Scores, b: &Scores) -> (f64, String) {
+    if a.frames.len() != b.frames.len() {
+        return (f64::NAN, "the frame count".to_string());
+    }
+    let mut worst = (0.0f64, String::new());
+    for (fa, fb) in a.frames.iter().zip(&b.frames) {
+        for (name, va) in &fa.metrics {
+            let Some(vb) = fb.metrics.get(name) else {
+                return (f64::NAN, name.clone());
+            };
+            let delta = (va - vb).abs();
+            if delta > worst.0 || delta.is_nan() {
+                worst = (delta, format!("{name} (frame {})", fa.frame_num));
+            }
+        }
+    }
+    worst
+}
+
+fn round(value: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (value * scale).round() / scale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scores::FrameScores;
+
+    fn scores(value: f64) -> Scores {
+        Scores {
+            frames: vec![FrameScores {
+                frame_num: 0,
+                metrics: [("float_ssim".to_string(), value)].into_iter().collect(),
+            }],
+            ..Scores::default()
+        }
+    }
+
+    fn level(name: &str, ran: &str, times: &[f64], value: f64) -> LevelTiming {
+        LevelTiming {
+            name: name.into(),
+            cpumask: "0".into(),
+            ran: Some(ran.into()),
+            times: times.to_vec(),
+            scores: Some(scores(value)),
+            error: None,
+        }
+    }
+
+    fn find<'a>(results: &'a CheckResults, check: &str, subject: &str) -> &'a Finding {
+        results
+            .findings
+            .iter()
+            .find(|f| f.check == check && f.subject == subject)
+            .unwrap_or_else(|| panic!("no {check} finding for {subject}: {results:?}"))
+    }
+
+    #[test]
+    fn faster_levels_are_ok_with_their_speedups() {
+        let levels = [
+            level("scalar", "scalar", &[1.0, 1.01, 0.99], 0.9),
+            level("avx2", "avx2", &[0.5, 0.51, 0.49], 0.9),
+            level("all", "avx512", &[0.25, 0.26, 0.24], 0.9),
+        ];
+        let compiled = ["scalar", "avx2", "avx512"].map(String::from);
+        let supported = ["avx2", "avx512"].map(String::from);
+        let results = judge(&levels, Some(&compiled), &supported, 1e-5, "vmaf");
+        let all = find(&results, "dispatch", "all");
+        assert_eq!(all.severity, Severity::Ok);
+        assert_eq!(all.evidence["speedup_vs_baseline"], 4.0);
+        assert_eq!(all.evidence["speedup_vs_below"], 2.0);
+        assert_eq!(find(&results, "dispatch_parity", "avx2").severity, Severity::Ok);
+        assert_eq!(find(&results, "isa_coverage", "avx512").severity, Severity::Ok);
+    }
+
+    #[test]
+    fn a_slower_level_a_missing_path_and_a_moved_score_are_findings() {
+        let levels = [
+            level("scalar", "scalar", &[1.0, 1.0, 1.0], 0.9),
+            level("avx2", "avx2", &[1.6, 1.6, 1.6], 0.9000001),
+        ];
+        let compiled = ["scalar", "avx2"].map(String::from);
+        let supported = ["avx2", "avx512"].map(String::from);
+        let results = judge(&levels, Some(&compiled), &supported, 1e-9, "vmaf");
+        let avx2 = find(&results, "dispatch", "avx2");
+        assert_eq!(avx2.severity, Severity::Warn);
+        assert!(avx2.verdict.contains("slower than the level below"), "{}", avx2.verdict);
+        assert_eq!(find(&results, "dispatch_parity", "avx2").severity, Severity::Fail);
+        assert_eq!(find(&results, "isa_coverage", "avx512").severity, Severity::Warn);
+    }
+
+    #[test]
+    fn a_difference_inside_the_spread_is_not_slower() {
+        let levels = [
+            level("scalar", "scalar", &[1.0, 0.9, 1.1], 0.9),
+            level("avx2", "avx2", &[1.05, 0.95, 1.15], 0.9),
+        ];
+        let results = judge(&levels, None, &[], 1e-5, "vmaf");
+        assert_eq!(find(&results, "dispatch", "avx2").severity, Severity::Ok);
+        assert_eq!(results.skipped[0].check, "isa_coverage");
+    }
+
+    #[test]
+    fn the_same_path_twice_is_said_plainly() {
+        let levels = [
+            level("scalar", "scalar", &[1.0, 1.0, 1.0], 0.9),
+            level("avx2", "avx2", &[0.5, 0.5, 0.5], 0.9),
+            level("all", "avx2", &[0.5, 0.5, 0.5], 0.9),
+        ];
+        let results = judge(&levels, None, &[], 1e-5, "vmaf");
+        let all = find(&results, "dispatch", "all");
+        assert!(all.verdict.contains("same path"), "{}", all.verdict);
+    }
+
+    #[test]
+    fn supported_levels_need_every_flag_the_fork_builds_with() {
+        let flags = CpuFlags {
+            avx2: true,
+            fma: false,
+            avx512: true,
+            ..CpuFlags::default()
+        };
+        assert_eq!(supported_levels(&flags), ["avx512"]);
+    }
+}

@@ -1,0 +1,309 @@
+//! `[backends.*]`: the per-backend part of a spec that drives the retuning checks
+//! (docs/retuning.md). The fork is built once per GPU backend, each build in its own
+//! directory, with the backend's extra arguments appended to the fork's first build
+//! command; the CPU entry configures the ISA dispatch sweep.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Every backend the spec configures; an absent entry means "no checks for it".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendsSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuDispatchSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<GpuBackendSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hip: Option<GpuBackendSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sycl: Option<GpuBackendSpec>,
+}
+
+impl BackendsSpec {
+    pub fn is_empty(&self) -> bool {
+        self.cpu.is_none() && self.cuda.is_none() && self.hip.is_none() && self.sycl.is_none()
+    }
+
+    /// The GPU backend's entry by name (`cuda`, `hip`, `sycl`).
+    pub fn gpu(&self, backend: &str) -> Option<&GpuBackendSpec> {
+        match backend {
+            "cuda" => self.cuda.as_ref(),
+            "hip" => self.hip.as_ref(),
+            "sycl" => self.sycl.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// The CPU ISA dispatch sweep: one workload on one fixture, timed on the fork's binary with
+/// the ISA restricted level by level through its `--cpumask`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuDispatchSpec {
+    /// The fixture the sweep runs on (default: the spec's first fixture).
+    #[serde(default)]
+    pub fixture: String,
+    /// The workload the sweep times (default: the spec's first workload).
+    #[serde(default)]
+    pub workload: String,
+    /// The levels, lowest first. Empty: the defaults for the host's architecture
+    /// ([`default_levels`]).
+    #[serde(default)]
+    pub levels: Vec<DispatchLevel>,
+    /// Timed runs per level after one discarded warm-up (at least 3).
+    #[serde(default = "default_sweep_runs")]
+    pub runs: u32,
+    /// The option that restricts the ISA (`--cpumask` for both vmaf CLIs).
+    #[serde(default = "default_cpumask_option")]
+    pub cpumask_option: String,
+    /// Optional command printing `{"compiled": [levels]}` (e.g. `["{binary}", "--simd_info"]`);
+    /// without it the compiled-in levels come from the output's `simd_compiled`, if any.
+    #[serde(default)]
+    pub simd_info: Vec<String>,
+}
+
+/// One step of the sweep: a name for people and the `--cpumask` value that selects it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DispatchLevel {
+    pub name: String,
+    pub cpumask: String,
+}
+
+impl DispatchLevel {
+    fn new(name: &str, cpumask: &str) -> Self {
+        Self {
+            name: name.into(),
+            cpumask: cpumask.into(),
+        }
+    }
+}
+
+/// libvmaf's `--cpumask` is a mask of *disabled* flags. x86: SSE2 1, SSSE3 2, SSE4.1 4,
+/// AVX2 8, AVX-512 16, AVX-512ICL 32, so 63 is scalar, 48 stops at AVX2, 0 is everything.
+/// aarch64: NEON 1 (SVE2 2), so 63 is scalar and 0 is everything.
+pub fn default_levels(arch: &str) -> Vec<DispatchLevel> {
+    match arch {
+        "aarch64" | "arm64" => vec![
+            DispatchLevel::new("scalar", "63"),
+            DispatchLevel::new("all", "0"),
+        ],
+        _ => vec![
+            DispatchLevel::new("scalar", "63"),
+            DispatchLevel::new("avx2", "48"),
+            DispatchLevel::new("all", "0"),
+        ],
+    }
+}
+
+fn default_sweep_runs() -> u32 {
+    3
+}
+
+fn default_cpumask_option() -> String {
+    "--cpumask".into()
+}
+
+/// A GPU backend's build and what its checks read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuBackendSpec {
+    /// Appended to the fork's first build command (`-Denable_cuda=true`, `BACKEND=cuda`).
+    pub build_args: Vec<String>,
+    /// Built files the checks inspect (libraries, objects, binaries, `-Xptxas -v` logs),
+    /// relative to the backend's source tree.
+    #[serde(default)]
+    pub artifacts: Vec<PathBuf>,
+    /// The block size the kernels launch with, for occupancy (CUDA; default 128).
+    #[serde(default = "default_block_threads")]
+    pub block_threads: u32,
+    /// Known launch geometry per kernel (from the fork's instrumentation or `ncu`).
+    #[serde(default)]
+    pub launch: Vec<KernelLaunch>,
+    /// HIP: the fork's `hip_gfx_targets` as configured (empty list: autodetect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gfx_targets: Option<Vec<String>>,
+    /// SYCL: the fork's `sycl_icpx_aot_targets` (empty: SPIR-V JIT only).
+    #[serde(default)]
+    pub aot_targets: Vec<String>,
+    /// SYCL: the sub-group sizes the kernels require (`reqd_sub_group_size`).
+    #[serde(default)]
+    pub subgroup_sizes: Vec<u32>,
+    /// Time the workloads with `--backend NAME` on this backend (default true).
+    #[serde(default = "default_true")]
+    pub timed: bool,
+}
+
+fn default_block_threads() -> u32 {
+    128
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// One kernel's launch: `grid_blocks` blocks of `block_threads` threads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelLaunch {
+    pub kernel: String,
+    pub grid_blocks: u64,
+    pub block_threads: u32,
+}
+
+impl BackendsSpec {
+    /// Checks names and numbers and fills the sweep's defaults from the spec's fixtures and
+    /// workloads. Errors name the key and say what to write instead.
+    pub(super) fn validate(
+        mut self,
+        fixtures: &[String],
+        workloads: &[String],
+    ) -> Result<BackendsSpec, String> {
+        if let Some(cpu) = &mut self.cpu {
+            if cpu.fixture.is_empty() {
+                cpu.fixture = fixtures.first().cloned().unwrap_or_default();
+            }
+            if cpu.workload.is_empty() {
+                cpu.workload = workloads.first().cloned().unwrap_or_default();
+            }
+            if !fixtures.contains(&cpu.fixture) {
+                return Err(format!(
+                    "[backends.cpu] fixture `{}` is not a [[fixtures]] name; use one of {}",
+                    cpu.fixture,
+                    fixtures.join(", ")
+                ));
+            }
+            if !workloads.contains(&cpu.workload) {
+                return Err(format!(
+                    "[backends.cpu] workload `{}` is not a [[workloads]] name; use one of {}",
+                    cpu.workload,
+                    workloads.join(", ")
+                ));
+            }
+            if cpu.runs < 3 {
+                return Err(format!(
+                    "[backends.cpu] runs = {} is too few; a median needs at least 3 timed runs",
+                    cpu.runs
+                ));
+            }
+            let mut names = BTreeSet::new();
+            for level in &cpu.levels {
+                if level.name.trim().is_empty() || level.cpumask.trim().is_empty() {
+                    return Err("[backends.cpu] every level needs a name and a cpumask, e.g. { name = \"avx2\", cpumask = \"48\" }".into());
+                }
+                if !names.insert(level.name.as_str()) {
+                    return Err(format!(
+                        "[backends.cpu] level `{}` is listed twice",
+                        level.name
+                    ));
+                }
+            }
+            if cpu.levels.len() == 1 {
+                return Err("[backends.cpu] one level cannot be compared; list at least two (the first is the baseline, usually scalar = \"63\") or leave levels out for the defaults".into());
+            }
+        }
+        for (name, gpu) in [
+            ("cuda", &self.cuda),
+            ("hip", &self.hip),
+            ("sycl", &self.sycl),
+        ] {
+            let Some(gpu) = gpu else { continue };
+            if gpu.build_args.iter().any(|a| a.trim().is_empty()) {
+                return Err(format!(
+                    "[backends.{name}] build_args has an empty argument"
+                ));
+            }
+            if let Some(path) = gpu.artifacts.iter().find(|p| p.is_absolute()) {
+                return Err(format!(
+                    "[backends.{name}] artifact `{}` must be relative to the backend's source tree",
+                    path.display()
+                ));
+            }
+            if gpu.block_threads == 0 || gpu.block_threads > 1024 {
+                return Err(format!(
+                    "[backends.{name}] block_threads = {} must be between 1 and 1024",
+                    gpu.block_threads
+                ));
+            }
+            if let Some(launch) = gpu
+                .launch
+                .iter()
+                .find(|l| l.grid_blocks == 0 || l.block_threads == 0)
+            {
+                return Err(format!(
+                    "[backends.{name}] launch of `{}` needs non-zero grid_blocks and block_threads",
+                    launch.kernel
+                ));
+            }
+            if name != "hip" && gpu.gfx_targets.is_some() {
+                return Err(format!(
+                    "[backends.{name}] has gfx_targets, which only [backends.hip] takes"
+                ));
+            }
+            if name != "sycl" && (!gpu.aot_targets.is_empty() || !gpu.subgroup_sizes.is_empty())
+            {
+                return Err(format!(
+                    "[backends.{name}] has aot_targets/subgroup_sizes, which only [backends.sycl] takes"
+                ));
+            }
+        }
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn parse(text: &str) -> Result<BackendsSpec, String> {
+        let raw: BackendsSpec = toml::from_str(text).map_err(|e| e.to_string())?;
+        raw.validate(&names(&["small", "big"]), &names(&["psnr", "float_ssim"]))
+    }
+
+    #[test]
+    fn the_sweep_defaults_to_the_first_fixture_and_workload() {
+        let spec = parse("[cpu]\n").unwrap();
+        let cpu = spec.cpu.unwrap();
+        assert_eq!((cpu.fixture.as_str(), cpu.workload.as_str()), ("small", "psnr"));
+        assert_eq!(cpu.runs, 3);
+        assert_eq!(cpu.cpumask_option, "--cpumask");
+    }
+
+    #[test]
+    fn bad_entries_say_what_to_write() {
+        let err = parse("[cpu]\nworkload = \"vif\"\n").unwrap_err();
+        assert!(err.contains("use one of psnr, float_ssim"), "{err}");
+        let err = parse("[cpu]\nlevels = [{ name = \"scalar\", cpumask = \"63\" }]\n").unwrap_err();
+        assert!(err.contains("at least two"), "{err}");
+        let err = parse("[cuda]\nbuild_args = [\"BACKEND=cuda\"]\naot_targets = [\"dg2\"]\n")
+            .unwrap_err();
+        assert!(err.contains("only [backends.sycl]"), "{err}");
+        let err = parse("[hip]\nbuild_args = []\nartifacts = [\"/abs/lib.o\"]\n").unwrap_err();
+        assert!(err.contains("relative"), "{err}");
+        assert!(parse("[metal]\nbuild_args = []\n").is_err());
+    }
+
+    #[test]
+    fn default_levels_follow_libvmaf_cpumask() {
+        let x86: Vec<_> = default_levels("x86_64")
+            .into_iter()
+            .map(|l| (l.name, l.cpumask))
+            .collect();
+        assert_eq!(
+            x86,
+            [
+                ("scalar".into(), "63".into()),
+                ("avx2".into(), "48".into()),
+                ("all".into(), "0".into())
+            ]
+        );
+        assert_eq!(default_levels("aarch64").len(), 2);
+    }
+}
