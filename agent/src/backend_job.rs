@@ -62,6 +62,8 @@ impl DeviceFacts {
             "cuda" => {
                 if let crate::probe::Probe::Found(gpus) = &hardware.nvidia {
                     let wanted = facts.arch.trim_start_matches("sm_").to_string();
+                    // The GPU of this generation; `-q` text has no compute capability, so a
+                    // single-kind host falls back to its first GPU.
                     facts.sm_count = gpus
                         .iter()
                         .find(|g| {
@@ -69,7 +71,8 @@ impl DeviceFacts {
                                 .as_deref()
                                 .is_some_and(|cc| cc.replace('.', "") == wanted)
                         })
-                        .and_then(|g| g.sm_count);
+                        .or(gpus.first())
+                        .and_then(|g| g.sm_count.or_else(|| published_sm_count(&g.name)));
                 }
             }
             "sycl" => {
@@ -96,6 +99,24 @@ impl DeviceFacts {
         }
         facts
     }
+}
+
+/// SM counts NVIDIA publishes per product, for when the tools do not print one (`nvidia-smi`
+/// does not): the product pages and whitepapers of the H100, A100, L40S and RTX 4090.
+fn published_sm_count(name: &str) -> Option<u32> {
+    const TABLE: &[(&str, u32)] = &[
+        ("H100 80GB HBM3", 132), // H100 SXM5
+        ("H100 SXM", 132),
+        ("H100 PCIe", 114),
+        ("H100 NVL", 132),
+        ("A100", 108),
+        ("L40S", 142),
+        ("RTX 4090", 128),
+    ];
+    TABLE
+        .iter()
+        .find(|(pattern, _)| name.contains(pattern))
+        .map(|&(_, count)| count)
 }
 
 pub(crate) async fn run_backend(
@@ -134,7 +155,8 @@ pub(crate) async fn run_backend(
             JobEventPayload::CheckSkipped(SkippedCheck::new(&backend, "checks", reason.clone())),
         )?;
         for (fixture, workload) in cells(&ctx.spec) {
-            let mut cell = BackendCell::skipped(&backend, &fixture.name, &workload.name, reason.clone());
+            let mut cell =
+                BackendCell::skipped(&backend, &fixture.name, &workload.name, reason.clone());
             cell.status = BackendCellStatus::Failed;
             emit(ctx, JobEventPayload::BackendCell(Box::new(cell)))?;
         }
@@ -238,7 +260,11 @@ fn check_artifacts(
         }),
         other => {
             let mut results = CheckResults::default();
-            results.skip(other, "checks", format!("abfleet has no checks for backend `{other}`"));
+            results.skip(
+                other,
+                "checks",
+                format!("abfleet has no checks for backend `{other}`"),
+            );
             results
         }
     }
@@ -269,9 +295,23 @@ async fn time_cells(
             }
             settle_uploads(ctx).await?;
             let label = format!("{}/{}", fixture.name, workload.name);
-            progress(ctx, "timing", format!("timing {label} on {backend}"), 0, Some(label))?;
-            let cell = time_cell(ctx, backend, &binary, built, fixture, &prepared[index], workload)
-                .await?;
+            progress(
+                ctx,
+                "timing",
+                format!("timing {label} on {backend}"),
+                0,
+                Some(label),
+            )?;
+            let cell = time_cell(
+                ctx,
+                backend,
+                &binary,
+                built,
+                fixture,
+                &prepared[index],
+                workload,
+            )
+            .await?;
             info!(backend, cell = %cell.label(), status = ?cell.status, "backend cell finished");
             emit(ctx, JobEventPayload::BackendCell(Box::new(cell)))?;
         }
@@ -296,7 +336,10 @@ async fn time_cell(
         .join(format!("{backend}-{}-{}", fixture.name, workload.name));
     std::fs::create_dir_all(&out_dir)
         .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
-    let output = out_dir.join(format!("out.{}", ctx.spec.command.output_format.extension()));
+    let output = out_dir.join(format!(
+        "out.{}",
+        ctx.spec.command.output_format.extension()
+    ));
     let log = out_dir.join("run.log");
     let mut argv = cell_command_line(&ctx.spec, binary, fixture, paths, workload, &output);
     argv.push("--backend".into());

@@ -630,7 +630,10 @@ async fn run_once(
     })
 }
 
-pub(crate) fn read_scores(format: abfleet_core::spec::OutputFormat, path: &Path) -> Result<Scores, String> {
+pub(crate) fn read_scores(
+    format: abfleet_core::spec::OutputFormat,
+    path: &Path,
+) -> Result<Scores, String> {
     let text = std::fs::read_to_string(path).map_err(|err| {
         format!(
             "cannot read `{}` ({err}); does the command template pass {{output}}?",

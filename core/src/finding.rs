@@ -212,7 +212,10 @@ mod tests {
             Finding::new("cpu", "dispatch", "avx2", Severity::Ok, "x", "y"),
         ];
         attach_previous(&mut now, &[registers(96, 41.7)], "run-1");
-        assert_eq!(now[0].previous.as_ref().unwrap().changes, Vec::<String>::new());
+        assert_eq!(
+            now[0].previous.as_ref().unwrap().changes,
+            Vec::<String>::new()
+        );
         assert!(now[1].previous.is_none());
     }
 }

@@ -868,9 +868,7 @@ mod toml_form {
             let fixture_names: Vec<String> = fixtures.iter().map(|f| f.name.clone()).collect();
             let workload_names: Vec<String> =
                 self.workloads.iter().map(|w| w.name.clone()).collect();
-            let backends = self
-                .backends
-                .validate(&fixture_names, &workload_names)?;
+            let backends = self.backends.validate(&fixture_names, &workload_names)?;
             Ok(JobSpec {
                 name: self.name,
                 description: self.description,

@@ -150,7 +150,9 @@ pub(crate) async fn dispatch_sweep(
 }
 
 fn simd_compiled(json: Option<&serde_json::Value>) -> Option<Vec<String>> {
-    let list = json?.get("simd_compiled").or_else(|| json?.get("compiled"))?;
+    let list = json?
+        .get("simd_compiled")
+        .or_else(|| json?.get("compiled"))?;
     Some(
         list.as_array()?
             .iter()
@@ -190,11 +192,7 @@ fn live_flags() -> CpuFlags {
             CpuFlags {
                 avx2: isa.avx2,
                 fma: isa.fma,
-                avx512: isa.avx512f
-                    && isa.avx512dq
-                    && isa.avx512bw
-                    && isa.avx512cd
-                    && isa.avx512vl,
+                avx512: isa.avx512f && isa.avx512dq && isa.avx512bw && isa.avx512cd && isa.avx512vl,
                 neon: isa.neon,
                 sve2: isa.sve2,
             }

@@ -200,9 +200,9 @@ fn combined_exit_code(codes: impl Iterator<Item = i32>) -> i32 {
         exit::NOT_CARRIED_OUT,
         exit::TUNING_FAILED,
     ]
-        .into_iter()
-        .find(|c| codes.contains(c))
-        .unwrap_or(exit::OK)
+    .into_iter()
+    .find(|c| codes.contains(c))
+    .unwrap_or(exit::OK)
 }
 
 /// The report of the jobs of one generation.
@@ -323,7 +323,9 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         .iter()
         .map(|c| (c.fixture.clone(), c.workload.clone()))
         .collect();
-    let backend = generation.as_deref().map_or("cpu", super::model::backend_of);
+    let backend = generation
+        .as_deref()
+        .map_or("cpu", super::model::backend_of);
     // A GPU generation times the fork alone (backend cells); only CPU ones run the A/B cells.
     let expected_ab = backend == "cpu";
     let expected_backend = spec.backends.gpu(backend).is_some_and(|b| b.timed);
@@ -517,8 +519,10 @@ fn add_cuda_fleet_floor(sections: &mut [GenerationSection]) {
                 "calculated",
             )
         };
-        section
-            .findings
-            .push(finding.with("floor", floor).with("oldest_device", oldest_device));
+        section.findings.push(
+            finding
+                .with("floor", floor)
+                .with("oldest_device", oldest_device),
+        );
     }
 }

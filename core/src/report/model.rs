@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend_cell::BackendCell;
 use crate::cell::CellResult;
-use crate::finding::{Finding, SkippedCheck};
 use crate::events::BuildRecord;
+use crate::finding::{Finding, SkippedCheck};
 use crate::inventory::Inventory;
 use crate::spec::SourceSpec;
 

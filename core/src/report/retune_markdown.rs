@@ -57,7 +57,15 @@ pub fn render_retune(out: &mut String, section: &GenerationSection, heading: &st
             }
             seen
         };
-        let _ = writeln!(out, "Commands read: {}.\n", commands.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", "));
+        let _ = writeln!(
+            out,
+            "Commands read: {}.\n",
+            commands
+                .iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     if !section.skipped_checks.is_empty() {
         let _ = writeln!(out, "Checks not run here:\n");
@@ -87,10 +95,9 @@ fn render_backend_cells(out: &mut String, section: &GenerationSection, heading: 
     );
     for cell in &section.backend_cells {
         let fork = match (cell.status, cell.median_seconds) {
-            (BackendCellStatus::Measured, Some(median)) => format!(
-                "{median:.3} s ±{:.1}%",
-                cell.spread_pct.unwrap_or(0.0)
-            ),
+            (BackendCellStatus::Measured, Some(median)) => {
+                format!("{median:.3} s ±{:.1}%", cell.spread_pct.unwrap_or(0.0))
+            }
             (BackendCellStatus::Skipped, _) => format!(
                 "skipped: {}",
                 escape(cell.reason.as_deref().unwrap_or("no reason given"))

@@ -165,7 +165,9 @@ pub fn judge(
                 .with("speedup_vs_baseline", round(over_scalar, 2))
                 .with("speedup_vs_below", round(over_below, 2)),
         );
-        results.findings.push(parity_finding(baseline, level, max_score_delta, command));
+        results
+            .findings
+            .push(parity_finding(baseline, level, max_score_delta, command));
         below = level;
     }
     match compiled {
@@ -246,7 +248,11 @@ fn parity_finding(
             subject,
             Severity::Ok,
             if max_delta == 0.0 {
-                format!("{} scores are bit-identical to {}", level.label(), baseline.label())
+                format!(
+                    "{} scores are bit-identical to {}",
+                    level.label(),
+                    baseline.label()
+                )
             } else {
                 format!(
                     "{} scores are within {max_delta:e} of {} (gate {max_score_delta:e})",
@@ -334,8 +340,14 @@ mod tests {
         assert_eq!(all.severity, Severity::Ok);
         assert_eq!(all.evidence["speedup_vs_baseline"], 4.0);
         assert_eq!(all.evidence["speedup_vs_below"], 2.0);
-        assert_eq!(find(&results, "dispatch_parity", "avx2").severity, Severity::Ok);
-        assert_eq!(find(&results, "isa_coverage", "avx512").severity, Severity::Ok);
+        assert_eq!(
+            find(&results, "dispatch_parity", "avx2").severity,
+            Severity::Ok
+        );
+        assert_eq!(
+            find(&results, "isa_coverage", "avx512").severity,
+            Severity::Ok
+        );
     }
 
     #[test]
@@ -349,9 +361,19 @@ mod tests {
         let results = judge(&levels, Some(&compiled), &supported, 1e-9, "vmaf");
         let avx2 = find(&results, "dispatch", "avx2");
         assert_eq!(avx2.severity, Severity::Warn);
-        assert!(avx2.verdict.contains("slower than the level below"), "{}", avx2.verdict);
-        assert_eq!(find(&results, "dispatch_parity", "avx2").severity, Severity::Fail);
-        assert_eq!(find(&results, "isa_coverage", "avx512").severity, Severity::Warn);
+        assert!(
+            avx2.verdict.contains("slower than the level below"),
+            "{}",
+            avx2.verdict
+        );
+        assert_eq!(
+            find(&results, "dispatch_parity", "avx2").severity,
+            Severity::Fail
+        );
+        assert_eq!(
+            find(&results, "isa_coverage", "avx512").severity,
+            Severity::Warn
+        );
     }
 
     #[test]

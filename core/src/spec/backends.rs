@@ -243,8 +243,7 @@ impl BackendsSpec {
                     "[backends.{name}] has gfx_targets, which only [backends.hip] takes"
                 ));
             }
-            if name != "sycl" && (!gpu.aot_targets.is_empty() || !gpu.subgroup_sizes.is_empty())
-            {
+            if name != "sycl" && (!gpu.aot_targets.is_empty() || !gpu.subgroup_sizes.is_empty()) {
                 return Err(format!(
                     "[backends.{name}] has aot_targets/subgroup_sizes, which only [backends.sycl] takes"
                 ));
@@ -271,7 +270,10 @@ mod tests {
     fn the_sweep_defaults_to_the_first_fixture_and_workload() {
         let spec = parse("[cpu]\n").unwrap();
         let cpu = spec.cpu.unwrap();
-        assert_eq!((cpu.fixture.as_str(), cpu.workload.as_str()), ("small", "psnr"));
+        assert_eq!(
+            (cpu.fixture.as_str(), cpu.workload.as_str()),
+            ("small", "psnr")
+        );
         assert_eq!(cpu.runs, 3);
         assert_eq!(cpu.cpumask_option, "--cpumask");
     }
