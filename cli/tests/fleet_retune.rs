@@ -262,3 +262,77 @@ async fn a_fleet_run_shows_findings_per_generation_and_what_changed_since_the_pr
         agent.stop().await;
     }
 }
+
+/// The sweep on this machine against two broken builds of the fork: one without its vector
+/// paths (the CPU has AVX2, the build does not), one whose AVX2 path is slower than scalar.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dispatch_sweep_finds_a_missing_path_and_a_slower_level_for_real() {
+    let avx2_here = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap()
+        .split_whitespace()
+        .any(|flag| flag == "avx2");
+    if !avx2_here || std::env::consts::ARCH != "x86_64" {
+        panic!("this test needs an x86-64 CPU with AVX2 (the CI machines have one)");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let coordinator =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    let _agent = TestAgent::start(&coordinator.url(), &tmp.path().join("live"));
+    let mut client = coordinator.control().await;
+    let run = |fork_build: &'static str, name: &'static str| {
+        let text = SpecOptions {
+            workloads: &["float_ssim"],
+            fork_build,
+            frames: 12,
+            extra: "\n[backends.cpu]\nlevels = [{ name = \"scalar\", cpumask = \"63\" }, { name = \"avx2\", cpumask = \"48\" }]\n",
+            ..SpecOptions::path()
+        }
+        .render()
+        .replace("width = 96\nheight = 64", "width = 320\nheight = 180");
+        let path = tmp.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let (_, scalar_only) = submit_and_wait(
+        &mut client,
+        &run(
+            "commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"SIMD=none\"]]",
+            "none.toml",
+        ),
+    )
+    .await;
+    let section = &scalar_only.generations[0];
+    let missing = findings(section, "isa_coverage")
+        .into_iter()
+        .find(|f| f.subject == "avx2")
+        .unwrap_or_else(|| panic!("{:?} {:?}", section.findings, section.skipped_checks));
+    assert_eq!(missing.severity, Severity::Warn, "{}", missing.verdict);
+    assert!(
+        missing.verdict.contains("no avx2 path"),
+        "{}",
+        missing.verdict
+    );
+
+    let (_, slow) = submit_and_wait(
+        &mut client,
+        &run(
+            "commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-DABFLEET_SLOW_AVX2\"]]",
+            "slow.toml",
+        ),
+    )
+    .await;
+    let section = &slow.generations[0];
+    let avx2 = findings(section, "dispatch")
+        .into_iter()
+        .find(|f| f.subject == "avx2")
+        .unwrap_or_else(|| panic!("{:?}", section.findings));
+    assert_eq!(avx2.severity, Severity::Warn, "{}", avx2.verdict);
+    assert!(
+        avx2.verdict.contains("slower than the level below"),
+        "{}",
+        avx2.verdict
+    );
+    assert!(findings(section, "dispatch_parity")
+        .iter()
+        .all(|f| f.severity == Severity::Ok));
+}
