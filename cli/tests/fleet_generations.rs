@@ -5,7 +5,6 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use abfleet_agent::inventory;
 use abfleet_coordinator::store::Store;
@@ -17,27 +16,6 @@ fn recorded(host: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures/probes")
         .join(host)
-}
-
-async fn wait_for_agents(
-    client: &abfleet_proto::pb::control_service_client::ControlServiceClient<
-        tonic::transport::Channel,
-    >,
-    count: usize,
-) {
-    wait_until(Duration::from_secs(30), "the agents to register", || {
-        let mut client = client.clone();
-        async move {
-            let agents = client
-                .list_agents(abfleet_proto::pb::ListAgentsRequest {})
-                .await
-                .unwrap()
-                .into_inner()
-                .agents;
-            (agents.len() >= count).then_some(())
-        }
-    })
-    .await;
 }
 
 /// A coordinator with one agent, the real machine, registered.

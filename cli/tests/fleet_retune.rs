@@ -6,7 +6,6 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use abfleet_agent::inventory;
 use abfleet_coordinator::CoordinatorConfig;
@@ -145,19 +144,7 @@ async fn a_fleet_run_shows_findings_per_generation_and_what_changed_since_the_pr
         live,
     ));
     let mut client = coordinator.control().await;
-    wait_until(Duration::from_secs(30), "four agents", || {
-        let mut client = client.clone();
-        async move {
-            let agents = client
-                .list_agents(abfleet_proto::pb::ListAgentsRequest {})
-                .await
-                .unwrap()
-                .into_inner()
-                .agents;
-            (agents.len() >= 4).then_some(())
-        }
-    })
-    .await;
+    wait_for_agents(&client, 4).await;
 
     let (_, first) =
         submit_and_wait(&mut client, &spec(tmp.path(), "first.toml", &live_cpu, "")).await;

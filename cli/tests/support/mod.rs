@@ -439,3 +439,25 @@ impl Drop for Proxy {
         self.cut();
     }
 }
+
+/// Waits until at least `count` agents have registered.
+pub async fn wait_for_agents(
+    client: &abfleet_proto::pb::control_service_client::ControlServiceClient<
+        tonic::transport::Channel,
+    >,
+    count: usize,
+) {
+    wait_until(Duration::from_secs(30), "the agents to register", || {
+        let mut client = client.clone();
+        async move {
+            let agents = client
+                .list_agents(abfleet_proto::pb::ListAgentsRequest {})
+                .await
+                .unwrap()
+                .into_inner()
+                .agents;
+            (agents.len() >= count).then_some(())
+        }
+    })
+    .await;
+}
