@@ -11,6 +11,28 @@ pub struct AgentConfig {
     pub work_dir: PathBuf,
     /// Longest wait between reconnection attempts.
     pub max_backoff: Duration,
+    /// Where the inventory is read again while idle; a change (a new driver, a toolchain
+    /// bump, a recorded set edited) is registered again. `None`: never re-read.
+    pub inventory_source: Option<InventorySource>,
+    pub reprobe_interval: Duration,
+}
+
+/// Where an agent's inventory comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InventorySource {
+    /// The live tools of this host.
+    Live,
+    /// A recorded probe set (`--probes DIR`).
+    Recorded(PathBuf),
+}
+
+impl InventorySource {
+    pub fn read(&self) -> Result<abfleet_core::inventory::Inventory, crate::AgentError> {
+        match self {
+            InventorySource::Live => Ok(crate::inventory::probe_host()),
+            InventorySource::Recorded(dir) => crate::inventory::from_recorded_probes(dir),
+        }
+    }
 }
 
 impl AgentConfig {
@@ -19,6 +41,8 @@ impl AgentConfig {
             coordinator_url: coordinator_url.into(),
             work_dir: work_dir.into(),
             max_backoff: Duration::from_secs(5),
+            inventory_source: None,
+            reprobe_interval: Duration::from_secs(300),
         }
     }
 }

@@ -33,7 +33,7 @@ struct RunningJob {
 /// Runs the agent until `shutdown` resolves. A job in flight is cancelled then.
 pub async fn run_agent(
     mut config: AgentConfig,
-    inventory: Inventory,
+    mut inventory: Inventory,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), AgentError> {
     // Builds and timed runs change directory; every path the agent hands out is absolute.
@@ -82,6 +82,11 @@ pub async fn run_agent(
         info!(agent_id = %agent_id, "session open");
         let mut beat = tokio::time::interval(heartbeat_interval);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut reprobe = tokio::time::interval_at(
+            tokio::time::Instant::now() + config.reprobe_interval,
+            config.reprobe_interval,
+        );
+        reprobe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tokio::select! {
                 _ = &mut shutdown => {
@@ -100,6 +105,15 @@ pub async fn run_agent(
                     Ok(None) => { warn!("coordinator closed the session"); break; }
                     Err(status) => { warn!(%status, "session broke"); break; }
                 },
+                _ = reprobe.tick(), if running.is_none() && config.inventory_source.is_some() => {
+                    if let Some(fresh) = reread_inventory(&config, &inventory).await {
+                        info!(agent_id = %agent_id, "the inventory changed; registering again");
+                        inventory = fresh;
+                        if let Err(status) = register(&client, &agent_id, &inventory).await {
+                            warn!(%status, "re-registering failed; the next session sends it");
+                        }
+                    }
+                }
                 outcome = wait_for(&mut running), if running.is_some() => {
                     let job = running.take().expect("guarded by is_some");
                     info!(job_id = %job.job_id, ?outcome, "ready for the next job");
@@ -120,6 +134,38 @@ pub async fn run_agent(
 
 type Incoming = tonic::Streaming<pb::CoordinatorMessage>;
 
+/// The inventory read again from its source, when it differs from `current`.
+async fn reread_inventory(config: &AgentConfig, current: &Inventory) -> Option<Inventory> {
+    let source = config.inventory_source.clone()?;
+    let fresh = tokio::task::spawn_blocking(move || source.read())
+        .await
+        .ok()?;
+    match fresh {
+        Ok(fresh) if &fresh != current => Some(fresh),
+        Ok(_) => None,
+        Err(err) => {
+            warn!(%err, "cannot read the inventory again; keeping the registered one");
+            None
+        }
+    }
+}
+
+async fn register(
+    client: &AgentServiceClient<Channel>,
+    agent_id: &str,
+    inventory: &Inventory,
+) -> Result<pb::RegisterResponse, tonic::Status> {
+    Ok(client
+        .clone()
+        .register(pb::RegisterRequest {
+            agent_id: agent_id.to_string(),
+            inventory: Some(inventory.clone().into()),
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+        })
+        .await?
+        .into_inner())
+}
+
 async fn open_session(
     client: &AgentServiceClient<Channel>,
     agent_id: &str,
@@ -127,14 +173,7 @@ async fn open_session(
     running: Option<&RunningJob>,
 ) -> Result<(mpsc::Sender<pb::AgentMessage>, Incoming, Duration), tonic::Status> {
     let mut client = client.clone();
-    let registered = client
-        .register(pb::RegisterRequest {
-            agent_id: agent_id.to_string(),
-            inventory: Some(inventory.clone().into()),
-            agent_version: env!("CARGO_PKG_VERSION").to_string(),
-        })
-        .await?
-        .into_inner();
+    let registered = register(&client, agent_id, inventory).await?;
     let (outgoing, receiver) = mpsc::channel(16);
     // The first message names the agent; an idle agent also asks for work at once.
     let _ = outgoing.send(heartbeat(agent_id, running)).await;

@@ -5,6 +5,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use abfleet_agent::inventory;
 use abfleet_coordinator::store::Store;
@@ -207,4 +208,55 @@ async fn a_toolchain_change_between_two_runs_shows_in_the_report() {
         markdown.contains("**Toolchain changed** since the previous run"),
         "{markdown}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_registers_again_when_its_inventory_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let coordinator =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    // A recorded Sapphire Rapids host, at first without any CUDA toolchain.
+    let set = tmp.path().join("probes");
+    std::fs::create_dir_all(&set).unwrap();
+    std::fs::copy(
+        recorded("xeon8480c-sapphirerapids-h100x8").join("cpuinfo.txt"),
+        set.join("cpuinfo.txt"),
+    )
+    .unwrap();
+    let mut config = abfleet_agent::AgentConfig::new(coordinator.url(), tmp.path().join("agent"));
+    config.inventory_source = Some(abfleet_agent::config::InventorySource::Recorded(
+        set.clone(),
+    ));
+    config.reprobe_interval = Duration::from_millis(200);
+    let first = inventory::from_recorded_probes(&set).unwrap();
+    let _agent = TestAgent::start_with_config(config, first);
+    let client = coordinator.control().await;
+    wait_for_agents(&client, 1).await;
+
+    // The host gets an NVIDIA GPU and nvcc: the agent's next look says so, unasked.
+    for (from, name) in [
+        ("h100-sxm5-della-pli", "nvidia-smi-q.txt"),
+        ("toolchain-cuda-11.8-debian", "nvcc-version.txt"),
+    ] {
+        std::fs::copy(recorded(from).join(name), set.join(name)).unwrap();
+    }
+    wait_until(Duration::from_secs(30), "the new inventory", || {
+        let mut client = client.clone();
+        async move {
+            let agents = client
+                .list_agents(abfleet_proto::pb::ListAgentsRequest {})
+                .await
+                .unwrap()
+                .into_inner()
+                .agents;
+            let inventory: abfleet_core::inventory::Inventory =
+                agents[0].inventory.clone()?.try_into().ok()?;
+            inventory
+                .generations
+                .iter()
+                .any(|g| g.key == "cuda/sm_90")
+                .then_some(())
+        }
+    })
+    .await;
 }

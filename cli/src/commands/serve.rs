@@ -49,7 +49,11 @@ pub async fn agent(
     work_dir: &Path,
     probes: Option<&Path>,
 ) -> Result<i32, Failure> {
-    let config = AgentConfig::new(coordinator, work_dir);
+    let mut config = AgentConfig::new(coordinator, work_dir);
+    config.inventory_source = Some(match probes {
+        Some(dir) => abfleet_agent::config::InventorySource::Recorded(dir.to_path_buf()),
+        None => abfleet_agent::config::InventorySource::Live,
+    });
     let inventory = match probes {
         Some(dir) => inventory::from_recorded_probes(dir).usage()?,
         None => inventory::probe_host(),

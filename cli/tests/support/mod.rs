@@ -297,8 +297,16 @@ impl TestAgent {
         work_dir: &Path,
         inventory: abfleet_core::inventory::Inventory,
     ) -> TestAgent {
+        TestAgent::start_with_config(AgentConfig::new(url, work_dir), inventory)
+    }
+
+    /// An agent with its own configuration (e.g. an inventory source it re-reads).
+    pub fn start_with_config(
+        config: AgentConfig,
+        inventory: abfleet_core::inventory::Inventory,
+    ) -> TestAgent {
+        let work_dir = config.work_dir.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let config = AgentConfig::new(url, work_dir);
         let task = tokio::spawn(async move {
             run_agent(config, inventory, async {
                 let _ = stopped.await;
@@ -309,7 +317,7 @@ impl TestAgent {
         TestAgent {
             stop: Some(stop),
             task,
-            work_dir: work_dir.to_path_buf(),
+            work_dir,
         }
     }
 
