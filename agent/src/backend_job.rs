@@ -143,6 +143,11 @@ pub(crate) async fn run_backend(
     if let Some(first) = recipe.commands.first_mut() {
         first.extend(config.build_args.iter().cloned());
     }
+    recipe.toolchain = if config.toolchain.is_empty() {
+        abfleet_core::spec::default_toolchain(&backend)
+    } else {
+        config.toolchain.clone()
+    };
     check_cancel(ctx)?;
     let built = fetch_and_build(ctx, Side::Fork, &recipe).await?;
     if built.binary.is_none() {

@@ -51,6 +51,18 @@ pub fn toolchain_fingerprint(recipe: &BuildRecipe) -> String {
     }
 }
 
+/// The line of a toolchain's banner that names its version: nvcc prints its release on the
+/// fourth line (`Cuda compilation tools, release 11.8, V11.8.89`), most compilers on the first.
+pub fn toolchain_summary(banner: &str) -> String {
+    banner
+        .lines()
+        .find(|l| l.contains("release") || l.contains("version"))
+        .or_else(|| banner.lines().next())
+        .unwrap_or("unknown")
+        .trim()
+        .to_string()
+}
+
 /// The build's identity. The side is not part of it: the same source, recipe and toolchain
 /// make the same binary, which is what an A/A calibration runs on both sides.
 pub fn cache_key(resolved: &str, recipe: &BuildRecipe, toolchain: &str) -> String {
@@ -83,7 +95,7 @@ pub async fn build_side(
     let tree = dir.join("src");
     let log_path = dir.join("build.log");
     let binary = tree.join(&recipe.binary);
-    let toolchain_line = toolchain.lines().next().unwrap_or("unknown").to_string();
+    let toolchain_line = toolchain_summary(&toolchain);
     let record = |status, seconds, log_tail: Option<String>, error: Option<String>| BuildRecord {
         side,
         status,
@@ -188,6 +200,23 @@ fn append(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_toolchain_summary_is_the_versioned_line() {
+        let nvcc =
+            include_str!("../../fixtures/probes/toolchain-cuda-11.8-debian/nvcc-version.txt");
+        assert_eq!(
+            toolchain_summary(nvcc),
+            "Cuda compilation tools, release 11.8, V11.8.89"
+        );
+        let hipcc =
+            include_str!("../../fixtures/probes/toolchain-hip-5.2-debian/hipcc-version.txt");
+        assert_eq!(toolchain_summary(hipcc), "HIP version: 5.2.21153-0");
+        assert_eq!(
+            toolchain_summary("cc (Debian 12.2.0-14) 12.2.0\nCopyright (C) 2022"),
+            "cc (Debian 12.2.0-14) 12.2.0"
+        );
+    }
     use std::collections::BTreeMap;
 
     fn recipe(commands: Vec<Vec<&str>>, binary: &str) -> BuildRecipe {

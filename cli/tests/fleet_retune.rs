@@ -154,6 +154,11 @@ async fn a_fleet_run_shows_findings_per_generation_and_what_changed_since_the_pr
     // CUDA on a recorded H100 (sm_90), the subject built here for sm_80 and sm_90 + PTX.
     let cuda = section(&first, "cuda/sm_90");
     assert!(cuda.simulated);
+    assert!(
+        cuda.toolchain["fork"].contains("release 11.8"),
+        "the CUDA build is fingerprinted by nvcc: {:?}",
+        cuda.toolchain
+    );
     let coverage = findings(cuda, "arch_coverage");
     let device = coverage
         .iter()

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 mod backends;
 pub use backends::{
-    default_levels, BackendsSpec, CpuDispatchSpec, DispatchLevel, GpuBackendSpec, KernelLaunch,
+    default_levels, default_toolchain, BackendsSpec, CpuDispatchSpec, DispatchLevel,
+    GpuBackendSpec, KernelLaunch,
 };
 
 /// What can go wrong reading a spec. Every message names the file and says what to do.

@@ -135,6 +135,21 @@ pub struct GpuBackendSpec {
     /// Time the workloads with `--backend NAME` on this backend (default true).
     #[serde(default = "default_true")]
     pub timed: bool,
+    /// The command that fingerprints the backend's compiler (default `nvcc --version`,
+    /// `hipcc --version`, `icpx --version`): it replaces the fork's toolchain command for
+    /// this build, so a compiler bump rebuilds and shows in the report.
+    #[serde(default)]
+    pub toolchain: Vec<String>,
+}
+
+/// The default compiler fingerprint of a GPU backend.
+pub fn default_toolchain(backend: &str) -> Vec<String> {
+    let compiler = match backend {
+        "cuda" => "nvcc",
+        "hip" => "hipcc",
+        _ => "icpx",
+    };
+    vec![compiler.to_string(), "--version".to_string()]
 }
 
 fn default_block_threads() -> u32 {
