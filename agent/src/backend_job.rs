@@ -82,10 +82,7 @@ impl DeviceFacts {
                     let family = facts.arch.clone();
                     let device = gpus
                         .iter()
-                        .filter(|g| {
-                            serde_json::to_value(&g.architecture)
-                                .is_ok_and(|v| v.as_str() == Some(family.as_str()))
-                        })
+                        .filter(|g| g.architecture.name() == family)
                         .max_by_key(|g| g.sub_group_sizes.len());
                     if let Some(gpu) = device {
                         facts.sub_group_sizes = gpu.sub_group_sizes.clone();
@@ -160,9 +157,13 @@ pub(crate) async fn run_backend(
             JobEventPayload::CheckSkipped(SkippedCheck::new(&backend, "checks", reason.clone())),
         )?;
         for (fixture, workload) in cells(&ctx.spec) {
-            let mut cell =
-                BackendCell::skipped(&backend, &fixture.name, &workload.name, reason.clone());
-            cell.status = BackendCellStatus::Failed;
+            let mut cell = BackendCell::new(
+                &backend,
+                &fixture.name,
+                &workload.name,
+                BackendCellStatus::Failed,
+            );
+            cell.reason = Some(reason.clone());
             emit(ctx, JobEventPayload::BackendCell(Box::new(cell)))?;
         }
         return Ok(());
@@ -349,8 +350,12 @@ async fn time_cell(
     let mut argv = cell_command_line(&ctx.spec, binary, fixture, paths, workload, &output);
     argv.push("--backend".into());
     argv.push(backend.into());
-    let mut cell = BackendCell::skipped(backend, &fixture.name, &workload.name, String::new());
-    cell.reason = None;
+    let mut cell = BackendCell::new(
+        backend,
+        &fixture.name,
+        &workload.name,
+        BackendCellStatus::Measured,
+    );
     cell.load_avg_1min.push(loadavg::one_minute());
     for round in 0..=ctx.spec.measure.runs {
         let run = run_fork(ctx, &argv, &built.tree, &output, &log).await?;
@@ -380,8 +385,7 @@ async fn time_cell(
         }
     }
     cell.load_avg_1min.push(loadavg::one_minute());
-    if cell.status != BackendCellStatus::Failed {
-        cell.status = BackendCellStatus::Measured;
+    if cell.status == BackendCellStatus::Measured {
         if let Some((median, spread)) = median_and_spread(&cell.times) {
             cell.median_seconds = Some(median);
             cell.spread_pct = Some(spread);

@@ -218,10 +218,7 @@ pub fn intel(gpus: &[IntelGpu], simulated: bool) -> Vec<Generation> {
     gpus.iter()
         .filter(|gpu| gpu.architecture != IntelArch::Unknown)
         .map(|gpu| {
-            let arch = serde_json::to_value(&gpu.architecture)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_else(|| "unknown".into());
+            let arch = gpu.architecture.name();
             let key = format!("sycl/{arch}");
             Generation {
                 silicon_id: silicon_id(&[

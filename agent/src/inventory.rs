@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use abfleet_core::generation::Generation;
 use abfleet_core::inventory::Inventory;
 use sysinfo::{CpuRefreshKind, MemoryRefreshKind, RefreshKind, System};
 
@@ -15,7 +14,7 @@ use crate::probe::HardwareInventory;
 pub fn probe_host() -> Inventory {
     let mut inventory = basic_host();
     let hardware = HardwareInventory::live();
-    inventory.generations = generations_of(&hardware, false);
+    inventory.generations = generations::of(&hardware, false);
     inventory.hardware = serde_json::to_value(&hardware).ok();
     inventory
 }
@@ -63,26 +62,9 @@ pub fn from_recorded_probes(dir: &Path) -> Result<Inventory, AgentError> {
         physical_cores: cpu.physical_cores as u32,
         logical_cores: cpu.logical_cpus as u32,
         memory_bytes: live.memory_bytes,
-        generations: generations_of(&hardware, true),
+        generations: generations::of(&hardware, true),
         hardware: serde_json::to_value(&hardware).ok(),
     })
-}
-
-fn generations_of(hardware: &HardwareInventory, simulated: bool) -> Vec<Generation> {
-    let mut all = Vec::new();
-    if let Some(cpu) = hardware.cpu.found() {
-        all.push(generations::cpu(cpu, simulated));
-    }
-    if let Some(gpus) = hardware.nvidia.found() {
-        all.extend(generations::nvidia(gpus, simulated));
-    }
-    if let Some(gpus) = hardware.amd.found() {
-        all.extend(generations::amd(gpus, simulated));
-    }
-    if let Some(gpus) = hardware.intel.found() {
-        all.extend(generations::intel(gpus, simulated));
-    }
-    generations::dedup(all)
 }
 
 /// The basic host facts from sysinfo.

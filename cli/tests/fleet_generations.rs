@@ -241,14 +241,9 @@ async fn an_agent_registers_again_when_its_inventory_changes() {
         std::fs::copy(recorded(from).join(name), set.join(name)).unwrap();
     }
     wait_until(Duration::from_secs(30), "the new inventory", || {
-        let mut client = client.clone();
+        let client = client.clone();
         async move {
-            let agents = client
-                .list_agents(abfleet_proto::pb::ListAgentsRequest {})
-                .await
-                .unwrap()
-                .into_inner()
-                .agents;
+            let agents = list_agents(&client).await;
             let inventory: abfleet_core::inventory::Inventory =
                 agents[0].inventory.clone()?.try_into().ok()?;
             inventory

@@ -279,8 +279,12 @@ async fn the_dispatch_sweep_finds_a_missing_path_and_a_slower_level_for_real() {
             extra: "\n[backends.cpu]\nlevels = [{ name = \"scalar\", cpumask = \"63\" }, { name = \"avx2\", cpumask = \"48\" }]\n",
             ..SpecOptions::path()
         }
-        .render()
-        .replace("width = 96\nheight = 64", "width = 320\nheight = 180");
+        .render();
+        assert!(
+            text.contains("width = 96\nheight = 64"),
+            "the tiny fixture moved"
+        );
+        let text = text.replace("width = 96\nheight = 64", "width = 320\nheight = 180");
         let path = tmp.path().join(name);
         std::fs::write(&path, text).unwrap();
         path

@@ -57,11 +57,19 @@ impl BackendCell {
 
     pub fn skipped(backend: &str, fixture: &str, workload: &str, reason: String) -> Self {
         Self {
+            reason: Some(reason),
+            ..Self::new(backend, fixture, workload, BackendCellStatus::Skipped)
+        }
+    }
+
+    /// A cell with nothing measured yet.
+    pub fn new(backend: &str, fixture: &str, workload: &str, status: BackendCellStatus) -> Self {
+        Self {
             backend: backend.into(),
             fixture: fixture.into(),
             workload: workload.into(),
-            status: BackendCellStatus::Skipped,
-            reason: Some(reason),
+            status,
+            reason: None,
             times: Vec::new(),
             median_seconds: None,
             spread_pct: None,

@@ -28,6 +28,22 @@ pub enum IntelArch {
     Unknown,
 }
 
+impl IntelArch {
+    /// The name as keys and reports spell it (its serde name): `dg2`, `bmg`, …
+    pub fn name(&self) -> &'static str {
+        match self {
+            IntelArch::Tgllp => "tgllp",
+            IntelArch::Dg2 => "dg2",
+            IntelArch::Bmg => "bmg",
+            IntelArch::Pvc => "pvc",
+            IntelArch::Mtl => "mtl",
+            IntelArch::Lnl => "lnl",
+            IntelArch::Arl => "arl",
+            IntelArch::Unknown => "unknown",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IntelGpu {
     pub name: String,

@@ -266,17 +266,7 @@ fn check_artifact(
             .collect();
         args.extend(outputs.iter().map(|o| format!("--output={}", o.display())));
         if let Err(reason) = run(&tools.bundler, &args) {
-            let command = command_line(&tools.bundler, &args);
-            results.skip(
-                BACKEND,
-                "registers",
-                format!("`{command}` failed: {reason}"),
-            );
-            results.skip(
-                BACKEND,
-                "occupancy",
-                format!("`{command}` failed: {reason}"),
-            );
+            skip_kernel_checks(&mut results, &command_line(&tools.bundler, &args), &reason);
             continue;
         }
         for code_object in &outputs {
@@ -285,16 +275,7 @@ fn check_artifact(
             let notes = match run(&tools.readelf, &args) {
                 Ok(notes) => notes,
                 Err(reason) => {
-                    results.skip(
-                        BACKEND,
-                        "registers",
-                        format!("`{command}` failed: {reason}"),
-                    );
-                    results.skip(
-                        BACKEND,
-                        "occupancy",
-                        format!("`{command}` failed: {reason}"),
-                    );
+                    skip_kernel_checks(&mut results, &command, &reason);
                     continue;
                 }
             };
@@ -435,6 +416,13 @@ impl ScratchDir {
 impl Drop for ScratchDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// The per-kernel checks (registers, occupancy) cannot run when a tool fails on a code object.
+fn skip_kernel_checks(results: &mut CheckResults, command: &str, reason: &str) {
+    for check in ["registers", "occupancy"] {
+        results.skip(BACKEND, check, format!("`{command}` failed: {reason}"));
     }
 }
 

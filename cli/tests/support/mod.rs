@@ -448,24 +448,25 @@ impl Drop for Proxy {
     }
 }
 
+/// The agents the coordinator knows, as `abfleet agents` lists them.
+pub async fn list_agents(
+    client: &ControlServiceClient<Channel>,
+) -> Vec<abfleet_proto::pb::AgentSummary> {
+    client
+        .clone()
+        .list_agents(abfleet_proto::pb::ListAgentsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .agents
+}
+
 /// Waits until at least `count` agents have registered.
-pub async fn wait_for_agents(
-    client: &abfleet_proto::pb::control_service_client::ControlServiceClient<
-        tonic::transport::Channel,
-    >,
-    count: usize,
-) {
-    wait_until(Duration::from_secs(30), "the agents to register", || {
-        let mut client = client.clone();
-        async move {
-            let agents = client
-                .list_agents(abfleet_proto::pb::ListAgentsRequest {})
-                .await
-                .unwrap()
-                .into_inner()
-                .agents;
-            (agents.len() >= count).then_some(())
-        }
-    })
+pub async fn wait_for_agents(client: &ControlServiceClient<Channel>, count: usize) {
+    wait_until(
+        Duration::from_secs(30),
+        "the agents to register",
+        || async { (list_agents(client).await.len() >= count).then_some(()) },
+    )
     .await;
 }
