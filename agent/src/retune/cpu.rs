@@ -116,7 +116,11 @@ pub(crate) async fn dispatch_sweep(
         }
     }
     if compiled.is_none() && !sweep.simd_info.is_empty() {
-        compiled = simd_info(&sweep.simd_info, &binary, &fork.tree);
+        let (template, binary, tree) = (sweep.simd_info.clone(), binary.clone(), fork.tree.clone());
+        compiled = tokio::task::spawn_blocking(move || simd_info(&template, &binary, &tree))
+            .await
+            .ok()
+            .flatten();
     }
     let flags = live_flags();
     let supported = dispatch::supported_levels(&flags);

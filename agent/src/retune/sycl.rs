@@ -76,17 +76,7 @@ pub fn device_arch_of(gpu: &IntelGpu) -> Option<String> {
     if let Some(version) = ip_version {
         return Some(version.to_string());
     }
-    let family = match gpu.architecture {
-        IntelArch::Tgllp => "tgllp",
-        IntelArch::Dg2 => "dg2",
-        IntelArch::Bmg => "bmg",
-        IntelArch::Pvc => "pvc",
-        IntelArch::Mtl => "mtl",
-        IntelArch::Lnl => "lnl",
-        IntelArch::Arl => "arl",
-        IntelArch::Unknown => return None,
-    };
-    Some(family.to_string())
+    (gpu.architecture != IntelArch::Unknown).then(|| gpu.architecture.name().to_string())
 }
 
 #[cfg(test)]
