@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use abfleet_core::cell::{CellInput, CellResult, SideMeasurement, SideStatus};
+use abfleet_core::cell::{CellInput, CellParity, CellResult, RunCommand, SideMeasurement, SideStatus};
 use abfleet_core::events::{BuildRecord, BuildStatus, JobEventPayload, JobOutcome, LogLevel, Side};
 use abfleet_core::inventory::Inventory;
 use abfleet_core::paired::{self, AdaptiveBounds, AnalysisConfig, Order, Pair, StopReason};
@@ -156,6 +156,7 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
     let (upstream, fork) = (&built[0], &built[1]);
     let spec = ctx.spec.clone();
     let mut index = 0u32;
+    let mut not_measured = 0u32;
     for (fixture, paths) in spec.fixtures.iter().zip(&prepared) {
         for workload in &spec.workloads {
             check_cancel(ctx)?;
@@ -171,6 +172,9 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
             let input = measure_cell(ctx, index, fixture, paths, workload, upstream, fork).await?;
             let cell = CellResult::evaluate(input, &spec);
             info!(cell = %label, parity = ?cell.parity, speedup = ?cell.speedup, "cell finished");
+            if cell.parity == CellParity::Unavailable {
+                not_measured += 1;
+            }
             emit(ctx, JobEventPayload::Cell(Box::new(cell)))?;
             index += 1;
         }
@@ -179,7 +183,15 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
         check_cancel(ctx)?;
         crate::retune::cpu::dispatch_sweep(ctx, &sweep, &prepared, fork).await?;
     }
-    progress(ctx, "done", "all cells measured".into(), index, None)?;
+    let summary = if not_measured == 0 {
+        format!("all {index} cells measured")
+    } else {
+        format!(
+            "{} of {index} cells measured, {not_measured} not (the report says why)",
+            index - not_measured
+        )
+    };
+    progress(ctx, "done", summary, index, None)?;
     Ok(())
 }
 
@@ -418,6 +430,9 @@ async fn time_pairs(
         max_seconds: measure.max_cell_seconds,
     };
     let config = analysis_config(&ctx.spec, seed);
+    if sides.iter().any(|s| !s.active) {
+        return time_one_side(ctx, runner_ctx, sides, seed).await;
+    }
     let started = std::time::Instant::now();
     let mut done = 0usize;
     loop {
@@ -437,6 +452,14 @@ async fn time_pairs(
             }
             done += 1;
         }
+        if sides.iter().any(|s| !s.active) {
+            // A side failed during the timed runs: what is left is not a pair.
+            return Ok(TimedPairs {
+                seed,
+                order: Vec::new(),
+                stop_reason: StopReason::OneSided,
+            });
+        }
         if !adaptive {
             return Ok(TimedPairs {
                 seed,
@@ -447,11 +470,7 @@ async fn time_pairs(
         let pairs = paired_times(sides);
         let analysis = paired::analyse(&pairs, &config);
         let elapsed_s = started.elapsed().as_secs_f64();
-        let stop = if sides.iter().any(|s| !s.active) {
-            Some(StopReason::Decided)
-        } else {
-            paired::next_step(analysis.as_ref(), done as u32, elapsed_s, &bounds)
-        };
+        let stop = paired::next_step(analysis.as_ref(), done as u32, elapsed_s, &bounds);
         if let Some(stop_reason) = stop {
             return Ok(TimedPairs {
                 seed,
@@ -471,6 +490,28 @@ async fn time_pairs(
         }
         order.extend(paired::run_order(extra_seed, 2).into_iter().take(room));
     }
+}
+
+/// A cell whose other side is absent or unavailable: the side that runs takes `runs` timed
+/// runs alone (its own median and spread), with no run order and no pairs.
+async fn time_one_side(
+    ctx: &mut JobContext,
+    runner_ctx: &RunContext<'_>,
+    sides: &mut [SideRun<'_>; 2],
+    seed: u64,
+) -> Result<TimedPairs, Stop> {
+    for run in 0..ctx.spec.measure.runs {
+        for side in sides.iter_mut().filter(|s| s.active) {
+            let label = format!("run{run}");
+            let result = run_once(ctx, runner_ctx, side.side, side.built, &label).await?;
+            record(side, result, false);
+        }
+    }
+    Ok(TimedPairs {
+        seed,
+        order: Vec::new(),
+        stop_reason: StopReason::OneSided,
+    })
 }
 
 fn paired_times(sides: &[SideRun<'_>; 2]) -> Vec<Pair> {
@@ -501,6 +542,7 @@ fn empty_measurement() -> SideMeasurement {
         returncode: Some(0),
         error: None,
         stderr_tail: None,
+        command: None,
     }
 }
 
@@ -511,7 +553,12 @@ struct RunContext<'a> {
     out_dir: &'a Path,
 }
 
-/// What one run of one side showed.
+/// What one run of one side showed, and the command that showed it.
+struct RunOutcome {
+    command: RunCommand,
+    result: RunResult,
+}
+
 enum RunResult {
     Scored {
         wall_s: f64,
@@ -529,7 +576,9 @@ enum RunResult {
     },
 }
 
-fn record(side: &mut SideRun<'_>, result: RunResult, warmup: bool) {
+fn record(side: &mut SideRun<'_>, run: RunOutcome, warmup: bool) {
+    let RunOutcome { command, result } = run;
+    let keep_command = !warmup || !matches!(result, RunResult::Scored { .. });
     let m = &mut side.measurement;
     match result {
         RunResult::Scored {
@@ -552,7 +601,7 @@ fn record(side: &mut SideRun<'_>, result: RunResult, warmup: bool) {
                 status: SideStatus::Absent,
                 returncode: Some(code),
                 stderr_tail: Some(stderr_tail),
-                ..SideMeasurement::unavailable(format!("rejected the workload (exit code {code}): the feature does not exist on this side"))
+                ..SideMeasurement::unavailable(format!("absent: rejected the workload (exit code {code}), the feature does not exist on this side"))
             };
             side.active = false;
         }
@@ -569,6 +618,9 @@ fn record(side: &mut SideRun<'_>, result: RunResult, warmup: bool) {
             side.active = false;
         }
     }
+    if keep_command && m.command.is_none() {
+        m.command = Some(command);
+    }
 }
 
 async fn run_once(
@@ -577,7 +629,7 @@ async fn run_once(
     side: Side,
     built: &BuiltSide,
     label: &str,
-) -> Result<RunResult, Stop> {
+) -> Result<RunOutcome, Stop> {
     let binary = built.binary.as_ref().expect("only built sides run");
     let format = ctx.spec.command.output_format;
     let output = run
@@ -601,7 +653,11 @@ async fn run_once(
     .await;
     ctx.sink.set_quiet(false);
     let stderr_tail = || runner::tail(&log, STDERR_TAIL_BYTES);
-    Ok(match &outcome.exit {
+    let command = RunCommand {
+        argv: argv.clone(),
+        cwd: built.tree.display().to_string(),
+    };
+    let result = match &outcome.exit {
         ExitKind::Cancelled => return Err(Stop::Cancelled),
         ExitKind::Code(code) if *code == ctx.spec.command.unknown_feature_exit_code => {
             RunResult::Absent { code: *code, stderr_tail: stderr_tail() }
@@ -620,14 +676,22 @@ async fn run_once(
                 ),
                 stderr_tail: stderr_tail(),
             },
-            Ok(scores) => RunResult::Scored { wall_s: outcome.wall_s, cpu_s: outcome.cpu_s, scores },
+            Ok(scores) => match run.workload.missing_expected(&scores) {
+                Some(missing) => RunResult::Failed {
+                    returncode: Some(0),
+                    error: format!("the {} binary exited 0 but {missing}", side.name()),
+                    stderr_tail: stderr_tail(),
+                },
+                None => RunResult::Scored { wall_s: outcome.wall_s, cpu_s: outcome.cpu_s, scores },
+            },
             Err(error) => RunResult::Failed {
                 returncode: Some(0),
                 error: format!("the {} binary exited 0 but its output is unusable: {error}", side.name()),
                 stderr_tail: stderr_tail(),
             },
         },
-    })
+    };
+    Ok(RunOutcome { command, result })
 }
 
 pub(crate) fn read_scores(

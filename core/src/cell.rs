@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::paired::{self, AnalysisConfig, Order, Pair, StopReason, Verdict};
-use crate::parity::{self, ParityFailure};
-use crate::scores::Scores;
+use crate::parity::{self, Gates, ParityFailure};
+use crate::scores::{nullable, Scores};
 use crate::spec::JobSpec;
 use crate::stats;
 
@@ -37,6 +37,36 @@ pub struct SideMeasurement {
     pub returncode: Option<i32>,
     pub error: Option<String>,
     pub stderr_tail: Option<String>,
+    /// The command line of the first timed run (or of the run that failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<RunCommand>,
+}
+
+/// Exactly what was run, so a maintainer can rerun a cell by hand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCommand {
+    pub argv: Vec<String>,
+    pub cwd: String,
+}
+
+impl RunCommand {
+    /// A line to paste into a POSIX shell: `cd CWD && ARGV…`, each word quoted as needed.
+    pub fn shell_line(&self) -> String {
+        let words: Vec<String> = self.argv.iter().map(|a| shell_quote(a)).collect();
+        format!("cd {} && {}", shell_quote(&self.cwd), words.join(" "))
+    }
+}
+
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 impl SideMeasurement {
@@ -50,6 +80,7 @@ impl SideMeasurement {
             returncode: None,
             error: Some(error.into()),
             stderr_tail: None,
+            command: None,
         }
     }
 }
@@ -67,7 +98,8 @@ pub struct SideResult {
     pub median_fps: Option<f64>,
     pub nframes: Option<u64>,
     pub load_avg_1min: [f64; 2],
-    /// Pooled mean per metric.
+    /// Pooled mean per metric (`null` for a metric the tool scored as null throughout).
+    #[serde(with = "nullable::map")]
     pub pooled: BTreeMap<String, f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub returncode: Option<i32>,
@@ -78,6 +110,9 @@ pub struct SideResult {
     /// Per-frame scores of the first timed run (for parity and later inspection).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<Scores>,
+    /// The argv and working directory of the side's timed runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<RunCommand>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,10 +140,14 @@ pub struct CellResult {
     pub fork: SideResult,
     /// Upstream median / fork median; above 1 means the fork is faster.
     pub speedup: Option<f64>,
+    /// Pooled-mean delta (fork − upstream) per shared metric: the gated quantity.
+    #[serde(with = "nullable::map")]
     pub score_delta: BTreeMap<String, f64>,
+    #[serde(with = "nullable::map")]
     pub max_frame_delta: BTreeMap<String, f64>,
     pub max_frame_delta_at: BTreeMap<String, u64>,
     pub frames_over_gate: BTreeMap<String, u64>,
+    #[serde(with = "nullable::map")]
     pub frame_delta_p95: BTreeMap<String, f64>,
     pub parity: CellParity,
     pub parity_failures: Vec<ParityFailure>,
@@ -250,7 +289,11 @@ impl CellResult {
                 let (Some(up), Some(fk)) = (&input.upstream.scores, &input.fork.scores) else {
                     unreachable!("an ok side always carries scores")
                 };
-                let outcome = parity::compare(up, fk, &spec.parity, spec.measure.max_score_delta);
+                let gates = Gates {
+                    max_score_delta: spec.measure.max_score_delta,
+                    max_frame_delta: spec.measure.max_frame_delta,
+                };
+                let outcome = parity::compare(up, fk, &spec.parity, gates);
                 let passed = outcome.passed();
                 cell.score_delta = outcome.score_delta;
                 cell.max_frame_delta = outcome.max_frame_delta;
@@ -348,6 +391,7 @@ fn side_result(m: &SideMeasurement, load_avg_1min: [f64; 2]) -> SideResult {
         error: m.error.clone(),
         stderr_tail: m.stderr_tail.clone(),
         scores: m.scores.clone(),
+        command: m.command.clone(),
     }
 }
 
@@ -377,6 +421,7 @@ mod tests {
             returncode: Some(0),
             error: None,
             stderr_tail: None,
+            command: None,
         }
     }
 

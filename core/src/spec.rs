@@ -273,6 +273,82 @@ impl Generator {
 pub struct WorkloadSpec {
     pub name: String,
     pub args: Vec<String>,
+    /// Metrics a side's output must hold for the workload to count as run: a side that
+    /// exits 0 with none of them failed (a feature that could not load its model still
+    /// writes frames of other metrics). Empty: derived from the `--feature NAME` arguments
+    /// (a metric whose name contains `NAME`); see [`WorkloadSpec::expected_features`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect_metrics: Vec<String>,
+}
+
+impl WorkloadSpec {
+    /// The feature names this workload asks for with `--feature NAME[=opts]` (or
+    /// `--feature=NAME`), in order.
+    pub fn expected_features(&self) -> Vec<String> {
+        let mut features = Vec::new();
+        let mut args = self.args.iter();
+        while let Some(arg) = args.next() {
+            let value = if arg == "--feature" {
+                args.next().map(String::as_str)
+            } else {
+                arg.strip_prefix("--feature=")
+            };
+            if let Some(value) = value {
+                let name = value.split(['=', ':']).next().unwrap_or(value);
+                if !name.is_empty() {
+                    features.push(name.to_string());
+                }
+            }
+        }
+        features
+    }
+
+    /// Why `scores` does not hold what this workload asks for, when it does not: none of
+    /// `expect_metrics`, or, without those, no metric named after one of the requested
+    /// features. `None` when it does (or when the workload names no feature: a model row).
+    pub fn missing_expected(&self, scores: &crate::scores::Scores) -> Option<String> {
+        let names = scores.metric_names();
+        let wrote = || {
+            let mut list: Vec<&str> = names.iter().map(String::as_str).take(8).collect();
+            if names.len() > 8 {
+                list.push("…");
+            }
+            if list.is_empty() {
+                "nothing".to_string()
+            } else {
+                list.join(", ")
+            }
+        };
+        if !self.expect_metrics.is_empty() {
+            if self.expect_metrics.iter().any(|m| names.contains(m)) {
+                return None;
+            }
+            return Some(format!(
+                "its output has none of the metrics workload `{}` expects ({}); it wrote: {}",
+                self.name,
+                self.expect_metrics.join(", "),
+                wrote()
+            ));
+        }
+        let missing: Vec<String> = self
+            .expected_features()
+            .into_iter()
+            .filter(|feature| {
+                let feature = feature.to_ascii_lowercase();
+                !names
+                    .iter()
+                    .any(|name| name.to_ascii_lowercase().contains(&feature))
+            })
+            .collect();
+        if missing.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "its output has no metric of feature `{}` (it wrote: {}): the feature did not run (one that cannot load its model does this); if the feature's metrics are named otherwise, list them in the workload's `expect_metrics`",
+            missing.join("`, `"),
+            wrote()
+        ))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -283,7 +359,12 @@ pub struct MeasureSpec {
     pub runs: u32,
     pub threads: u32,
     pub min_useful_seconds: f64,
+    /// The parity gate on every shared metric's pooled-mean delta (ADR-1228 §2).
     pub max_score_delta: f64,
+    /// An optional, stricter gate on every single frame's delta; `None`: per-frame deltas
+    /// are reported, not gated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_frame_delta: Option<f64>,
     pub timeout_seconds: f64,
     /// Seeds the run order and the bootstrap; recorded in the report to replay a run.
     pub seed: u64,
@@ -301,16 +382,60 @@ pub struct ParitySpec {
     /// Same metric, different name: upstream name → fork name.
     #[serde(default)]
     pub renames: BTreeMap<String, String>,
-    /// Per-metric allowances that replace `max_score_delta`, each with its reason.
+    /// Per-metric allowances that replace `max_score_delta` (and `max_frame_delta`), each
+    /// with its reason.
     #[serde(default)]
     pub allow: BTreeMap<String, Allowance>,
+    /// Upstream metrics the fork may stop writing, each with its reason. Any other metric
+    /// only upstream writes fails the cell.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_missing: Vec<AllowedMissing>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Allowance {
-    pub max_delta: f64,
+    /// Gate on this metric's pooled-mean delta; `None` keeps `max_score_delta`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_delta: Option<f64>,
+    /// Gate on this metric's per-frame deltas; `None` keeps `[measure] max_frame_delta`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_frame_delta: Option<f64>,
     pub reason: String,
+}
+
+/// An upstream metric the fork no longer writes, declared with why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllowedMissing {
+    pub metric: String,
+    pub reason: String,
+}
+
+impl ParitySpec {
+    /// The pooled-mean gate of a metric (fork name first, then upstream name).
+    pub fn pooled_gate(&self, names: [&str; 2], default: f64) -> f64 {
+        names
+            .iter()
+            .find_map(|n| self.allow.get(*n).and_then(|a| a.max_delta))
+            .unwrap_or(default)
+    }
+
+    /// The per-frame gate of a metric, when one is set for it or spec-wide.
+    pub fn frame_gate(&self, names: [&str; 2], default: Option<f64>) -> Option<f64> {
+        names
+            .iter()
+            .find_map(|n| self.allow.get(*n).and_then(|a| a.max_frame_delta))
+            .or(default)
+    }
+
+    /// Why `metric` (an upstream name) may be missing from the fork, when declared.
+    pub fn missing_reason(&self, metric: &str) -> Option<&str> {
+        self.allow_missing
+            .iter()
+            .find(|m| m.metric == metric)
+            .map(|m| m.reason.as_str())
+    }
 }
 
 impl JobSpec {
@@ -490,6 +615,7 @@ mod toml_form {
         min_useful_seconds: f64,
         #[serde(default = "default_max_score_delta")]
         max_score_delta: f64,
+        max_frame_delta: Option<f64>,
         #[serde(default = "default_timeout_seconds")]
         timeout_seconds: f64,
         seed: Option<u64>,
@@ -508,6 +634,7 @@ mod toml_form {
                 threads: default_threads(),
                 min_useful_seconds: default_min_useful_seconds(),
                 max_score_delta: default_max_score_delta(),
+                max_frame_delta: None,
                 timeout_seconds: default_timeout_seconds(),
                 seed: None,
                 max_runs: None,
@@ -561,6 +688,8 @@ mod toml_form {
         renames: BTreeMap<String, String>,
         #[serde(default)]
         allow: BTreeMap<String, Allowance>,
+        #[serde(default)]
+        allow_missing: Vec<AllowedMissing>,
     }
 
     /// `path` against `base_dir`, with `.` and `..` resolved lexically (the path need not
@@ -829,6 +958,13 @@ mod toml_form {
                     "[measure] max_score_delta must be a non-negative number such as 1e-5".into(),
                 );
             }
+            if let Some(gate) = m.max_frame_delta {
+                if !(gate.is_finite() && gate >= 0.0) {
+                    return Err(
+                        "[measure] max_frame_delta must be a non-negative number such as 5e-5 (or leave it out: per-frame deltas are then reported, not gated)".into(),
+                    );
+                }
+            }
             if !(m.timeout_seconds.is_finite() && m.timeout_seconds > 0.0) {
                 return Err(
                     "[measure] timeout_seconds must be a positive number of seconds".into(),
@@ -860,10 +996,23 @@ mod toml_form {
                 if allowance.reason.trim().is_empty() {
                     return Err(format!("[parity.allow.{metric}] needs a reason: say why this metric may move (a tracked bug id)"));
                 }
-                if !(allowance.max_delta.is_finite() && allowance.max_delta >= 0.0) {
-                    return Err(format!(
-                        "[parity.allow.{metric}] max_delta must be a non-negative number"
-                    ));
+                if allowance.max_delta.is_none() && allowance.max_frame_delta.is_none() {
+                    return Err(format!("[parity.allow.{metric}] sets no gate: give max_delta (pooled mean) and/or max_frame_delta (per frame)"));
+                }
+                for (key, gate) in [
+                    ("max_delta", allowance.max_delta),
+                    ("max_frame_delta", allowance.max_frame_delta),
+                ] {
+                    if gate.is_some_and(|g| !(g.is_finite() && g >= 0.0)) {
+                        return Err(format!(
+                            "[parity.allow.{metric}] {key} must be a non-negative number"
+                        ));
+                    }
+                }
+            }
+            for missing in &self.parity.allow_missing {
+                if missing.reason.trim().is_empty() {
+                    return Err(format!("[parity] allow_missing `{}` needs a reason: say why the fork no longer writes it", missing.metric));
                 }
             }
             let fixture_names: Vec<String> = fixtures.iter().map(|f| f.name.clone()).collect();
@@ -888,6 +1037,7 @@ mod toml_form {
                     threads: m.threads,
                     min_useful_seconds: m.min_useful_seconds,
                     max_score_delta: m.max_score_delta,
+                    max_frame_delta: m.max_frame_delta,
                     timeout_seconds: m.timeout_seconds,
                     seed: m.seed.unwrap_or_else(fresh_seed),
                     max_runs,
@@ -897,6 +1047,7 @@ mod toml_form {
                 parity: ParitySpec {
                     renames: self.parity.renames,
                     allow: self.parity.allow,
+                    allow_missing: self.parity.allow_missing,
                 },
                 targets: self.targets.map(RawTargets::validate).transpose()?,
                 backends,

@@ -246,7 +246,13 @@ impl<'de> Visitor<'de> for Numbers<'_> {
         let mut numbers = BTreeMap::new();
         while let Some(key) = map.next_key::<String>()? {
             let value: Value = map.next_value()?;
-            let Some(number) = value.as_f64() else {
+            // `null` is how vmaf writes a score that is not a finite number: a value.
+            let number = if value.is_null() {
+                Some(crate::scores::NULL_SCORE)
+            } else {
+                value.as_f64()
+            };
+            let Some(number) = number else {
                 let (bad, metric, site) = match &self {
                     Numbers::Metrics(bad, site) => (bad, key, site.clone()),
                     Numbers::Stats(bad, metric) => (bad, metric.to_string(), Site::Pooled(key)),
@@ -509,13 +515,18 @@ mod tests {
     }
 
     #[test]
-    fn metric_that_is_null_is_an_error() {
+    fn a_null_metric_is_a_value_that_survives_a_json_round_trip() {
+        // Real vmaf writes `null` for an infinite score (psnr_hvs_cb of identical chroma).
         let text = FORK.replacen("\"vmaf\": 71.669457", "\"vmaf\": null", 1);
-        let err = parse(&text).expect_err("null metric");
-        assert!(
-            err.to_string().contains("metric `vmaf` of frame 0 is null"),
-            "{err}"
-        );
+        let scores = parse(&text).expect("a null score parses");
+        assert_eq!(scores.frames[0].metrics["vmaf"], crate::scores::NULL_SCORE);
+        let json = serde_json::to_string(&scores).unwrap();
+        assert!(json.contains("\"vmaf\":null"), "{json}");
+        let back: crate::scores::Scores = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, scores);
+        // Pooling skips the null frame.
+        let pooled = scores.pooled_mean("vmaf").unwrap();
+        assert!(pooled.is_finite(), "{pooled}");
     }
 
     #[test]

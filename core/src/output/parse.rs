@@ -5,11 +5,34 @@ use crate::scores::Scores;
 
 /// Reads the whole text of one output file written in `format`.
 pub fn parse(format: OutputFormat, text: &str) -> Result<Scores, OutputError> {
-    match format {
+    let mut scores = match format {
         OutputFormat::Json => json::parse(text),
         OutputFormat::Xml => xml::parse(text),
         OutputFormat::Csv => csv::parse(text),
+    }?;
+    scores.printed_decimals = printed_decimals(text);
+    Ok(scores)
+}
+
+/// How many bytes of an output [`printed_decimals`] reads: the tools print every number
+/// alike, so the first frames tell.
+const PRECISION_SCAN_BYTES: usize = 256 * 1024;
+
+/// The most digits after a decimal point in any number of the text's first
+/// [`PRECISION_SCAN_BYTES`] (a digit, `.`, digits), capped at 17; `None` when there is none.
+pub fn printed_decimals(text: &str) -> Option<u32> {
+    let bytes = &text.as_bytes()[..text.len().min(PRECISION_SCAN_BYTES)];
+    let mut most = None;
+    let mut i = 1;
+    while i + 1 < bytes.len() {
+        if bytes[i] == b'.' && bytes[i - 1].is_ascii_digit() && bytes[i + 1].is_ascii_digit() {
+            let digits = bytes[i + 1..].iter().take_while(|b| b.is_ascii_digit()).count();
+            most = most.max(Some(digits.min(17) as u32));
+            i += digits;
+        }
+        i += 1;
     }
+    most
 }
 
 /// A metric value as the tools print it (`%.6f`, or 17 significant digits): a finite number,
@@ -25,6 +48,14 @@ pub(super) fn number(text: &str) -> Result<f64, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn printed_decimals_are_read_from_the_text() {
+        assert_eq!(printed_decimals(r#"{"vmaf": 71.669457, "fps": 12.5}"#), Some(6));
+        assert_eq!(printed_decimals(r#"{"vmaf": 71.66945712345678}"#), Some(14));
+        assert_eq!(printed_decimals(r#"{"n": 3}"#), None);
+        assert_eq!(printed_decimals("version 3.2.0"), Some(1));
+    }
+
     use std::collections::BTreeMap;
     use std::fmt::Write as _;
 
@@ -104,6 +135,7 @@ mod tests {
                 |(names, frames, pooled, fps, tool_version)| Scores {
                     tool_version,
                     fps,
+                    printed_decimals: None,
                     frames: frames
                         .into_iter()
                         .enumerate()

@@ -30,6 +30,9 @@ pub enum StopReason {
     MaxSeconds,
     /// The bounds fix the count (`min_pairs >= max_pairs`) and it was reached.
     NotAdaptive,
+    /// One side was not timed (absent or unavailable): there was nothing to pair, so the
+    /// other side, if it runs, took `min_pairs` runs alone.
+    OneSided,
 }
 
 impl AdaptiveBounds {

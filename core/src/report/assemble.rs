@@ -227,6 +227,8 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         runs: spec.measure.runs,
         threads: spec.measure.threads,
         max_score_delta: spec.measure.max_score_delta,
+        max_frame_delta: spec.measure.max_frame_delta,
+        allow_missing: spec.parity.allow_missing.clone(),
         practical_threshold: spec.measure.practical_threshold,
         max_runs: spec.measure.max_runs,
         seed: spec.measure.seed,

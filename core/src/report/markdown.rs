@@ -28,7 +28,7 @@ pub fn render_markdown(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "Run `{}` (`{}`), trigger `{}`, status **{}**. Per side and cell: {} discarded warm-up run(s), then {} timed pairs (one run of each side; up to {} while a verdict is unsure) in a seeded balanced random order; median wall time with min/max spread; speedup with its 95% bootstrap interval and verdict (±{:.0}% counts as the same). Parity gate: every shared metric's largest per-frame delta and pooled-mean delta ≤ {:e}.\n",
+        "Run `{}` (`{}`), trigger `{}`, status **{}**. Per side and cell: {} discarded warm-up run(s), then {} timed pairs (one run of each side; up to {} while a verdict is unsure) in a seeded balanced random order; median wall time with min/max spread; speedup with its 95% bootstrap interval and verdict (±{:.0}% counts as the same). Parity gate: every shared metric's pooled-mean delta ≤ {:e}{}, compared at the output's printed precision; a metric upstream writes must be in the fork's output too.\n",
         report.run_id,
         report.name,
         report.trigger,
@@ -37,13 +37,34 @@ pub fn render_markdown(report: &Report) -> String {
         report.runs,
         report.max_runs,
         report.practical_threshold * 100.0,
-        report.max_score_delta
+        report.max_score_delta,
+        match report.max_frame_delta {
+            Some(gate) => format!(" and every frame's delta ≤ {gate:e}"),
+            None => " (per-frame deltas are reported below the tables, not gated)".to_string(),
+        }
     );
     for (metric, allowance) in &report.allowances {
+        let gates: Vec<String> = [
+            allowance.max_delta.map(|g| format!("its pooled mean by up to {g:e}")),
+            allowance
+                .max_frame_delta
+                .map(|g| format!("a frame by up to {g:e}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         let _ = writeln!(
             out,
-            "- Allowance in force: `{metric}` may differ by up to {:e} — {}\n",
-            allowance.max_delta, allowance.reason
+            "- Allowance in force: `{metric}` may differ, {} — {}\n",
+            gates.join(", "),
+            allowance.reason
+        );
+    }
+    for missing in &report.allow_missing {
+        let _ = writeln!(
+            out,
+            "- Allowed missing in the fork: `{}` — {}\n",
+            missing.metric, missing.reason
         );
     }
     if let Some(host) = &report.host {
@@ -168,7 +189,10 @@ pub fn render_markdown(report: &Report) -> String {
         })
         .collect();
     if !one_sided.is_empty() {
-        let _ = writeln!(out, "Metrics only one side emits (not compared):\n");
+        let _ = writeln!(
+            out,
+            "Metrics only one side emits (a metric only upstream writes fails the cell unless allowed missing):\n"
+        );
         for line in one_sided {
             let _ = writeln!(out, "{line}");
         }
@@ -203,6 +227,7 @@ pub fn render_markdown(report: &Report) -> String {
         }
         out.push('\n');
     }
+    render_reproduce(&mut out, &report.cells);
     for (name, side) in [("upstream", &report.upstream), ("fork", &report.fork)] {
         if let Some(build) = &side.build {
             if let Some(tail) = &build.log_tail {
@@ -292,7 +317,8 @@ fn render_cell_tables(out: &mut String, cells: &[CellResult], heading: &str) {
             out,
             "| Feature | Upstream | Fork | Speedup | Score delta |\n|---|---|---|---|---|"
         );
-        for cell in cells.iter().filter(|c| c.fixture == fixture) {
+        let rows: Vec<&CellResult> = cells.iter().filter(|c| c.fixture == fixture).collect();
+        for cell in &rows {
             let dagger = if cell.startup_dominated { " †" } else { "" };
             let _ = writeln!(
                 out,
@@ -305,6 +331,119 @@ fn render_cell_tables(out: &mut String, cells: &[CellResult], heading: &str) {
             );
         }
         out.push('\n');
+        render_cell_detail(out, &rows);
+    }
+}
+
+/// Below a fixture's table: per cell, the pairs it took, the per-frame deltas, a failed
+/// side's reason and the parity failures with the rule each broke. Never inside the table,
+/// which is what a maintainer pastes into the fork's docs.
+fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
+    let mut lines = Vec::new();
+    for cell in cells {
+        let mut parts = Vec::new();
+        if cell.pairs > 0 {
+            parts.push(format!(
+                "{} pairs ({})",
+                cell.pairs,
+                stop_reason_words(cell.stop_reason)
+            ));
+        }
+        let worst = cell
+            .max_frame_delta
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(b.1));
+        if let Some((metric, delta)) = worst.filter(|(_, d)| **d > 0.0) {
+            let frame = cell
+                .max_frame_delta_at
+                .get(metric)
+                .map_or(String::new(), |f| format!(", frame {f}"));
+            let over = cell.frames_over_gate.get(metric).copied().unwrap_or(0);
+            let p95 = cell
+                .frame_delta_p95
+                .get(metric)
+                .map_or(String::new(), |p| format!(", p95 {}", delta_text(*p)));
+            parts.push(format!(
+                "largest per-frame delta {} (`{metric}`{frame}), {over} frame(s) over the threshold{p95}",
+                delta_text(*delta)
+            ));
+        }
+        for (name, side) in [("upstream", &cell.upstream), ("fork", &cell.fork)] {
+            if side.status == SideStatus::Unavailable {
+                if let Some(error) = &side.error {
+                    parts.push(format!("{name} not measured: {error}"));
+                }
+            }
+        }
+        for failure in &cell.parity_failures {
+            parts.push(format!(
+                "**parity FAIL** ({}): {}",
+                failure.rule.describe(),
+                failure.message
+            ));
+        }
+        if !parts.is_empty() {
+            lines.push(format!("- {}: {}", cell.workload, parts.join("; ")));
+        }
+    }
+    if !lines.is_empty() {
+        for line in lines {
+            let _ = writeln!(out, "{line}");
+        }
+        out.push('\n');
+    }
+}
+
+fn stop_reason_words(reason: crate::paired::StopReason) -> &'static str {
+    match reason {
+        crate::paired::StopReason::Decided => "stopped on a verdict",
+        crate::paired::StopReason::MaxPairs => "max_runs reached",
+        crate::paired::StopReason::MaxSeconds => "max_cell_seconds reached",
+        crate::paired::StopReason::NotAdaptive => "fixed count",
+        crate::paired::StopReason::OneSided => "one side only",
+    }
+}
+
+/// Every measured side's exact command, to rerun a cell by hand.
+fn render_reproduce(out: &mut String, cells: &[CellResult]) {
+    let lines: Vec<String> = cells
+        .iter()
+        .flat_map(|cell| {
+            [("upstream", &cell.upstream), ("fork", &cell.fork)]
+                .into_iter()
+                .filter_map(move |(name, side)| {
+                    side.command.as_ref().map(|command| {
+                        format!(
+                            "- {}/{} {name}: `{}`",
+                            cell.fixture,
+                            cell.workload,
+                            command.shell_line()
+                        )
+                    })
+                })
+        })
+        .collect();
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<details><summary>Reproduce a cell by hand (the exact argv and working directory of its timed runs)</summary>\n"
+    );
+    for line in lines {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out, "\n</details>\n");
+}
+
+/// A delta as the report shows it: `0`, `null` for an infinite one, else three digits.
+fn delta_text(delta: f64) -> String {
+    if delta == 0.0 {
+        "0".into()
+    } else if !delta.is_finite() {
+        "null vs number".into()
+    } else {
+        format!("{delta:.1e}")
     }
 }
 
@@ -360,11 +499,7 @@ fn speedup_cell(cell: &CellResult) -> String {
                 .host_resolution
                 .map(|r| format!("; host resolves ±{:.1}%", r * 100.0))
                 .unwrap_or_default();
-            format!(
-                " [{lo:.2}–{hi:.2}] {}, {} pairs{resolution}",
-                verdict_word(verdict),
-                cell.pairs
-            )
+            format!(" [{lo:.2}–{hi:.2}] {}{resolution}", verdict_word(verdict))
         }
         _ => String::new(),
     };
@@ -392,17 +527,26 @@ fn delta_cell(cell: &CellResult) -> String {
         CellParity::AbsentFork => "absent in fork".to_string(),
         CellParity::Unavailable => "—".to_string(),
         CellParity::Ok | CellParity::Fail => {
+            // The gated quantity: the largest pooled-mean delta of any shared metric.
             let worst = cell
-                .max_frame_delta
+                .score_delta
                 .iter()
-                .max_by(|a, b| a.1.total_cmp(b.1));
+                .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()));
             let text = match worst {
                 Some((_, delta)) if *delta == 0.0 => "0".to_string(),
-                Some((metric, delta)) => format!("{delta:.1e} (`{metric}`)"),
+                Some((_, delta)) if !delta.is_finite() => "null vs number".to_string(),
+                Some((metric, delta)) => format!("{delta:+.1e} (`{metric}`)"),
                 None => "no shared metric".to_string(),
             };
             if cell.parity == CellParity::Fail {
-                format!("**FAIL** {text}")
+                let rules: Vec<&str> = cell
+                    .parity_failures
+                    .iter()
+                    .map(|f| f.rule.describe())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                format!("**FAIL** ({}) {text}", rules.join(", "))
             } else {
                 text
             }
@@ -441,6 +585,7 @@ mod tests {
             returncode: Some(0),
             error: None,
             stderr_tail: None,
+            command: None,
         }
     }
 

@@ -35,6 +35,12 @@ pub struct Report {
     pub runs: u32,
     pub threads: u32,
     pub max_score_delta: f64,
+    /// The optional per-frame gate (`[measure] max_frame_delta`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_frame_delta: Option<f64>,
+    /// Upstream metrics the fork may stop writing, with their reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_missing: Vec<crate::spec::AllowedMissing>,
     /// Adaptive runs: the most pairs an unsure cell may take.
     pub max_runs: u32,
     /// A speedup inside 1 ± this is `same`.
