@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use abfleet_core::cell::CellParity;
+use abfleet_core::parity::ParityRule;
 use abfleet_core::report::Report;
 use support::*;
 
@@ -71,7 +72,7 @@ fn the_demo_spec_passes_parity_and_writes_both_reports() {
 }
 
 #[test]
-fn a_drifting_fork_fails_the_parity_gate_with_exit_1_naming_metric_frame_and_delta() {
+fn a_drifting_fork_fails_the_parity_gate_with_exit_1_naming_metric_rule_and_delta() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jobs/demo-drift.toml");
     let (output, report) = local(tmp.path(), &spec);
@@ -83,10 +84,13 @@ fn a_drifting_fork_fails_the_parity_gate_with_exit_1_naming_metric_frame_and_del
         .find(|c| c.workload == "float_ssim")
         .unwrap();
     assert_eq!(cell.parity, CellParity::Fail);
+    // The drift shows in the pooled mean, which is what the gate is on (ADR-1228 §2).
     let failure = &cell.parity_failures[0];
     assert_eq!(failure.metric, "float_ssim");
+    assert_eq!(failure.rule, ParityRule::PooledMean, "{failure:?}");
     assert!(failure.delta > 1e-5 && failure.delta < 1e-2, "{failure:?}");
-    assert!(failure.frame.is_some());
+    assert!(failure.delta <= cell.max_frame_delta["float_ssim"], "{cell:?}");
+    assert!(cell.max_frame_delta_at.contains_key("float_ssim"));
     // Timing had nothing to do with it: the other features still pass.
     assert_eq!(
         report
@@ -99,10 +103,14 @@ fn a_drifting_fork_fails_the_parity_gate_with_exit_1_naming_metric_frame_and_del
     );
     let markdown = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
     assert!(markdown.contains("**Score parity: FAIL**"), "{markdown}");
-    assert!(markdown.contains("`float_ssim` differs by"), "{markdown}");
+    assert!(
+        markdown.contains("**FAIL** (pooled-mean delta over max_score_delta)"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("pooled mean of `float_ssim` differs by"), "{markdown}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
-        stdout.contains("parity: pattern_320x180/float_ssim: `float_ssim` differs by"),
+        stdout.contains("parity: pattern_320x180/float_ssim: pooled mean of `float_ssim` differs by"),
         "{stdout}"
     );
 }
