@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use abfleet_core::cell::{CellInput, CellParity, CellResult, RunCommand, SideMeasurement, SideStatus};
+use abfleet_core::cell::{
+    CellInput, CellParity, CellResult, RunCommand, SideMeasurement, SideStatus,
+};
 use abfleet_core::events::{BuildRecord, BuildStatus, JobEventPayload, JobOutcome, LogLevel, Side};
 use abfleet_core::inventory::Inventory;
 use abfleet_core::paired::{self, AdaptiveBounds, AnalysisConfig, Order, Pair, StopReason};

@@ -89,7 +89,10 @@ fn a_drifting_fork_fails_the_parity_gate_with_exit_1_naming_metric_rule_and_delt
     assert_eq!(failure.metric, "float_ssim");
     assert_eq!(failure.rule, ParityRule::PooledMean, "{failure:?}");
     assert!(failure.delta > 1e-5 && failure.delta < 1e-2, "{failure:?}");
-    assert!(failure.delta <= cell.max_frame_delta["float_ssim"], "{cell:?}");
+    assert!(
+        failure.delta <= cell.max_frame_delta["float_ssim"],
+        "{cell:?}"
+    );
     assert!(cell.max_frame_delta_at.contains_key("float_ssim"));
     // Timing had nothing to do with it: the other features still pass.
     assert_eq!(
@@ -107,10 +110,14 @@ fn a_drifting_fork_fails_the_parity_gate_with_exit_1_naming_metric_rule_and_delt
         markdown.contains("**FAIL** (pooled-mean delta over max_score_delta)"),
         "{markdown}"
     );
-    assert!(markdown.contains("pooled mean of `float_ssim` differs by"), "{markdown}");
+    assert!(
+        markdown.contains("pooled mean of `float_ssim` differs by"),
+        "{markdown}"
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
-        stdout.contains("parity: pattern_320x180/float_ssim: pooled mean of `float_ssim` differs by"),
+        stdout
+            .contains("parity: pattern_320x180/float_ssim: pooled mean of `float_ssim` differs by"),
         "{stdout}"
     );
 }

@@ -26,7 +26,10 @@ pub fn printed_decimals(text: &str) -> Option<u32> {
     let mut i = 1;
     while i + 1 < bytes.len() {
         if bytes[i] == b'.' && bytes[i - 1].is_ascii_digit() && bytes[i + 1].is_ascii_digit() {
-            let digits = bytes[i + 1..].iter().take_while(|b| b.is_ascii_digit()).count();
+            let digits = bytes[i + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
             most = most.max(Some(digits.min(17) as u32));
             i += digits;
         }
@@ -52,7 +55,10 @@ pub(super) fn number(text: &str) -> Result<f64, String> {
 mod tests {
     #[test]
     fn printed_decimals_are_read_from_the_text() {
-        assert_eq!(printed_decimals(r#"{"vmaf": 71.669457, "fps": 12.5}"#), Some(6));
+        assert_eq!(
+            printed_decimals(r#"{"vmaf": 71.669457, "fps": 12.5}"#),
+            Some(6)
+        );
         assert_eq!(printed_decimals(r#"{"vmaf": 71.66945712345678}"#), Some(14));
         assert_eq!(printed_decimals(r#"{"n": 3}"#), None);
         assert_eq!(printed_decimals("version 3.2.0"), Some(1));

@@ -45,7 +45,9 @@ pub fn render_markdown(report: &Report) -> String {
     );
     for (metric, allowance) in &report.allowances {
         let gates: Vec<String> = [
-            allowance.max_delta.map(|g| format!("its pooled mean by up to {g:e}")),
+            allowance
+                .max_delta
+                .map(|g| format!("its pooled mean by up to {g:e}")),
             allowance
                 .max_frame_delta
                 .map(|g| format!("a frame by up to {g:e}")),
