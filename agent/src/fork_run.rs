@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use abfleet_core::scores::Scores;
 
-use crate::job::{read_scores, JobContext, Stop};
+use crate::context::{read_scores, JobContext, Stop};
 use crate::runner::{self, CommandSpec, ExitKind};
 
 const STDERR_TAIL_BYTES: u64 = 800;

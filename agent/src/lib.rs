@@ -4,9 +4,10 @@
 //!
 //! The agent knows nothing of scheduling or of other agents; it does what a job offer says.
 
-pub mod backend_job;
 pub mod build;
+pub mod command_line;
 pub mod config;
+pub mod context;
 pub mod error;
 pub mod fixtures;
 pub mod fork_run;
@@ -24,6 +25,7 @@ pub mod session;
 pub mod sink;
 pub mod source;
 pub mod spool;
+pub mod stages;
 
 pub use config::AgentConfig;
 pub use error::AgentError;

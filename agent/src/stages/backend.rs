@@ -13,12 +13,12 @@ use abfleet_core::spec::{FixtureSpec, GpuBackendSpec, WorkloadSpec};
 use tracing::info;
 
 use crate::build::BuiltSide;
+use crate::command_line::cell_command_line;
+use crate::context::{
+    check_cancel, emit, fetch_and_build, progress, settle_uploads, JobContext, Stop,
+};
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::{median_and_spread, run_fork};
-use crate::job::{
-    cell_command_line, check_cancel, emit, fetch_and_build, progress, settle_uploads, JobContext,
-    Stop,
-};
 use crate::probe::HardwareInventory;
 use crate::{loadavg, retune};
 

@@ -9,9 +9,10 @@ use abfleet_core::spec::{default_levels, CpuDispatchSpec};
 use tracing::info;
 
 use crate::build::BuiltSide;
+use crate::command_line::cell_command_line;
+use crate::context::{emit, progress, settle_uploads, JobContext, Stop};
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::run_fork;
-use crate::job::{cell_command_line, emit, progress, settle_uploads, JobContext, Stop};
 use crate::probe::cpu::parse_cpuinfo;
 use crate::probe::outcome::Probe;
 

@@ -1,0 +1,195 @@
+//! What every stage of a job shares: the job's context (spec, work dir, host, events,
+//! cancel), the calls that emit events and progress and check for cancel, and the steps
+//! every stage needs before timing: fixtures prepared and verified, a side fetched and
+//! built, an output read. Below the stages; knows none of them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use abfleet_core::events::{BuildRecord, BuildStatus, JobEventPayload, Side};
+use abfleet_core::inventory::Inventory;
+use abfleet_core::scores::Scores;
+use abfleet_core::spec::JobSpec;
+use tokio::sync::watch;
+use tracing::info;
+
+use crate::build::{build_side, BuiltSide};
+use crate::fixtures::{self, PreparedFixture};
+use crate::sink::EventSink;
+use crate::source;
+
+pub struct JobContext {
+    pub job_id: String,
+    pub attempt: u32,
+    pub spec: JobSpec,
+    pub work_dir: PathBuf,
+    pub host: Inventory,
+    /// The generation key the coordinator matched this job to (`cuda/sm_90`); empty when
+    /// the spec names no targets. Its backend decides what the job does.
+    pub generation: String,
+    pub sink: EventSink,
+    pub cancel: watch::Receiver<bool>,
+}
+
+/// Why a job stopped early.
+pub(crate) enum Stop {
+    Cancelled,
+    Failed(String),
+    LeaseLost,
+}
+
+pub(crate) fn emit(ctx: &JobContext, payload: JobEventPayload) -> Result<(), Stop> {
+    ctx.sink
+        .emit(&payload)
+        .map(|_| ())
+        .map_err(|_| Stop::LeaseLost)
+}
+
+pub(crate) fn progress(
+    ctx: &JobContext,
+    phase: &str,
+    message: String,
+    cells_done: u32,
+    current_cell: Option<String>,
+) -> Result<(), Stop> {
+    emit(
+        ctx,
+        JobEventPayload::Progress {
+            phase: phase.to_string(),
+            message,
+            cells_done,
+            cells_total: ctx.spec.cell_count() as u32,
+            current_cell,
+        },
+    )
+}
+
+pub(crate) fn check_cancel(ctx: &JobContext) -> Result<(), Stop> {
+    if *ctx.cancel.borrow() {
+        return Err(Stop::Cancelled);
+    }
+    if ctx.sink.lease_lost().is_some() {
+        return Err(Stop::LeaseLost);
+    }
+    Ok(())
+}
+
+/// Between cells, the uploader gets its turn (timed runs keep it quiet): a short wait for the
+/// spool to drain, so progress is live. A coordinator that is away does not hold up timing;
+/// the events wait in the spool.
+pub(crate) async fn settle_uploads(ctx: &JobContext) -> Result<(), Stop> {
+    match tokio::time::timeout(Duration::from_secs(2), ctx.sink.flush()).await {
+        Ok(Err(_)) => Err(Stop::LeaseLost),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) async fn prepare_fixtures(ctx: &JobContext) -> Result<Vec<PreparedFixture>, Stop> {
+    let fixtures = ctx.spec.fixtures.clone();
+    let cache = ctx.work_dir.join("fixtures");
+    let host = ctx.host.hostname.clone();
+    tokio::task::spawn_blocking(move || {
+        fixtures
+            .iter()
+            .map(|f| fixtures::prepare(f, &cache, &host))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|err| Stop::Failed(format!("fixture task failed: {err}")))?
+    .map_err(|err| Stop::Failed(err.to_string()))
+}
+
+/// Fetches a side's source and builds it with `recipe` (the side's own, or a backend's
+/// variant of the fork's, which lands in its own build directory: the recipe is in the key).
+pub(crate) async fn fetch_and_build(
+    ctx: &mut JobContext,
+    side: Side,
+    recipe: &abfleet_core::spec::BuildRecipe,
+) -> Result<BuiltSide, Stop> {
+    let side_spec = match side {
+        Side::Upstream => ctx.spec.upstream.clone(),
+        Side::Fork => ctx.spec.fork.clone(),
+    };
+    progress(
+        ctx,
+        "fetch",
+        format!(
+            "fetching {} ({})",
+            side.name(),
+            side_spec.source.requested()
+        ),
+        0,
+        None,
+    )?;
+    let resolved = {
+        let source_spec = side_spec.source.clone();
+        let cache = ctx.work_dir.join("git");
+        let host = ctx.host.hostname.clone();
+        tokio::task::spawn_blocking(move || source::resolve(&source_spec, &cache, &host))
+            .await
+            .map_err(|err| Stop::Failed(format!("fetch task failed: {err}")))?
+    };
+    let resolved = match resolved {
+        Ok(resolved) => resolved,
+        Err(err) => {
+            let record = BuildRecord {
+                side,
+                status: BuildStatus::Failed,
+                cache_key: String::new(),
+                toolchain: String::new(),
+                seconds: 0.0,
+                log_path: String::new(),
+                log_tail: None,
+                error: Some(format!("cannot fetch the source: {err}")),
+            };
+            emit(ctx, JobEventPayload::Build(record.clone()))?;
+            return Ok(BuiltSide {
+                record,
+                binary: None,
+                tree: PathBuf::new(),
+            });
+        }
+    };
+    emit(
+        ctx,
+        JobEventPayload::SourceResolved {
+            side,
+            source: side_spec.source.clone(),
+            resolved: resolved.resolved.clone(),
+        },
+    )?;
+    progress(
+        ctx,
+        "build",
+        format!("building {} at {}", side.name(), resolved.resolved),
+        0,
+        None,
+    )?;
+    let timeout = Duration::from_secs(3600);
+    let built = build_side(
+        side,
+        &resolved,
+        recipe,
+        &ctx.work_dir.join("builds"),
+        timeout,
+        &mut ctx.cancel,
+    )
+    .await;
+    check_cancel(ctx)?;
+    info!(side = side.name(), status = ?built.record.status, "build finished");
+    emit(ctx, JobEventPayload::Build(built.record.clone()))?;
+    Ok(built)
+}
+
+pub(crate) fn read_scores(
+    format: abfleet_core::spec::OutputFormat,
+    path: &Path,
+) -> Result<Scores, String> {
+    let text = std::fs::read_to_string(path).map_err(|err| {
+        format!(
+            "cannot read `{}` ({err}); does the command template pass {{output}}?",
+            path.display()
+        )
+    })?;
+    abfleet_core::output::parse(format, &text).map_err(|err| err.to_string())
+}
