@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use abfleet_core::cell::CellParity;
+use abfleet_core::paired::StopReason;
 use abfleet_core::parity::ParityRule;
 use abfleet_core::report::Report;
 use support::*;
@@ -59,7 +60,32 @@ fn the_demo_spec_passes_parity_and_writes_both_reports() {
         .find(|c| c.workload == "float_ssim")
         .unwrap();
     assert_eq!(float_ssim.parity, CellParity::Ok);
+    // Each side records exactly what it ran, so a maintainer can rerun the cell by hand.
+    for side in [&float_ssim.upstream, &float_ssim.fork] {
+        let command = side.command.as_ref().expect("argv and cwd are recorded");
+        assert!(command.argv[0].ends_with("build/vmaf"), "{command:?}");
+        assert!(
+            Path::new(&command.cwd).join("build/vmaf").is_file(),
+            "{command:?}"
+        );
+        assert_eq!(command.argv.last().map(String::as_str), Some("float_ssim"));
+    }
+    // A fork-only feature is timed alone: no pairs, no run order, said so.
+    let motion_v2 = report
+        .cells
+        .iter()
+        .find(|c| c.workload == "motion_v2")
+        .unwrap();
+    assert_eq!(motion_v2.parity, CellParity::AbsentUpstream);
+    assert_eq!(motion_v2.stop_reason, StopReason::OneSided);
+    assert!(motion_v2.run_order.is_empty());
+    assert_eq!(motion_v2.pairs, 0);
+    assert!(motion_v2.fork.times.len() >= 3, "{:?}", motion_v2.fork);
     let markdown = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
+    assert!(
+        markdown.contains("Reproduce a cell by hand") && markdown.contains("float_ssim fork: `cd "),
+        "{markdown}"
+    );
     assert!(
         markdown.contains("| Feature | Upstream | Fork | Speedup | Score delta |"),
         "{markdown}"
