@@ -77,6 +77,7 @@ fn aa_spec(mut spec: JobSpec, trials: u32) -> JobSpec {
         .map(|trial| WorkloadSpec {
             name: format!("{}#{trial}", workload.name),
             args: workload.args.clone(),
+            expect_metrics: workload.expect_metrics.clone(),
         })
         .collect();
     spec.measure.max_runs = spec.measure.runs;
