@@ -1,4 +1,5 @@
-//! What can go wrong reading a spec. Every message names the file and says what to do.
+//! What can go wrong reading a spec, in either form. Every message names the file (or, for
+//! the JSON form, the key) and says what to do.
 
 use std::path::PathBuf;
 
@@ -14,4 +15,9 @@ pub enum SpecError {
     Syntax { path: PathBuf, message: String },
     #[error("job spec `{path}`: {message}")]
     Invalid { path: PathBuf, message: String },
+    /// A spec's JSON form (a submission, a stored run, an agent's offer) breaks an invariant
+    /// of a validated spec. It has no file; the message names the key, and the reader's
+    /// caller (serde's error, then the coordinator or agent) says where it came from.
+    #[error("{message}")]
+    Json { message: String },
 }

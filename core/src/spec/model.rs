@@ -1,5 +1,6 @@
 //! The validated job spec: what a run compares, on which inputs, with which workloads and
-//! under which discipline, with the methods the agent and the report ask of it.
+//! under which discipline. Only `validate` builds one from TOML and only `json` reads one
+//! back, both through the same invariant checks, so a `JobSpec` in hand is always valid.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -8,12 +9,13 @@ use serde::{Deserialize, Serialize};
 
 use super::backends::BackendsSpec;
 
-/// A validated job spec. Paths are absolute.
+/// A validated job spec. Paths are absolute. Its JSON form (the store, a submission, an
+/// offer) is read back through the same invariant checks as the TOML form, so no path
+/// deserializes one around validation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "super::json::JobSpecJson")]
 pub struct JobSpec {
     pub name: String,
-    #[serde(default)]
     pub description: String,
     pub upstream: SideSpec,
     pub fork: SideSpec,
@@ -21,26 +23,15 @@ pub struct JobSpec {
     pub fixtures: Vec<FixtureSpec>,
     pub workloads: Vec<WorkloadSpec>,
     pub measure: MeasureSpec,
-    #[serde(default)]
     pub parity: ParitySpec,
     /// Which hosts run it; `None` means any one agent.
-    #[serde(default)]
     pub targets: Option<TargetSpec>,
     /// Per-backend builds and retuning checks (`[backends.*]`, docs/retuning.md).
-    #[serde(default, skip_serializing_if = "BackendsSpec::is_empty")]
+    #[serde(skip_serializing_if = "BackendsSpec::is_empty")]
     pub backends: BackendsSpec,
 }
 
 impl JobSpec {
-    /// Reads the JSON form an agent or the coordinator receives.
-    pub fn from_json(text: &str) -> Result<JobSpec, serde_json::Error> {
-        serde_json::from_str(text)
-    }
-
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("a job spec always serialises")
-    }
-
     /// Number of (fixture, workload) cells.
     pub fn cell_count(&self) -> usize {
         self.fixtures.len() * self.workloads.len()

@@ -1,7 +1,9 @@
 //! From the TOML form to a validated [`JobSpec`], in two steps. `resolve` does what only the
 //! TOML form needs: it picks each side's source and recipe, fills defaults and resolves
 //! relative paths against the spec's directory. [`check`] then holds every invariant of a
-//! resolved spec (counts, gates, reasons, unique names, references).
+//! resolved spec (counts, limits, gates, reasons, unique names, references); the JSON form
+//! runs the same [`check`], so a spec read back from the store or an offer is held to exactly
+//! what `abfleet submit` held its TOML to.
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
@@ -12,6 +14,13 @@ use super::model::{
     MeasureSpec, ParitySpec, SideSpec, SourceSpec, TargetSpec, TEMPLATE_PLACEHOLDERS,
 };
 use super::raw::{RawFixtureFile, RawRecipe, RawSide, RawSpec, RawTargets, DEFAULT_MAX_RUNS};
+
+/// At most this many timed pairs per cell (`runs`, `max_runs`): beyond it a typo, not a plan.
+pub(crate) const RUNS_LIMIT: u32 = 10_000;
+/// At most this many discarded warm-up runs per side and cell.
+pub(crate) const WARMUP_LIMIT: u32 = 100;
+/// At most this long for one run (`timeout_seconds`) or one cell (`max_cell_seconds`): 7 days.
+pub(crate) const SECONDS_LIMIT: f64 = 7.0 * 24.0 * 3600.0;
 
 impl JobSpec {
     /// Reads, parses, validates and resolves a spec file.
@@ -185,9 +194,21 @@ fn check_measure(m: &MeasureSpec) -> Result<(), String> {
     if m.warmup < 1 {
         return Err("[measure] warmup must be at least 1: the first run of a binary warms caches and is discarded".into());
     }
+    if m.warmup > WARMUP_LIMIT {
+        return Err(format!(
+            "[measure] warmup = {} is above the limit of {WARMUP_LIMIT} discarded runs; one or two warm the caches",
+            m.warmup
+        ));
+    }
     if m.runs < 3 {
         return Err(format!(
             "[measure] runs = {} is too few; a median needs at least 3 timed runs",
+            m.runs
+        ));
+    }
+    if m.runs > RUNS_LIMIT {
+        return Err(format!(
+            "[measure] runs = {} is above the limit of {RUNS_LIMIT} timed pairs; lower it, adaptive runs add pairs up to max_runs",
             m.runs
         ));
     }
@@ -207,6 +228,12 @@ fn check_measure(m: &MeasureSpec) -> Result<(), String> {
     if !(m.timeout_seconds.is_finite() && m.timeout_seconds > 0.0) {
         return Err("[measure] timeout_seconds must be a positive number of seconds".into());
     }
+    if m.timeout_seconds > SECONDS_LIMIT {
+        return Err(format!(
+            "[measure] timeout_seconds = {} is above the limit of {SECONDS_LIMIT} seconds (7 days) for one run; lower it",
+            m.timeout_seconds
+        ));
+    }
     if !(m.min_useful_seconds.is_finite() && m.min_useful_seconds >= 0.0) {
         return Err("[measure] min_useful_seconds must be a non-negative number of seconds".into());
     }
@@ -214,6 +241,12 @@ fn check_measure(m: &MeasureSpec) -> Result<(), String> {
         return Err(format!(
             "[measure] max_runs = {} is below runs = {}; adaptive runs only add pairs",
             m.max_runs, m.runs
+        ));
+    }
+    if m.max_runs > RUNS_LIMIT {
+        return Err(format!(
+            "[measure] max_runs = {} is above the limit of {RUNS_LIMIT} timed pairs; lower it",
+            m.max_runs
         ));
     }
     if !(m.practical_threshold.is_finite()
@@ -224,6 +257,12 @@ fn check_measure(m: &MeasureSpec) -> Result<(), String> {
     }
     if !(m.max_cell_seconds.is_finite() && m.max_cell_seconds > 0.0) {
         return Err("[measure] max_cell_seconds must be a positive number of seconds".into());
+    }
+    if m.max_cell_seconds > SECONDS_LIMIT {
+        return Err(format!(
+            "[measure] max_cell_seconds = {} is above the limit of {SECONDS_LIMIT} seconds (7 days) for one cell; lower it",
+            m.max_cell_seconds
+        ));
     }
     Ok(())
 }
@@ -576,6 +615,42 @@ args = ["--feature", "psnr"]
             let err = parse(&text).unwrap_err().to_string();
             assert!(err.contains(expected), "expected `{expected}` in: {err}");
         }
+    }
+
+    #[test]
+    fn absurd_counts_and_durations_are_refused_with_the_limit() {
+        let cases = [
+            (
+                "runs = 10001\nmax_runs = 10001",
+                "runs = 10001 is above the limit of 10000",
+            ),
+            (
+                "runs = 5\nmax_runs = 10001",
+                "max_runs = 10001 is above the limit of 10000",
+            ),
+            ("warmup = 101", "warmup = 101 is above the limit of 100"),
+            (
+                "timeout_seconds = 604801",
+                "timeout_seconds = 604801 is above the limit of 604800 seconds (7 days)",
+            ),
+            (
+                "max_cell_seconds = 1e9",
+                "max_cell_seconds = 1000000000 is above the limit of 604800 seconds",
+            ),
+        ];
+        for (measure, expected) in cases {
+            let err = parse(&format!("{MINIMAL}[measure]\n{measure}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(expected), "expected `{expected}` in: {err}");
+        }
+        // The limits themselves are allowed.
+        let at_limits = "warmup = 100\nruns = 10000\nmax_runs = 10000\ntimeout_seconds = 604800\nmax_cell_seconds = 604800";
+        let spec = parse(&format!("{MINIMAL}[measure]\n{at_limits}\n")).unwrap();
+        assert_eq!((spec.measure.runs, spec.measure.max_runs), (10_000, 10_000));
+        // runs beyond the default adaptive ceiling lift max_runs with them, as before.
+        let spec = parse(&format!("{MINIMAL}[measure]\nruns = 30\n")).unwrap();
+        assert_eq!(spec.measure.max_runs, 30);
     }
 }
 
