@@ -470,3 +470,30 @@ pub async fn wait_for_agents(client: &ControlServiceClient<Channel>, count: usiz
     )
     .await;
 }
+
+/// A git repository made from a source tarball (`tar -xJf` into `dir`, `git init`, every file
+/// committed, optionally tagged): a real tree as a git source like any other. Returns the
+/// commit.
+pub fn repo_from_tarball(tarball: &Path, dir: &Path, tag: Option<&str>) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    let output = Command::new("tar")
+        .arg("-xJf")
+        .arg(tarball)
+        .arg("-C")
+        .arg(dir)
+        .output()
+        .expect("tar runs");
+    assert!(
+        output.status.success(),
+        "tar -xJf {}: {}",
+        tarball.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["add", "-f", "."]);
+    git(dir, &["commit", "-q", "-m", "unpacked from the tarball"]);
+    if let Some(tag) = tag {
+        git(dir, &["tag", tag]);
+    }
+    git(dir, &["rev-parse", "HEAD"])
+}

@@ -1,0 +1,556 @@
+//! End to end on the real trees: Netflix/vmaf v3.2.0 and the fork at c2a3c7e0, both from
+//! tarballs in `fixtures/vmaf-real/` (no network), built with meson by the agent, timed by
+//! `abfleet local` on a real 576x324 testsrc2/x264 pair, with the production spec's builds,
+//! command, parity rules and workloads.
+//!
+//! Needs meson, ninja, nasm, xxd and xz (`scripts/test` installs them). The builds take
+//! about 20 s per tree on 2 cores; the whole test a few minutes.
+
+mod support;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use abfleet_core::cell::{CellParity, CellResult, SideStatus};
+use abfleet_core::paired::Verdict;
+use abfleet_core::report::Report;
+use sha2::{Digest, Sha256};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixtures_dir() -> PathBuf {
+    repo_root().join("fixtures/vmaf-real")
+}
+
+/// The fixture pair: file stem, and the sha256 of the uncompressed file (as in
+/// `fixtures/vmaf-real/README.md`).
+const REFERENCE: (&str, &str) = (
+    "testsrc2_576x324_ref.yuv",
+    "769201b5a09324f94906716e1f6a34a2ceea4c5226b2a5f36cf96e99028c5b8c",
+);
+const DISTORTED: (&str, &str) = (
+    "testsrc2_576x324_x264crf35.yuv",
+    "82b320dac20d1542af487ae539e8d1377514fdfcfe6f56e96edf4c7f2c81b3f8",
+);
+const WIDTH: u64 = 576;
+const HEIGHT: u64 = 324;
+const FRAMES: u64 = 12;
+
+/// Rows of the production spec the test keeps (the others would only make it longer).
+const KEPT_WORKLOADS: &[&str] = &[
+    "vmaf_v0.6.1",
+    "float_ssim",
+    "float_ms_ssim",
+    "psnr_hvs",
+    "ssim",
+    "motion_v2",
+];
+
+/// How long the whole `abfleet local` run may take before the test gives up on it.
+const RUN_DEADLINE: Duration = Duration::from_secs(30 * 60);
+
+#[test]
+fn real_upstream_and_fork_on_a_real_pair() {
+    require_tools();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+
+    let upstream = root.join("upstream-vmaf");
+    let fork = root.join("fork-vmaf");
+    support::repo_from_tarball(
+        &fixtures_dir().join("upstream-v3.2.0.tar.xz"),
+        &upstream,
+        Some("v3.2.0"),
+    );
+    let fork_commit =
+        support::repo_from_tarball(&fixtures_dir().join("fork-c2a3c7e0.tar.xz"), &fork, None);
+
+    let reference = unpack_fixture(REFERENCE, root);
+    let distorted = unpack_fixture(DISTORTED, root);
+
+    let production =
+        std::fs::read_to_string(repo_root().join("fixtures/jobs/vmaf-upstream-ab.toml")).unwrap();
+    let spec_text = derive_spec(
+        &production,
+        &upstream,
+        &fork,
+        &fork_commit,
+        (&reference, REFERENCE.1),
+        (&distorted, DISTORTED.1),
+    );
+    let spec_path = root.join("vmaf-real.toml");
+    std::fs::write(&spec_path, &spec_text).unwrap();
+    let spec = abfleet_core::spec::JobSpec::load(&spec_path)
+        .unwrap_or_else(|e| panic!("the derived spec does not load: {e:#}\n{spec_text}"));
+    let names: Vec<&str> = spec.workloads.iter().map(|w| w.name.as_str()).collect();
+    let mut expected: Vec<&str> = KEPT_WORKLOADS.to_vec();
+    expected.push("lpips");
+    assert_eq!(names, expected, "{spec_text}");
+
+    let out = root.join("out");
+    let run = run_local(root, &spec_path, &out);
+    let markdown = std::fs::read_to_string(out.join("report.md"))
+        .unwrap_or_else(|e| format!("(no report.md: {e})"));
+    let context = format!(
+        "{run}\n--- report.md\n{markdown}\n--- derived spec\n{spec_text}",
+        run = run.text
+    );
+    let json = std::fs::read_to_string(out.join("report.json"))
+        .unwrap_or_else(|e| panic!("no report.json ({e})\n{context}"));
+    let report = Report::from_json(&json)
+        .unwrap_or_else(|e| panic!("report.json does not parse: {e}\n{context}"));
+
+    let failures = check_report(run.code, &report, &markdown);
+    if !failures.is_empty() {
+        let mut message = format!("{} assertion(s) failed:\n", failures.len());
+        for failure in &failures {
+            let _ = writeln!(message, "  - {failure}");
+        }
+        panic!("{message}\n{context}");
+    }
+}
+
+/// Every assertion on the real run, collected so one run says everything that is wrong.
+fn check_report(code: Option<i32>, report: &Report, markdown: &str) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut check = |ok: bool, what: String| {
+        if !ok {
+            failures.push(what);
+        }
+    };
+    check(
+        code == Some(0),
+        format!(
+            "`abfleet local` exits 0 (it exited {code:?}; report exit_code {}, errors {:?})",
+            report.exit_code, report.errors
+        ),
+    );
+    let cell = |name: &str| report.cells.iter().find(|c| c.workload == name);
+    let describe =
+        |c: &CellResult| {
+            format!(
+            "parity {:?}, upstream {:?} (rc {:?}, error {:?}), fork {:?} (rc {:?}, error {:?}), \
+             failures {:?}",
+            c.parity,
+            c.upstream.status,
+            c.upstream.returncode,
+            c.upstream.error,
+            c.fork.status,
+            c.fork.returncode,
+            c.fork.error,
+            c.parity_failures.iter().map(|f| &f.message).collect::<Vec<_>>()
+        )
+        };
+    let mut all = KEPT_WORKLOADS.to_vec();
+    all.push("lpips");
+    for name in &all {
+        check(
+            cell(name).is_some(),
+            format!("the report has a `{name}` cell"),
+        );
+    }
+
+    // The model row: parity OK with the declared motion rename applied.
+    if let Some(c) = cell("vmaf_v0.6.1") {
+        check(
+            c.parity == CellParity::Ok,
+            format!("vmaf_v0.6.1: parity OK ({})", describe(c)),
+        );
+        check(
+            c.renamed_metrics
+                .get("VMAF_integer_feature_motion_sad_score")
+                .map(String::as_str)
+                == Some("integer_motion"),
+            format!(
+                "vmaf_v0.6.1: the rename VMAF_integer_feature_motion_sad_score → integer_motion \
+                 applied (renamed {:?}, only upstream {:?}, only fork {:?})",
+                c.renamed_metrics, c.only_upstream_metrics, c.only_fork_metrics
+            ),
+        );
+        for (side, result) in [("upstream", &c.upstream), ("fork", &c.fork)] {
+            check(
+                result.pooled.contains_key("vmaf"),
+                format!(
+                    "vmaf_v0.6.1: the {side} side has a pooled `vmaf` (pooled keys {:?})",
+                    result.pooled.keys().collect::<Vec<_>>()
+                ),
+            );
+            check(
+                result.nframes == Some(FRAMES),
+                format!(
+                    "vmaf_v0.6.1: the {side} side scored {FRAMES} frames ({:?})",
+                    result.nframes
+                ),
+            );
+        }
+        check(
+            c.score_delta.contains_key("vmaf"),
+            format!(
+                "vmaf_v0.6.1: `vmaf` is compared (score_delta keys {:?})",
+                c.score_delta.keys().collect::<Vec<_>>()
+            ),
+        );
+    }
+
+    // Per-feature rows (`--no_prediction`): their own metric, and no `vmaf` anywhere.
+    for (name, metric) in [
+        ("float_ssim", "float_ssim"),
+        ("float_ms_ssim", "float_ms_ssim"),
+        ("psnr_hvs", "psnr_hvs"),
+    ] {
+        let Some(c) = cell(name) else { continue };
+        check(
+            c.parity == CellParity::Ok,
+            format!("{name}: parity OK ({})", describe(c)),
+        );
+        check(
+            c.score_delta.contains_key(metric),
+            format!(
+                "{name}: `{metric}` is compared (score_delta keys {:?})",
+                c.score_delta.keys().collect::<Vec<_>>()
+            ),
+        );
+        check(
+            !c.score_delta.contains_key("vmaf"),
+            format!(
+                "{name}: no `vmaf` in score_delta (keys {:?}): the row timed the model too",
+                c.score_delta.keys().collect::<Vec<_>>()
+            ),
+        );
+        for (side, result) in [("upstream", &c.upstream), ("fork", &c.fork)] {
+            let in_frames = result
+                .scores
+                .as_ref()
+                .is_some_and(|s| s.frames.iter().any(|f| f.metrics.contains_key("vmaf")));
+            check(
+                !result.pooled.contains_key("vmaf") && !in_frames,
+                format!(
+                    "{name}: the {side} side carries no `vmaf` (pooled keys {:?}, in frames: \
+                     {in_frames})",
+                    result.pooled.keys().collect::<Vec<_>>()
+                ),
+            );
+        }
+    }
+
+    // Fork-only features: upstream rejects them (exit 255), the report says so.
+    for name in ["ssim", "motion_v2"] {
+        let Some(c) = cell(name) else { continue };
+        check(
+            c.parity == CellParity::AbsentUpstream
+                && c.upstream.status == SideStatus::Absent
+                && c.fork.status == SideStatus::Ok,
+            format!("{name}: absent upstream, fork ok ({})", describe(c)),
+        );
+        check(
+            c.upstream.returncode == Some(255),
+            format!("{name}: upstream exited 255 ({:?})", c.upstream.returncode),
+        );
+    }
+    check(
+        markdown.contains("absent upstream"),
+        "report.md says `absent upstream`".to_string(),
+    );
+
+    // lpips without its model: the fork exits 0 with no frames; a failed side with a reason.
+    if let Some(c) = cell("lpips") {
+        check(
+            c.fork.status == SideStatus::Unavailable,
+            format!("lpips: the fork side failed ({})", describe(c)),
+        );
+        check(
+            c.fork
+                .error
+                .as_deref()
+                .is_some_and(|e| !e.trim().is_empty()),
+            format!("lpips: the failed fork side has a reason ({})", describe(c)),
+        );
+        check(
+            c.parity != CellParity::Ok,
+            format!("lpips: parity is not OK ({})", describe(c)),
+        );
+    }
+
+    // The fork's SIMD float_ms_ssim is several times faster on this pair.
+    if let Some(c) = cell("float_ms_ssim") {
+        check(
+            c.verdict == Some(Verdict::Faster),
+            format!(
+                "float_ms_ssim: verdict faster (verdict {:?}, speedup {:?}, ci95 {:?}, p {:?}, \
+                 pairs {}, stop {:?}, upstream times {:?}, fork times {:?})",
+                c.verdict,
+                c.speedup,
+                c.speedup_ci95,
+                c.p_value,
+                c.pairs,
+                c.stop_reason,
+                c.upstream.times,
+                c.fork.times
+            ),
+        );
+    }
+    failures
+}
+
+/// Fails (never skips) when a tool the real builds need is missing.
+fn require_tools() {
+    let missing: Vec<&str> = ["meson", "ninja", "nasm", "xxd", "xz", "tar", "git", "cc"]
+        .into_iter()
+        .filter(|tool| {
+            !Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the real VMAF test needs {} (missing: {}); run `scripts/test` to install them \
+         (or `scripts/test --install-only`)",
+        "meson, ninja, nasm, xxd, xz, tar, git and a C compiler",
+        missing.join(", ")
+    );
+}
+
+/// `xz -dc` a fixture into `dir` and check its size and sha256.
+fn unpack_fixture((name, sha256): (&str, &str), dir: &Path) -> PathBuf {
+    let packed = fixtures_dir().join(format!("{name}.xz"));
+    let path = dir.join(name);
+    let file = std::fs::File::create(&path).unwrap();
+    let status = Command::new("xz")
+        .arg("-dc")
+        .arg(&packed)
+        .stdout(file)
+        .status()
+        .expect("xz runs");
+    assert!(status.success(), "xz -dc {} failed", packed.display());
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(
+        bytes.len() as u64,
+        WIDTH * HEIGHT * 3 / 2 * FRAMES,
+        "{name}: not {FRAMES} frames of {WIDTH}x{HEIGHT} yuv420p"
+    );
+    let actual = format!("{:x}", Sha256::digest(&bytes));
+    assert_eq!(
+        actual,
+        sha256,
+        "{}: sha256 differs from fixtures/vmaf-real/README.md",
+        packed.display()
+    );
+    path
+}
+
+/// The production spec with local sources, the small pair, a short [measure], the kept
+/// workloads plus `lpips`; every other section verbatim. Each substitution must match.
+fn derive_spec(
+    production: &str,
+    upstream: &Path,
+    fork: &Path,
+    fork_commit: &str,
+    reference: (&Path, &str),
+    distorted: (&Path, &str),
+) -> String {
+    let sections = split_sections(production);
+    let mut out = String::new();
+    let mut kept = Vec::new();
+    let mut fixture_written = false;
+    let mut lpips_written = false;
+    let workload_count = sections.iter().filter(|s| s.0 == "[[workloads]]").count();
+    let mut workloads_seen = 0;
+    for (header, body) in &sections {
+        let section = match header.as_str() {
+            "" | "[build]" | "[fork.build]" | "[command]" | "[parity.renames]" => {
+                format!("{header}\n{body}")
+            }
+            h if h.starts_with("[parity.allow.") => format!("{header}\n{body}"),
+            "[upstream]" => format!(
+                "{header}\n{}",
+                replace_line(
+                    body,
+                    "git = ",
+                    &format!("git = {}", toml_string(&upstream.display().to_string()))
+                )
+            ),
+            "[fork]" => {
+                let body = replace_line(
+                    body,
+                    "git = ",
+                    &format!("git = {}", toml_string(&fork.display().to_string())),
+                );
+                format!(
+                    "{header}\n{}",
+                    replace_line(&body, "rev = ", &format!("rev = \"{fork_commit}\""))
+                )
+            }
+            "[[fixtures]]" => {
+                assert!(
+                    !fixture_written,
+                    "the production spec has more than one fixture: decide which the real test replaces"
+                );
+                fixture_written = true;
+                format!(
+                    "[[fixtures]]\nname = \"testsrc2_576x324\"\nwidth = {WIDTH}\nheight = {HEIGHT}\n\
+                     bitdepth = 8\npixel_format = \"420\"\nframes = {FRAMES}\n\
+                     reference = {{ path = {}, sha256 = \"{}\" }}\n\
+                     distorted = {{ path = {}, sha256 = \"{}\" }}\n\n",
+                    toml_string(&reference.0.display().to_string()),
+                    reference.1,
+                    toml_string(&distorted.0.display().to_string()),
+                    distorted.1
+                )
+            }
+            "[[workloads]]" => {
+                workloads_seen += 1;
+                let name = body
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("name = "))
+                    .unwrap_or_else(|| panic!("a workload without a name:\n{body}"))
+                    .trim_matches('"')
+                    .to_string();
+                let mut text = String::new();
+                if KEPT_WORKLOADS.contains(&name.as_str()) {
+                    text = format!("{header}\n{body}");
+                    kept.push(name);
+                }
+                if workloads_seen == workload_count {
+                    lpips_written = true;
+                    text.push_str(
+                        "\n[[workloads]]\nname = \"lpips\"\n\
+                         args = [\"--no_prediction\", \"--feature\", \"lpips\"]\n\n",
+                    );
+                }
+                text
+            }
+            "[measure]" => {
+                let mut body = body.clone();
+                for (key, value) in [
+                    ("warmup", "1"),
+                    ("runs", "3"),
+                    ("max_runs", "8"),
+                    ("max_cell_seconds", "300"),
+                    ("timeout_seconds", "120"),
+                ] {
+                    body = replace_line(&body, &format!("{key} = "), &format!("{key} = {value}"));
+                }
+                format!("{header}\n{body}")
+            }
+            other => panic!(
+                "fixtures/jobs/vmaf-upstream-ab.toml has a section `{other}` the real test does \
+                 not know: decide in cli/tests/vmaf_real.rs whether it keeps it"
+            ),
+        };
+        out.push_str(&section);
+    }
+    assert!(fixture_written, "the production spec has no [[fixtures]]");
+    assert!(lpips_written, "the production spec has no [[workloads]]");
+    let mut missing: Vec<&&str> = KEPT_WORKLOADS
+        .iter()
+        .filter(|w| !kept.iter().any(|k| k == **w))
+        .collect();
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "the production spec lost the workloads {missing:?}"
+    );
+    out
+}
+
+/// (header line, the lines after it up to the next header), in file order; the first has
+/// an empty header (the top-level keys and comments).
+fn split_sections(text: &str) -> Vec<(String, String)> {
+    let mut sections = vec![(String::new(), String::new())];
+    for line in text.lines() {
+        let is_header = line.starts_with('[')
+            && line
+                .trim_start_matches('[')
+                .starts_with(|c: char| c.is_ascii_alphabetic());
+        if is_header {
+            let header = line.split('#').next().unwrap().trim().to_string();
+            sections.push((header, String::new()));
+        } else {
+            let body = &mut sections.last_mut().unwrap().1;
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    sections
+}
+
+/// Replaces the one line of `body` that starts with `prefix` (a `key = ` at column 0,
+/// trailing comment included) with `line`; panics unless exactly one line matched.
+fn replace_line(body: &str, prefix: &str, line: &str) -> String {
+    let matches = body.lines().filter(|l| l.starts_with(prefix)).count();
+    assert_eq!(
+        matches, 1,
+        "expected exactly one line starting with `{prefix}` in the production spec section:\n{body}"
+    );
+    body.lines()
+        .map(|l| {
+            if l.starts_with(prefix) {
+                format!("{line}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect()
+}
+
+fn toml_string(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+struct LocalRun {
+    code: Option<i32>,
+    text: String,
+}
+
+/// `abfleet local SPEC --out OUT`, its output to files (no pipe to fill), killed at the
+/// deadline.
+fn run_local(dir: &Path, spec: &Path, out: &Path) -> LocalRun {
+    let stdout_path = dir.join("local.stdout");
+    let stderr_path = dir.join("local.stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(dir)
+        .arg("local")
+        .arg(spec)
+        .arg("--out")
+        .arg(out)
+        .stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .expect("abfleet runs");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > RUN_DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let stderr_tail: String = {
+        let lines: Vec<&str> = stderr.lines().collect();
+        lines[lines.len().saturating_sub(60)..].join("\n")
+    };
+    let summary = match status {
+        Some(status) => format!(
+            "`abfleet local` ended: {status} after {:?}",
+            started.elapsed()
+        ),
+        None => format!("`abfleet local` killed after the {RUN_DEADLINE:?} deadline"),
+    };
+    LocalRun {
+        code: status.and_then(|s| s.code()),
+        text: format!("{summary}\n--- stdout\n{stdout}\n--- stderr (last 60 lines)\n{stderr_tail}"),
+    }
+}
