@@ -3,11 +3,13 @@
 //!
 //! Parsed from TOML with unknown keys rejected (`raw`), then resolved and checked
 //! (`validate`) into a [`JobSpec`] (`model`) whose relative paths are already resolved
-//! against the spec's directory. The validated spec travels to agents as JSON; its TOML
+//! against the spec's directory. The validated spec travels to agents as JSON (`json`),
+//! and reading that JSON runs the same checks again, so no `JobSpec` skips them. The TOML
 //! form is documented in `docs/job-spec.md`.
 
 mod backends;
 mod error;
+mod json;
 mod model;
 mod raw;
 mod validate;
