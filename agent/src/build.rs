@@ -83,6 +83,7 @@ pub async fn build_side(
     builds_dir: &Path,
     timeout: Duration,
     cancel: &mut watch::Receiver<bool>,
+    step: &watch::Sender<String>,
 ) -> BuiltSide {
     let toolchain = {
         let recipe = recipe.clone();
@@ -132,6 +133,7 @@ pub async fn build_side(
             dir.display()
         ));
     }
+    step.send_replace("checking out the source".into());
     let checkout = {
         let source = source.clone();
         let tree = tree.clone();
@@ -150,7 +152,13 @@ pub async fn build_side(
             source.resolved
         ),
     );
-    for argv in &recipe.commands {
+    for (number, argv) in recipe.commands.iter().enumerate() {
+        step.send_replace(format!(
+            "`{}` (step {} of {})",
+            argv.join(" "),
+            number + 1,
+            recipe.commands.len()
+        ));
         let _ = append(&log_path, &format!("$ {}\n", argv.join(" ")));
         let outcome = runner::run(
             CommandSpec {
@@ -260,37 +268,44 @@ mod tests {
             let (source, builds, recipe) = (source.clone(), builds.clone(), recipe.clone());
             async move {
                 let (_tx, mut rx) = watch::channel(false);
-                build_side(
+                let (step, last_step) = watch::channel(String::new());
+                let built = build_side(
                     Side::Fork,
                     &source,
                     &recipe,
                     &builds,
                     Duration::from_secs(60),
                     &mut rx,
+                    &step,
                 )
-                .await
+                .await;
+                let last_step = last_step.borrow().clone();
+                (built, last_step)
             }
         };
-        let first = build(&good).await;
+        let (first, first_step) = build(&good).await;
+        assert_eq!(first_step, "`cc -o hello hello.c` (step 1 of 1)");
         assert_eq!(
             first.record.status,
             BuildStatus::Built,
             "{:?}",
             first.record
         );
-        let second = build(&good).await;
+        let (second, second_step) = build(&good).await;
         assert_eq!(second.record.status, BuildStatus::Cached);
+        assert_eq!(second_step, "", "a cached build runs no step");
         assert_eq!(second.binary, first.binary);
 
         let bad = recipe(vec![vec!["cc", "-o", "hello", "missing.c"]], "hello");
-        let failed = build(&bad).await;
+        let (failed, failed_step) = build(&bad).await;
+        assert_eq!(failed_step, "`cc -o hello missing.c` (step 1 of 1)");
         assert_eq!(failed.record.status, BuildStatus::Failed);
         let tail = failed.record.log_tail.unwrap();
         assert!(tail.contains("missing.c"), "{tail}");
         assert!(failed.record.error.unwrap().contains("exited with code"));
 
         let no_binary = recipe(vec![vec!["true"]], "hello");
-        let failed = build(&no_binary).await;
+        let (failed, _) = build(&no_binary).await;
         assert!(failed.record.error.unwrap().contains("does not exist"));
     }
 }

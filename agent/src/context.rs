@@ -4,7 +4,7 @@
 //! built, an output read. Below the stages; knows none of them.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use abfleet_core::events::{BuildRecord, BuildStatus, JobEventPayload, Side};
 use abfleet_core::inventory::Inventory;
@@ -17,6 +17,9 @@ use crate::build::{build_side, BuiltSide};
 use crate::fixtures::{self, PreparedFixture};
 use crate::sink::EventSink;
 use crate::source;
+
+/// How often a build in progress reports its step and elapsed time.
+const BUILD_HEARTBEAT: Duration = Duration::from_secs(10);
 
 pub struct JobContext {
     pub job_id: String,
@@ -166,15 +169,44 @@ pub(crate) async fn fetch_and_build(
         None,
     )?;
     let timeout = Duration::from_secs(3600);
-    let built = build_side(
+    let builds_dir = ctx.work_dir.join("builds");
+    let mut cancel = ctx.cancel.clone();
+    let (step, current_step) = watch::channel(String::new());
+    let started = Instant::now();
+    let build = build_side(
         side,
         &resolved,
         recipe,
-        &ctx.work_dir.join("builds"),
+        &builds_dir,
         timeout,
-        &mut ctx.cancel,
-    )
-    .await;
+        &mut cancel,
+        &step,
+    );
+    tokio::pin!(build);
+    // A long build says every BUILD_HEARTBEAT which step it is on and for how long.
+    let mut heartbeat = tokio::time::interval_at(
+        tokio::time::Instant::now() + BUILD_HEARTBEAT,
+        BUILD_HEARTBEAT,
+    );
+    let built = loop {
+        tokio::select! {
+            built = &mut build => break built,
+            _ = heartbeat.tick() => {
+                let step = current_step.borrow().clone();
+                progress(
+                    ctx,
+                    "build",
+                    format!(
+                        "building {}: {step}, {} s elapsed",
+                        side.name(),
+                        started.elapsed().as_secs()
+                    ),
+                    0,
+                    None,
+                )?;
+            }
+        }
+    };
     check_cancel(ctx)?;
     info!(side = side.name(), status = ?built.record.status, "build finished");
     emit(ctx, JobEventPayload::Build(built.record.clone()))?;
