@@ -3,7 +3,11 @@
 use std::fmt::Write as _;
 
 use abfleet_core::cell::{CellParity, CellResult, SideResult, SideStatus};
+use abfleet_core::events::BuildStatus;
 use abfleet_core::report::{Report, ScoreParity};
+
+/// How many lines of a failed build's log the console shows (report.md has the full tail).
+const BUILD_TAIL_LINES: usize = 15;
 
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
@@ -33,7 +37,7 @@ pub fn render(report: &Report) -> String {
         "95% interval",
         "verdict",
         "parity",
-        "largest frame delta",
+        "pooled score delta",
     ];
     let rows: Vec<[String; 9]> = report.cells.iter().map(row).collect();
     let mut widths = header.map(str::len);
@@ -72,6 +76,24 @@ pub fn render(report: &Report) -> String {
     for error in &report.errors {
         let _ = writeln!(out, "problem: {error}");
     }
+    for (name, side) in [("upstream", &report.upstream), ("fork", &report.fork)] {
+        let Some(build) = side
+            .build
+            .as_ref()
+            .filter(|b| b.status == BuildStatus::Failed)
+        else {
+            continue;
+        };
+        let Some(tail) = build.log_tail.as_deref().filter(|t| !t.trim().is_empty()) else {
+            continue;
+        };
+        let lines: Vec<&str> = tail.lines().collect();
+        let shown = &lines[lines.len().saturating_sub(BUILD_TAIL_LINES)..];
+        let _ = writeln!(out, "the {name} build log ends with:");
+        for line in shown {
+            let _ = writeln!(out, "    | {line}");
+        }
+    }
     let parity = match report.score_parity {
         ScoreParity::Ok => "OK",
         ScoreParity::Fail => "FAIL",
@@ -87,17 +109,17 @@ pub fn render(report: &Report) -> String {
 
 fn row(cell: &CellResult) -> [String; 9] {
     let dagger = if cell.startup_dominated { " †" } else { "" };
-    let delta = cell
-        .max_frame_delta
-        .iter()
-        .max_by(|a, b| a.1.total_cmp(b.1))
-        .map_or("—".to_string(), |(metric, delta)| {
-            if *delta == 0.0 {
-                "0".to_string()
-            } else {
-                format!("{delta:.1e} {metric}")
-            }
-        });
+    // The gated quantity, as report.md's "Score delta" column shows it.
+    let delta = match (cell.parity, cell.largest_score_delta()) {
+        (CellParity::Ok | CellParity::Fail, Some((_, 0.0))) => "0".to_string(),
+        (CellParity::Ok | CellParity::Fail, Some((metric, delta))) if !delta.is_finite() => {
+            format!("null vs number {metric}")
+        }
+        (CellParity::Ok | CellParity::Fail, Some((metric, delta))) => {
+            format!("{delta:+.1e} {metric}")
+        }
+        _ => "—".to_string(),
+    };
     [
         cell.fixture.clone(),
         format!("{}{dagger}", cell.workload),

@@ -180,6 +180,42 @@ fn a_fork_that_does_not_build_ends_with_exit_3_and_the_build_log_tail() {
         "{markdown}"
     );
     assert!(markdown.contains("this tree does not build"), "{markdown}");
+
+    // The console: one error naming the failed command and the log, the cells listed once,
+    // the log's tail, and nothing that says cells were measured.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let problems: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("problem:"))
+        .collect();
+    assert_eq!(problems.len(), 2, "{stdout}");
+    assert!(
+        problems[0].starts_with(
+            "problem: the fork build failed: `make -s VARIANT=fork EXTRA_CFLAGS=-DABFLEET_BROKEN` exited with code 2 (log: "
+        ) && problems[0].contains(&build.log_path),
+        "{stdout}"
+    );
+    let cells = report.cells.len();
+    assert!(
+        problems[1].starts_with(&format!(
+            "problem: not measured: all {cells} cells: the fork build failed (`make"
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("the fork build log ends with:"), "{stdout}");
+    assert!(
+        stdout.contains("    | src/main.c:20:2: error: #error \"ABFLEET_BROKEN"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("all cells measured") && !stderr.contains("all cells measured"),
+        "{stdout}{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("done: 0 of {cells} cells measured")),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -323,9 +323,24 @@ impl CellResult {
         cell
     }
 
-    /// Unavailable sides that stop the run from being carried out (exit 3).
+    /// The gated quantity: the shared metric whose pooled-mean delta is largest in size,
+    /// with its signed delta (+inf when one side's pooled value is null).
+    pub fn largest_score_delta(&self) -> Option<(&str, f64)> {
+        self.score_delta
+            .iter()
+            .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+            .map(|(metric, delta)| (metric.as_str(), *delta))
+    }
+
+    /// A cell that stops the run from being carried out (exit 3): a side that should have
+    /// been measured was not. A one-sided workload (the other tree does not have it:
+    /// `absent`) whose running side failed is still `Unavailable` and reported with its
+    /// reason, but does not count here: there was no A/B comparison to carry out, and the
+    /// A/B surface is the workloads both trees have.
     pub fn is_unavailable(&self) -> bool {
         self.parity == CellParity::Unavailable
+            && self.upstream.status != SideStatus::Absent
+            && self.fork.status != SideStatus::Absent
     }
 }
 
@@ -485,6 +500,13 @@ mod tests {
             SideMeasurement::unavailable("crashed"),
         );
         assert!(broken.is_unavailable());
+        let fork_only_failed = evaluate(absent(), SideMeasurement::unavailable("no frames"));
+        assert_eq!(fork_only_failed.parity, CellParity::Unavailable);
+        assert_eq!(fork_only_failed.fork.status, SideStatus::Unavailable);
+        assert!(
+            !fork_only_failed.is_unavailable(),
+            "a fork-only workload that failed is reported, not a run that was not carried out"
+        );
     }
 
     #[test]

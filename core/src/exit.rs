@@ -7,7 +7,8 @@ pub const PARITY_FAILED: i32 = 1;
 /// The command line or the job spec is wrong; nothing ran.
 pub const USAGE: i32 = 2;
 /// The run could not be carried out: a build failed, a binary crashed, a fixture was
-/// missing, an agent was lost.
+/// missing, an agent was lost. A failed cell of a workload only one tree has does not count
+/// (there was no comparison to carry out); it is reported with its reason.
 pub const NOT_CARRIED_OUT: i32 = 3;
 /// Every cell was carried out and passed parity, but a retuning check failed: the build
 /// cannot run natively on a device of the fleet, or a sub-group size is unsupported
@@ -22,6 +23,7 @@ Exit codes:
   0    every cell passed the parity gate
   1    the parity gate failed: a score moved beyond max_score_delta (takes precedence over 3)
   2    usage or job-spec error; nothing ran
-  3    the run could not be carried out (build failed, binary crashed, fixture missing, agent lost)
+  3    the run could not be carried out (build failed, binary crashed, fixture missing, agent lost;
+       a failed workload that only one tree has is reported but does not count)
   4    a retuning check failed (e.g. no code object for a fleet GPU); see the report's findings
   130  the run was cancelled";

@@ -134,11 +134,15 @@ async fn measure_cell(
             active,
         }
     });
-    // A cell with one side unbuildable is not timed at all: it would compare nothing.
-    if sides.iter().any(|s| !s.active) {
+    // A cell with one side unbuildable is not timed at all: it would compare nothing. Both
+    // sides then carry the same reason, the failed build, so the report can say it once.
+    if let Some(reason) = sides
+        .iter()
+        .find(|s| !s.active)
+        .and_then(|s| s.measurement.error.clone())
+    {
         for side in sides.iter_mut().filter(|s| s.active) {
-            side.measurement =
-                SideMeasurement::unavailable("not measured: the other side could not be built");
+            side.measurement = SideMeasurement::unavailable(reason.clone());
             side.active = false;
         }
     }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::cell::{CellParity, CellResult};
+use crate::cell::{CellParity, CellResult, SideStatus};
 use crate::events::{BuildStatus, JobEventPayload, JobOutcome, Side};
 use crate::exit;
 use crate::finding::Severity;
@@ -266,8 +266,13 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
                 }
                 JobEventPayload::Build(build) => {
                     if build.status == BuildStatus::Failed {
+                        let log = if build.log_path.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (log: {})", build.log_path)
+                        };
                         report.errors.push(format!(
-                            "the {} build failed: {}",
+                            "the {} build failed: {}{log}",
                             build.side.name(),
                             build.error.as_deref().unwrap_or("see the build log")
                         ));
@@ -379,6 +384,57 @@ fn short_ref(resolved: &str) -> String {
     hash.chars().take(12).collect()
 }
 
+/// One line per distinct reason cells were not measured, naming the cells it stopped: a
+/// failed build stops every cell with the same words, and says so once, not once per side
+/// and cell. A one-sided cell (a workload only one tree has) whose running side failed is
+/// listed too, marked as outside the A/B comparison (it does not set exit 3).
+fn not_measured(cells: &[CellResult]) -> Vec<String> {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for cell in cells.iter().filter(|c| c.parity == CellParity::Unavailable) {
+        let failed: Vec<(&str, &str)> = [("upstream", &cell.upstream), ("fork", &cell.fork)]
+            .into_iter()
+            .filter(|(_, side)| side.status == SideStatus::Unavailable)
+            .map(|(name, side)| (name, side.error.as_deref().unwrap_or("no reason recorded")))
+            .collect();
+        let mut reasons: Vec<String> = match failed.as_slice() {
+            // One reason for both sides (a failed build stops both): say it once.
+            [(_, a), (_, b)] if a == b => vec![a.to_string()],
+            _ => failed
+                .iter()
+                .map(|(name, reason)| format!("{name}: {reason}"))
+                .collect(),
+        };
+        if !cell.is_unavailable() {
+            reasons.push(
+                "the other tree does not have this workload, so it is outside the A/B comparison \
+                 and does not fail the run"
+                    .into(),
+            );
+        }
+        let reason = reasons.join("; ");
+        let name = format!("{}/{}", cell.fixture, cell.workload);
+        match groups.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, names)) => names.push(name),
+            None => groups.push((reason, vec![name])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(reason, names)| {
+            let shown = names.iter().take(6).cloned().collect::<Vec<_>>().join(", ");
+            let more = names.len().saturating_sub(6);
+            let which = match (names.len(), more) {
+                (n, _) if n == cells.len() && n > 1 => format!("all {n} cells"),
+                (1, _) => shown,
+                (_, 0) => format!("{} cells ({shown})", names.len()),
+                (n, more) => format!("{n} cells ({shown} and {more} more)"),
+            };
+            let reason = reason.strip_prefix("not measured: ").unwrap_or(&reason);
+            format!("not measured: {which}: {reason}")
+        })
+        .collect()
+}
+
 fn summarise(report: &mut Report) {
     let mut geomean_inputs = Vec::new();
     for cell in &report.cells {
@@ -394,17 +450,8 @@ fn summarise(report: &mut Report) {
                 cell.fixture, cell.workload, failure.message
             ));
         }
-        if cell.parity == CellParity::Unavailable {
-            for (side, result) in [("upstream", &cell.upstream), ("fork", &cell.fork)] {
-                if let Some(error) = &result.error {
-                    report.errors.push(format!(
-                        "{}/{}: {side} unavailable: {error}",
-                        cell.fixture, cell.workload
-                    ));
-                }
-            }
-        }
     }
+    report.errors.extend(not_measured(&report.cells));
     for cell in &report.backend_cells {
         if cell.status == crate::backend_cell::BackendCellStatus::Failed {
             report.errors.push(format!(

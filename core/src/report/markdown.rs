@@ -370,9 +370,16 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
                 delta_text(*delta)
             ));
         }
-        for (name, side) in [("upstream", &cell.upstream), ("fork", &cell.fork)] {
-            if side.status == SideStatus::Unavailable {
-                if let Some(error) = &side.error {
+        let failed: Vec<(&str, &str)> = [("upstream", &cell.upstream), ("fork", &cell.fork)]
+            .into_iter()
+            .filter(|(_, side)| side.status == SideStatus::Unavailable)
+            .filter_map(|(name, side)| Some((name, side.error.as_deref()?)))
+            .map(|(name, error)| (name, error.strip_prefix("not measured: ").unwrap_or(error)))
+            .collect();
+        match failed.as_slice() {
+            [(_, a), (_, b)] if a == b => parts.push(format!("not measured: {a}")),
+            _ => {
+                for (name, error) in failed {
                     parts.push(format!("{name} not measured: {error}"));
                 }
             }
@@ -530,12 +537,8 @@ fn delta_cell(cell: &CellResult) -> String {
         CellParity::Unavailable => "—".to_string(),
         CellParity::Ok | CellParity::Fail => {
             // The gated quantity: the largest pooled-mean delta of any shared metric.
-            let worst = cell
-                .score_delta
-                .iter()
-                .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()));
-            let text = match worst {
-                Some((_, delta)) if *delta == 0.0 => "0".to_string(),
+            let text = match cell.largest_score_delta() {
+                Some((_, 0.0)) => "0".to_string(),
                 Some((_, delta)) if !delta.is_finite() => "null vs number".to_string(),
                 Some((metric, delta)) => format!("{delta:+.1e} (`{metric}`)"),
                 None => "no shared metric".to_string(),
