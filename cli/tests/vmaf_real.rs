@@ -50,6 +50,15 @@ const KEPT_WORKLOADS: &[&str] = &[
     "motion_v2",
 ];
 
+/// The `[parity.allow.vmaf]` this test runs with: this pair's own known delta plus margin,
+/// as the seed sets a ceiling (ADR-1228 §2). `check_production_gate` shows why it differs
+/// from the production spec's 1e-5.
+const CI_VMAF_ALLOWANCE: (&str, &str) = (
+    "2e-5",
+    "the CI pair (12 frames, testsrc2, x264 CRF 35) has a known pooled vmaf delta of -1.1e-5 \
+     (fixtures/vmaf-real/README.md), above the 1e-5 the fork's tracked fixtures meet; ratchet on growth",
+);
+
 /// How long the whole `abfleet local` run may take before the test gives up on it.
 const RUN_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
@@ -76,6 +85,7 @@ fn real_upstream_and_fork_on_a_real_pair() {
         std::fs::read_to_string(repo_root().join("fixtures/jobs/vmaf-upstream-ab.toml")).unwrap();
     let spec_text = derive_spec(
         &production,
+        Some(CI_VMAF_ALLOWANCE),
         &upstream,
         &fork,
         &fork_commit,
@@ -104,7 +114,26 @@ fn real_upstream_and_fork_on_a_real_pair() {
     let report = Report::from_json(&json)
         .unwrap_or_else(|e| panic!("report.json does not parse: {e}\n{context}"));
 
-    let failures = check_report(run.code, &report, &markdown);
+    // The same spec with the production allowance, to judge the model row's scores by it.
+    let production_gate_path = root.join("vmaf-real-production-gate.toml");
+    std::fs::write(
+        &production_gate_path,
+        derive_spec(
+            &production,
+            None,
+            &upstream,
+            &fork,
+            &fork_commit,
+            (&reference, REFERENCE.1),
+            (&distorted, DISTORTED.1),
+        ),
+    )
+    .unwrap();
+    let production_gate = abfleet_core::spec::JobSpec::load(&production_gate_path).unwrap();
+
+    let mut failures = check_report(run.code, &report, &markdown);
+    failures.extend(check_production_gate(&report, &production_gate));
+    failures.extend(check_broken_flag(root, &spec_text, spec.workloads.len()));
     if !failures.is_empty() {
         let mut message = format!("{} assertion(s) failed:\n", failures.len());
         for failure in &failures {
@@ -273,6 +302,20 @@ fn check_report(code: Option<i32>, report: &Report, markdown: &str) -> Vec<Strin
             c.parity != CellParity::Ok,
             format!("lpips: parity is not OK ({})", describe(c)),
         );
+        check(
+            c.upstream.status == SideStatus::Absent,
+            format!("lpips: absent upstream ({})", describe(c)),
+        );
+        check(
+            report
+                .errors
+                .iter()
+                .any(|e| e.contains("/lpips: fork: ") && e.contains("outside the A/B comparison")),
+            format!(
+                "lpips: the failure is listed as a problem outside the A/B comparison ({:?})",
+                report.errors
+            ),
+        );
     }
 
     // The fork's SIMD float_ms_ssim is several times faster on this pair.
@@ -293,6 +336,112 @@ fn check_report(code: Option<i32>, report: &Report, markdown: &str) -> Vec<Strin
             ),
         );
     }
+    failures
+}
+
+/// The model row's real scores judged by the production spec's own `vmaf` allowance
+/// (1e-5, the seed's ceiling): on this short, heavily compressed pair the fork's pooled `vmaf`
+/// moves by 1.1e-5, so the production gate fails it, on the pooled-mean rule and on `vmaf`
+/// alone. When the fork's delta is localised and fixed this fails: then lower
+/// `CI_VMAF_ALLOWANCE` and the README's figure (ratchet down).
+fn check_production_gate(report: &Report, production: &abfleet_core::spec::JobSpec) -> Vec<String> {
+    use abfleet_core::parity::{compare, Gates, ParityRule};
+    let Some(cell) = report.cells.iter().find(|c| c.workload == "vmaf_v0.6.1") else {
+        return vec!["no vmaf_v0.6.1 cell to judge by the production gate".into()];
+    };
+    let (Some(up), Some(fork)) = (&cell.upstream.scores, &cell.fork.scores) else {
+        return vec!["the vmaf_v0.6.1 cell has no scores to judge by the production gate".into()];
+    };
+    let gates = Gates {
+        max_score_delta: production.measure.max_score_delta,
+        max_frame_delta: production.measure.max_frame_delta,
+    };
+    let outcome = compare(up, fork, &production.parity, gates);
+    let delta = outcome.score_delta.get("vmaf").copied();
+    let mut failures = Vec::new();
+    if !delta.is_some_and(|d| (1.0e-5..2.0e-5).contains(&d.abs())) {
+        failures.push(format!(
+            "the model row's pooled vmaf delta is the known 1e-5..2e-5 (README: -1.1e-5); it is {delta:?}"
+        ));
+    }
+    let rules: Vec<(&str, ParityRule)> = outcome
+        .failures
+        .iter()
+        .map(|f| (f.metric.as_str(), f.rule))
+        .collect();
+    if rules != [("vmaf", ParityRule::PooledMean)] {
+        failures.push(format!(
+            "under the production allowance the model row fails on vmaf's pooled mean only; \
+             it failed on {rules:?}"
+        ));
+    }
+    failures
+}
+
+/// The defect the issue started from: `-Denable_vulkan=false`, refused by the fork's meson
+/// (a *feature* option). The same spec with that one flag changed, run from the same
+/// directory (upstream's build is cached): exit 3, and on the console one error naming the
+/// failed command and its log, the cells listed once, and meson's own message in the tail.
+fn check_broken_flag(root: &Path, spec_text: &str, cells: usize) -> Vec<String> {
+    let mut failures = Vec::new();
+    let good_flag = "\"-Denable_vulkan=disabled\"";
+    if spec_text.matches(good_flag).count() != 1 {
+        return vec![format!(
+            "the production spec's fork build no longer has {good_flag} once: update check_broken_flag"
+        )];
+    }
+    let broken_path = root.join("vmaf-real-broken-flag.toml");
+    std::fs::write(
+        &broken_path,
+        spec_text.replace(good_flag, "\"-Denable_vulkan=false\""),
+    )
+    .unwrap();
+    let run = run_local(root, &broken_path, &root.join("out-broken-flag"));
+    let stdout = run.stdout.as_str();
+    let mut check = |ok: bool, what: &str| {
+        if !ok {
+            failures.push(format!("broken meson flag: {what}\n{}", run.text));
+        }
+    };
+    check(run.code == Some(3), "`abfleet local` exits 3");
+    let problems: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("problem:"))
+        .collect();
+    check(
+        problems.len() == 2,
+        "two problem lines: the build, the cells it stopped",
+    );
+    check(
+        problems.first().is_some_and(|p| {
+            p.starts_with("problem: the fork build failed: `meson setup build libvmaf")
+                && p.contains("exited with code 1")
+                && p.contains("(log: ")
+        }),
+        "the first names the failed meson command, its exit code and the log path",
+    );
+    check(
+        problems.get(1).is_some_and(|p| {
+            p.starts_with(&format!(
+                "problem: not measured: all {cells} cells: the fork build failed (`meson setup"
+            ))
+        }),
+        "the second lists the cells once, as not measured because of the build",
+    );
+    check(
+        stdout.contains("the fork build log ends with:")
+            && stdout.lines().any(|l| {
+                l.starts_with("    | ")
+                    && l.contains("ERROR: Value \"false\"")
+                    && l.contains("Vulkan")
+                    && l.contains("is not one of the choices")
+            }),
+        "meson's message (Value \"false\" … is not one of the choices) is in the log tail",
+    );
+    check(
+        !run.text.contains("all cells measured"),
+        "nothing says all cells were measured",
+    );
     failures
 }
 
@@ -349,6 +498,7 @@ fn unpack_fixture((name, sha256): (&str, &str), dir: &Path) -> PathBuf {
 /// workloads plus `lpips`; every other section verbatim. Each substitution must match.
 fn derive_spec(
     production: &str,
+    vmaf_allowance: Option<(&str, &str)>,
     upstream: &Path,
     fork: &Path,
     fork_commit: &str,
@@ -367,6 +517,21 @@ fn derive_spec(
             "" | "[build]" | "[fork.build]" | "[command]" | "[parity.renames]" => {
                 format!("{header}\n{body}")
             }
+            "[parity.allow.vmaf]" => match vmaf_allowance {
+                Some((max_delta, reason)) => {
+                    let body =
+                        replace_line(body, "max_delta = ", &format!("max_delta = {max_delta}"));
+                    format!(
+                        "{header}\n{}",
+                        replace_line(
+                            &body,
+                            "reason = ",
+                            &format!("reason = {}", toml_string(reason))
+                        )
+                    )
+                }
+                None => format!("{header}\n{body}"),
+            },
             h if h.starts_with("[parity.allow.") => format!("{header}\n{body}"),
             "[upstream]" => format!(
                 "{header}\n{}",
@@ -506,6 +671,7 @@ fn toml_string(s: &str) -> String {
 
 struct LocalRun {
     code: Option<i32>,
+    stdout: String,
     text: String,
 }
 
@@ -551,6 +717,7 @@ fn run_local(dir: &Path, spec: &Path, out: &Path) -> LocalRun {
     };
     LocalRun {
         code: status.and_then(|s| s.code()),
+        stdout: stdout.clone(),
         text: format!("{summary}\n--- stdout\n{stdout}\n--- stderr (last 60 lines)\n{stderr_tail}"),
     }
 }
