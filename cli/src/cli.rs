@@ -43,7 +43,8 @@ pub enum Command {
     /// difference the host resolves; later reports from this work dir show that resolution.
     Calibrate {
         spec: PathBuf,
-        /// Number of A/A trials (cells), each with the spec's `runs` pairs.
+        /// Number of A/A trials (cells), each at the spec's adaptive bounds: `runs` to
+        /// `max_runs` pairs (`max_runs` must be 6 or more for a trial to be able to err).
         #[arg(long, default_value_t = 20)]
         trials: u32,
         /// Where the calibration's report goes [default: ./abfleet-out/<run-id>/].

@@ -117,15 +117,14 @@ async fn a_fleet_run_fans_out_one_job_per_generation_with_one_report_section_eac
     );
     for section in &report.generations {
         assert_eq!(
-            section.cells.len(),
+            report.cells_of(section).count(),
             2,
             "{}: {:?}",
             section.key,
             section.errors
         );
-        assert!(section
-            .cells
-            .iter()
+        assert!(report
+            .cells_of(section)
             .all(|c| c.generation.as_deref() == Some(section.key.as_str())));
         assert_eq!(
             section.simulated,

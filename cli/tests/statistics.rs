@@ -165,6 +165,7 @@ fn calibrate_records_the_hosts_resolution_and_later_reports_show_it() {
     let spec = SpecOptions {
         workloads: &["float_ssim"],
         runs: 4,
+        max_runs: Some(7),
         ..SpecOptions::path()
     }
     .write(tmp.path(), "spec.toml");
@@ -191,16 +192,27 @@ fn calibrate_records_the_hosts_resolution_and_later_reports_show_it() {
     let calibration: abfleet_core::calibration::Calibration =
         serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
     assert_eq!(calibration.trials, 6);
-    assert_eq!(calibration.pairs, 4);
+    // Each trial ran at the spec's adaptive bounds, 4 to 7 pairs, as a normal run would.
+    let (min, max) = (
+        calibration.pairs_min.unwrap(),
+        calibration.pairs_max.unwrap(),
+    );
+    assert!(4 <= min && min <= max && max <= 7, "{calibration:?}");
+    assert!(f64::from(min) <= calibration.pairs && calibration.pairs <= f64::from(max));
+    let aa = Report::from_json(
+        &std::fs::read_to_string(tmp.path().join("calibration/report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (aa.runs, aa.max_runs),
+        (4, 7),
+        "the A/A run kept the bounds"
+    );
     assert!(
         calibration.resolution > 0.0 && calibration.resolution < 1.0,
         "{calibration:?}"
     );
     // A/A: the calibration ran the same build on both sides.
-    let aa = Report::from_json(
-        &std::fs::read_to_string(tmp.path().join("calibration/report.json")).unwrap(),
-    )
-    .unwrap();
     assert_eq!(
         aa.upstream.build.as_ref().unwrap().cache_key,
         aa.fork.build.as_ref().unwrap().cache_key
@@ -217,4 +229,35 @@ fn calibrate_records_the_hosts_resolution_and_later_reports_show_it() {
         .all(|c| c.host_resolution == Some(calibration.resolution)));
     let markdown = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
     assert!(markdown.contains("host resolves ±"), "{markdown}");
+}
+
+/// Pins the A/A calibration that could not fail: with `max_runs` = `runs` = 5 no trial could
+/// reach p < 0.05 (the smallest two-sided p of 5 pairs is 0.0625), so its false-positive
+/// rate was 0% by construction.
+#[test]
+fn calibrate_refuses_a_max_runs_too_small_for_a_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = SpecOptions {
+        workloads: &["float_ssim"],
+        runs: 5,
+        max_runs: Some(5),
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "spec.toml");
+    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(tmp.path())
+        .args(["calibrate", spec.to_str().unwrap(), "--trials", "6"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[measure] max_runs = 5")
+            && stderr.contains("raise `[measure] max_runs` to 6 or more"),
+        "{stderr}"
+    );
+    assert!(
+        !tmp.path().join("abfleet-out").exists(),
+        "refused before running anything"
+    );
 }

@@ -26,10 +26,19 @@ use crate::stats::median;
 
 pub use adaptive::{next_step, AdaptiveBounds, StopReason};
 pub use order::{run_order, Order, SeededRng};
-pub use wilcoxon::{wilcoxon_signed_rank_p, EXACT_MAX_N};
+pub use wilcoxon::{min_pairs_for_significance, wilcoxon_signed_rank_p, EXACT_MAX_N};
 
 /// [`analyse`] needs at least this many pairs.
 pub const MIN_PAIRS: usize = 2;
+
+/// The fewest pairs with which a cell can be `faster` or `slower` at all, at the alpha every
+/// cell is analysed with ([`AnalysisConfig::default`]): 6 at alpha 0.05, since 5 pairs of
+/// one sign give the exact signed-rank test's smallest p, 0.0625
+/// ([`min_pairs_for_significance`]). A cell limited to fewer pairs (`[measure] max_runs`)
+/// can only be `same` or `unsure`.
+pub fn min_pairs_for_a_verdict() -> u32 {
+    min_pairs_for_significance(AnalysisConfig::default().alpha)
+}
 
 /// One upstream run and one fork run of the same cell, timed back to back.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -317,6 +326,11 @@ mod tests {
         let config = AnalysisConfig::default();
         assert_eq!(config.practical_threshold, 0.02);
         assert_eq!(config.alpha, 0.05);
+        assert_eq!(
+            min_pairs_for_a_verdict(),
+            6,
+            "2/2^5 = 0.0625 is not below 0.05"
+        );
         assert_eq!(config.confidence, 0.95);
         assert_eq!(config.bootstrap_resamples, 2000);
     }

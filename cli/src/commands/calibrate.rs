@@ -1,6 +1,8 @@
 //! `abfleet calibrate`: an A/A run on this host. The fork's build runs as both sides, so
 //! every verdict other than `same`/`unsure` is a false positive; the intervals' half-widths
-//! say how small a difference the host can resolve at the spec's pair count.
+//! say how small a difference the host can resolve. Each trial is a cell at the spec's
+//! adaptive bounds (`runs` to `max_runs` pairs), as a normal run takes them, so the rate is
+//! that of the procedure the spec's runs use, optional stopping included.
 
 use std::path::{Path, PathBuf};
 
@@ -26,7 +28,16 @@ pub async fn run(
             "--trials {trials} is too few to estimate a false-positive rate; use 20 or more"
         )));
     }
-    let spec = aa_spec(JobSpec::load(spec_path).usage()?, trials);
+    let spec = JobSpec::load(spec_path).usage()?;
+    let needed = paired::min_pairs_for_a_verdict();
+    if spec.measure.max_runs < needed {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "[measure] max_runs = {} in {} is too few to calibrate: with fewer than {needed} pairs the signed-rank test never reaches p < 0.05, so no trial could be a false positive and the rate would be 0% by construction; raise `[measure] max_runs` to {needed} or more (the default is 20)",
+            spec.measure.max_runs,
+            spec_path.display()
+        )));
+    }
+    let spec = aa_spec(spec, trials);
     let out = out.unwrap_or_else(|| {
         Path::new("abfleet-out").join(format!("calibration-{}", spec.measure.seed))
     });
@@ -53,9 +64,11 @@ pub async fn run(
         .map_err(|err| anyhow::anyhow!("failed to save the calibration: {err}"))
         .infra()?;
     println!(
-        "A/A calibration of {}: {} trials of {} pairs, false-positive rate {:.1}% (nominal ≈5%), resolves ±{:.1}%",
+        "A/A calibration of {}: {} trials of {}–{} pairs (median {}), false-positive rate {:.1}% (nominal ≈5%), resolves ±{:.1}%",
         calibration.hostname,
         calibration.trials,
+        calibration.pairs_min.unwrap_or_default(),
+        calibration.pairs_max.unwrap_or_default(),
         calibration.pairs,
         calibration.false_positive_rate * 100.0,
         calibration.resolution * 100.0
@@ -67,7 +80,8 @@ pub async fn run(
     Ok(0)
 }
 
-/// The fork against itself: its first fixture, its first workload repeated as trials.
+/// The fork against itself: its first fixture, its first workload repeated as trials, at
+/// the spec's own `[measure]` bounds.
 fn aa_spec(mut spec: JobSpec, trials: u32) -> JobSpec {
     spec.name = format!("{}-calibration", spec.name);
     spec.upstream = spec.fork.clone();
@@ -80,12 +94,17 @@ fn aa_spec(mut spec: JobSpec, trials: u32) -> JobSpec {
             expect_metrics: workload.expect_metrics.clone(),
         })
         .collect();
-    spec.measure.max_runs = spec.measure.runs;
     spec
 }
 
 fn calibration(report: &Report, spec: &JobSpec) -> Option<Calibration> {
-    let verdicts: Vec<paired::Verdict> = report.cells.iter().filter_map(|c| c.verdict).collect();
+    let analysed: Vec<&abfleet_core::cell::CellResult> = report
+        .cells
+        .iter()
+        .filter(|c| c.verdict.is_some())
+        .collect();
+    let verdicts: Vec<paired::Verdict> = analysed.iter().filter_map(|c| c.verdict).collect();
+    let pairs: Vec<u32> = analysed.iter().map(|c| c.pairs).collect();
     let half_widths: Vec<f64> = report
         .cells
         .iter()
@@ -99,7 +118,9 @@ fn calibration(report: &Report, spec: &JobSpec) -> Option<Calibration> {
             .as_ref()
             .map_or("unknown".into(), |h| h.hostname.clone()),
         date: report.date.clone(),
-        pairs: spec.measure.runs,
+        pairs: stats::median(&pairs.iter().map(|&p| f64::from(p)).collect::<Vec<_>>())?,
+        pairs_min: pairs.iter().copied().min(),
+        pairs_max: pairs.iter().copied().max(),
         trials: verdicts.len() as u32,
         false_positive_rate: paired::false_positive_rate(&verdicts),
         resolution,
@@ -108,4 +129,27 @@ fn calibration(report: &Report, spec: &JobSpec) -> Option<Calibration> {
         workload: spec.workloads[0].name.trim_end_matches("#1").to_string(),
         seed: spec.measure.seed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aa_spec_keeps_the_specs_adaptive_bounds() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        let spec = JobSpec::load(&dir.join("demo.toml")).unwrap();
+        let (runs, max_runs) = (spec.measure.runs, spec.measure.max_runs);
+        assert!(runs < max_runs, "demo.toml is adaptive: {runs}..{max_runs}");
+        let aa = aa_spec(spec.clone(), 7);
+        assert_eq!(aa.measure, spec.measure);
+        assert_eq!((aa.measure.runs, aa.measure.max_runs), (runs, max_runs));
+        assert_eq!(aa.upstream, aa.fork);
+        assert_eq!(aa.fixtures.len(), 1);
+        assert_eq!(aa.workloads.len(), 7);
+        assert_eq!(
+            aa.workloads[6].name,
+            format!("{}#7", spec.workloads[0].name)
+        );
+    }
 }

@@ -21,6 +21,9 @@ pub async fn run(
     trigger: Trigger,
 ) -> Result<i32, Failure> {
     let spec = JobSpec::load(spec_path).usage()?;
+    if let Some(warning) = spec.measure.verdict_limit_warning() {
+        eprintln!("warning: {warning}");
+    }
     run_spec(
         spec,
         &spec_path.display().to_string(),

@@ -19,6 +19,9 @@ pub async fn run(
 ) -> Result<i32, Failure> {
     // Loading resolves relative paths against the spec's directory, so agents get absolute ones.
     let spec = JobSpec::load(spec_path).usage()?;
+    if let Some(warning) = spec.measure.verdict_limit_warning() {
+        eprintln!("warning: {warning}");
+    }
     let mut client = control_client(coordinator).await?;
     let run_id = client
         .submit_run(pb::SubmitRunRequest {

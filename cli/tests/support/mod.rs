@@ -113,6 +113,8 @@ pub struct SpecOptions<'a> {
     pub extra: &'a str,
     pub workloads: &'a [&'a str],
     pub runs: u32,
+    /// `[measure] max_runs`; `None`: `runs` (a fixed count).
+    pub max_runs: Option<u32>,
     /// Frames of the 96x64 fixture; more frames make a longer job.
     pub frames: u32,
 }
@@ -130,6 +132,7 @@ impl<'a> SpecOptions<'a> {
             extra: "",
             workloads: &["psnr", "float_ssim", "motion", "motion_v2"],
             runs: 3,
+            max_runs: None,
             frames: 6,
         }
     }
@@ -144,6 +147,7 @@ impl<'a> SpecOptions<'a> {
             extra: "",
             workloads: &["psnr", "float_ssim"],
             runs: 3,
+            max_runs: None,
             frames: 6,
         }
     }
@@ -188,7 +192,7 @@ distorted = {{ generate = "moving-pattern-distorted", seed = 3 }}
 
 {workloads}[measure]
 runs = {runs}
-max_runs = {runs}
+max_runs = {max_runs}
 timeout_seconds = 60
 
 [parity.renames]
@@ -198,6 +202,7 @@ VMAF_integer_feature_motion_sad_score = "integer_motion"
             upstream = self.upstream_source,
             fork = self.fork_source,
             runs = self.runs,
+            max_runs = self.max_runs.unwrap_or(self.runs),
             frames = self.frames,
             extra = self.extra,
         )

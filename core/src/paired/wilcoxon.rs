@@ -40,6 +40,18 @@ pub fn wilcoxon_signed_rank_p(differences: &[f64]) -> f64 {
     }
 }
 
+/// The fewest pairs with which the exact two-sided test can give `p < alpha` at all.
+///
+/// With `n` untied non-zero differences the smallest p is that of all of one sign,
+/// `2 / 2^n` (0.0625 for 5, 0.03125 for 6), so at alpha 0.05 a cell needs 6 pairs before
+/// `faster` or `slower` is possible: with fewer, every verdict is `same` or `unsure`.
+/// Beyond [`EXACT_MAX_N`] (an alpha below `2 / 2^25`) this answers `EXACT_MAX_N + 1`.
+pub fn min_pairs_for_significance(alpha: f64) -> u32 {
+    (1..=EXACT_MAX_N)
+        .find(|&n| exact_two_sided_p(n, n * (n + 1) / 2) < alpha)
+        .unwrap_or(EXACT_MAX_N + 1) as u32
+}
+
 /// Ranks (1-based) of `values` in ascending order, ties sharing their average rank, and the
 /// size of every group of equal values.
 fn average_ranks(values: &[f64]) -> (Vec<f64>, Vec<usize>) {
@@ -194,6 +206,36 @@ mod tests {
         );
         // n = 4, W+ = 1 (only the smallest positive): P(W+ <= 1) = 2/16, two-sided 0.25.
         assert_eq!(wilcoxon_signed_rank_p(&[0.1, -0.2, -0.3, -0.4]), 0.25);
+    }
+
+    #[test]
+    fn min_pairs_for_significance_is_where_the_real_p_first_drops_below_alpha() {
+        let all_positive = |n: u32| -> Vec<f64> { (1..=n).map(f64::from).collect() };
+        assert_eq!(wilcoxon_signed_rank_p(&all_positive(5)), 0.0625);
+        assert_eq!(wilcoxon_signed_rank_p(&all_positive(6)), 0.031_25);
+        assert_eq!(min_pairs_for_significance(0.05), 6);
+        for alpha in [0.5, 0.2, 0.05, 0.01, 0.001] {
+            let n = min_pairs_for_significance(alpha);
+            assert!(wilcoxon_signed_rank_p(&all_positive(n)) < alpha, "{alpha}");
+            // One pair fewer cannot reach alpha, whatever the signs.
+            let fewer = n - 1;
+            let smallest = (0..1u32 << fewer)
+                .map(|signs| {
+                    let differences: Vec<f64> = (1..=fewer)
+                        .map(|i| {
+                            let d = f64::from(i);
+                            if signs >> (i - 1) & 1 == 1 {
+                                -d
+                            } else {
+                                d
+                            }
+                        })
+                        .collect();
+                    wilcoxon_signed_rank_p(&differences)
+                })
+                .fold(1.0, f64::min);
+            assert!(smallest >= alpha, "{alpha}: {fewer} pairs give {smallest}");
+        }
     }
 
     #[test]

@@ -137,7 +137,12 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
     };
     report.generations = sections
         .iter()
-        .map(|(key, sub)| GenerationSection::from_report(key.as_deref().unwrap_or("any"), sub))
+        .map(|(key, sub)| {
+            GenerationSection::from_report(
+                key.as_deref().unwrap_or(super::model::ANY_GENERATION),
+                sub,
+            )
+        })
         .collect();
     add_cuda_fleet_floor(&mut report.generations);
     if let Some(error) = &run.error {
@@ -154,7 +159,7 @@ fn merge(run: &RunRecord, sections: &[(Option<String>, Report)]) -> Report {
     let mut report = assemble_jobs(run, &[]);
     report.missing_cells.clear();
     for (key, sub) in sections {
-        let key = key.as_deref().unwrap_or("any");
+        let key = key.as_deref().unwrap_or(super::model::ANY_GENERATION);
         report.cells.extend(sub.cells.iter().cloned());
         report
             .missing_cells

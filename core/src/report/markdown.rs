@@ -101,7 +101,8 @@ pub fn render_markdown(report: &Report) -> String {
     if report.generations.len() > 1 {
         render_generations(&mut out, report);
     } else {
-        render_cell_tables(&mut out, &report.cells, "####");
+        let cells: Vec<&CellResult> = report.cells.iter().collect();
+        render_cell_tables(&mut out, &cells, "####");
         if let [only] = report.generations.as_slice() {
             super::retune_markdown::render_retune(&mut out, only, "####");
         }
@@ -263,7 +264,7 @@ fn render_generations(out: &mut String, report: &Report) {
             out,
             "| `{}` | {host}{simulated} | {} | {:?} | {} | {} | {} (exit {}) |",
             section.key,
-            section.cells.len() + section.backend_cells.len(),
+            report.cells_of(section).count() + section.backend_cells.len(),
             section.score_parity,
             if section.startup_bound { "yes" } else { "no" },
             super::retune_markdown::findings_summary(section),
@@ -293,7 +294,8 @@ fn render_generations(out: &mut String, report: &Report) {
             );
         }
         out.push('\n');
-        render_cell_tables(out, &section.cells, "#####");
+        let cells: Vec<&CellResult> = report.cells_of(section).collect();
+        render_cell_tables(out, &cells, "#####");
         super::retune_markdown::render_retune(out, section, "#####");
         if let Some(g) = section.geomean_speedup {
             let _ = writeln!(
@@ -306,7 +308,7 @@ fn render_generations(out: &mut String, report: &Report) {
 }
 
 /// One table per fixture, one row per feature.
-fn render_cell_tables(out: &mut String, cells: &[CellResult], heading: &str) {
+fn render_cell_tables(out: &mut String, cells: &[&CellResult], heading: &str) {
     let mut fixtures: Vec<&str> = Vec::new();
     for cell in cells {
         if !fixtures.contains(&cell.fixture.as_str()) {
@@ -319,7 +321,11 @@ fn render_cell_tables(out: &mut String, cells: &[CellResult], heading: &str) {
             out,
             "| Feature | Upstream | Fork | Speedup | Score delta |\n|---|---|---|---|---|"
         );
-        let rows: Vec<&CellResult> = cells.iter().filter(|c| c.fixture == fixture).collect();
+        let rows: Vec<&CellResult> = cells
+            .iter()
+            .copied()
+            .filter(|c| c.fixture == fixture)
+            .collect();
         for cell in &rows {
             let dagger = if cell.startup_dominated { " †" } else { "" };
             let _ = writeln!(

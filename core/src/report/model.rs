@@ -90,7 +90,17 @@ pub struct GenerationSection {
     pub status: String,
     pub exit_code: i32,
     pub attempts: u32,
-    pub cells: Vec<CellResult>,
+    /// The `index` of each of this generation's cells in the report's top-level `cells`,
+    /// where a cell belongs to the section its `generation` names (`any` when it has none):
+    /// a cell is written once, not once per level. Resolve them with [`Report::cells_of`].
+    /// Reports written before this field held a copy of each cell here (`cells`); that
+    /// shape still reads, as the copies' indexes.
+    #[serde(
+        default,
+        alias = "cells",
+        deserialize_with = "cell_indexes::deserialize"
+    )]
+    pub cell_indexes: Vec<u32>,
     pub missing_cells: Vec<String>,
     pub score_parity: ScoreParity,
     pub startup_bound: bool,
@@ -148,7 +158,7 @@ impl GenerationSection {
             status: report.status.clone(),
             exit_code: report.exit_code,
             attempts: report.attempts,
-            cells: report.cells.clone(),
+            cell_indexes: report.cells.iter().map(|c| c.index).collect(),
             missing_cells: report.missing_cells.clone(),
             score_parity: report.score_parity,
             startup_bound: report.startup_bound,
@@ -162,6 +172,35 @@ impl GenerationSection {
             previous_run: None,
             previous_toolchain: std::collections::BTreeMap::new(),
         }
+    }
+}
+
+/// The key of the one section of a run whose spec names no targets; its cells carry no
+/// `generation`.
+pub(crate) const ANY_GENERATION: &str = "any";
+
+/// Reads `cell_indexes`, and the `cells` of a section written before it (full cell
+/// objects, of which only the index is kept: the top-level `cells` hold the same cells).
+mod cell_indexes {
+    use serde::{Deserialize, Deserializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum IndexOrCell {
+        Index(u32),
+        Cell { index: u32 },
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<u32>, D::Error> {
+        let entries = Vec::<IndexOrCell>::deserialize(deserializer)?;
+        Ok(entries
+            .into_iter()
+            .map(|entry| match entry {
+                IndexOrCell::Index(index) | IndexOrCell::Cell { index } => index,
+            })
+            .collect())
     }
 }
 
@@ -191,11 +230,188 @@ pub struct SideInfo {
 }
 
 impl Report {
+    /// The cells of one of this report's generation sections, in the order of the top-level
+    /// `cells`: those whose generation is the section's key and whose index it lists.
+    pub fn cells_of<'a>(
+        &'a self,
+        section: &'a GenerationSection,
+    ) -> impl Iterator<Item = &'a CellResult> + 'a {
+        self.cells.iter().filter(move |cell| {
+            cell.generation.as_deref().unwrap_or(ANY_GENERATION) == section.key
+                && section.cell_indexes.contains(&cell.index)
+        })
+    }
+
     pub fn to_json_pretty(&self) -> String {
         serde_json::to_string_pretty(self).expect("a report always serialises")
     }
 
     pub fn from_json(text: &str) -> Result<Report, serde_json::Error> {
         serde_json::from_str(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::{CellInput, SideMeasurement, SideStatus};
+    use crate::events::{JobEventPayload, JobOutcome};
+    use crate::report::{assemble, JobRecord, JobState, RunRecord, RunState};
+    use crate::scores::{FrameScores, Scores};
+    use crate::spec::JobSpec;
+
+    fn side(seconds: f64) -> SideMeasurement {
+        SideMeasurement {
+            status: SideStatus::Ok,
+            times: vec![seconds; 3],
+            cpu_times: vec![seconds; 3],
+            warmup_times: vec![seconds],
+            scores: Some(Scores {
+                frames: vec![FrameScores {
+                    frame_num: 0,
+                    metrics: [("psnr_y".to_string(), 30.0)].into(),
+                }],
+                ..Scores::default()
+            }),
+            returncode: Some(0),
+            error: None,
+            stderr_tail: None,
+            command: None,
+        }
+    }
+
+    /// A run over two generations, each measuring cells 0 and 1; the fork's time tells
+    /// the cells apart (generation g, cell i: `g + i / 10` seconds).
+    fn two_generation_report() -> Report {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        let spec = JobSpec::load(&dir.join("demo.toml")).unwrap();
+        let job = |generation: u32, key: &str| {
+            let mut events: Vec<JobEventPayload> = (0..2u32)
+                .map(|index| {
+                    JobEventPayload::Cell(Box::new(CellResult::evaluate(
+                        CellInput {
+                            index,
+                            fixture: spec.fixtures[0].name.clone(),
+                            workload: spec.workloads[index as usize].name.clone(),
+                            upstream: side(10.0),
+                            fork: side(f64::from(generation) + f64::from(index) / 10.0),
+                            load_avg_1min: [0.0, 0.0],
+                            idle_cores: 1.0,
+                            host_flags: Vec::new(),
+                            seed: 1,
+                            run_order: Vec::new(),
+                            stop_reason: crate::paired::StopReason::NotAdaptive,
+                        },
+                        &spec,
+                    )))
+                })
+                .collect();
+            events.push(JobEventPayload::Done {
+                outcome: JobOutcome::Completed,
+                error: None,
+            });
+            JobRecord {
+                job_id: format!("job-{generation}"),
+                generation: Some(key.to_string()),
+                state: JobState::Done,
+                attempt: 1,
+                agent_id: Some("a".into()),
+                error: None,
+                events,
+            }
+        };
+        assemble(
+            &RunRecord {
+                run_id: "00000000-0000-0000-0000-000000000002".into(),
+                trigger: "manual".into(),
+                created_ms: 0,
+                state: RunState::Done,
+                spec: spec.clone(),
+                error: None,
+            },
+            &[job(1, "cpu/x86-64-v3"), job(2, "cpu/x86-64-v4")],
+        )
+    }
+
+    /// Pins the 1.1 MB report.json of a 24-cell run: each generation section held a copy
+    /// of every cell of the top level.
+    #[test]
+    fn report_json_holds_each_cell_once_and_sections_resolve_to_theirs() {
+        let report = two_generation_report();
+        let json = report.to_json_pretty();
+        // `max_frame_delta_at` is a key of a cell and of nothing else in a report.
+        assert_eq!(json.matches("\"max_frame_delta_at\"").count(), 4, "{json}");
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        for section in value["generations"].as_array().unwrap() {
+            assert!(section.get("cells").is_none(), "{section}");
+            assert_eq!(section["cell_indexes"], serde_json::json!([0, 1]));
+        }
+
+        let back = Report::from_json(&json).unwrap();
+        assert_eq!(back, report);
+        assert_eq!(back.generations.len(), 2);
+        for (generation, section) in (1..).zip(&back.generations) {
+            let cells: Vec<&CellResult> = back.cells_of(section).collect();
+            let fork_seconds: Vec<Option<f64>> = cells.iter().map(|c| c.fork.median_time).collect();
+            let expected = [0.0, 0.1].map(|tenth| Some(f64::from(generation) + tenth));
+            assert_eq!(fork_seconds, expected, "{}", section.key);
+            assert_eq!(cells[0].index, 0);
+            assert_eq!(cells[1].index, 1);
+            assert!(cells
+                .iter()
+                .all(|c| c.generation.as_deref() == Some(section.key.as_str())));
+        }
+
+        // The Markdown renders each section's own cells under its heading.
+        let markdown = crate::report::render_markdown(&back);
+        let (_, sections) = markdown
+            .split_once("#### Generation `cpu/x86-64-v3`")
+            .unwrap();
+        let (v3, v4) = sections
+            .split_once("#### Generation `cpu/x86-64-v4`")
+            .unwrap();
+        assert!(v3.contains("1.100 s") && !v3.contains("2.100 s"), "{v3}");
+        assert!(v4.contains("2.100 s") && !v4.contains("1.100 s"), "{v4}");
+    }
+
+    /// A report.json written before `cell_indexes` (each section with its own `cells`)
+    /// still reads, and its sections resolve to the same cells.
+    #[test]
+    fn a_report_with_cells_copied_into_its_sections_still_reads() {
+        let report = two_generation_report();
+        let mut value: serde_json::Value = serde_json::from_str(&report.to_json_pretty()).unwrap();
+        let cells = value["cells"].as_array().unwrap().clone();
+        for section in value["generations"].as_array_mut().unwrap() {
+            let key = section["key"].clone();
+            let section = section.as_object_mut().unwrap();
+            section.remove("cell_indexes");
+            let copies: Vec<serde_json::Value> = cells
+                .iter()
+                .filter(|c| c["generation"] == key)
+                .cloned()
+                .collect();
+            assert_eq!(copies.len(), 2);
+            section.insert("cells".into(), serde_json::Value::Array(copies));
+        }
+        let old = Report::from_json(&value.to_string()).unwrap();
+        assert_eq!(old, report);
+        let section = &old.generations[1];
+        let workloads: Vec<&str> = old.cells_of(section).map(|c| c.workload.as_str()).collect();
+        assert_eq!(
+            workloads,
+            [&report.cells[2].workload, &report.cells[3].workload]
+        );
+    }
+
+    #[test]
+    fn a_run_without_targets_resolves_its_any_section() {
+        let mut report = two_generation_report();
+        report.cells.truncate(2);
+        for cell in &mut report.cells {
+            cell.generation = None;
+        }
+        report.generations.truncate(1);
+        report.generations[0].key = ANY_GENERATION.to_string();
+        assert_eq!(report.cells_of(&report.generations[0]).count(), 2);
     }
 }

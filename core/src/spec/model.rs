@@ -361,6 +361,21 @@ pub struct MeasureSpec {
     pub practical_threshold: f64,
 }
 
+impl MeasureSpec {
+    /// Why no cell of this spec can be `faster` or `slower`, when `max_runs` is below the
+    /// pairs the signed-rank test needs ([`crate::paired::min_pairs_for_a_verdict`]): such a
+    /// spec is fine for a smoke test, but its verdicts are only `same` or `unsure`.
+    pub fn verdict_limit_warning(&self) -> Option<String> {
+        let needed = crate::paired::min_pairs_for_a_verdict();
+        (self.max_runs < needed).then(|| {
+            format!(
+                "[measure] max_runs = {} is below {needed} pairs, the fewest with which the signed-rank test can reach p < 0.05: no cell can be `faster` or `slower`, only `same` or `unsure`; raise `max_runs` to {needed} or more for a verdict",
+                self.max_runs
+            )
+        })
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ParitySpec {

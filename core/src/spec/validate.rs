@@ -652,6 +652,22 @@ args = ["--feature", "psnr"]
         let spec = parse(&format!("{MINIMAL}[measure]\nruns = 30\n")).unwrap();
         assert_eq!(spec.measure.max_runs, 30);
     }
+
+    #[test]
+    fn a_max_runs_below_six_is_valid_but_warned_about_since_no_verdict_is_possible() {
+        assert_eq!(
+            parse(MINIMAL).unwrap().measure.verdict_limit_warning(),
+            None
+        );
+        let spec = parse(&format!("{MINIMAL}[measure]\nruns = 3\nmax_runs = 6\n")).unwrap();
+        assert_eq!(spec.measure.verdict_limit_warning(), None);
+        let spec = parse(&format!("{MINIMAL}[measure]\nruns = 5\nmax_runs = 5\n")).unwrap();
+        let warning = spec.measure.verdict_limit_warning().unwrap();
+        assert!(
+            warning.contains("max_runs = 5") && warning.contains("raise `max_runs` to 6"),
+            "{warning}"
+        );
+    }
 }
 
 #[cfg(test)]
