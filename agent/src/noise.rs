@@ -9,6 +9,8 @@ use abfleet_core::cell::NoiseFlag;
 
 /// A process using more than this share of one core during the cell is flagged.
 const OTHER_PROCESS_SHARE: f64 = 0.25;
+/// How many of the busy processes a flag names, busiest first.
+const BUSY_PROCESSES_NAMED: usize = 3;
 
 /// The host's state when a cell starts.
 pub struct HostSample {
@@ -53,7 +55,7 @@ impl HostSample {
         let now = process_ticks(Path::new("/proc"));
         let own = std::process::id();
         let ticks_per_s = clock_ticks_per_second();
-        let mut busiest: Option<(String, f64)> = None;
+        let mut busy: Vec<(String, f64)> = Vec::new();
         for (pid, (name, ticks)) in &now {
             if *pid == own {
                 continue;
@@ -62,18 +64,23 @@ impl HostSample {
             // children have exited by now, so whatever is still here is someone else's.
             let before = self.process_ticks.get(pid).map_or(0, |(_, t)| *t);
             let share = ticks.saturating_sub(before) as f64 / ticks_per_s / wall_s.max(1e-3);
-            if busiest.as_ref().is_none_or(|(_, s)| share > *s) {
-                busiest = Some((format!("{name} (pid {pid})"), share));
+            if share > OTHER_PROCESS_SHARE {
+                busy.push((format!("{name} (pid {pid})"), share));
             }
         }
-        if let Some((who, share)) = busiest {
-            if share > OTHER_PROCESS_SHARE {
-                flags.push(NoiseFlag {
-                    name: "other_process_busy".into(),
-                    value: format!("{:.0}% of a core", share * 100.0),
-                    detail: format!("{who} ran during the cell"),
-                });
-            }
+        // The busiest first; a few of them, since on a shared host one is rarely alone.
+        busy.sort_by(|a, b| b.1.total_cmp(&a.1));
+        if let Some((_, share)) = busy.first() {
+            let who: Vec<String> = busy
+                .iter()
+                .take(BUSY_PROCESSES_NAMED)
+                .map(|(who, share)| format!("{who} {:.0}%", share * 100.0))
+                .collect();
+            flags.push(NoiseFlag {
+                name: "other_process_busy".into(),
+                value: format!("{:.0}% of a core", share * 100.0),
+                detail: format!("{} ran during the cell", who.join(", ")),
+            });
         }
         flags
     }
