@@ -208,8 +208,10 @@ fn calibrate_records_the_hosts_resolution_and_later_reports_show_it() {
         (4, 7),
         "the A/A run kept the bounds"
     );
+    // How fine it resolves depends on the host's noise (over 100% on a loaded 2-core host
+    // with this tiny cell), so only its being a measured, positive number is asserted.
     assert!(
-        calibration.resolution > 0.0 && calibration.resolution < 1.0,
+        calibration.resolution.is_finite() && calibration.resolution > 0.0,
         "{calibration:?}"
     );
     // A/A: the calibration ran the same build on both sides.
