@@ -593,3 +593,41 @@ fn top_level_help_snapshot() {
     let output = abfleet(Path::new("."), &["--help"]);
     insta::assert_snapshot!(String::from_utf8_lossy(&output.stdout));
 }
+
+#[test]
+fn a_coordinator_that_accepts_but_never_answers_ends_the_cli_with_a_clear_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    // Accepts every connection and never reads or writes a byte.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(tmp.path())
+        .args(["runs", "--coordinator", &url])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Generous: the CLI gives up after its 10 s keep-alive interval plus 10 s timeout.
+    let deadline = std::time::Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            panic!("`abfleet runs` still waits on a silent coordinator after {deadline:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("stopped answering") && stderr.contains("abfleet coordinator"),
+        "{stderr}"
+    );
+}

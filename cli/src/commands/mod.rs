@@ -92,18 +92,54 @@ async fn control_client(
     abfleet_proto::pb::control_service_client::ControlServiceClient<tonic::transport::Channel>,
     Failure,
 > {
-    abfleet_proto::pb::control_service_client::ControlServiceClient::connect(url.to_string())
+    let unreachable = |err: &dyn std::fmt::Display| {
+        Failure::infra(anyhow::anyhow!(
+            "failed to reach the coordinator at {url}: {err}; start one with `abfleet coordinator`, or pass --coordinator"
+        ))
+    };
+    let endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
+        .map_err(|err| Failure::usage(anyhow::anyhow!("`{url}` is not a coordinator URL: {err}")))?
+        .connect_timeout(CONNECT_TIMEOUT)
+        // A peer that accepts TCP but never answers (not a coordinator, or one that hangs)
+        // fails its keep-alive pings and ends every call on the connection, unary or a
+        // progress stream, instead of leaving the CLI waiting forever.
+        .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
+        .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
+        .keep_alive_while_idle(true);
+    let channel = tokio::time::timeout(CONNECT_TIMEOUT, endpoint.connect())
         .await
-        .map_err(|err| {
-            Failure::infra(anyhow::anyhow!(
-                "failed to reach the coordinator at {url}: {err}; start one with `abfleet coordinator`, or pass --coordinator"
+        .map_err(|_| {
+            unreachable(&format!(
+                "no connection within {} s",
+                CONNECT_TIMEOUT.as_secs()
             ))
-        })
+        })?
+        .map_err(|err| unreachable(&err))?;
+    Ok(abfleet_proto::pb::control_service_client::ControlServiceClient::new(channel))
 }
+
+/// How long the CLI waits to connect to a coordinator.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often an open connection to the coordinator is pinged, and how long a ping may go
+/// unanswered before the connection (and every call on it) fails.
+const KEEP_ALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+const KEEP_ALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A gRPC status as an error a person can read.
 fn status_error(what: &str, status: tonic::Status) -> Failure {
-    let error = anyhow::anyhow!("{what}: {}", status.message());
+    let hint = if matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown
+    ) {
+        format!(
+            "; the connection to the coordinator failed or it stopped answering (keep-alive pings \
+             unanswered for {} s): check that the URL points at a running `abfleet coordinator`",
+            KEEP_ALIVE_TIMEOUT.as_secs()
+        )
+    } else {
+        String::new()
+    };
+    let error = anyhow::anyhow!("{what}: {}{hint}", status.message());
     match status.code() {
         tonic::Code::InvalidArgument | tonic::Code::NotFound => Failure::usage(error),
         _ => Failure::infra(error),
