@@ -105,6 +105,9 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log_err))
+        // Its own process group, so a timeout or cancel ends everything it started (make's
+        // compilers, ninja's jobs, a script's background children), not only the child.
+        .process_group(0)
         .kill_on_drop(true);
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
@@ -124,6 +127,7 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
             return spawn_failed(&format!("`{program}`: {err}"));
         }
     };
+    let _group = child.id().map(ProcessGroup);
     let exit = tokio::select! {
         status = child.wait() => match status {
             Ok(status) => match (status.code(), status.signal()) {
@@ -148,6 +152,25 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
         exit,
         wall_s,
         cpu_s,
+    }
+}
+
+/// A child's process group (its pid is the group id: `process_group(0)`). Dropping it
+/// SIGKILLs whatever is left in the group: after a timeout or cancel, everything the child
+/// started; after a normal exit, strays it left running in the background. Also runs when
+/// the future running the command is dropped.
+struct ProcessGroup(u32);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        let Ok(pgid) = i32::try_from(self.0) else {
+            return;
+        };
+        // ESRCH (the group is already empty) is the usual, harmless answer.
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }
 
@@ -271,6 +294,35 @@ mod tests {
         assert!(
             matches!(outcome.exit, ExitKind::SpawnFailed(_)),
             "{outcome:?}"
+        );
+    }
+
+    /// Whether a process is gone (or a zombie nobody reaped yet, which runs nothing).
+    fn gone(pid: &str) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_what_the_child_started_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("grandchild.pid");
+        let script = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+        let (outcome, _) = run_argv(&["sh", "-c", &script], Duration::from_millis(500)).await;
+        assert_eq!(outcome.exit, ExitKind::TimedOut);
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let pid = pid.trim();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !gone(pid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            gone(pid),
+            "the grandchild `sleep 300` (pid {pid}) outlived the timeout"
         );
     }
 
