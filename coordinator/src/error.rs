@@ -14,6 +14,21 @@ pub enum CoordinatorError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    #[error("the store `{path}` is at schema version {found}, but this abfleet knows versions up to {known}; upgrade abfleet to open this --data-dir")]
+    StoreTooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    #[error("the store `{path}` has no schema version and its tables match no schema abfleet shipped: {detail}; point --data-dir at an abfleet data directory or an empty one")]
+    StoreUnknownSchema { path: PathBuf, detail: String },
+    #[error("failed to migrate the store `{path}` from schema version {from} to {to}: {source}; it was left at version {from}; check that no other coordinator uses this --data-dir and that the disk is writable, then start again")]
+    MigrateStore {
+        path: PathBuf,
+        from: i64,
+        to: i64,
+        source: rusqlite::Error,
+    },
     #[error("store error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("the store holds something it cannot read: {0}; the data directory may be from a newer abfleet")]
@@ -46,6 +61,9 @@ impl From<CoordinatorError> for tonic::Status {
             CoordinatorError::BadSpec(_) => Status::invalid_argument(message),
             CoordinatorError::DataDir { .. }
             | CoordinatorError::OpenStore { .. }
+            | CoordinatorError::StoreTooNew { .. }
+            | CoordinatorError::StoreUnknownSchema { .. }
+            | CoordinatorError::MigrateStore { .. }
             | CoordinatorError::Sqlite(_)
             | CoordinatorError::Corrupt(_)
             | CoordinatorError::Internal(_) => Status::internal(message),

@@ -1,6 +1,9 @@
 //! The durable store: runs, jobs, events, cells and agents in one SQLite file under the data
 //! directory. Every state change is one transaction, so a coordinator killed at any point
-//! restarts into a consistent store. The store knows rows, not scheduling policy.
+//! restarts into a consistent store. The store knows rows, not scheduling policy. Its schema
+//! is versioned: [`migrations`] brings any data directory abfleet ever made up to date on open.
+
+mod migrations;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -13,59 +16,6 @@ use abfleet_core::{AgentId, JobId, RunId};
 use rusqlite::{params, Connection};
 
 use crate::error::CoordinatorError;
-
-const SCHEMA: &str = r#"
-CREATE TABLE IF NOT EXISTS runs (
-    run_id      TEXT PRIMARY KEY,
-    name        TEXT NOT NULL,
-    trigger     TEXT NOT NULL,
-    spec_json   TEXT NOT NULL,
-    spec_origin TEXT NOT NULL,
-    state       TEXT NOT NULL,
-    created_ms  INTEGER NOT NULL,
-    finished_ms INTEGER,
-    exit_code   INTEGER,
-    error       TEXT
-);
-CREATE TABLE IF NOT EXISTS jobs (
-    job_id           TEXT PRIMARY KEY,
-    run_id           TEXT NOT NULL REFERENCES runs(run_id),
-    state            TEXT NOT NULL,
-    attempt          INTEGER NOT NULL,
-    agent_id         TEXT,
-    lease_expires_ms INTEGER,
-    error            TEXT,
-    created_ms       INTEGER NOT NULL,
-    generation       TEXT,
-    pinned_agent     TEXT
-);
-CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, created_ms);
-CREATE TABLE IF NOT EXISTS events (
-    job_id       TEXT NOT NULL REFERENCES jobs(job_id),
-    attempt      INTEGER NOT NULL,
-    seq          INTEGER NOT NULL,
-    at_ms        INTEGER NOT NULL,
-    kind         TEXT NOT NULL,
-    payload_json TEXT NOT NULL,
-    PRIMARY KEY (job_id, attempt, seq)
-);
-CREATE TABLE IF NOT EXISTS cells (
-    job_id     TEXT NOT NULL REFERENCES jobs(job_id),
-    attempt    INTEGER NOT NULL,
-    cell_index INTEGER NOT NULL,
-    fixture    TEXT NOT NULL,
-    workload   TEXT NOT NULL,
-    parity     TEXT NOT NULL,
-    seq        INTEGER NOT NULL,
-    PRIMARY KEY (job_id, attempt, cell_index)
-);
-CREATE TABLE IF NOT EXISTS agents (
-    agent_id          TEXT PRIMARY KEY,
-    inventory_json    TEXT NOT NULL,
-    registered_ms     INTEGER NOT NULL,
-    last_heartbeat_ms INTEGER NOT NULL
-);
-"#;
 
 /// A handle on the store; cheap to clone. Calls run on the blocking pool.
 #[derive(Clone)]
@@ -145,25 +95,32 @@ pub struct AppendOutcome {
 }
 
 impl Store {
-    /// Opens (creating when absent) `abfleet.sqlite3` in `data_dir`.
+    /// Opens (creating when absent) `abfleet.sqlite3` in `data_dir` and migrates it to the
+    /// schema this binary knows. A store from a newer abfleet is refused untouched.
     pub fn open(data_dir: &Path) -> Result<Store, CoordinatorError> {
         std::fs::create_dir_all(data_dir).map_err(|source| CoordinatorError::DataDir {
             path: data_dir.to_path_buf(),
             source,
         })?;
         let path = data_dir.join("abfleet.sqlite3");
-        let conn = Connection::open(&path).map_err(|source| CoordinatorError::OpenStore {
+        let mut conn = Connection::open(&path).map_err(|source| CoordinatorError::OpenStore {
             path: path.clone(),
             source,
         })?;
+        conn.execute_batch("PRAGMA busy_timeout = 5000;")
+            .map_err(|source| CoordinatorError::OpenStore {
+                path: path.clone(),
+                source,
+            })?;
+        migrations::check_not_newer(&conn, &path)?;
         conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;",
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
         )
-        .and_then(|_| conn.execute_batch(SCHEMA))
         .map_err(|source| CoordinatorError::OpenStore {
             path: path.clone(),
             source,
         })?;
+        migrations::migrate(&mut conn, &path)?;
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
             path,
