@@ -162,15 +162,16 @@ impl Store {
         self.with(move |conn| {
             let tx = conn.transaction()?;
             tx.execute(
-                "INSERT INTO runs (run_id, name, trigger, spec_json, spec_origin, state, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6)",
-                params![run_id.to_string(), name, trigger, spec_json, spec_origin, now_ms],
+                "INSERT INTO runs (run_id, name, trigger, spec_json, spec_origin, state, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![run_id.to_string(), name, trigger, spec_json, spec_origin, RunState::Queued.as_str(), now_ms],
             )?;
             for job in jobs {
                 tx.execute(
-                    "INSERT INTO jobs (job_id, run_id, state, attempt, created_ms, generation, pinned_agent) VALUES (?1, ?2, 'queued', 0, ?3, ?4, ?5)",
+                    "INSERT INTO jobs (job_id, run_id, state, attempt, created_ms, generation, pinned_agent) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
                     params![
                         job.job_id.to_string(),
                         run_id.to_string(),
+                        JobState::Queued.as_str(),
                         now_ms,
                         job.generation,
                         job.pinned_agent.map(|a| a.to_string())
@@ -184,28 +185,38 @@ impl Store {
     }
 
     pub async fn run(&self, run_id: RunId) -> Result<Option<RunRow>, CoordinatorError> {
-        self.with(move |conn| Ok(select_runs(conn, "run_id = ?1", &run_id.to_string())?.pop()))
-            .await
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(&format!("{SELECT_RUNS} WHERE run_id = ?1"))?;
+            let rows = stmt.query_map(params![run_id.to_string()], run_row)?;
+            Ok(rows.map(|row| row?).collect::<Result<Vec<_>, _>>()?.pop())
+        })
+        .await
     }
 
     pub async fn runs(&self) -> Result<Vec<RunRow>, CoordinatorError> {
-        // `?1 = ?1` holds for every row: all runs.
-        self.with(|conn| select_runs(conn, "?1 = ?1", "")).await
+        self.with(|conn| {
+            let mut stmt = conn.prepare(&format!("{SELECT_RUNS} ORDER BY created_ms, run_id"))?;
+            let rows = stmt.query_map([], run_row)?;
+            rows.map(|row| row?).collect()
+        })
+        .await
     }
 
     pub async fn jobs_of_run(&self, run_id: RunId) -> Result<Vec<JobRow>, CoordinatorError> {
-        self.with(move |conn| select_jobs(conn, "run_id = ?1", &run_id.to_string()))
+        self.with(move |conn| select_jobs(conn, "run_id = ?1", params![run_id.to_string()]))
             .await
     }
 
     pub async fn job(&self, job_id: JobId) -> Result<Option<JobRow>, CoordinatorError> {
-        self.with(move |conn| Ok(select_jobs(conn, "job_id = ?1", &job_id.to_string())?.pop()))
-            .await
+        self.with(move |conn| {
+            Ok(select_jobs(conn, "job_id = ?1", params![job_id.to_string()])?.pop())
+        })
+        .await
     }
 
     /// Jobs in a state, oldest first.
     pub async fn jobs_in_state(&self, state: JobState) -> Result<Vec<JobRow>, CoordinatorError> {
-        self.with(move |conn| select_jobs(conn, "state = ?1", state.as_str()))
+        self.with(move |conn| select_jobs(conn, "state = ?1", params![state.as_str()]))
             .await
     }
 
@@ -220,8 +231,14 @@ impl Store {
         self.with(move |conn| {
             let tx = conn.transaction()?;
             let changed = tx.execute(
-                "UPDATE jobs SET state = 'leased', attempt = attempt + 1, agent_id = ?2, lease_expires_ms = ?3 WHERE job_id = ?1 AND state = 'queued'",
-                params![job_id.to_string(), agent_id.to_string(), lease_expires_ms],
+                "UPDATE jobs SET state = ?4, attempt = attempt + 1, agent_id = ?2, lease_expires_ms = ?3 WHERE job_id = ?1 AND state = ?5",
+                params![
+                    job_id.to_string(),
+                    agent_id.to_string(),
+                    lease_expires_ms,
+                    JobState::Leased.as_str(),
+                    JobState::Queued.as_str()
+                ],
             )?;
             if changed == 0 {
                 return Ok(None);
@@ -232,8 +249,8 @@ impl Store {
                 |row| row.get(0),
             )?;
             tx.execute(
-                "UPDATE runs SET state = 'running' WHERE run_id = (SELECT run_id FROM jobs WHERE job_id = ?1) AND state = 'queued'",
-                params![job_id.to_string()],
+                "UPDATE runs SET state = ?2 WHERE run_id = (SELECT run_id FROM jobs WHERE job_id = ?1) AND state = ?3",
+                params![job_id.to_string(), RunState::Running.as_str(), RunState::Queued.as_str()],
             )?;
             tx.commit()?;
             Ok(Some(attempt))
@@ -252,8 +269,14 @@ impl Store {
     ) -> Result<bool, CoordinatorError> {
         self.with(move |conn| {
             let changed = conn.execute(
-                "UPDATE jobs SET lease_expires_ms = ?4 WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = 'leased'",
-                params![job_id.to_string(), agent_id.to_string(), attempt, lease_expires_ms],
+                "UPDATE jobs SET lease_expires_ms = ?4 WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = ?5",
+                params![
+                    job_id.to_string(),
+                    agent_id.to_string(),
+                    attempt,
+                    lease_expires_ms,
+                    JobState::Leased.as_str()
+                ],
             )?;
             Ok(changed == 1)
         })
@@ -286,8 +309,8 @@ impl Store {
                 reason
             };
             tx.execute(
-                "UPDATE jobs SET state = ?2, lease_expires_ms = NULL, error = ?3 WHERE job_id = ?1 AND state = 'leased'",
-                params![job_id.to_string(), state.as_str(), error],
+                "UPDATE jobs SET state = ?2, lease_expires_ms = NULL, error = ?3 WHERE job_id = ?1 AND state = ?4",
+                params![job_id.to_string(), state.as_str(), error, JobState::Leased.as_str()],
             )?;
             tx.commit()?;
             Ok(state)
@@ -325,7 +348,7 @@ impl Store {
                 }
                 let payload_json = serde_json::to_string(&event.payload)
                     .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
-                let kind = event_kind(&event.payload);
+                let kind = event.payload.kind().as_str();
                 let inserted = tx.execute(
                     "INSERT OR IGNORE INTO events (job_id, attempt, seq, at_ms, kind, payload_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     params![job_id.to_string(), attempt, event.seq as i64, event.at_ms, kind, payload_json],
@@ -341,7 +364,7 @@ impl Store {
                                     cell.index,
                                     cell.fixture,
                                     cell.workload,
-                                    serde_json::to_value(cell.parity).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+                                    cell.parity.as_str(),
                                     event.seq as i64
                                 ],
                             )?;
@@ -353,8 +376,15 @@ impl Store {
                                 abfleet_core::events::JobOutcome::Cancelled => JobState::Cancelled,
                             };
                             tx.execute(
-                                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = COALESCE(error, ?4) WHERE job_id = ?1 AND attempt = ?2 AND state IN ('leased', 'cancelled')",
-                                params![job_id.to_string(), attempt, state.as_str(), error],
+                                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = COALESCE(error, ?4) WHERE job_id = ?1 AND attempt = ?2 AND state IN (?5, ?6)",
+                                params![
+                                    job_id.to_string(),
+                                    attempt,
+                                    state.as_str(),
+                                    error,
+                                    JobState::Leased.as_str(),
+                                    JobState::Cancelled.as_str()
+                                ],
                             )?;
                         }
                         _ => {}
@@ -438,8 +468,8 @@ impl Store {
     ) -> Result<(), CoordinatorError> {
         self.with(move |conn| {
             conn.execute(
-                "UPDATE runs SET state = 'failed', error = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
-                params![run_id.to_string(), error, exit_code, now_ms],
+                "UPDATE runs SET state = ?5, error = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
+                params![run_id.to_string(), error, exit_code, now_ms, RunState::Failed.as_str()],
             )?;
             Ok(())
         })
@@ -455,8 +485,13 @@ impl Store {
     ) -> Result<(), CoordinatorError> {
         self.with(move |conn| {
             conn.execute(
-                "UPDATE runs SET state = ?2, exit_code = ?3, finished_ms = CASE WHEN ?4 THEN ?5 ELSE NULL END WHERE run_id = ?1",
-                params![run_id.to_string(), state.as_str(), exit_code, state.is_finished(), now_ms],
+                "UPDATE runs SET state = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
+                params![
+                    run_id.to_string(),
+                    state.as_str(),
+                    exit_code,
+                    state.is_finished().then_some(now_ms)
+                ],
             )?;
             Ok(())
         })
@@ -473,14 +508,31 @@ impl Store {
     ) -> Result<Vec<JobRow>, CoordinatorError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
-            let leased = select_jobs(&tx, "run_id = ?1 AND state = 'leased'", &run_id.to_string())?;
-            tx.execute(
-                "UPDATE jobs SET state = 'cancelled', lease_expires_ms = NULL, error = ?2 WHERE run_id = ?1 AND state IN ('queued', 'leased')",
-                params![run_id.to_string(), reason],
+            let leased = select_jobs(
+                &tx,
+                "run_id = ?1 AND state = ?2",
+                params![run_id.to_string(), JobState::Leased.as_str()],
             )?;
             tx.execute(
-                "UPDATE runs SET state = 'cancelled', exit_code = 130, finished_ms = ?2 WHERE run_id = ?1 AND state IN ('queued', 'running')",
-                params![run_id.to_string(), now_ms],
+                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = ?2 WHERE run_id = ?1 AND state IN (?4, ?5)",
+                params![
+                    run_id.to_string(),
+                    reason,
+                    JobState::Cancelled.as_str(),
+                    JobState::Queued.as_str(),
+                    JobState::Leased.as_str()
+                ],
+            )?;
+            tx.execute(
+                "UPDATE runs SET state = ?3, exit_code = ?4, finished_ms = ?2 WHERE run_id = ?1 AND state IN (?5, ?6)",
+                params![
+                    run_id.to_string(),
+                    now_ms,
+                    RunState::Cancelled.as_str(),
+                    abfleet_core::exit::CANCELLED,
+                    RunState::Queued.as_str(),
+                    RunState::Running.as_str()
+                ],
             )?;
             tx.commit()?;
             Ok(leased)
@@ -581,45 +633,21 @@ impl Store {
     }
 }
 
-/// Runs matching a filter with one text parameter, oldest first.
-fn select_runs(
-    conn: &Connection,
-    filter: &str,
-    param: &str,
-) -> Result<Vec<RunRow>, CoordinatorError> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code, error FROM runs WHERE {filter} ORDER BY created_ms, run_id"
-    ))?;
-    let rows = stmt.query_map(params![param], run_row)?;
-    rows.map(|row| row?).collect()
-}
+/// The columns [`run_row`] reads, before a `WHERE` or `ORDER BY`.
+const SELECT_RUNS: &str =
+    "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code, error FROM runs";
 
-/// Jobs matching a filter with one text parameter, oldest first.
+/// Jobs matching a filter (a `WHERE` clause over `params`), oldest first.
 fn select_jobs(
     conn: &Connection,
     filter: &str,
-    param: &str,
+    params: impl rusqlite::Params,
 ) -> Result<Vec<JobRow>, CoordinatorError> {
     let mut stmt = conn.prepare(&format!(
         "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error, generation, pinned_agent FROM jobs WHERE {filter} ORDER BY created_ms, job_id"
     ))?;
-    let rows = stmt.query_map(params![param], job_row)?;
+    let rows = stmt.query_map(params, job_row)?;
     rows.map(|row| row?).collect()
-}
-
-fn event_kind(payload: &JobEventPayload) -> &'static str {
-    match payload {
-        JobEventPayload::Started { .. } => "started",
-        JobEventPayload::Progress { .. } => "progress",
-        JobEventPayload::Log { .. } => "log",
-        JobEventPayload::SourceResolved { .. } => "source_resolved",
-        JobEventPayload::Build(_) => "build",
-        JobEventPayload::Cell(_) => "cell",
-        JobEventPayload::Finding(_) => "finding",
-        JobEventPayload::CheckSkipped(_) => "check_skipped",
-        JobEventPayload::BackendCell(_) => "backend_cell",
-        JobEventPayload::Done { .. } => "done",
-    }
 }
 
 fn parse_stored_id<T: std::str::FromStr>(text: &str) -> Result<T, CoordinatorError> {
@@ -646,8 +674,9 @@ fn run_row(row: &rusqlite::Row<'_>) -> RowResult<RunRow> {
             trigger,
             spec: JobSpec::from_json(&spec_json)
                 .map_err(|err| CoordinatorError::Corrupt(format!("spec of run {run_id}: {err}")))?,
-            state: RunState::parse(&state)
-                .ok_or_else(|| CoordinatorError::Corrupt(format!("run state `{state}`")))?,
+            state: state.parse().map_err(|err| {
+                CoordinatorError::Corrupt(format!("state of run {run_id}: {err}"))
+            })?,
             created_ms,
             exit_code,
         })
@@ -670,8 +699,9 @@ fn job_row(row: &rusqlite::Row<'_>) -> RowResult<JobRow> {
             pinned_agent: pinned_agent.as_deref().map(parse_stored_id).transpose()?,
             job_id: parse_stored_id(&job_id)?,
             run_id: parse_stored_id(&run_id)?,
-            state: JobState::parse(&state)
-                .ok_or_else(|| CoordinatorError::Corrupt(format!("job state `{state}`")))?,
+            state: state.parse().map_err(|err| {
+                CoordinatorError::Corrupt(format!("state of job {job_id}: {err}"))
+            })?,
             attempt,
             agent_id: agent_id.as_deref().map(parse_stored_id).transpose()?,
             lease_expires_ms,

@@ -12,6 +12,7 @@ pub mod finding;
 pub mod generation;
 pub mod ids;
 pub mod inventory;
+pub mod names;
 pub mod output;
 pub mod paired;
 pub mod parity;
