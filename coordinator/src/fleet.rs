@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use abfleet_core::events::JobEventPayload;
 use abfleet_core::inventory::Inventory;
+use abfleet_core::progress::RunProgress;
 use abfleet_core::report::{self, JobState, Report, RunState};
+use abfleet_core::session::{JobOffer, SessionMessage};
 use abfleet_core::spec::{Fanout, JobSpec};
 use abfleet_core::{AgentId, JobId, RunId};
-use abfleet_proto::pb;
 use tokio::sync::{broadcast, mpsc};
 use tracing::{info, warn};
 
@@ -43,7 +44,8 @@ impl Default for CoordinatorConfig {
     }
 }
 
-type SessionSender = mpsc::Sender<Result<pb::CoordinatorMessage, tonic::Status>>;
+/// Where a session's messages to its agent go (the agent service forwards them to the wire).
+pub type SessionSender = mpsc::Sender<SessionMessage>;
 
 struct Session {
     number: u64,
@@ -57,7 +59,7 @@ struct Inner {
     config: CoordinatorConfig,
     sessions: Mutex<HashMap<AgentId, Session>>,
     next_session: std::sync::atomic::AtomicU64,
-    progress: broadcast::Sender<pb::RunProgress>,
+    progress: broadcast::Sender<RunProgress>,
     dispatch: tokio::sync::Mutex<()>,
 }
 
@@ -123,14 +125,13 @@ impl Fleet {
                     now_ms(),
                 )
                 .await?;
-            let mut finished = progress(run_id, None, "failed", &error);
-            finished.finished = true;
-            finished.exit_code = abfleet_core::exit::NOT_CARRIED_OUT;
+            let mut finished = RunProgress::new(run_id, None, "failed", &error);
+            finished.exit_code = Some(abfleet_core::exit::NOT_CARRIED_OUT);
             self.publish(finished);
             return Ok(run_id);
         }
         for job in &jobs {
-            self.publish(progress(
+            self.publish(RunProgress::new(
                 run_id,
                 Some(job.job_id),
                 "queued",
@@ -222,17 +223,16 @@ impl Fleet {
             if let Some(agent_id) = job.agent_id {
                 self.send(
                     agent_id,
-                    pb::coordinator_message::Kind::Cancel(pb::CancelJob {
-                        job_id: job.job_id.to_string(),
+                    SessionMessage::Cancel {
+                        job_id: job.job_id,
                         reason: reason.to_string(),
-                    }),
+                    },
                 );
             }
         }
         info!(run_id = %run_id, reason, "run cancelled");
-        let mut finished = progress(run_id, None, "cancelled", reason);
-        finished.finished = true;
-        finished.exit_code = abfleet_core::exit::CANCELLED;
+        let mut finished = RunProgress::new(run_id, None, "cancelled", reason);
+        finished.exit_code = Some(abfleet_core::exit::CANCELLED);
         self.publish(finished);
         Ok(true)
     }
@@ -318,10 +318,10 @@ impl Fleet {
     }
 
     /// The progress a new watcher sees first: where the run stands now.
-    pub async fn snapshot(&self, run_id: RunId) -> Result<pb::RunProgress, CoordinatorError> {
+    pub async fn snapshot(&self, run_id: RunId) -> Result<RunProgress, CoordinatorError> {
         let run = self.run_row(run_id).await?;
         let jobs = self.inner.store.jobs_of_run(run_id).await?;
-        let mut snapshot = progress(
+        let mut snapshot = RunProgress::new(
             run_id,
             jobs.first().map(|j| j.job_id),
             run.state.as_str(),
@@ -332,20 +332,19 @@ impl Fleet {
             snapshot.cells_done += self.inner.store.cell_count(job.job_id).await? as u32;
         }
         if run.state.is_finished() {
-            snapshot.finished = true;
-            snapshot.exit_code = match run.exit_code {
+            snapshot.exit_code = Some(match run.exit_code {
                 Some(code) => code,
                 None => self.assembled(run_id).await?.0.exit_code,
-            };
+            });
         }
         Ok(snapshot)
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<pb::RunProgress> {
+    pub fn subscribe(&self) -> broadcast::Receiver<RunProgress> {
         self.inner.progress.subscribe()
     }
 
-    fn publish(&self, update: pb::RunProgress) {
+    fn publish(&self, update: RunProgress) {
         // No watcher is fine.
         let _ = self.inner.progress.send(update);
     }
@@ -377,14 +376,13 @@ impl Fleet {
             .set_run_state(run_id, state, Some(report.exit_code), now_ms())
             .await?;
         info!(run_id = %run_id, state = state.as_str(), exit_code = report.exit_code, "run finished");
-        let mut finished = progress(
+        let mut finished = RunProgress::new(
             run_id,
             jobs.first().map(|j| j.job_id),
             state.as_str(),
             "finished",
         );
-        finished.finished = true;
-        finished.exit_code = report.exit_code;
+        finished.exit_code = Some(report.exit_code);
         finished.cells_done = report.cells.len() as u32;
         finished.cells_total = run.spec.cell_count() as u32;
         self.publish(finished);
@@ -440,17 +438,14 @@ impl Fleet {
         }
     }
 
-    fn send(&self, agent_id: AgentId, kind: pb::coordinator_message::Kind) -> bool {
+    fn send(&self, agent_id: AgentId, message: SessionMessage) -> bool {
         let sessions = self
             .inner
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         match sessions.get(&agent_id) {
-            Some(session) => session
-                .sender
-                .try_send(Ok(pb::CoordinatorMessage { kind: Some(kind) }))
-                .is_ok(),
+            Some(session) => session.sender.try_send(message).is_ok(),
             None => false,
         }
     }
@@ -475,20 +470,14 @@ impl Fleet {
                 });
                 if !still_ours {
                     warn!(agent_id = %agent_id, job_id = %job_id, attempt, "heartbeat for a lease this agent no longer holds");
-                    self.send(
-                        agent_id,
-                        pb::coordinator_message::Kind::LeaseLost(pb::LeaseLost {
-                            job_id: job_id.to_string(),
-                            attempt,
-                        }),
-                    );
+                    self.send(agent_id, SessionMessage::LeaseLost { job_id, attempt });
                 } else if job.is_some_and(|j| j.state == JobState::Cancelled) {
                     self.send(
                         agent_id,
-                        pb::coordinator_message::Kind::Cancel(pb::CancelJob {
-                            job_id: job_id.to_string(),
+                        SessionMessage::Cancel {
+                            job_id,
                             reason: "the run was cancelled".into(),
-                        }),
+                        },
                     );
                 }
             }
@@ -535,7 +524,12 @@ impl Fleet {
             .store
             .release_job(job_id, self.inner.config.max_attempts, reason.clone())
             .await?;
-        self.publish(progress(run_id, Some(job_id), state.as_str(), &reason));
+        self.publish(RunProgress::new(
+            run_id,
+            Some(job_id),
+            state.as_str(),
+            &reason,
+        ));
         if state.is_finished() {
             self.finish_run_if_complete(run_id).await?;
         }
@@ -595,14 +589,14 @@ impl Fleet {
             };
             let run = self.run_row(job.run_id).await?;
             let next_seq = self.inner.store.event_count(job.job_id, attempt).await?;
-            let offer = pb::JobOffer {
-                job_id: job.job_id.to_string(),
-                run_id: job.run_id.to_string(),
+            let offer = JobOffer {
+                job_id: job.job_id,
+                run_id: job.run_id,
                 attempt,
-                spec_json: run.spec.to_json(),
-                lease_ms: self.inner.config.lease.as_millis() as u64,
+                spec: run.spec,
+                lease: self.inner.config.lease,
                 next_seq,
-                generation: job.generation.clone().unwrap_or_default(),
+                generation: job.generation.clone(),
             };
             let sent = {
                 let mut sessions = self
@@ -615,9 +609,7 @@ impl Fleet {
                         session.waiting = false;
                         session
                             .sender
-                            .try_send(Ok(pb::CoordinatorMessage {
-                                kind: Some(pb::coordinator_message::Kind::Offer(offer)),
-                            }))
+                            .try_send(SessionMessage::Offer(Box::new(offer)))
                             .is_ok()
                     }
                     None => false,
@@ -625,7 +617,7 @@ impl Fleet {
             };
             if sent {
                 info!(job_id = %job.job_id, agent_id = %agent_id, attempt, "job leased");
-                self.publish(progress(
+                self.publish(RunProgress::new(
                     job.run_id,
                     Some(job.job_id),
                     "running",
@@ -679,14 +671,14 @@ impl Fleet {
                     cells_total,
                     current_cell,
                 } => {
-                    let mut update = progress(job.run_id, Some(job_id), phase, message);
+                    let mut update = RunProgress::new(job.run_id, Some(job_id), phase, message);
                     update.cells_done = *cells_done;
                     update.cells_total = *cells_total;
-                    update.current_cell = current_cell.clone().unwrap_or_default();
+                    update.current_cell = current_cell.clone().filter(|cell| !cell.is_empty());
                     self.publish(update);
                 }
                 JobEventPayload::Cell(cell) => {
-                    let mut update = progress(
+                    let mut update = RunProgress::new(
                         job.run_id,
                         Some(job_id),
                         "timing",
@@ -760,15 +752,5 @@ impl Fleet {
                 (agent, state, running)
             })
             .collect())
-    }
-}
-
-fn progress(run_id: RunId, job_id: Option<JobId>, state: &str, message: &str) -> pb::RunProgress {
-    pb::RunProgress {
-        run_id: run_id.to_string(),
-        job_id: job_id.map(|j| j.to_string()).unwrap_or_default(),
-        state: state.to_string(),
-        message: message.to_string(),
-        ..pb::RunProgress::default()
     }
 }
