@@ -1,0 +1,93 @@
+//! The fleet handle and what it shares: the store, the timing knobs, the open agent
+//! sessions and the progress channel. Every other module of `fleet` adds methods to
+//! [`Fleet`] over this state.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use abfleet_core::progress::RunProgress;
+use abfleet_core::session::SessionMessage;
+use abfleet_core::AgentId;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::clock::now_ms;
+use crate::store::Store;
+
+/// Timing knobs of the coordinator.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// How long a job stays leased without a heartbeat from its agent.
+    pub lease: Duration,
+    /// How often agents are asked to heartbeat.
+    pub heartbeat_interval: Duration,
+    /// Attempts a job gets before it fails with "agent lost".
+    pub max_attempts: u32,
+    /// An agent silent for this long is listed as lost.
+    pub agent_lost_after: Duration,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            lease: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(2),
+            max_attempts: 3,
+            agent_lost_after: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Where a session's messages to its agent go (the agent service forwards them to the wire).
+pub type SessionSender = mpsc::Sender<SessionMessage>;
+
+pub(super) struct Session {
+    pub(super) number: u64,
+    pub(super) sender: SessionSender,
+    /// The agent said it is idle and has not been offered a job since.
+    pub(super) waiting: bool,
+}
+
+pub(super) struct Inner {
+    pub(super) store: Store,
+    pub(super) config: CoordinatorConfig,
+    pub(super) sessions: Mutex<HashMap<AgentId, Session>>,
+    pub(super) next_session: std::sync::atomic::AtomicU64,
+    pub(super) progress: broadcast::Sender<RunProgress>,
+    /// Held while dispatching, so two dispatches never offer one job twice.
+    pub(super) dispatch: tokio::sync::Mutex<()>,
+}
+
+/// A cheap handle on the coordinator's state.
+#[derive(Clone)]
+pub struct Fleet {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl Fleet {
+    pub fn new(store: Store, config: CoordinatorConfig) -> Fleet {
+        let (progress, _) = broadcast::channel(1024);
+        Fleet {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                sessions: Mutex::new(HashMap::new()),
+                next_session: std::sync::atomic::AtomicU64::new(1),
+                progress,
+                dispatch: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.inner.config
+    }
+
+    pub(super) fn lease_expiry(&self) -> i64 {
+        now_ms() + self.inner.config.lease.as_millis() as i64
+    }
+}
