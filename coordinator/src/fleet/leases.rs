@@ -8,7 +8,6 @@ use abfleet_core::{AgentId, JobId, RunId};
 use tracing::warn;
 
 use super::Fleet;
-use crate::clock::now_ms;
 use crate::error::CoordinatorError;
 
 impl Fleet {
@@ -17,7 +16,10 @@ impl Fleet {
         agent_id: AgentId,
         running: Option<(JobId, u32)>,
     ) -> Result<(), CoordinatorError> {
-        self.inner.store.touch_agent(agent_id, now_ms()).await?;
+        self.inner
+            .store
+            .touch_agent(agent_id, self.now_ms())
+            .await?;
         if let Some((job_id, attempt)) = running {
             let renewed = self
                 .inner
@@ -72,7 +74,7 @@ impl Fleet {
 
     /// Frees every job whose lease has expired. Run by a background task.
     pub async fn reap_expired_leases(&self) -> Result<(), CoordinatorError> {
-        let now = now_ms();
+        let now = self.now_ms();
         let mut released = false;
         for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
             if job.lease_expires_ms.is_some_and(|t| t < now) {

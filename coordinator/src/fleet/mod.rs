@@ -13,5 +13,7 @@ mod reports;
 mod runs;
 mod sessions;
 mod state;
+#[cfg(test)]
+mod tests;
 
 pub use state::{CoordinatorConfig, Fleet};

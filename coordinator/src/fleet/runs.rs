@@ -9,7 +9,6 @@ use abfleet_core::{JobId, RunId};
 use tracing::{info, warn};
 
 use super::Fleet;
-use crate::clock::now_ms;
 use crate::error::CoordinatorError;
 use crate::store::{NewJob, RunRow};
 
@@ -27,7 +26,7 @@ impl Fleet {
         let (jobs, unmatched) = self.plan_jobs(&spec).await?;
         self.inner
             .store
-            .insert_run(run_id, &spec, trigger, origin, jobs.clone(), now_ms())
+            .insert_run(run_id, &spec, trigger, origin, jobs.clone(), self.now_ms())
             .await?;
         info!(run_id = %run_id, jobs = jobs.len(), name = %spec.name, trigger, "run submitted");
         if let Some(error) = unmatched {
@@ -38,7 +37,7 @@ impl Fleet {
                     run_id,
                     error.clone(),
                     abfleet_core::exit::NOT_CARRIED_OUT,
-                    now_ms(),
+                    self.now_ms(),
                 )
                 .await?;
             let mut finished = RunProgress::new(run_id, None, "failed", &error);
@@ -133,7 +132,7 @@ impl Fleet {
         let leased = self
             .inner
             .store
-            .cancel_run(run_id, format!("cancelled: {reason}"), now_ms())
+            .cancel_run(run_id, format!("cancelled: {reason}"), self.now_ms())
             .await?;
         for job in leased {
             if let Some(agent_id) = job.agent_id {
@@ -187,12 +186,12 @@ impl Fleet {
         };
         self.inner
             .store
-            .set_run_state(run_id, state, None, now_ms())
+            .set_run_state(run_id, state, None, self.now_ms())
             .await?;
         let (report, _) = self.assembled(run_id).await?;
         self.inner
             .store
-            .set_run_state(run_id, state, Some(report.exit_code), now_ms())
+            .set_run_state(run_id, state, Some(report.exit_code), self.now_ms())
             .await?;
         info!(run_id = %run_id, state = state.as_str(), exit_code = report.exit_code, "run finished");
         let mut finished = RunProgress::new(

@@ -13,7 +13,6 @@ use tracing::{info, warn};
 
 use super::state::{Session, SessionSender};
 use super::Fleet;
-use crate::clock::now_ms;
 use crate::error::CoordinatorError;
 use crate::store::AgentRow;
 
@@ -25,7 +24,7 @@ impl Fleet {
     ) -> Result<(), CoordinatorError> {
         self.inner
             .store
-            .upsert_agent(agent_id, inventory, now_ms())
+            .upsert_agent(agent_id, inventory, self.now_ms())
             .await?;
         info!(agent_id = %agent_id, host = %inventory.hostname, "agent registered");
         Ok(())
@@ -80,7 +79,10 @@ impl Fleet {
     /// The agent is idle. Any job still leased to it is not running anywhere (the agent
     /// restarted), so it goes back to the queue at once instead of waiting out its lease.
     pub async fn ready(&self, agent_id: AgentId) -> Result<(), CoordinatorError> {
-        self.inner.store.touch_agent(agent_id, now_ms()).await?;
+        self.inner
+            .store
+            .touch_agent(agent_id, self.now_ms())
+            .await?;
         for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
             if job.agent_id == Some(agent_id) {
                 warn!(agent_id = %agent_id, job_id = %job.job_id, "agent is idle but held a lease; requeueing");
@@ -206,7 +208,7 @@ impl Fleet {
         &self,
     ) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, CoordinatorError> {
         let leased = self.inner.store.jobs_in_state(JobState::Leased).await?;
-        let lost_before = now_ms() - self.inner.config.agent_lost_after.as_millis() as i64;
+        let lost_before = self.now_ms() - self.inner.config.agent_lost_after.as_millis() as i64;
         let agents = self.inner.store.agents().await?;
         Ok(agents
             .into_iter()

@@ -1,5 +1,5 @@
-//! The fleet handle and what it shares: the store, the timing knobs, the open agent
-//! sessions and the progress channel. Every other module of `fleet` adds methods to
+//! The fleet handle and what it shares: the store, the clock, the timing knobs, the open
+//! agent sessions and the progress channel. Every other module of `fleet` adds methods to
 //! [`Fleet`] over this state.
 
 use std::collections::HashMap;
@@ -11,7 +11,7 @@ use abfleet_core::session::SessionMessage;
 use abfleet_core::AgentId;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::clock::now_ms;
+use crate::clock::{Clock, SystemClock};
 use crate::store::Store;
 
 /// Timing knobs of the coordinator.
@@ -50,6 +50,8 @@ pub(super) struct Session {
 
 pub(super) struct Inner {
     pub(super) store: Store,
+    /// Every "now" of the state machine (leases, heartbeats, timestamps) comes from here.
+    pub(super) clock: Arc<dyn Clock>,
     pub(super) config: CoordinatorConfig,
     pub(super) sessions: Mutex<HashMap<AgentId, Session>>,
     pub(super) next_session: std::sync::atomic::AtomicU64,
@@ -65,11 +67,18 @@ pub struct Fleet {
 }
 
 impl Fleet {
+    /// A fleet on wall time.
     pub fn new(store: Store, config: CoordinatorConfig) -> Fleet {
+        Fleet::with_clock(store, config, Arc::new(SystemClock))
+    }
+
+    /// A fleet whose time comes from `clock` (tests pass a [`ManualClock`](crate::ManualClock)).
+    pub fn with_clock(store: Store, config: CoordinatorConfig, clock: Arc<dyn Clock>) -> Fleet {
         let (progress, _) = broadcast::channel(1024);
         Fleet {
             inner: Arc::new(Inner {
                 store,
+                clock,
                 config,
                 sessions: Mutex::new(HashMap::new()),
                 next_session: std::sync::atomic::AtomicU64::new(1),
@@ -87,7 +96,12 @@ impl Fleet {
         &self.inner.config
     }
 
+    /// Unix milliseconds now, by the fleet's clock.
+    pub(super) fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+
     pub(super) fn lease_expiry(&self) -> i64 {
-        now_ms() + self.inner.config.lease.as_millis() as i64
+        self.now_ms() + self.inner.config.lease.as_millis() as i64
     }
 }
