@@ -4,6 +4,7 @@
 //! is versioned: [`migrations`] brings any data directory abfleet ever made up to date on open.
 
 mod migrations;
+mod previous;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -16,6 +17,8 @@ use abfleet_core::{AgentId, JobId, RunId};
 use rusqlite::{params, Connection};
 
 use crate::error::CoordinatorError;
+
+pub use previous::{GenerationResult, PreviousResult};
 
 /// A handle on the store; cheap to clone. Calls run on the blocking pool.
 #[derive(Clone)]
@@ -458,7 +461,8 @@ impl Store {
         .await
     }
 
-    /// Ends a run before any job ran (nothing matched its targets).
+    /// Ends a run before any job ran (nothing matched its targets); it leaves nothing for
+    /// later runs.
     pub async fn fail_run(
         &self,
         run_id: RunId,
@@ -468,30 +472,8 @@ impl Store {
     ) -> Result<(), CoordinatorError> {
         self.with(move |conn| {
             conn.execute(
-                "UPDATE runs SET state = ?5, error = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
+                "UPDATE runs SET state = ?5, error = ?2, exit_code = ?3, finished_ms = ?4, results_recorded = 1 WHERE run_id = ?1",
                 params![run_id.to_string(), error, exit_code, now_ms, RunState::Failed.as_str()],
-            )?;
-            Ok(())
-        })
-        .await
-    }
-
-    pub async fn set_run_state(
-        &self,
-        run_id: RunId,
-        state: RunState,
-        exit_code: Option<i32>,
-        now_ms: i64,
-    ) -> Result<(), CoordinatorError> {
-        self.with(move |conn| {
-            conn.execute(
-                "UPDATE runs SET state = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
-                params![
-                    run_id.to_string(),
-                    state.as_str(),
-                    exit_code,
-                    state.is_finished().then_some(now_ms)
-                ],
             )?;
             Ok(())
         })

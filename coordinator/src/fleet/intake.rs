@@ -74,6 +74,11 @@ impl Fleet {
                 _ => {}
             }
         }
+        if run.state.is_finished() && !outcome.new_events.is_empty() {
+            // A cancelled run's agent still uploads its last events: what the run leaves for
+            // later runs follows its report.
+            self.record_results_of(job.run_id).await?;
+        }
         if finished {
             self.finish_run_if_complete(job.run_id).await?;
             self.dispatch().await?;

@@ -1,79 +1,117 @@
 //! A run's report: assembled from its stored events, with each generation compared against
-//! the previous run of the same spec.
+//! the previous finished run of the same spec on that generation. What a run leaves for the
+//! runs after it (per generation: toolchain, findings, backend timings) is recorded in the
+//! store when it finishes, so finding "the previous run" is one indexed read, not a
+//! re-assembly of every earlier run of the name.
 
-use abfleet_core::report::{self, Report};
+use abfleet_core::report::{self, Report, RunState};
 use abfleet_core::RunId;
 
 use super::Fleet;
 use crate::error::CoordinatorError;
-use crate::store::RunRow;
+use crate::store::GenerationResult;
 
 impl Fleet {
     /// The full report, with each generation compared against the previous run's toolchain.
     pub async fn report(&self, run_id: RunId) -> Result<Report, CoordinatorError> {
         let (mut report, created_ms) = self.assembled(run_id).await?;
-        self.attach_previous_toolchains(&mut report, created_ms)
-            .await?;
+        self.attach_previous(&mut report, created_ms).await?;
         Ok(report)
     }
 
     /// The report from this run's own events only (what its exit code needs), and when the
     /// run was submitted.
     pub(super) async fn assembled(&self, run_id: RunId) -> Result<(Report, i64), CoordinatorError> {
-        let (run, jobs) = self
+        self.assembled_in(run_id, None).await
+    }
+
+    /// [`Fleet::assembled`], as the report reads once the run is in `finishing_as` when one
+    /// is given: a run being finished is assembled before its state is stored, so that state
+    /// and exit code are written together, once.
+    pub(super) async fn assembled_in(
+        &self,
+        run_id: RunId,
+        finishing_as: Option<RunState>,
+    ) -> Result<(Report, i64), CoordinatorError> {
+        let (mut run, jobs) = self
             .inner
             .store
             .report_inputs(run_id)
             .await?
             .ok_or_else(|| CoordinatorError::UnknownRun(run_id.to_string()))?;
+        if let Some(state) = finishing_as {
+            run.state = state;
+        }
         Ok((report::assemble(&run, &jobs), run.created_ms))
+    }
+
+    /// Records again what a finished run leaves for later runs, from its stored events (a
+    /// cancelled run's last events arrived, or it finished before the store kept this).
+    pub(super) async fn record_results_of(&self, run_id: RunId) -> Result<(), CoordinatorError> {
+        let (report, _) = self.assembled(run_id).await?;
+        self.inner
+            .store
+            .record_results(run_id, results_for_later_runs(&report))
+            .await
     }
 
     /// For each generation, the toolchain, findings and backend timings of the previous run
     /// of the same spec name on the same generation: a toolchain bump shows as a change in
     /// the report, and so does what it did to registers, occupancy and timings.
-    pub(super) async fn attach_previous_toolchains(
+    async fn attach_previous(
         &self,
         report: &mut Report,
         created_ms: i64,
     ) -> Result<(), CoordinatorError> {
-        let earlier: Vec<RunRow> = self
+        // Runs that finished under a coordinator without `generation_results` are recorded
+        // the first time a later report needs them, once.
+        for earlier in self
             .inner
             .store
-            .runs()
+            .unrecorded_finished_runs(&report.name, created_ms)
             .await?
-            .into_iter()
-            .filter(|r| r.name == report.name && r.created_ms < created_ms && r.state.is_finished())
-            .collect();
+        {
+            self.record_results_of(earlier).await?;
+        }
         for section in &mut report.generations {
-            for previous in earlier.iter().rev() {
-                let Some((run, jobs)) = self.inner.store.report_inputs(previous.run_id).await?
-                else {
-                    continue;
-                };
-                let old = report::assemble(&run, &jobs);
-                if let Some(old_section) = old
-                    .generations
-                    .iter()
-                    .find(|g| g.key == section.key && !g.toolchain.is_empty())
-                {
-                    let previous_run = previous.run_id.to_string();
-                    abfleet_core::finding::attach_previous(
-                        &mut section.findings,
-                        &old_section.findings,
-                        &previous_run,
-                    );
-                    abfleet_core::backend_cell::attach_previous(
-                        &mut section.backend_cells,
-                        &old_section.backend_cells,
-                        &previous_run,
-                    );
-                    section.previous_run = Some(previous_run);
-                    section.previous_toolchain = old_section.toolchain.clone();
-                    break;
-                }
-            }
+            let Some(previous) = self
+                .inner
+                .store
+                .previous_result(&report.name, &section.key, created_ms)
+                .await?
+            else {
+                continue;
+            };
+            let previous_run = previous.run_id.to_string();
+            abfleet_core::finding::attach_previous(
+                &mut section.findings,
+                &previous.result.findings,
+                &previous_run,
+            );
+            abfleet_core::backend_cell::attach_previous(
+                &mut section.backend_cells,
+                &previous.result.backend_cells,
+                &previous_run,
+            );
+            section.previous_run = Some(previous_run);
+            section.previous_toolchain = previous.result.toolchain;
         }
         Ok(())
     }
+}
+
+/// What a finished run's report leaves for the next run of its spec: each generation that
+/// built something (a section without a toolchain is never "the previous run").
+pub(super) fn results_for_later_runs(report: &Report) -> Vec<GenerationResult> {
+    report
+        .generations
+        .iter()
+        .filter(|section| !section.toolchain.is_empty())
+        .map(|section| GenerationResult {
+            generation: section.key.clone(),
+            toolchain: section.toolchain.clone(),
+            findings: section.findings.clone(),
+            backend_cells: section.backend_cells.clone(),
+        })
+        .collect()
 }

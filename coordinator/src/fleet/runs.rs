@@ -8,6 +8,7 @@ use abfleet_core::spec::{Fanout, JobSpec};
 use abfleet_core::{JobId, RunId};
 use tracing::{info, warn};
 
+use super::reports::results_for_later_runs;
 use super::Fleet;
 use crate::error::CoordinatorError;
 use crate::store::{NewJob, RunRow};
@@ -145,6 +146,7 @@ impl Fleet {
                 );
             }
         }
+        self.record_results_of(run_id).await?;
         info!(run_id = %run_id, reason, "run cancelled");
         let mut finished = RunProgress::new(run_id, None, "cancelled", reason);
         finished.exit_code = Some(abfleet_core::exit::CANCELLED);
@@ -184,14 +186,18 @@ impl Fleet {
         } else {
             RunState::Failed
         };
+        // One pass: the exit code is derived once, from the report as it reads in the final
+        // state, and stored with that state and what the run leaves for later runs.
+        let (report, _) = self.assembled_in(run_id, Some(state)).await?;
         self.inner
             .store
-            .set_run_state(run_id, state, None, self.now_ms())
-            .await?;
-        let (report, _) = self.assembled(run_id).await?;
-        self.inner
-            .store
-            .set_run_state(run_id, state, Some(report.exit_code), self.now_ms())
+            .finish_run(
+                run_id,
+                state,
+                report.exit_code,
+                self.now_ms(),
+                results_for_later_runs(&report),
+            )
             .await?;
         info!(run_id = %run_id, state = state.as_str(), exit_code = report.exit_code, "run finished");
         let mut finished = RunProgress::new(

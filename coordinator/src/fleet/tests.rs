@@ -332,3 +332,145 @@ async fn an_agent_silent_longer_than_agent_lost_after_is_listed_as_lost() {
     h.fleet.heartbeat(h.agent, None).await.unwrap();
     assert_eq!(state(h.fleet.agents().await.unwrap()), "idle");
 }
+
+fn build(toolchain: &str) -> JobEventPayload {
+    JobEventPayload::Build(abfleet_core::events::BuildRecord {
+        side: abfleet_core::events::Side::Fork,
+        status: abfleet_core::events::BuildStatus::Built,
+        cache_key: format!("key-{toolchain}"),
+        toolchain: toolchain.to_string(),
+        seconds: 1.0,
+        log_path: "build.log".into(),
+        log_tail: None,
+        error: None,
+    })
+}
+
+impl Harness {
+    /// A run of the demo spec that builds the fork with `toolchain` and ends as `outcome`.
+    async fn run_with_toolchain(&mut self, toolchain: &str, outcome: JobOutcome) -> RunId {
+        self.clock.advance(Duration::from_secs(60));
+        let run_id = self.fleet.submit(spec(), "manual", "test").await.unwrap();
+        let offer = self.ready_and_take_offer().await;
+        let events = vec![
+            StoredEvent {
+                seq: 0,
+                at_ms: self.clock_ms(),
+                payload: build(toolchain),
+            },
+            StoredEvent {
+                seq: 1,
+                at_ms: self.clock_ms(),
+                payload: JobEventPayload::Done {
+                    outcome,
+                    error: None,
+                },
+            },
+        ];
+        self.fleet
+            .push_events(self.agent, offer.job_id, offer.attempt, events)
+            .await
+            .unwrap();
+        run_id
+    }
+}
+
+#[tokio::test]
+async fn a_report_compares_each_generation_with_the_latest_earlier_finished_run() {
+    let mut h = Harness::new(3).await;
+    let first = h.run_with_toolchain("cc 12", JobOutcome::Completed).await;
+    let second = h.run_with_toolchain("cc 13", JobOutcome::Failed).await;
+    let third = h.run_with_toolchain("cc 14", JobOutcome::Completed).await;
+    // A run still going leaves nothing for later runs, whatever it built.
+    h.clock.advance(Duration::from_secs(60));
+    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    let build_only = StoredEvent {
+        seq: 0,
+        at_ms: h.clock_ms(),
+        payload: build("cc 99"),
+    };
+    h.fleet
+        .push_events(h.agent, offer.job_id, offer.attempt, vec![build_only])
+        .await
+        .unwrap();
+
+    let report = h.fleet.report(first).await.unwrap();
+    assert_eq!(report.generations[0].previous_run, None);
+
+    let report = h.fleet.report(second).await.unwrap();
+    let section = &report.generations[0];
+    assert_eq!(section.previous_run, Some(first.to_string()));
+    assert_eq!(section.previous_toolchain["fork"], "cc 12");
+    assert_eq!(section.toolchain_changes(), vec!["fork: `cc 12` → `cc 13`"]);
+
+    let report = h.fleet.report(third).await.unwrap();
+    assert_eq!(report.generations[0].previous_run, Some(second.to_string()));
+
+    let latest = h
+        .fleet
+        .store()
+        .previous_result(&report.name, "any", i64::MAX)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest.run_id, third);
+    assert_eq!(latest.result.toolchain["fork"], "cc 14");
+}
+
+/// A data dir from before `generation_results` (migration 4) has finished runs with nothing
+/// recorded: the first report that needs them records them, and finds the same previous run.
+#[tokio::test]
+async fn runs_finished_before_the_results_table_are_recorded_when_a_report_needs_them() {
+    let mut h = Harness::new(3).await;
+    let first = h.run_with_toolchain("cc 12", JobOutcome::Completed).await;
+    let second = h.run_with_toolchain("cc 13", JobOutcome::Completed).await;
+    {
+        let conn = rusqlite::Connection::open(h.fleet.store().path()).unwrap();
+        conn.execute_batch("DELETE FROM generation_results; UPDATE runs SET results_recorded = 0;")
+            .unwrap();
+    }
+    let report = h.fleet.report(second).await.unwrap();
+    assert_eq!(report.generations[0].previous_run, Some(first.to_string()));
+    assert_eq!(report.generations[0].previous_toolchain["fork"], "cc 12");
+    // The earlier run is recorded now; the one reported on is before nothing it needed.
+    assert_eq!(
+        h.fleet
+            .store()
+            .unrecorded_finished_runs(&report.name, i64::MAX)
+            .await
+            .unwrap(),
+        vec![second]
+    );
+}
+
+/// A cancelled run's agent may still upload its last events after the cancel: what the run
+/// leaves for later runs is rewritten from them.
+#[tokio::test]
+async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs() {
+    let mut h = Harness::new(3).await;
+    h.clock.advance(Duration::from_secs(60));
+    let cancelled = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    h.fleet.cancel(cancelled, "by test").await.unwrap();
+    assert!(matches!(
+        h.session.try_recv(),
+        Ok(SessionMessage::Cancel { .. })
+    ));
+    let late = StoredEvent {
+        seq: 0,
+        at_ms: h.clock_ms(),
+        payload: build("cc 12"),
+    };
+    h.fleet
+        .push_events(h.agent, offer.job_id, offer.attempt, vec![late])
+        .await
+        .unwrap();
+    let later = h.run_with_toolchain("cc 13", JobOutcome::Completed).await;
+    let report = h.fleet.report(later).await.unwrap();
+    assert_eq!(
+        report.generations[0].previous_run,
+        Some(cancelled.to_string())
+    );
+    assert_eq!(report.generations[0].previous_toolchain["fork"], "cc 12");
+}

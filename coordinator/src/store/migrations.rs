@@ -99,6 +99,25 @@ CREATE INDEX jobs_by_run ON jobs(run_id, created_ms, job_id);
 CREATE INDEX jobs_by_generation ON jobs(generation, created_ms);
 "#,
     },
+    Migration {
+        version: 4,
+        summary: "generation_results: per (spec name, generation), what a finished run leaves for the next (toolchain, findings, backend cells); runs.results_recorded",
+        sql: r#"
+CREATE TABLE generation_results (
+    name               TEXT NOT NULL,
+    generation         TEXT NOT NULL,
+    run_id             TEXT NOT NULL REFERENCES runs(run_id),
+    created_ms         INTEGER NOT NULL,
+    toolchain_json     TEXT NOT NULL,
+    findings_json      TEXT NOT NULL,
+    backend_cells_json TEXT NOT NULL,
+    PRIMARY KEY (name, generation, run_id)
+);
+CREATE INDEX generation_results_latest ON generation_results(name, generation, created_ms, run_id);
+CREATE INDEX generation_results_by_run ON generation_results(run_id);
+ALTER TABLE runs ADD COLUMN results_recorded INTEGER NOT NULL DEFAULT 0;
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.

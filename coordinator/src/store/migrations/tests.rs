@@ -203,6 +203,22 @@ async fn a_data_dir_made_by_the_first_schema_migrates_and_its_rows_stay_readable
     assert_eq!(run.state, RunState::Done);
     assert_eq!(run.created_ms, 1000);
     assert_eq!(run.exit_code, Some(exit::OK));
+    // It finished before migration 4: what it leaves for later runs is not recorded yet
+    // (the first report that needs it records it), and nothing was made up for it.
+    assert_eq!(
+        store
+            .unrecorded_finished_runs(&spec.name, i64::MAX)
+            .await
+            .unwrap(),
+        vec![run_id]
+    );
+    assert_eq!(
+        store
+            .previous_result(&spec.name, "any", i64::MAX)
+            .await
+            .unwrap(),
+        None
+    );
     assert_eq!(
         run.error, None,
         "runs.error came later and is empty for old runs"
