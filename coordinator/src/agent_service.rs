@@ -118,7 +118,7 @@ async fn handle_agent_message(
     fleet: &Fleet,
     agent_id: AgentId,
     message: pb::AgentMessage,
-) -> Result<(), crate::CoordinatorError> {
+) -> Result<(), crate::FleetError> {
     match message.kind {
         Some(pb::agent_message::Kind::Heartbeat(beat)) => {
             let running = if beat.running_job_id.is_empty() {

@@ -1,6 +1,9 @@
-//! The coordinator's errors, and the one place they become gRPC statuses.
+//! The coordinator's errors (the store's here, the state machine's in
+//! [`FleetError`]), and the one place they become gRPC statuses.
 
 use std::path::PathBuf;
+
+use crate::fleet::FleetError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
@@ -33,14 +36,6 @@ pub enum CoordinatorError {
     Sqlite(#[from] rusqlite::Error),
     #[error("the store holds something it cannot read: {0}; the data directory may be from a newer abfleet")]
     Corrupt(String),
-    #[error("run {0} does not exist; list runs with `abfleet runs`")]
-    UnknownRun(String),
-    #[error("job {0} does not exist")]
-    UnknownJob(String),
-    #[error("agent {0} has not registered; call Register first")]
-    UnknownAgent(String),
-    #[error("the job spec is not valid: {0}")]
-    BadSpec(String),
     #[error("job {job_id} attempt {attempt} is no longer leased to this agent; drop it")]
     LeaseLost { job_id: String, attempt: u32 },
     #[error("internal error: {0}")]
@@ -52,13 +47,7 @@ impl From<CoordinatorError> for tonic::Status {
         use tonic::Status;
         let message = err.to_string();
         match err {
-            CoordinatorError::UnknownRun(_) | CoordinatorError::UnknownJob(_) => {
-                Status::not_found(message)
-            }
-            CoordinatorError::UnknownAgent(_) | CoordinatorError::LeaseLost { .. } => {
-                Status::failed_precondition(message)
-            }
-            CoordinatorError::BadSpec(_) => Status::invalid_argument(message),
+            CoordinatorError::LeaseLost { .. } => Status::failed_precondition(message),
             CoordinatorError::DataDir { .. }
             | CoordinatorError::OpenStore { .. }
             | CoordinatorError::StoreTooNew { .. }
@@ -67,6 +56,57 @@ impl From<CoordinatorError> for tonic::Status {
             | CoordinatorError::Sqlite(_)
             | CoordinatorError::Corrupt(_)
             | CoordinatorError::Internal(_) => Status::internal(message),
+        }
+    }
+}
+
+impl From<FleetError> for tonic::Status {
+    fn from(err: FleetError) -> Self {
+        use tonic::Status;
+        match err {
+            FleetError::UnknownRun(_) | FleetError::UnknownJob(_) => {
+                Status::not_found(err.to_string())
+            }
+            FleetError::LeaseLost { .. } => Status::failed_precondition(err.to_string()),
+            FleetError::Store(inner) => inner.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use abfleet_core::{JobId, RunId};
+    use tonic::Code;
+
+    use super::*;
+
+    #[test]
+    fn each_error_becomes_the_grpc_code_a_client_can_act_on() {
+        let job_id = JobId::new_random();
+        let cases = [
+            (FleetError::UnknownRun(RunId::new_random()), Code::NotFound),
+            (FleetError::UnknownJob(job_id), Code::NotFound),
+            (
+                FleetError::LeaseLost { job_id, attempt: 2 },
+                Code::FailedPrecondition,
+            ),
+            (
+                FleetError::Store(CoordinatorError::LeaseLost {
+                    job_id: job_id.to_string(),
+                    attempt: 2,
+                }),
+                Code::FailedPrecondition,
+            ),
+            (
+                FleetError::Store(CoordinatorError::Internal("x".into())),
+                Code::Internal,
+            ),
+        ];
+        for (err, code) in cases {
+            let message = err.to_string();
+            let status = tonic::Status::from(err);
+            assert_eq!(status.code(), code, "{message}");
+            assert_eq!(status.message(), message, "the reason reaches the client");
         }
     }
 }

@@ -16,5 +16,5 @@ pub mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control_service::run_summary;
 pub use error::CoordinatorError;
-pub use fleet::{CoordinatorConfig, Fleet};
+pub use fleet::{CoordinatorConfig, Fleet, FleetError};
 pub use server::{serve, Coordinator};

@@ -7,7 +7,7 @@ use abfleet_core::report::JobState;
 use abfleet_core::{AgentId, JobId};
 
 use super::Fleet;
-use crate::error::CoordinatorError;
+use super::FleetError;
 use crate::store::StoredEvent;
 
 impl Fleet {
@@ -18,19 +18,16 @@ impl Fleet {
         job_id: JobId,
         attempt: u32,
         events: Vec<StoredEvent>,
-    ) -> Result<Vec<u64>, CoordinatorError> {
+    ) -> Result<Vec<u64>, FleetError> {
         let job = self
             .inner
             .store
             .job(job_id)
             .await?
-            .ok_or_else(|| CoordinatorError::UnknownJob(job_id.to_string()))?;
+            .ok_or_else(|| FleetError::UnknownJob(job_id))?;
         if job.attempt != attempt || job.agent_id != Some(agent_id) || job.state == JobState::Queued
         {
-            return Err(CoordinatorError::LeaseLost {
-                job_id: job_id.to_string(),
-                attempt,
-            });
+            return Err(FleetError::LeaseLost { job_id, attempt });
         }
         // After "done" nothing new can legitimately arrive: only re-sends are acknowledged.
         let accept_new = matches!(job.state, JobState::Leased | JobState::Cancelled);

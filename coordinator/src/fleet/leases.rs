@@ -8,14 +8,14 @@ use abfleet_core::{AgentId, JobId, RunId};
 use tracing::warn;
 
 use super::Fleet;
-use crate::error::CoordinatorError;
+use super::FleetError;
 
 impl Fleet {
     pub async fn heartbeat(
         &self,
         agent_id: AgentId,
         running: Option<(JobId, u32)>,
-    ) -> Result<(), CoordinatorError> {
+    ) -> Result<(), FleetError> {
         self.inner
             .store
             .touch_agent(agent_id, self.now_ms())
@@ -54,7 +54,7 @@ impl Fleet {
         job_id: JobId,
         run_id: RunId,
         reason: String,
-    ) -> Result<(), CoordinatorError> {
+    ) -> Result<(), FleetError> {
         let state = self
             .inner
             .store
@@ -73,7 +73,7 @@ impl Fleet {
     }
 
     /// Frees every job whose lease has expired. Run by a background task.
-    pub async fn reap_expired_leases(&self) -> Result<(), CoordinatorError> {
+    pub async fn reap_expired_leases(&self) -> Result<(), FleetError> {
         let now = self.now_ms();
         let mut released = false;
         for job in self.inner.store.jobs_in_state(JobState::Leased).await? {

@@ -6,6 +6,7 @@
 //! cancel, finish), `sessions` (agents, sessions, dispatch), `leases` (heartbeats, expiry,
 //! requeue), `intake` (events), `progress` (watchers) and `reports`.
 
+mod error;
 mod intake;
 mod leases;
 mod progress;
@@ -16,4 +17,5 @@ mod state;
 #[cfg(test)]
 mod tests;
 
+pub use error::FleetError;
 pub use state::{CoordinatorConfig, Fleet};

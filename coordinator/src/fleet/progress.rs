@@ -6,11 +6,11 @@ use abfleet_core::RunId;
 use tokio::sync::broadcast;
 
 use super::Fleet;
-use crate::error::CoordinatorError;
+use super::FleetError;
 
 impl Fleet {
     /// The progress a new watcher sees first: where the run stands now.
-    pub async fn snapshot(&self, run_id: RunId) -> Result<RunProgress, CoordinatorError> {
+    pub async fn snapshot(&self, run_id: RunId) -> Result<RunProgress, FleetError> {
         let run = self.run_row(run_id).await?;
         let jobs = self.inner.store.jobs_of_run(run_id).await?;
         let mut snapshot = RunProgress::new(

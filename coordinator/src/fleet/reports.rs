@@ -8,12 +8,12 @@ use abfleet_core::report::{self, Report, RunState};
 use abfleet_core::RunId;
 
 use super::Fleet;
-use crate::error::CoordinatorError;
+use super::FleetError;
 use crate::store::GenerationResult;
 
 impl Fleet {
     /// The full report, with each generation compared against the previous run's toolchain.
-    pub async fn report(&self, run_id: RunId) -> Result<Report, CoordinatorError> {
+    pub async fn report(&self, run_id: RunId) -> Result<Report, FleetError> {
         let (mut report, created_ms) = self.assembled(run_id).await?;
         self.attach_previous(&mut report, created_ms).await?;
         Ok(report)
@@ -21,7 +21,7 @@ impl Fleet {
 
     /// The report from this run's own events only (what its exit code needs), and when the
     /// run was submitted.
-    pub(super) async fn assembled(&self, run_id: RunId) -> Result<(Report, i64), CoordinatorError> {
+    pub(super) async fn assembled(&self, run_id: RunId) -> Result<(Report, i64), FleetError> {
         self.assembled_in(run_id, None).await
     }
 
@@ -32,13 +32,13 @@ impl Fleet {
         &self,
         run_id: RunId,
         finishing_as: Option<RunState>,
-    ) -> Result<(Report, i64), CoordinatorError> {
+    ) -> Result<(Report, i64), FleetError> {
         let (mut run, jobs) = self
             .inner
             .store
             .report_inputs(run_id)
             .await?
-            .ok_or_else(|| CoordinatorError::UnknownRun(run_id.to_string()))?;
+            .ok_or_else(|| FleetError::UnknownRun(run_id))?;
         if let Some(state) = finishing_as {
             run.state = state;
         }
@@ -47,12 +47,13 @@ impl Fleet {
 
     /// Records again what a finished run leaves for later runs, from its stored events (a
     /// cancelled run's last events arrived, or it finished before the store kept this).
-    pub(super) async fn record_results_of(&self, run_id: RunId) -> Result<(), CoordinatorError> {
+    pub(super) async fn record_results_of(&self, run_id: RunId) -> Result<(), FleetError> {
         let (report, _) = self.assembled(run_id).await?;
         self.inner
             .store
             .record_results(run_id, results_for_later_runs(&report))
-            .await
+            .await?;
+        Ok(())
     }
 
     /// For each generation, the toolchain, findings and backend timings of the previous run
@@ -62,7 +63,7 @@ impl Fleet {
         &self,
         report: &mut Report,
         created_ms: i64,
-    ) -> Result<(), CoordinatorError> {
+    ) -> Result<(), FleetError> {
         // Runs that finished under a coordinator without `generation_results` are recorded
         // the first time a later report needs them, once.
         for earlier in self

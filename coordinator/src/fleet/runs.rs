@@ -10,7 +10,7 @@ use tracing::{info, warn};
 
 use super::reports::results_for_later_runs;
 use super::Fleet;
-use crate::error::CoordinatorError;
+use super::FleetError;
 use crate::store::{NewJob, RunRow};
 
 impl Fleet {
@@ -22,7 +22,7 @@ impl Fleet {
         spec: JobSpec,
         trigger: &str,
         origin: &str,
-    ) -> Result<RunId, CoordinatorError> {
+    ) -> Result<RunId, FleetError> {
         let run_id = RunId::new_random();
         let (jobs, unmatched) = self.plan_jobs(&spec).await?;
         self.inner
@@ -65,7 +65,7 @@ impl Fleet {
     pub(super) async fn plan_jobs(
         &self,
         spec: &JobSpec,
-    ) -> Result<(Vec<NewJob>, Option<String>), CoordinatorError> {
+    ) -> Result<(Vec<NewJob>, Option<String>), FleetError> {
         let Some(targets) = &spec.targets else {
             return Ok((vec![NewJob::any()], None));
         };
@@ -125,7 +125,7 @@ impl Fleet {
         Ok((Vec::new(), Some(error)))
     }
 
-    pub async fn cancel(&self, run_id: RunId, reason: &str) -> Result<bool, CoordinatorError> {
+    pub async fn cancel(&self, run_id: RunId, reason: &str) -> Result<bool, FleetError> {
         let run = self.run_row(run_id).await?;
         if run.state.is_finished() {
             return Ok(false);
@@ -146,31 +146,32 @@ impl Fleet {
                 );
             }
         }
-        self.record_results_of(run_id).await?;
         info!(run_id = %run_id, reason, "run cancelled");
         let mut finished = RunProgress::new(run_id, None, "cancelled", reason);
         finished.exit_code = Some(abfleet_core::exit::CANCELLED);
         self.publish(finished);
+        // The run is cancelled whatever happens here: unrecorded, it is recorded when a later
+        // report first needs it.
+        if let Err(err) = self.record_results_of(run_id).await {
+            warn!(run_id = %run_id, error = %err, "failed to record what the cancelled run leaves for later runs");
+        }
         Ok(true)
     }
 
-    pub(super) async fn run_row(&self, run_id: RunId) -> Result<RunRow, CoordinatorError> {
+    pub(super) async fn run_row(&self, run_id: RunId) -> Result<RunRow, FleetError> {
         self.inner
             .store
             .run(run_id)
             .await?
-            .ok_or_else(|| CoordinatorError::UnknownRun(run_id.to_string()))
+            .ok_or_else(|| FleetError::UnknownRun(run_id))
     }
 
-    pub async fn runs(&self) -> Result<Vec<RunRow>, CoordinatorError> {
-        self.inner.store.runs().await
+    pub async fn runs(&self) -> Result<Vec<RunRow>, FleetError> {
+        Ok(self.inner.store.runs().await?)
     }
 
     /// Finishes a run whose jobs have all ended: stores its state and exit code.
-    pub(super) async fn finish_run_if_complete(
-        &self,
-        run_id: RunId,
-    ) -> Result<(), CoordinatorError> {
+    pub(super) async fn finish_run_if_complete(&self, run_id: RunId) -> Result<(), FleetError> {
         let run = self.run_row(run_id).await?;
         if run.state.is_finished() {
             return Ok(());

@@ -13,7 +13,7 @@ use tracing::{info, warn};
 
 use super::state::{Session, SessionSender};
 use super::Fleet;
-use crate::error::CoordinatorError;
+use super::FleetError;
 use crate::store::AgentRow;
 
 impl Fleet {
@@ -21,7 +21,7 @@ impl Fleet {
         &self,
         agent_id: AgentId,
         inventory: &Inventory,
-    ) -> Result<(), CoordinatorError> {
+    ) -> Result<(), FleetError> {
         self.inner
             .store
             .upsert_agent(agent_id, inventory, self.now_ms())
@@ -78,7 +78,7 @@ impl Fleet {
 
     /// The agent is idle. Any job still leased to it is not running anywhere (the agent
     /// restarted), so it goes back to the queue at once instead of waiting out its lease.
-    pub async fn ready(&self, agent_id: AgentId) -> Result<(), CoordinatorError> {
+    pub async fn ready(&self, agent_id: AgentId) -> Result<(), FleetError> {
         self.inner
             .store
             .touch_agent(agent_id, self.now_ms())
@@ -108,7 +108,7 @@ impl Fleet {
     }
 
     /// Offers queued jobs to waiting agents, oldest job first.
-    pub(super) async fn dispatch(&self) -> Result<(), CoordinatorError> {
+    pub(super) async fn dispatch(&self) -> Result<(), FleetError> {
         let _guard = self.inner.dispatch.lock().await;
         let queued = self.inner.store.jobs_in_state(JobState::Queued).await?;
         if queued.is_empty() {
@@ -204,9 +204,7 @@ impl Fleet {
     }
 
     /// Agents with their state: busy (holds a lease), lost (silent too long), idle.
-    pub async fn agents(
-        &self,
-    ) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, CoordinatorError> {
+    pub async fn agents(&self) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, FleetError> {
         let leased = self.inner.store.jobs_in_state(JobState::Leased).await?;
         let lost_before = self.now_ms() - self.inner.config.agent_lost_after.as_millis() as i64;
         let agents = self.inner.store.agents().await?;

@@ -474,3 +474,23 @@ async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs(
     );
     assert_eq!(report.generations[0].previous_toolchain["fork"], "cc 12");
 }
+
+#[tokio::test]
+async fn the_state_machine_says_which_run_or_lease_is_wrong() {
+    let mut h = Harness::new(3).await;
+    let unknown = RunId::new_random();
+    assert!(matches!(
+        h.fleet.report(unknown).await,
+        Err(super::FleetError::UnknownRun(id)) if id == unknown
+    ));
+    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    let stale = h
+        .fleet
+        .push_events(h.agent, offer.job_id, offer.attempt + 1, Vec::new())
+        .await;
+    assert!(matches!(
+        stale,
+        Err(super::FleetError::LeaseLost { job_id, attempt: 2 }) if job_id == offer.job_id
+    ));
+}
