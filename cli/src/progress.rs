@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 
-use abfleet_proto::pb;
+use abfleet_core::progress::RunProgress;
 use indicatif::{ProgressBar, ProgressStyle};
 
 pub struct Progress {
@@ -33,11 +33,10 @@ impl Progress {
         }
     }
 
-    pub fn update(&mut self, update: &pb::RunProgress) {
-        let message = if update.current_cell.is_empty() {
-            format!("{}: {}", update.state, update.message)
-        } else {
-            format!("{}: {}", update.state, update.current_cell)
+    pub fn update(&mut self, update: &RunProgress) {
+        let message = match &update.current_cell {
+            None => format!("{}: {}", update.state, update.message),
+            Some(cell) => format!("{}: {cell}", update.state),
         };
         match &self.bar {
             Some(bar) => {

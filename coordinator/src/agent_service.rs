@@ -79,7 +79,9 @@ impl pb::agent_service_server::AgentService for AgentService {
             }
             fleet.close_session(agent_id, number);
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+        let outgoing =
+            ReceiverStream::new(receiver).map(|message| Ok(pb::CoordinatorMessage::from(message)));
+        Ok(Response::new(Box::pin(outgoing)))
     }
 
     #[instrument(skip_all, fields(job_id = %request.get_ref().job_id, attempt = request.get_ref().attempt))]
@@ -116,7 +118,7 @@ async fn handle_agent_message(
     fleet: &Fleet,
     agent_id: AgentId,
     message: pb::AgentMessage,
-) -> Result<(), crate::CoordinatorError> {
+) -> Result<(), crate::FleetError> {
     match message.kind {
         Some(pb::agent_message::Kind::Heartbeat(beat)) => {
             let running = if beat.running_job_id.is_empty() {

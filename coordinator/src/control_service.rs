@@ -55,17 +55,16 @@ impl pb::control_service_server::ControlService for ControlService {
         let mut updates = self.fleet.subscribe();
         let snapshot = self.fleet.snapshot(run_id).await?;
         let fleet = self.fleet.clone();
-        let wanted = run_id.to_string();
         let stream = async_stream(move |sender| async move {
-            let done = snapshot.finished;
-            if sender.send(Ok(snapshot)).await.is_err() || done {
+            let done = snapshot.is_finished();
+            if sender.send(Ok(snapshot.into())).await.is_err() || done {
                 return;
             }
             loop {
                 match updates.recv().await {
-                    Ok(update) if update.run_id == wanted => {
-                        let finished = update.finished;
-                        if sender.send(Ok(update)).await.is_err() || finished {
+                    Ok(update) if update.run_id == run_id => {
+                        let finished = update.is_finished();
+                        if sender.send(Ok(update.into())).await.is_err() || finished {
                             return;
                         }
                     }
@@ -74,8 +73,8 @@ impl pb::control_service_server::ControlService for ControlService {
                         // Fell behind: resynchronise from the store.
                         match fleet.snapshot(run_id).await {
                             Ok(snapshot) => {
-                                let finished = snapshot.finished;
-                                if sender.send(Ok(snapshot)).await.is_err() || finished {
+                                let finished = snapshot.is_finished();
+                                if sender.send(Ok(snapshot.into())).await.is_err() || finished {
                                     return;
                                 }
                             }

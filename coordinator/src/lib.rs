@@ -6,14 +6,15 @@
 #![forbid(unsafe_code)]
 
 mod agent_service;
-mod clock;
+pub mod clock;
 mod control_service;
 mod error;
 mod fleet;
 mod server;
 pub mod store;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use control_service::run_summary;
 pub use error::CoordinatorError;
-pub use fleet::{CoordinatorConfig, Fleet};
+pub use fleet::{CoordinatorConfig, Fleet, FleetError};
 pub use server::{serve, Coordinator};

@@ -1,6 +1,10 @@
 //! The durable store: runs, jobs, events, cells and agents in one SQLite file under the data
 //! directory. Every state change is one transaction, so a coordinator killed at any point
-//! restarts into a consistent store. The store knows rows, not scheduling policy.
+//! restarts into a consistent store. The store knows rows, not scheduling policy. Its schema
+//! is versioned: [`migrations`] brings any data directory abfleet ever made up to date on open.
+
+mod migrations;
+mod previous;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -14,58 +18,7 @@ use rusqlite::{params, Connection};
 
 use crate::error::CoordinatorError;
 
-const SCHEMA: &str = r#"
-CREATE TABLE IF NOT EXISTS runs (
-    run_id      TEXT PRIMARY KEY,
-    name        TEXT NOT NULL,
-    trigger     TEXT NOT NULL,
-    spec_json   TEXT NOT NULL,
-    spec_origin TEXT NOT NULL,
-    state       TEXT NOT NULL,
-    created_ms  INTEGER NOT NULL,
-    finished_ms INTEGER,
-    exit_code   INTEGER,
-    error       TEXT
-);
-CREATE TABLE IF NOT EXISTS jobs (
-    job_id           TEXT PRIMARY KEY,
-    run_id           TEXT NOT NULL REFERENCES runs(run_id),
-    state            TEXT NOT NULL,
-    attempt          INTEGER NOT NULL,
-    agent_id         TEXT,
-    lease_expires_ms INTEGER,
-    error            TEXT,
-    created_ms       INTEGER NOT NULL,
-    generation       TEXT,
-    pinned_agent     TEXT
-);
-CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, created_ms);
-CREATE TABLE IF NOT EXISTS events (
-    job_id       TEXT NOT NULL REFERENCES jobs(job_id),
-    attempt      INTEGER NOT NULL,
-    seq          INTEGER NOT NULL,
-    at_ms        INTEGER NOT NULL,
-    kind         TEXT NOT NULL,
-    payload_json TEXT NOT NULL,
-    PRIMARY KEY (job_id, attempt, seq)
-);
-CREATE TABLE IF NOT EXISTS cells (
-    job_id     TEXT NOT NULL REFERENCES jobs(job_id),
-    attempt    INTEGER NOT NULL,
-    cell_index INTEGER NOT NULL,
-    fixture    TEXT NOT NULL,
-    workload   TEXT NOT NULL,
-    parity     TEXT NOT NULL,
-    seq        INTEGER NOT NULL,
-    PRIMARY KEY (job_id, attempt, cell_index)
-);
-CREATE TABLE IF NOT EXISTS agents (
-    agent_id          TEXT PRIMARY KEY,
-    inventory_json    TEXT NOT NULL,
-    registered_ms     INTEGER NOT NULL,
-    last_heartbeat_ms INTEGER NOT NULL
-);
-"#;
+pub use previous::{GenerationResult, PreviousResult};
 
 /// A handle on the store; cheap to clone. Calls run on the blocking pool.
 #[derive(Clone)]
@@ -145,25 +98,32 @@ pub struct AppendOutcome {
 }
 
 impl Store {
-    /// Opens (creating when absent) `abfleet.sqlite3` in `data_dir`.
+    /// Opens (creating when absent) `abfleet.sqlite3` in `data_dir` and migrates it to the
+    /// schema this binary knows. A store from a newer abfleet is refused untouched.
     pub fn open(data_dir: &Path) -> Result<Store, CoordinatorError> {
         std::fs::create_dir_all(data_dir).map_err(|source| CoordinatorError::DataDir {
             path: data_dir.to_path_buf(),
             source,
         })?;
         let path = data_dir.join("abfleet.sqlite3");
-        let conn = Connection::open(&path).map_err(|source| CoordinatorError::OpenStore {
+        let mut conn = Connection::open(&path).map_err(|source| CoordinatorError::OpenStore {
             path: path.clone(),
             source,
         })?;
+        conn.execute_batch("PRAGMA busy_timeout = 5000;")
+            .map_err(|source| CoordinatorError::OpenStore {
+                path: path.clone(),
+                source,
+            })?;
+        migrations::check_not_newer(&conn, &path)?;
         conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;",
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
         )
-        .and_then(|_| conn.execute_batch(SCHEMA))
         .map_err(|source| CoordinatorError::OpenStore {
             path: path.clone(),
             source,
         })?;
+        migrations::migrate(&mut conn, &path)?;
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
             path,
@@ -205,15 +165,16 @@ impl Store {
         self.with(move |conn| {
             let tx = conn.transaction()?;
             tx.execute(
-                "INSERT INTO runs (run_id, name, trigger, spec_json, spec_origin, state, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6)",
-                params![run_id.to_string(), name, trigger, spec_json, spec_origin, now_ms],
+                "INSERT INTO runs (run_id, name, trigger, spec_json, spec_origin, state, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![run_id.to_string(), name, trigger, spec_json, spec_origin, RunState::Queued.as_str(), now_ms],
             )?;
             for job in jobs {
                 tx.execute(
-                    "INSERT INTO jobs (job_id, run_id, state, attempt, created_ms, generation, pinned_agent) VALUES (?1, ?2, 'queued', 0, ?3, ?4, ?5)",
+                    "INSERT INTO jobs (job_id, run_id, state, attempt, created_ms, generation, pinned_agent) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
                     params![
                         job.job_id.to_string(),
                         run_id.to_string(),
+                        JobState::Queued.as_str(),
                         now_ms,
                         job.generation,
                         job.pinned_agent.map(|a| a.to_string())
@@ -227,28 +188,38 @@ impl Store {
     }
 
     pub async fn run(&self, run_id: RunId) -> Result<Option<RunRow>, CoordinatorError> {
-        self.with(move |conn| Ok(select_runs(conn, "run_id = ?1", &run_id.to_string())?.pop()))
-            .await
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(&format!("{SELECT_RUNS} WHERE run_id = ?1"))?;
+            let rows = stmt.query_map(params![run_id.to_string()], run_row)?;
+            Ok(rows.map(|row| row?).collect::<Result<Vec<_>, _>>()?.pop())
+        })
+        .await
     }
 
     pub async fn runs(&self) -> Result<Vec<RunRow>, CoordinatorError> {
-        // `?1 = ?1` holds for every row: all runs.
-        self.with(|conn| select_runs(conn, "?1 = ?1", "")).await
+        self.with(|conn| {
+            let mut stmt = conn.prepare(&format!("{SELECT_RUNS} ORDER BY created_ms, run_id"))?;
+            let rows = stmt.query_map([], run_row)?;
+            rows.map(|row| row?).collect()
+        })
+        .await
     }
 
     pub async fn jobs_of_run(&self, run_id: RunId) -> Result<Vec<JobRow>, CoordinatorError> {
-        self.with(move |conn| select_jobs(conn, "run_id = ?1", &run_id.to_string()))
+        self.with(move |conn| select_jobs(conn, "run_id = ?1", params![run_id.to_string()]))
             .await
     }
 
     pub async fn job(&self, job_id: JobId) -> Result<Option<JobRow>, CoordinatorError> {
-        self.with(move |conn| Ok(select_jobs(conn, "job_id = ?1", &job_id.to_string())?.pop()))
-            .await
+        self.with(move |conn| {
+            Ok(select_jobs(conn, "job_id = ?1", params![job_id.to_string()])?.pop())
+        })
+        .await
     }
 
     /// Jobs in a state, oldest first.
     pub async fn jobs_in_state(&self, state: JobState) -> Result<Vec<JobRow>, CoordinatorError> {
-        self.with(move |conn| select_jobs(conn, "state = ?1", state.as_str()))
+        self.with(move |conn| select_jobs(conn, "state = ?1", params![state.as_str()]))
             .await
     }
 
@@ -263,8 +234,14 @@ impl Store {
         self.with(move |conn| {
             let tx = conn.transaction()?;
             let changed = tx.execute(
-                "UPDATE jobs SET state = 'leased', attempt = attempt + 1, agent_id = ?2, lease_expires_ms = ?3 WHERE job_id = ?1 AND state = 'queued'",
-                params![job_id.to_string(), agent_id.to_string(), lease_expires_ms],
+                "UPDATE jobs SET state = ?4, attempt = attempt + 1, agent_id = ?2, lease_expires_ms = ?3 WHERE job_id = ?1 AND state = ?5",
+                params![
+                    job_id.to_string(),
+                    agent_id.to_string(),
+                    lease_expires_ms,
+                    JobState::Leased.as_str(),
+                    JobState::Queued.as_str()
+                ],
             )?;
             if changed == 0 {
                 return Ok(None);
@@ -275,8 +252,8 @@ impl Store {
                 |row| row.get(0),
             )?;
             tx.execute(
-                "UPDATE runs SET state = 'running' WHERE run_id = (SELECT run_id FROM jobs WHERE job_id = ?1) AND state = 'queued'",
-                params![job_id.to_string()],
+                "UPDATE runs SET state = ?2 WHERE run_id = (SELECT run_id FROM jobs WHERE job_id = ?1) AND state = ?3",
+                params![job_id.to_string(), RunState::Running.as_str(), RunState::Queued.as_str()],
             )?;
             tx.commit()?;
             Ok(Some(attempt))
@@ -295,8 +272,14 @@ impl Store {
     ) -> Result<bool, CoordinatorError> {
         self.with(move |conn| {
             let changed = conn.execute(
-                "UPDATE jobs SET lease_expires_ms = ?4 WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = 'leased'",
-                params![job_id.to_string(), agent_id.to_string(), attempt, lease_expires_ms],
+                "UPDATE jobs SET lease_expires_ms = ?4 WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = ?5",
+                params![
+                    job_id.to_string(),
+                    agent_id.to_string(),
+                    attempt,
+                    lease_expires_ms,
+                    JobState::Leased.as_str()
+                ],
             )?;
             Ok(changed == 1)
         })
@@ -329,8 +312,8 @@ impl Store {
                 reason
             };
             tx.execute(
-                "UPDATE jobs SET state = ?2, lease_expires_ms = NULL, error = ?3 WHERE job_id = ?1 AND state = 'leased'",
-                params![job_id.to_string(), state.as_str(), error],
+                "UPDATE jobs SET state = ?2, lease_expires_ms = NULL, error = ?3 WHERE job_id = ?1 AND state = ?4",
+                params![job_id.to_string(), state.as_str(), error, JobState::Leased.as_str()],
             )?;
             tx.commit()?;
             Ok(state)
@@ -368,7 +351,7 @@ impl Store {
                 }
                 let payload_json = serde_json::to_string(&event.payload)
                     .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
-                let kind = event_kind(&event.payload);
+                let kind = event.payload.kind().as_str();
                 let inserted = tx.execute(
                     "INSERT OR IGNORE INTO events (job_id, attempt, seq, at_ms, kind, payload_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     params![job_id.to_string(), attempt, event.seq as i64, event.at_ms, kind, payload_json],
@@ -384,7 +367,7 @@ impl Store {
                                     cell.index,
                                     cell.fixture,
                                     cell.workload,
-                                    serde_json::to_value(cell.parity).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+                                    cell.parity.as_str(),
                                     event.seq as i64
                                 ],
                             )?;
@@ -396,8 +379,15 @@ impl Store {
                                 abfleet_core::events::JobOutcome::Cancelled => JobState::Cancelled,
                             };
                             tx.execute(
-                                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = COALESCE(error, ?4) WHERE job_id = ?1 AND attempt = ?2 AND state IN ('leased', 'cancelled')",
-                                params![job_id.to_string(), attempt, state.as_str(), error],
+                                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = COALESCE(error, ?4) WHERE job_id = ?1 AND attempt = ?2 AND state IN (?5, ?6)",
+                                params![
+                                    job_id.to_string(),
+                                    attempt,
+                                    state.as_str(),
+                                    error,
+                                    JobState::Leased.as_str(),
+                                    JobState::Cancelled.as_str()
+                                ],
                             )?;
                         }
                         _ => {}
@@ -471,7 +461,8 @@ impl Store {
         .await
     }
 
-    /// Ends a run before any job ran (nothing matched its targets).
+    /// Ends a run before any job ran (nothing matched its targets); it leaves nothing for
+    /// later runs.
     pub async fn fail_run(
         &self,
         run_id: RunId,
@@ -481,25 +472,8 @@ impl Store {
     ) -> Result<(), CoordinatorError> {
         self.with(move |conn| {
             conn.execute(
-                "UPDATE runs SET state = 'failed', error = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
-                params![run_id.to_string(), error, exit_code, now_ms],
-            )?;
-            Ok(())
-        })
-        .await
-    }
-
-    pub async fn set_run_state(
-        &self,
-        run_id: RunId,
-        state: RunState,
-        exit_code: Option<i32>,
-        now_ms: i64,
-    ) -> Result<(), CoordinatorError> {
-        self.with(move |conn| {
-            conn.execute(
-                "UPDATE runs SET state = ?2, exit_code = ?3, finished_ms = CASE WHEN ?4 THEN ?5 ELSE NULL END WHERE run_id = ?1",
-                params![run_id.to_string(), state.as_str(), exit_code, state.is_finished(), now_ms],
+                "UPDATE runs SET state = ?5, error = ?2, exit_code = ?3, finished_ms = ?4, results_recorded = 1 WHERE run_id = ?1",
+                params![run_id.to_string(), error, exit_code, now_ms, RunState::Failed.as_str()],
             )?;
             Ok(())
         })
@@ -516,14 +490,31 @@ impl Store {
     ) -> Result<Vec<JobRow>, CoordinatorError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
-            let leased = select_jobs(&tx, "run_id = ?1 AND state = 'leased'", &run_id.to_string())?;
-            tx.execute(
-                "UPDATE jobs SET state = 'cancelled', lease_expires_ms = NULL, error = ?2 WHERE run_id = ?1 AND state IN ('queued', 'leased')",
-                params![run_id.to_string(), reason],
+            let leased = select_jobs(
+                &tx,
+                "run_id = ?1 AND state = ?2",
+                params![run_id.to_string(), JobState::Leased.as_str()],
             )?;
             tx.execute(
-                "UPDATE runs SET state = 'cancelled', exit_code = 130, finished_ms = ?2 WHERE run_id = ?1 AND state IN ('queued', 'running')",
-                params![run_id.to_string(), now_ms],
+                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = ?2 WHERE run_id = ?1 AND state IN (?4, ?5)",
+                params![
+                    run_id.to_string(),
+                    reason,
+                    JobState::Cancelled.as_str(),
+                    JobState::Queued.as_str(),
+                    JobState::Leased.as_str()
+                ],
+            )?;
+            tx.execute(
+                "UPDATE runs SET state = ?3, exit_code = ?4, finished_ms = ?2 WHERE run_id = ?1 AND state IN (?5, ?6)",
+                params![
+                    run_id.to_string(),
+                    now_ms,
+                    RunState::Cancelled.as_str(),
+                    abfleet_core::exit::CANCELLED,
+                    RunState::Queued.as_str(),
+                    RunState::Running.as_str()
+                ],
             )?;
             tx.commit()?;
             Ok(leased)
@@ -624,45 +615,21 @@ impl Store {
     }
 }
 
-/// Runs matching a filter with one text parameter, oldest first.
-fn select_runs(
-    conn: &Connection,
-    filter: &str,
-    param: &str,
-) -> Result<Vec<RunRow>, CoordinatorError> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code, error FROM runs WHERE {filter} ORDER BY created_ms, run_id"
-    ))?;
-    let rows = stmt.query_map(params![param], run_row)?;
-    rows.map(|row| row?).collect()
-}
+/// The columns [`run_row`] reads, before a `WHERE` or `ORDER BY`.
+const SELECT_RUNS: &str =
+    "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code, error FROM runs";
 
-/// Jobs matching a filter with one text parameter, oldest first.
+/// Jobs matching a filter (a `WHERE` clause over `params`), oldest first.
 fn select_jobs(
     conn: &Connection,
     filter: &str,
-    param: &str,
+    params: impl rusqlite::Params,
 ) -> Result<Vec<JobRow>, CoordinatorError> {
     let mut stmt = conn.prepare(&format!(
         "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error, generation, pinned_agent FROM jobs WHERE {filter} ORDER BY created_ms, job_id"
     ))?;
-    let rows = stmt.query_map(params![param], job_row)?;
+    let rows = stmt.query_map(params, job_row)?;
     rows.map(|row| row?).collect()
-}
-
-fn event_kind(payload: &JobEventPayload) -> &'static str {
-    match payload {
-        JobEventPayload::Started { .. } => "started",
-        JobEventPayload::Progress { .. } => "progress",
-        JobEventPayload::Log { .. } => "log",
-        JobEventPayload::SourceResolved { .. } => "source_resolved",
-        JobEventPayload::Build(_) => "build",
-        JobEventPayload::Cell(_) => "cell",
-        JobEventPayload::Finding(_) => "finding",
-        JobEventPayload::CheckSkipped(_) => "check_skipped",
-        JobEventPayload::BackendCell(_) => "backend_cell",
-        JobEventPayload::Done { .. } => "done",
-    }
 }
 
 fn parse_stored_id<T: std::str::FromStr>(text: &str) -> Result<T, CoordinatorError> {
@@ -689,8 +656,9 @@ fn run_row(row: &rusqlite::Row<'_>) -> RowResult<RunRow> {
             trigger,
             spec: JobSpec::from_json(&spec_json)
                 .map_err(|err| CoordinatorError::Corrupt(format!("spec of run {run_id}: {err}")))?,
-            state: RunState::parse(&state)
-                .ok_or_else(|| CoordinatorError::Corrupt(format!("run state `{state}`")))?,
+            state: state.parse().map_err(|err| {
+                CoordinatorError::Corrupt(format!("state of run {run_id}: {err}"))
+            })?,
             created_ms,
             exit_code,
         })
@@ -713,8 +681,9 @@ fn job_row(row: &rusqlite::Row<'_>) -> RowResult<JobRow> {
             pinned_agent: pinned_agent.as_deref().map(parse_stored_id).transpose()?,
             job_id: parse_stored_id(&job_id)?,
             run_id: parse_stored_id(&run_id)?,
-            state: JobState::parse(&state)
-                .ok_or_else(|| CoordinatorError::Corrupt(format!("job state `{state}`")))?,
+            state: state.parse().map_err(|err| {
+                CoordinatorError::Corrupt(format!("state of job {job_id}: {err}"))
+            })?,
             attempt,
             agent_id: agent_id.as_deref().map(parse_stored_id).transpose()?,
             lease_expires_ms,

@@ -127,6 +127,44 @@ pub enum CellParity {
     Unavailable,
 }
 
+impl CellParity {
+    pub const ALL: [CellParity; 5] = [
+        CellParity::Ok,
+        CellParity::Fail,
+        CellParity::AbsentUpstream,
+        CellParity::AbsentFork,
+        CellParity::Unavailable,
+    ];
+
+    /// The verdict's name, as serde writes it and the store keeps it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellParity::Ok => "ok",
+            CellParity::Fail => "fail",
+            CellParity::AbsentUpstream => "absent_upstream",
+            CellParity::AbsentFork => "absent_fork",
+            CellParity::Unavailable => "unavailable",
+        }
+    }
+}
+
+impl std::str::FromStr for CellParity {
+    type Err = crate::names::UnknownName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        CellParity::ALL
+            .into_iter()
+            .find(|parity| parity.as_str() == text)
+            .ok_or_else(|| {
+                crate::names::UnknownName::new(
+                    "parity verdict",
+                    text,
+                    &CellParity::ALL.map(CellParity::as_str),
+                )
+            })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellResult {
     /// Position in the spec's fixture × workload order; the store keeps one cell per index.

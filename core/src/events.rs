@@ -69,6 +69,86 @@ pub enum JobEventPayload {
     },
 }
 
+/// What kind of event a payload is, as the store names it (the same names as the payload's
+/// serde `kind` tag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    Started,
+    Progress,
+    Log,
+    SourceResolved,
+    Build,
+    Cell,
+    Finding,
+    CheckSkipped,
+    BackendCell,
+    Done,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 10] = [
+        EventKind::Started,
+        EventKind::Progress,
+        EventKind::Log,
+        EventKind::SourceResolved,
+        EventKind::Build,
+        EventKind::Cell,
+        EventKind::Finding,
+        EventKind::CheckSkipped,
+        EventKind::BackendCell,
+        EventKind::Done,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Started => "started",
+            EventKind::Progress => "progress",
+            EventKind::Log => "log",
+            EventKind::SourceResolved => "source_resolved",
+            EventKind::Build => "build",
+            EventKind::Cell => "cell",
+            EventKind::Finding => "finding",
+            EventKind::CheckSkipped => "check_skipped",
+            EventKind::BackendCell => "backend_cell",
+            EventKind::Done => "done",
+        }
+    }
+}
+
+impl std::str::FromStr for EventKind {
+    type Err = crate::names::UnknownName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        EventKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+            .ok_or_else(|| {
+                crate::names::UnknownName::new(
+                    "event kind",
+                    text,
+                    &EventKind::ALL.map(EventKind::as_str),
+                )
+            })
+    }
+}
+
+impl JobEventPayload {
+    pub fn kind(&self) -> EventKind {
+        match self {
+            JobEventPayload::Started { .. } => EventKind::Started,
+            JobEventPayload::Progress { .. } => EventKind::Progress,
+            JobEventPayload::Log { .. } => EventKind::Log,
+            JobEventPayload::SourceResolved { .. } => EventKind::SourceResolved,
+            JobEventPayload::Build(_) => EventKind::Build,
+            JobEventPayload::Cell(_) => EventKind::Cell,
+            JobEventPayload::Finding(_) => EventKind::Finding,
+            JobEventPayload::CheckSkipped(_) => EventKind::CheckSkipped,
+            JobEventPayload::BackendCell(_) => EventKind::BackendCell,
+            JobEventPayload::Done { .. } => EventKind::Done,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogLevel {

@@ -12,12 +12,15 @@ pub mod finding;
 pub mod generation;
 pub mod ids;
 pub mod inventory;
+pub mod names;
 pub mod output;
 pub mod paired;
 pub mod parity;
+pub mod progress;
 pub mod report;
 pub mod retune;
 pub mod scores;
+pub mod session;
 pub mod spec;
 pub mod stats;
 

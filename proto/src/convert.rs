@@ -1,7 +1,12 @@
 //! Conversions between wire messages and domain types, validating on the way in.
 
+use std::time::Duration;
+
 use abfleet_core::generation::Generation;
 use abfleet_core::inventory::Inventory;
+use abfleet_core::progress::RunProgress;
+use abfleet_core::session::{JobOffer, SessionMessage};
+use abfleet_core::spec::JobSpec;
 
 use crate::pb;
 
@@ -15,6 +20,13 @@ pub enum WireError {
     },
     #[error("field `{field}` is missing")]
     Missing { field: &'static str },
+    #[error(
+        "field `{field}` does not parse: {message}; is the peer from another abfleet version?"
+    )]
+    BadDocument {
+        field: &'static str,
+        message: String,
+    },
 }
 
 impl From<WireError> for tonic::Status {
@@ -109,6 +121,117 @@ impl TryFrom<pb::Inventory> for Inventory {
     }
 }
 
+/// An optional wire string: empty means absent.
+fn non_empty(value: String) -> Option<String> {
+    (!value.is_empty()).then_some(value)
+}
+
+impl From<RunProgress> for pb::RunProgress {
+    fn from(update: RunProgress) -> Self {
+        pb::RunProgress {
+            run_id: update.run_id.to_string(),
+            job_id: update.job_id.map(|id| id.to_string()).unwrap_or_default(),
+            state: update.state,
+            message: update.message,
+            cells_done: update.cells_done,
+            cells_total: update.cells_total,
+            current_cell: update.current_cell.unwrap_or_default(),
+            finished: update.exit_code.is_some(),
+            exit_code: update.exit_code.unwrap_or_default(),
+        }
+    }
+}
+
+impl TryFrom<pb::RunProgress> for RunProgress {
+    type Error = WireError;
+
+    fn try_from(update: pb::RunProgress) -> Result<Self, Self::Error> {
+        Ok(RunProgress {
+            run_id: parse_id("run_id", &update.run_id)?,
+            job_id: non_empty(update.job_id)
+                .map(|id| parse_id("job_id", &id))
+                .transpose()?,
+            state: update.state,
+            message: update.message,
+            cells_done: update.cells_done,
+            cells_total: update.cells_total,
+            current_cell: non_empty(update.current_cell),
+            exit_code: update.finished.then_some(update.exit_code),
+        })
+    }
+}
+
+impl From<JobOffer> for pb::JobOffer {
+    fn from(offer: JobOffer) -> Self {
+        pb::JobOffer {
+            job_id: offer.job_id.to_string(),
+            run_id: offer.run_id.to_string(),
+            attempt: offer.attempt,
+            spec_json: offer.spec.to_json(),
+            lease_ms: offer.lease.as_millis() as u64,
+            next_seq: offer.next_seq,
+            generation: offer.generation.unwrap_or_default(),
+        }
+    }
+}
+
+impl TryFrom<pb::JobOffer> for JobOffer {
+    type Error = WireError;
+
+    fn try_from(offer: pb::JobOffer) -> Result<Self, Self::Error> {
+        Ok(JobOffer {
+            job_id: parse_id("offer.job_id", &offer.job_id)?,
+            run_id: parse_id("offer.run_id", &offer.run_id)?,
+            attempt: offer.attempt,
+            spec: JobSpec::from_json(&offer.spec_json).map_err(|err| WireError::BadDocument {
+                field: "offer.spec_json",
+                message: err.to_string(),
+            })?,
+            lease: Duration::from_millis(offer.lease_ms),
+            next_seq: offer.next_seq,
+            generation: non_empty(offer.generation),
+        })
+    }
+}
+
+impl From<SessionMessage> for pb::CoordinatorMessage {
+    fn from(message: SessionMessage) -> Self {
+        use pb::coordinator_message::Kind;
+        let kind = match message {
+            SessionMessage::Offer(offer) => Kind::Offer((*offer).into()),
+            SessionMessage::Cancel { job_id, reason } => Kind::Cancel(pb::CancelJob {
+                job_id: job_id.to_string(),
+                reason,
+            }),
+            SessionMessage::LeaseLost { job_id, attempt } => Kind::LeaseLost(pb::LeaseLost {
+                job_id: job_id.to_string(),
+                attempt,
+            }),
+        };
+        pb::CoordinatorMessage { kind: Some(kind) }
+    }
+}
+
+impl TryFrom<pb::CoordinatorMessage> for SessionMessage {
+    type Error = WireError;
+
+    fn try_from(message: pb::CoordinatorMessage) -> Result<Self, Self::Error> {
+        use pb::coordinator_message::Kind;
+        Ok(match message.kind {
+            Some(Kind::Offer(offer)) => SessionMessage::Offer(Box::new(offer.try_into()?)),
+            Some(Kind::Cancel(cancel)) => SessionMessage::Cancel {
+                job_id: parse_id("cancel.job_id", &cancel.job_id)?,
+                reason: cancel.reason,
+            },
+            Some(Kind::LeaseLost(lost)) => SessionMessage::LeaseLost {
+                job_id: parse_id("lease_lost.job_id", &lost.job_id)?,
+                attempt: lost.attempt,
+            },
+            None => return Err(WireError::Missing { field: "kind" }),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +275,180 @@ mod tests {
         let err = parse_id::<RunId>("run_id", "x").unwrap_err().to_string();
         assert!(err.contains("run_id"), "{err}");
         assert!(parse_id::<RunId>("run_id", "").is_err());
+    }
+
+    mod round_trips {
+        //! Domain → wire → domain is the identity for every type this module converts.
+        use std::path::Path;
+
+        use abfleet_core::ids::{JobId, RunId};
+        use proptest::prelude::*;
+        use uuid::Uuid;
+
+        use super::super::*;
+
+        fn demo_spec() -> JobSpec {
+            let text = include_str!("../../fixtures/jobs/demo.toml");
+            let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+            JobSpec::from_toml(text, Path::new("demo.toml"), dir).unwrap()
+        }
+
+        fn run_id() -> impl Strategy<Value = RunId> {
+            any::<u128>().prop_map(|n| RunId(Uuid::from_u128(n)))
+        }
+
+        fn job_id() -> impl Strategy<Value = JobId> {
+            any::<u128>().prop_map(|n| JobId(Uuid::from_u128(n)))
+        }
+
+        /// An optional text; the wire writes absent as "", so present is never empty.
+        fn optional_text() -> impl Strategy<Value = Option<String>> {
+            proptest::option::of(".{1,12}")
+        }
+
+        fn generation() -> impl Strategy<Value = Generation> {
+            (
+                ".{1,16}",
+                ".{0,8}",
+                ".{0,8}",
+                ".{0,8}",
+                ".{0,16}",
+                any::<bool>(),
+            )
+                .prop_map(
+                    |(key, backend, vendor, silicon_id, description, simulated)| Generation {
+                        key,
+                        backend,
+                        vendor,
+                        silicon_id,
+                        description,
+                        simulated,
+                    },
+                )
+        }
+
+        fn hardware() -> impl Strategy<Value = Option<serde_json::Value>> {
+            proptest::option::of(
+                (".{0,8}", any::<i64>(), proptest::collection::vec(".{0,6}", 0..3)).prop_map(
+                    |(name, count, isa)| serde_json::json!({"name": name, "count": count, "isa": isa}),
+                ),
+            )
+        }
+
+        prop_compose! {
+            fn inventory()(
+                hostname in ".{1,16}",
+                os in ".{0,12}",
+                kernel in ".{0,12}",
+                arch in ".{0,8}",
+                cpu_model in ".{0,16}",
+                physical_cores in any::<u32>(),
+                logical_cores in any::<u32>(),
+                memory_bytes in any::<u64>(),
+                generations in proptest::collection::vec(generation(), 0..4),
+                hardware in hardware(),
+            ) -> Inventory {
+                Inventory {
+                    hostname, os, kernel, arch, cpu_model, physical_cores, logical_cores,
+                    memory_bytes, generations, hardware,
+                }
+            }
+        }
+
+        prop_compose! {
+            fn run_progress()(
+                run_id in run_id(),
+                job_id in proptest::option::of(job_id()),
+                state in ".{0,10}",
+                message in ".{0,24}",
+                cells_done in any::<u32>(),
+                cells_total in any::<u32>(),
+                current_cell in optional_text(),
+                exit_code in proptest::option::of(any::<i32>()),
+            ) -> RunProgress {
+                RunProgress {
+                    run_id, job_id, state, message, cells_done, cells_total, current_cell,
+                    exit_code,
+                }
+            }
+        }
+
+        prop_compose! {
+            fn job_offer()(
+                job_id in job_id(),
+                run_id in run_id(),
+                attempt in any::<u32>(),
+                lease_ms in any::<u64>(),
+                next_seq in any::<u64>(),
+                generation in optional_text(),
+            ) -> JobOffer {
+                JobOffer {
+                    job_id, run_id, attempt, spec: demo_spec(),
+                    lease: Duration::from_millis(lease_ms), next_seq, generation,
+                }
+            }
+        }
+
+        fn session_message() -> impl Strategy<Value = SessionMessage> {
+            prop_oneof![
+                job_offer().prop_map(|offer| SessionMessage::Offer(Box::new(offer))),
+                (job_id(), ".{0,24}")
+                    .prop_map(|(job_id, reason)| SessionMessage::Cancel { job_id, reason }),
+                (job_id(), any::<u32>())
+                    .prop_map(|(job_id, attempt)| SessionMessage::LeaseLost { job_id, attempt }),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn inventory_round_trips(inv in inventory()) {
+                prop_assert_eq!(Inventory::try_from(pb::Inventory::from(inv.clone())).unwrap(), inv);
+            }
+
+            #[test]
+            fn run_progress_round_trips(update in run_progress()) {
+                prop_assert_eq!(
+                    RunProgress::try_from(pb::RunProgress::from(update.clone())).unwrap(),
+                    update
+                );
+            }
+
+            #[test]
+            fn job_offer_round_trips(offer in job_offer()) {
+                prop_assert_eq!(JobOffer::try_from(pb::JobOffer::from(offer.clone())).unwrap(), offer);
+            }
+
+            #[test]
+            fn session_message_round_trips(message in session_message()) {
+                prop_assert_eq!(
+                    SessionMessage::try_from(pb::CoordinatorMessage::from(message.clone())).unwrap(),
+                    message
+                );
+            }
+        }
+
+        #[test]
+        fn an_offer_whose_spec_does_not_parse_names_the_field() {
+            let mut offer = pb::JobOffer::from(JobOffer {
+                job_id: JobId::new_random(),
+                run_id: RunId::new_random(),
+                attempt: 1,
+                spec: demo_spec(),
+                lease: Duration::from_secs(30),
+                next_seq: 0,
+                generation: None,
+            });
+            offer.spec_json = "{".into();
+            let err = JobOffer::try_from(offer).unwrap_err().to_string();
+            assert!(err.contains("offer.spec_json"), "{err}");
+        }
+
+        #[test]
+        fn a_message_without_a_kind_is_refused() {
+            let err = SessionMessage::try_from(pb::CoordinatorMessage { kind: None }).unwrap_err();
+            assert!(err.to_string().contains("`kind`"), "{err}");
+        }
     }
 }

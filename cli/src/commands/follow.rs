@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use abfleet_core::progress::RunProgress;
 use abfleet_core::report::{render_markdown, Report};
 use abfleet_proto::pb;
 use abfleet_proto::pb::control_service_client::ControlServiceClient;
@@ -43,8 +44,11 @@ pub async fn follow(
         tokio::select! {
             message = stream.message() => match message {
                 Ok(Some(update)) => {
+                    let update = RunProgress::try_from(update).map_err(|err| {
+                        Failure::infra(anyhow::anyhow!("the coordinator sent a progress update this abfleet cannot read: {err}; see `abfleet report {run_id}`"))
+                    })?;
                     progress.update(&update);
-                    if update.finished {
+                    if update.is_finished() {
                         break;
                     }
                 }

@@ -29,7 +29,7 @@ pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure
                 .report(run_id)
                 .await
                 .map_err(|err| match err {
-                    abfleet_coordinator::CoordinatorError::UnknownRun(_) => Failure::usage(err),
+                    abfleet_coordinator::FleetError::UnknownRun(_) => Failure::usage(err),
                     other => Failure::infra(other),
                 })
         }

@@ -33,22 +33,37 @@ impl RunState {
         }
     }
 
-    pub fn parse(text: &str) -> Option<RunState> {
-        Some(match text {
-            "queued" => RunState::Queued,
-            "running" => RunState::Running,
-            "done" => RunState::Done,
-            "failed" => RunState::Failed,
-            "cancelled" => RunState::Cancelled,
-            _ => return None,
-        })
-    }
+    /// Every state, in lifecycle order.
+    pub const ALL: [RunState; 5] = [
+        RunState::Queued,
+        RunState::Running,
+        RunState::Done,
+        RunState::Failed,
+        RunState::Cancelled,
+    ];
 
     pub fn is_finished(self) -> bool {
         matches!(
             self,
             RunState::Done | RunState::Failed | RunState::Cancelled
         )
+    }
+}
+
+impl std::str::FromStr for RunState {
+    type Err = crate::names::UnknownName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        RunState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == text)
+            .ok_or_else(|| {
+                crate::names::UnknownName::new(
+                    "run state",
+                    text,
+                    &RunState::ALL.map(RunState::as_str),
+                )
+            })
     }
 }
 
@@ -72,22 +87,37 @@ impl JobState {
         }
     }
 
-    pub fn parse(text: &str) -> Option<JobState> {
-        Some(match text {
-            "queued" => JobState::Queued,
-            "leased" => JobState::Leased,
-            "done" => JobState::Done,
-            "failed" => JobState::Failed,
-            "cancelled" => JobState::Cancelled,
-            _ => return None,
-        })
-    }
+    /// Every state, in lifecycle order.
+    pub const ALL: [JobState; 5] = [
+        JobState::Queued,
+        JobState::Leased,
+        JobState::Done,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
 
     pub fn is_finished(self) -> bool {
         matches!(
             self,
             JobState::Done | JobState::Failed | JobState::Cancelled
         )
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = crate::names::UnknownName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == text)
+            .ok_or_else(|| {
+                crate::names::UnknownName::new(
+                    "job state",
+                    text,
+                    &JobState::ALL.map(JobState::as_str),
+                )
+            })
     }
 }
 

@@ -1,0 +1,85 @@
+//! Event intake: a leased job's numbered events stored exactly once, progress published
+//! from them, and the run finished when its last job is done.
+
+use abfleet_core::events::JobEventPayload;
+use abfleet_core::progress::RunProgress;
+use abfleet_core::report::JobState;
+use abfleet_core::{AgentId, JobId};
+
+use super::Fleet;
+use super::FleetError;
+use crate::store::StoredEvent;
+
+impl Fleet {
+    /// Stores events of a leased job; returns the acknowledged sequence numbers.
+    pub async fn push_events(
+        &self,
+        agent_id: AgentId,
+        job_id: JobId,
+        attempt: u32,
+        events: Vec<StoredEvent>,
+    ) -> Result<Vec<u64>, FleetError> {
+        let job = self
+            .inner
+            .store
+            .job(job_id)
+            .await?
+            .ok_or_else(|| FleetError::UnknownJob(job_id))?;
+        if job.attempt != attempt || job.agent_id != Some(agent_id) || job.state == JobState::Queued
+        {
+            return Err(FleetError::LeaseLost { job_id, attempt });
+        }
+        // After "done" nothing new can legitimately arrive: only re-sends are acknowledged.
+        let accept_new = matches!(job.state, JobState::Leased | JobState::Cancelled);
+        let outcome = self
+            .inner
+            .store
+            .append_events(job_id, attempt, events, accept_new)
+            .await?;
+        let run = self.run_row(job.run_id).await?;
+        let mut finished = false;
+        for event in &outcome.new_events {
+            match &event.payload {
+                JobEventPayload::Progress {
+                    phase,
+                    message,
+                    cells_done,
+                    cells_total,
+                    current_cell,
+                } => {
+                    let mut update = RunProgress::new(job.run_id, Some(job_id), phase, message);
+                    update.cells_done = *cells_done;
+                    update.cells_total = *cells_total;
+                    update.current_cell = current_cell.clone().filter(|cell| !cell.is_empty());
+                    self.publish(update);
+                }
+                JobEventPayload::Cell(cell) => {
+                    let mut update = RunProgress::new(
+                        job.run_id,
+                        Some(job_id),
+                        "timing",
+                        &format!(
+                            "cell {}/{} finished: {:?}",
+                            cell.fixture, cell.workload, cell.parity
+                        ),
+                    );
+                    update.cells_done = cell.index + 1;
+                    update.cells_total = run.spec.cell_count() as u32;
+                    self.publish(update);
+                }
+                JobEventPayload::Done { .. } => finished = true,
+                _ => {}
+            }
+        }
+        if run.state.is_finished() && !outcome.new_events.is_empty() {
+            // A cancelled run's agent still uploads its last events: what the run leaves for
+            // later runs follows its report.
+            self.record_results_of(job.run_id).await?;
+        }
+        if finished {
+            self.finish_run_if_complete(job.run_id).await?;
+            self.dispatch().await?;
+        }
+        Ok(outcome.acked)
+    }
+}

@@ -1,0 +1,100 @@
+//! Leases: renewed by heartbeats, released when they expire or their agent comes back idle,
+//! and the job requeued until it has used up its attempts.
+
+use abfleet_core::progress::RunProgress;
+use abfleet_core::report::JobState;
+use abfleet_core::session::SessionMessage;
+use abfleet_core::{AgentId, JobId, RunId};
+use tracing::warn;
+
+use super::Fleet;
+use super::FleetError;
+
+impl Fleet {
+    pub async fn heartbeat(
+        &self,
+        agent_id: AgentId,
+        running: Option<(JobId, u32)>,
+    ) -> Result<(), FleetError> {
+        self.inner
+            .store
+            .touch_agent(agent_id, self.now_ms())
+            .await?;
+        if let Some((job_id, attempt)) = running {
+            let renewed = self
+                .inner
+                .store
+                .renew_lease(job_id, agent_id, attempt, self.lease_expiry())
+                .await?;
+            if !renewed {
+                let job = self.inner.store.job(job_id).await?;
+                // A job that finished or was cancelled by this attempt is not "lost".
+                let still_ours = job.as_ref().is_some_and(|j| {
+                    j.attempt == attempt && j.agent_id == Some(agent_id) && j.state.is_finished()
+                });
+                if !still_ours {
+                    warn!(agent_id = %agent_id, job_id = %job_id, attempt, "heartbeat for a lease this agent no longer holds");
+                    self.send(agent_id, SessionMessage::LeaseLost { job_id, attempt });
+                } else if job.is_some_and(|j| j.state == JobState::Cancelled) {
+                    self.send(
+                        agent_id,
+                        SessionMessage::Cancel {
+                            job_id,
+                            reason: "the run was cancelled".into(),
+                        },
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn release(
+        &self,
+        job_id: JobId,
+        run_id: RunId,
+        reason: String,
+    ) -> Result<(), FleetError> {
+        let state = self
+            .inner
+            .store
+            .release_job(job_id, self.inner.config.max_attempts, reason.clone())
+            .await?;
+        self.publish(RunProgress::new(
+            run_id,
+            Some(job_id),
+            state.as_str(),
+            &reason,
+        ));
+        if state.is_finished() {
+            self.finish_run_if_complete(run_id).await?;
+        }
+        Ok(())
+    }
+
+    /// Frees every job whose lease has expired. Run by a background task.
+    pub async fn reap_expired_leases(&self) -> Result<(), FleetError> {
+        let now = self.now_ms();
+        let mut released = false;
+        for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
+            if job.lease_expires_ms.is_some_and(|t| t < now) {
+                let agent = job.agent_id.map(|a| a.to_string()).unwrap_or_default();
+                warn!(job_id = %job.job_id, agent_id = %agent, attempt = job.attempt, "lease expired");
+                self.release(
+                    job.job_id,
+                    job.run_id,
+                    format!(
+                        "agent {agent} lost: lease of attempt {} expired",
+                        job.attempt
+                    ),
+                )
+                .await?;
+                released = true;
+            }
+        }
+        if released {
+            self.dispatch().await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,21 @@
+//! The coordinator's state machine: runs and jobs in the store, the sessions of connected
+//! agents, leases and their expiry, event intake, and progress for watchers. The gRPC services
+//! are thin adapters over [`Fleet`]; nothing here knows the wire.
+//!
+//! One handle, [`Fleet`] (in `state`), with its methods split by concern: `runs` (submit,
+//! cancel, finish), `sessions` (agents, sessions, dispatch), `leases` (heartbeats, expiry,
+//! requeue), `intake` (events), `progress` (watchers) and `reports`.
+
+mod error;
+mod intake;
+mod leases;
+mod progress;
+mod reports;
+mod runs;
+mod sessions;
+mod state;
+#[cfg(test)]
+mod tests;
+
+pub use error::FleetError;
+pub use state::{CoordinatorConfig, Fleet};

@@ -1,0 +1,118 @@
+//! A run's report: assembled from its stored events, with each generation compared against
+//! the previous finished run of the same spec on that generation. What a run leaves for the
+//! runs after it (per generation: toolchain, findings, backend timings) is recorded in the
+//! store when it finishes, so finding "the previous run" is one indexed read, not a
+//! re-assembly of every earlier run of the name.
+
+use abfleet_core::report::{self, Report, RunState};
+use abfleet_core::RunId;
+
+use super::Fleet;
+use super::FleetError;
+use crate::store::GenerationResult;
+
+impl Fleet {
+    /// The full report, with each generation compared against the previous run's toolchain.
+    pub async fn report(&self, run_id: RunId) -> Result<Report, FleetError> {
+        let (mut report, created_ms) = self.assembled(run_id).await?;
+        self.attach_previous(&mut report, created_ms).await?;
+        Ok(report)
+    }
+
+    /// The report from this run's own events only (what its exit code needs), and when the
+    /// run was submitted.
+    pub(super) async fn assembled(&self, run_id: RunId) -> Result<(Report, i64), FleetError> {
+        self.assembled_in(run_id, None).await
+    }
+
+    /// [`Fleet::assembled`], as the report reads once the run is in `finishing_as` when one
+    /// is given: a run being finished is assembled before its state is stored, so that state
+    /// and exit code are written together, once.
+    pub(super) async fn assembled_in(
+        &self,
+        run_id: RunId,
+        finishing_as: Option<RunState>,
+    ) -> Result<(Report, i64), FleetError> {
+        let (mut run, jobs) = self
+            .inner
+            .store
+            .report_inputs(run_id)
+            .await?
+            .ok_or_else(|| FleetError::UnknownRun(run_id))?;
+        if let Some(state) = finishing_as {
+            run.state = state;
+        }
+        Ok((report::assemble(&run, &jobs), run.created_ms))
+    }
+
+    /// Records again what a finished run leaves for later runs, from its stored events (a
+    /// cancelled run's last events arrived, or it finished before the store kept this).
+    pub(super) async fn record_results_of(&self, run_id: RunId) -> Result<(), FleetError> {
+        let (report, _) = self.assembled(run_id).await?;
+        self.inner
+            .store
+            .record_results(run_id, results_for_later_runs(&report))
+            .await?;
+        Ok(())
+    }
+
+    /// For each generation, the toolchain, findings and backend timings of the previous run
+    /// of the same spec name on the same generation: a toolchain bump shows as a change in
+    /// the report, and so does what it did to registers, occupancy and timings.
+    async fn attach_previous(
+        &self,
+        report: &mut Report,
+        created_ms: i64,
+    ) -> Result<(), FleetError> {
+        // Runs that finished under a coordinator without `generation_results` are recorded
+        // the first time a later report needs them, once.
+        for earlier in self
+            .inner
+            .store
+            .unrecorded_finished_runs(&report.name, created_ms)
+            .await?
+        {
+            self.record_results_of(earlier).await?;
+        }
+        for section in &mut report.generations {
+            let Some(previous) = self
+                .inner
+                .store
+                .previous_result(&report.name, &section.key, created_ms)
+                .await?
+            else {
+                continue;
+            };
+            let previous_run = previous.run_id.to_string();
+            abfleet_core::finding::attach_previous(
+                &mut section.findings,
+                &previous.result.findings,
+                &previous_run,
+            );
+            abfleet_core::backend_cell::attach_previous(
+                &mut section.backend_cells,
+                &previous.result.backend_cells,
+                &previous_run,
+            );
+            section.previous_run = Some(previous_run);
+            section.previous_toolchain = previous.result.toolchain;
+        }
+        Ok(())
+    }
+}
+
+/// What a finished run's report leaves for the next run of its spec: each generation that
+/// built something (a section without a toolchain is never "the previous run").
+pub(super) fn results_for_later_runs(report: &Report) -> Vec<GenerationResult> {
+    report
+        .generations
+        .iter()
+        .filter(|section| !section.toolchain.is_empty())
+        .map(|section| GenerationResult {
+            generation: section.key.clone(),
+            toolchain: section.toolchain.clone(),
+            findings: section.findings.clone(),
+            backend_cells: section.backend_cells.clone(),
+        })
+        .collect()
+}

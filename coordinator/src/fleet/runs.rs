@@ -1,0 +1,216 @@
+//! Runs and their jobs from submission to their end: planning the jobs a spec fans out to,
+//! cancelling, and finishing a run once every job has ended.
+
+use abfleet_core::progress::RunProgress;
+use abfleet_core::report::{JobState, RunState};
+use abfleet_core::session::SessionMessage;
+use abfleet_core::spec::{Fanout, JobSpec};
+use abfleet_core::{JobId, RunId};
+use tracing::{info, warn};
+
+use super::reports::results_for_later_runs;
+use super::Fleet;
+use super::FleetError;
+use crate::store::{NewJob, RunRow};
+
+impl Fleet {
+    /// Stores a run with its jobs (one, or one per matching generation or agent) and offers
+    /// them to waiting agents. A spec whose targets match no known agent ends at once, saying
+    /// what the fleet has.
+    pub async fn submit(
+        &self,
+        spec: JobSpec,
+        trigger: &str,
+        origin: &str,
+    ) -> Result<RunId, FleetError> {
+        let run_id = RunId::new_random();
+        let (jobs, unmatched) = self.plan_jobs(&spec).await?;
+        self.inner
+            .store
+            .insert_run(run_id, &spec, trigger, origin, jobs.clone(), self.now_ms())
+            .await?;
+        info!(run_id = %run_id, jobs = jobs.len(), name = %spec.name, trigger, "run submitted");
+        if let Some(error) = unmatched {
+            warn!(run_id = %run_id, %error, "no agent matches the run's targets");
+            self.inner
+                .store
+                .fail_run(
+                    run_id,
+                    error.clone(),
+                    abfleet_core::exit::NOT_CARRIED_OUT,
+                    self.now_ms(),
+                )
+                .await?;
+            let mut finished = RunProgress::new(run_id, None, "failed", &error);
+            finished.exit_code = Some(abfleet_core::exit::NOT_CARRIED_OUT);
+            self.publish(finished);
+            return Ok(run_id);
+        }
+        for job in &jobs {
+            self.publish(RunProgress::new(
+                run_id,
+                Some(job.job_id),
+                "queued",
+                &format!(
+                    "waiting for an agent ({})",
+                    job.generation.as_deref().unwrap_or("any")
+                ),
+            ));
+        }
+        self.dispatch().await?;
+        Ok(run_id)
+    }
+
+    /// The jobs a spec fans out to, or why it matches nothing.
+    pub(super) async fn plan_jobs(
+        &self,
+        spec: &JobSpec,
+    ) -> Result<(Vec<NewJob>, Option<String>), FleetError> {
+        let Some(targets) = &spec.targets else {
+            return Ok((vec![NewJob::any()], None));
+        };
+        let agents = self.agents().await?;
+        let mut jobs: Vec<NewJob> = Vec::new();
+        for (agent, state, _) in &agents {
+            if *state == "lost" {
+                continue;
+            }
+            for generation in agent
+                .inventory
+                .generations
+                .iter()
+                .filter(|g| targets.matches(g))
+            {
+                let job = match targets.fanout {
+                    Fanout::PerGeneration
+                        if jobs
+                            .iter()
+                            .any(|j| j.generation.as_ref() == Some(&generation.key)) =>
+                    {
+                        continue
+                    }
+                    Fanout::PerGeneration => NewJob {
+                        job_id: JobId::new_random(),
+                        generation: Some(generation.key.clone()),
+                        pinned_agent: None,
+                    },
+                    Fanout::PerAgent => NewJob {
+                        job_id: JobId::new_random(),
+                        generation: Some(generation.key.clone()),
+                        pinned_agent: Some(agent.agent_id),
+                    },
+                };
+                jobs.push(job);
+            }
+        }
+        if !jobs.is_empty() {
+            return Ok((jobs, None));
+        }
+        let seen: Vec<String> =
+            agents
+                .iter()
+                .flat_map(|(agent, state, _)| {
+                    agent.inventory.generations.iter().map(move |g| {
+                        format!("{} on {} ({state})", g.key, agent.inventory.hostname)
+                    })
+                })
+                .collect();
+        let error = format!(
+            "no agent matches the targets (backends {:?}, generations {:?}, vendors {:?}); the fleet has: {}; start an agent on such a host or widen [targets]",
+            targets.backends,
+            targets.generations,
+            targets.vendors,
+            if seen.is_empty() { "no agents with generations".to_string() } else { seen.join(", ") }
+        );
+        Ok((Vec::new(), Some(error)))
+    }
+
+    pub async fn cancel(&self, run_id: RunId, reason: &str) -> Result<bool, FleetError> {
+        let run = self.run_row(run_id).await?;
+        if run.state.is_finished() {
+            return Ok(false);
+        }
+        let leased = self
+            .inner
+            .store
+            .cancel_run(run_id, format!("cancelled: {reason}"), self.now_ms())
+            .await?;
+        for job in leased {
+            if let Some(agent_id) = job.agent_id {
+                self.send(
+                    agent_id,
+                    SessionMessage::Cancel {
+                        job_id: job.job_id,
+                        reason: reason.to_string(),
+                    },
+                );
+            }
+        }
+        info!(run_id = %run_id, reason, "run cancelled");
+        let mut finished = RunProgress::new(run_id, None, "cancelled", reason);
+        finished.exit_code = Some(abfleet_core::exit::CANCELLED);
+        self.publish(finished);
+        // The run is cancelled whatever happens here: unrecorded, it is recorded when a later
+        // report first needs it.
+        if let Err(err) = self.record_results_of(run_id).await {
+            warn!(run_id = %run_id, error = %err, "failed to record what the cancelled run leaves for later runs");
+        }
+        Ok(true)
+    }
+
+    pub(super) async fn run_row(&self, run_id: RunId) -> Result<RunRow, FleetError> {
+        self.inner
+            .store
+            .run(run_id)
+            .await?
+            .ok_or_else(|| FleetError::UnknownRun(run_id))
+    }
+
+    pub async fn runs(&self) -> Result<Vec<RunRow>, FleetError> {
+        Ok(self.inner.store.runs().await?)
+    }
+
+    /// Finishes a run whose jobs have all ended: stores its state and exit code.
+    pub(super) async fn finish_run_if_complete(&self, run_id: RunId) -> Result<(), FleetError> {
+        let run = self.run_row(run_id).await?;
+        if run.state.is_finished() {
+            return Ok(());
+        }
+        let jobs = self.inner.store.jobs_of_run(run_id).await?;
+        if !jobs.iter().all(|j| j.state.is_finished()) {
+            return Ok(());
+        }
+        let state = if jobs.iter().all(|j| j.state == JobState::Done) {
+            RunState::Done
+        } else if jobs.iter().any(|j| j.state == JobState::Cancelled) {
+            RunState::Cancelled
+        } else {
+            RunState::Failed
+        };
+        // One pass: the exit code is derived once, from the report as it reads in the final
+        // state, and stored with that state and what the run leaves for later runs.
+        let (report, _) = self.assembled_in(run_id, Some(state)).await?;
+        self.inner
+            .store
+            .finish_run(
+                run_id,
+                state,
+                report.exit_code,
+                self.now_ms(),
+                results_for_later_runs(&report),
+            )
+            .await?;
+        info!(run_id = %run_id, state = state.as_str(), exit_code = report.exit_code, "run finished");
+        let mut finished = RunProgress::new(
+            run_id,
+            jobs.first().map(|j| j.job_id),
+            state.as_str(),
+            "finished",
+        );
+        finished.exit_code = Some(report.exit_code);
+        finished.cells_done = report.cells.len() as u32;
+        finished.cells_total = run.spec.cell_count() as u32;
+        self.publish(finished);
+        Ok(())
+    }
+}

@@ -1,0 +1,229 @@
+//! Agents and their sessions: registration, the open session of each connected agent,
+//! messages to it, an agent's "ready", and dispatch, which offers queued jobs to waiting
+//! agents.
+
+use std::collections::HashMap;
+
+use abfleet_core::inventory::Inventory;
+use abfleet_core::progress::RunProgress;
+use abfleet_core::report::JobState;
+use abfleet_core::session::{JobOffer, SessionMessage};
+use abfleet_core::{AgentId, JobId};
+use tracing::{info, warn};
+
+use super::state::{Session, SessionSender};
+use super::Fleet;
+use super::FleetError;
+use crate::store::AgentRow;
+
+impl Fleet {
+    pub async fn register(
+        &self,
+        agent_id: AgentId,
+        inventory: &Inventory,
+    ) -> Result<(), FleetError> {
+        self.inner
+            .store
+            .upsert_agent(agent_id, inventory, self.now_ms())
+            .await?;
+        info!(agent_id = %agent_id, host = %inventory.hostname, "agent registered");
+        Ok(())
+    }
+
+    /// Opens a session for an agent; returns its number (to close the right one later).
+    pub fn open_session(&self, agent_id: AgentId, sender: SessionSender) -> u64 {
+        let number = self
+            .inner
+            .next_session
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        sessions.insert(
+            agent_id,
+            Session {
+                number,
+                sender,
+                waiting: false,
+            },
+        );
+        number
+    }
+
+    pub fn close_session(&self, agent_id: AgentId, number: u64) {
+        let mut sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if sessions.get(&agent_id).is_some_and(|s| s.number == number) {
+            sessions.remove(&agent_id);
+            info!(agent_id = %agent_id, "agent session closed");
+        }
+    }
+
+    pub(super) fn send(&self, agent_id: AgentId, message: SessionMessage) -> bool {
+        let sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match sessions.get(&agent_id) {
+            Some(session) => session.sender.try_send(message).is_ok(),
+            None => false,
+        }
+    }
+
+    /// The agent is idle. Any job still leased to it is not running anywhere (the agent
+    /// restarted), so it goes back to the queue at once instead of waiting out its lease.
+    pub async fn ready(&self, agent_id: AgentId) -> Result<(), FleetError> {
+        self.inner
+            .store
+            .touch_agent(agent_id, self.now_ms())
+            .await?;
+        for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
+            if job.agent_id == Some(agent_id) {
+                warn!(agent_id = %agent_id, job_id = %job.job_id, "agent is idle but held a lease; requeueing");
+                self.release(
+                    job.job_id,
+                    job.run_id,
+                    format!("agent {agent_id} restarted during attempt {}", job.attempt),
+                )
+                .await?;
+            }
+        }
+        {
+            let mut sessions = self
+                .inner
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(session) = sessions.get_mut(&agent_id) {
+                session.waiting = true;
+            }
+        }
+        self.dispatch().await
+    }
+
+    /// Offers queued jobs to waiting agents, oldest job first.
+    pub(super) async fn dispatch(&self) -> Result<(), FleetError> {
+        let _guard = self.inner.dispatch.lock().await;
+        let queued = self.inner.store.jobs_in_state(JobState::Queued).await?;
+        if queued.is_empty() {
+            return Ok(());
+        }
+        let generations: HashMap<AgentId, Vec<String>> = self
+            .inner
+            .store
+            .agents()
+            .await?
+            .into_iter()
+            .map(|a| {
+                (
+                    a.agent_id,
+                    a.inventory.generations.into_iter().map(|g| g.key).collect(),
+                )
+            })
+            .collect();
+        for job in queued {
+            let waiting: Option<AgentId> = {
+                let sessions = self
+                    .inner
+                    .sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                sessions
+                    .iter()
+                    .filter(|(_, s)| s.waiting)
+                    .map(|(id, _)| *id)
+                    .filter(|id| job.pinned_agent.is_none_or(|pinned| pinned == *id))
+                    .filter(|id| {
+                        job.generation.as_ref().is_none_or(|key| {
+                            generations.get(id).is_some_and(|keys| keys.contains(key))
+                        })
+                    })
+                    .min()
+            };
+            let Some(agent_id) = waiting else {
+                // Jobs wait in the queue until a matching agent is free.
+                continue;
+            };
+            let Some(attempt) = self
+                .inner
+                .store
+                .lease_job(job.job_id, agent_id, self.lease_expiry())
+                .await?
+            else {
+                continue;
+            };
+            let run = self.run_row(job.run_id).await?;
+            let next_seq = self.inner.store.event_count(job.job_id, attempt).await?;
+            let offer = JobOffer {
+                job_id: job.job_id,
+                run_id: job.run_id,
+                attempt,
+                spec: run.spec,
+                lease: self.inner.config.lease,
+                next_seq,
+                generation: job.generation.clone(),
+            };
+            let sent = {
+                let mut sessions = self
+                    .inner
+                    .sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                match sessions.get_mut(&agent_id) {
+                    Some(session) => {
+                        session.waiting = false;
+                        session
+                            .sender
+                            .try_send(SessionMessage::Offer(Box::new(offer)))
+                            .is_ok()
+                    }
+                    None => false,
+                }
+            };
+            if sent {
+                info!(job_id = %job.job_id, agent_id = %agent_id, attempt, "job leased");
+                self.publish(RunProgress::new(
+                    job.run_id,
+                    Some(job.job_id),
+                    "running",
+                    &format!("leased to agent {agent_id}, attempt {attempt}"),
+                ));
+            } else {
+                // The session went away between choosing and sending: the lease will
+                // expire, or the agent re-sends Ready and gets it requeued.
+                warn!(job_id = %job.job_id, agent_id = %agent_id, "offer could not be delivered");
+            }
+        }
+        Ok(())
+    }
+
+    /// Agents with their state: busy (holds a lease), lost (silent too long), idle.
+    pub async fn agents(&self) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, FleetError> {
+        let leased = self.inner.store.jobs_in_state(JobState::Leased).await?;
+        let lost_before = self.now_ms() - self.inner.config.agent_lost_after.as_millis() as i64;
+        let agents = self.inner.store.agents().await?;
+        Ok(agents
+            .into_iter()
+            .map(|agent| {
+                let running = leased
+                    .iter()
+                    .find(|j| j.agent_id == Some(agent.agent_id))
+                    .map(|j| j.job_id);
+                let state = if agent.last_heartbeat_ms < lost_before {
+                    "lost"
+                } else if running.is_some() {
+                    "busy"
+                } else {
+                    "idle"
+                };
+                (agent, state, running)
+            })
+            .collect())
+    }
+}

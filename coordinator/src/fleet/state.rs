@@ -1,0 +1,107 @@
+//! The fleet handle and what it shares: the store, the clock, the timing knobs, the open
+//! agent sessions and the progress channel. Every other module of `fleet` adds methods to
+//! [`Fleet`] over this state.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use abfleet_core::progress::RunProgress;
+use abfleet_core::session::SessionMessage;
+use abfleet_core::AgentId;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::clock::{Clock, SystemClock};
+use crate::store::Store;
+
+/// Timing knobs of the coordinator.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// How long a job stays leased without a heartbeat from its agent.
+    pub lease: Duration,
+    /// How often agents are asked to heartbeat.
+    pub heartbeat_interval: Duration,
+    /// Attempts a job gets before it fails with "agent lost".
+    pub max_attempts: u32,
+    /// An agent silent for this long is listed as lost.
+    pub agent_lost_after: Duration,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            lease: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(2),
+            max_attempts: 3,
+            agent_lost_after: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Where a session's messages to its agent go (the agent service forwards them to the wire).
+pub type SessionSender = mpsc::Sender<SessionMessage>;
+
+pub(super) struct Session {
+    pub(super) number: u64,
+    pub(super) sender: SessionSender,
+    /// The agent said it is idle and has not been offered a job since.
+    pub(super) waiting: bool,
+}
+
+pub(super) struct Inner {
+    pub(super) store: Store,
+    /// Every "now" of the state machine (leases, heartbeats, timestamps) comes from here.
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) config: CoordinatorConfig,
+    pub(super) sessions: Mutex<HashMap<AgentId, Session>>,
+    pub(super) next_session: std::sync::atomic::AtomicU64,
+    pub(super) progress: broadcast::Sender<RunProgress>,
+    /// Held while dispatching, so two dispatches never offer one job twice.
+    pub(super) dispatch: tokio::sync::Mutex<()>,
+}
+
+/// A cheap handle on the coordinator's state.
+#[derive(Clone)]
+pub struct Fleet {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl Fleet {
+    /// A fleet on wall time.
+    pub fn new(store: Store, config: CoordinatorConfig) -> Fleet {
+        Fleet::with_clock(store, config, Arc::new(SystemClock))
+    }
+
+    /// A fleet whose time comes from `clock` (tests pass a [`ManualClock`](crate::ManualClock)).
+    pub fn with_clock(store: Store, config: CoordinatorConfig, clock: Arc<dyn Clock>) -> Fleet {
+        let (progress, _) = broadcast::channel(1024);
+        Fleet {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                config,
+                sessions: Mutex::new(HashMap::new()),
+                next_session: std::sync::atomic::AtomicU64::new(1),
+                progress,
+                dispatch: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.inner.config
+    }
+
+    /// Unix milliseconds now, by the fleet's clock.
+    pub(super) fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+
+    pub(super) fn lease_expiry(&self) -> i64 {
+        self.now_ms() + self.inner.config.lease.as_millis() as i64
+    }
+}

@@ -1,0 +1,496 @@
+//! The state machine alone, on simulated time: no gRPC, no reaper task, no sleeps. A
+//! [`ManualClock`] moves only when a test says so; an agent's session is a channel the test
+//! reads.
+
+use std::path::Path;
+use std::time::Duration;
+
+use abfleet_core::events::{JobEventPayload, JobOutcome};
+use abfleet_core::inventory::Inventory;
+use abfleet_core::progress::RunProgress;
+use abfleet_core::report::{JobState, RunState};
+use abfleet_core::session::{JobOffer, SessionMessage};
+use abfleet_core::spec::JobSpec;
+use abfleet_core::{exit, AgentId, RunId};
+use tokio::sync::{broadcast, mpsc};
+
+use super::{CoordinatorConfig, Fleet};
+use crate::clock::ManualClock;
+use crate::store::{Store, StoredEvent};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn spec() -> JobSpec {
+    let text = include_str!("../../../fixtures/jobs/demo.toml");
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+    JobSpec::from_toml(text, Path::new("demo.toml"), dir).unwrap()
+}
+
+fn inventory() -> Inventory {
+    Inventory {
+        hostname: "bench-1".into(),
+        os: "Debian 12".into(),
+        kernel: "6.1".into(),
+        arch: "x86_64".into(),
+        cpu_model: "test cpu".into(),
+        physical_cores: 2,
+        logical_cores: 4,
+        memory_bytes: 1 << 30,
+        generations: Vec::new(),
+        hardware: None,
+    }
+}
+
+/// A fleet on a manual clock, with one registered agent whose session the test holds.
+struct Harness {
+    fleet: Fleet,
+    clock: ManualClock,
+    agent: AgentId,
+    session: mpsc::Receiver<SessionMessage>,
+    progress: broadcast::Receiver<RunProgress>,
+    _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    async fn new(max_attempts: u32) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let clock = ManualClock::starting_at_ms(1_700_000_000_000);
+        let config = CoordinatorConfig {
+            lease: LEASE,
+            heartbeat_interval: Duration::from_secs(2),
+            max_attempts,
+            agent_lost_after: Duration::from_secs(10),
+        };
+        let fleet = Fleet::with_clock(store, config, std::sync::Arc::new(clock.clone()));
+        let agent = AgentId::new_random();
+        fleet.register(agent, &inventory()).await.unwrap();
+        let (sender, session) = mpsc::channel(16);
+        fleet.open_session(agent, sender);
+        let progress = fleet.subscribe();
+        Harness {
+            fleet,
+            clock,
+            agent,
+            session,
+            progress,
+            _dir: dir,
+        }
+    }
+
+    /// The agent says it is idle and takes the offer that follows.
+    async fn ready_and_take_offer(&mut self) -> JobOffer {
+        self.fleet.ready(self.agent).await.unwrap();
+        match self.session.try_recv() {
+            Ok(SessionMessage::Offer(offer)) => *offer,
+            other => panic!("expected an offer, got {other:?}"),
+        }
+    }
+
+    fn no_message(&mut self) {
+        let next = self.session.try_recv();
+        assert!(next.is_err(), "expected no message, got {next:?}");
+    }
+
+    async fn job_state(&self, run_id: RunId) -> JobState {
+        self.fleet.store().jobs_of_run(run_id).await.unwrap()[0].state
+    }
+
+    async fn run_state(&self, run_id: RunId) -> (RunState, Option<i32>) {
+        let run = self.fleet.store().run(run_id).await.unwrap().unwrap();
+        (run.state, run.exit_code)
+    }
+
+    /// The last progress update published so far.
+    fn last_progress(&mut self) -> RunProgress {
+        let mut last = None;
+        while let Ok(update) = self.progress.try_recv() {
+            last = Some(update);
+        }
+        last.expect("some progress was published")
+    }
+
+    async fn done(&self, offer: &JobOffer, seq: u64, outcome: JobOutcome) -> Vec<u64> {
+        let done = StoredEvent {
+            seq,
+            at_ms: self.clock_ms(),
+            payload: JobEventPayload::Done {
+                outcome,
+                error: None,
+            },
+        };
+        self.fleet
+            .push_events(self.agent, offer.job_id, offer.attempt, vec![done])
+            .await
+            .unwrap()
+    }
+
+    fn clock_ms(&self) -> i64 {
+        use crate::clock::Clock;
+        self.clock.now_ms()
+    }
+}
+
+#[tokio::test]
+async fn a_submitted_job_is_offered_to_the_waiting_agent_and_done_finishes_the_run() {
+    let mut h = Harness::new(3).await;
+    h.fleet.ready(h.agent).await.unwrap();
+    let spec = spec();
+    let run_id = h
+        .fleet
+        .submit(spec.clone(), "manual", "test")
+        .await
+        .unwrap();
+    let offer = match h.session.try_recv() {
+        Ok(SessionMessage::Offer(offer)) => *offer,
+        other => panic!("expected an offer, got {other:?}"),
+    };
+    assert_eq!(
+        (offer.run_id, offer.attempt, offer.next_seq),
+        (run_id, 1, 0)
+    );
+    assert_eq!(offer.lease, LEASE);
+    assert_eq!(offer.spec, spec, "the offer carries the run's spec");
+    assert_eq!(h.job_state(run_id).await, JobState::Leased);
+    assert_eq!(h.run_state(run_id).await, (RunState::Running, None));
+    let lease = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        lease.lease_expires_ms,
+        Some(h.clock_ms() + LEASE.as_millis() as i64)
+    );
+
+    assert_eq!(h.done(&offer, 0, JobOutcome::Completed).await, vec![0]);
+    let report = h.fleet.report(run_id).await.unwrap();
+    assert_eq!(h.job_state(run_id).await, JobState::Done);
+    assert_eq!(
+        h.run_state(run_id).await,
+        (RunState::Done, Some(report.exit_code))
+    );
+    let last = h.last_progress();
+    assert_eq!(last.exit_code, Some(report.exit_code));
+    assert_eq!(last.state, "done");
+    assert_eq!(
+        h.fleet.snapshot(run_id).await.unwrap().exit_code,
+        Some(report.exit_code)
+    );
+}
+
+#[tokio::test]
+async fn a_queued_job_waits_until_an_agent_is_ready() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.no_message();
+    assert_eq!(h.job_state(run_id).await, JobState::Queued);
+    let offer = h.ready_and_take_offer().await;
+    assert_eq!(offer.run_id, run_id);
+}
+
+#[tokio::test]
+async fn a_lease_expires_only_after_its_duration_and_the_job_is_requeued() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let first = h.ready_and_take_offer().await;
+
+    h.clock.advance(LEASE);
+    h.fleet.reap_expired_leases().await.unwrap();
+    assert_eq!(
+        h.job_state(run_id).await,
+        JobState::Leased,
+        "expiry is strict"
+    );
+
+    h.clock.advance(Duration::from_millis(1));
+    h.fleet.reap_expired_leases().await.unwrap();
+    assert_eq!(h.job_state(run_id).await, JobState::Queued);
+    assert_eq!(h.run_state(run_id).await, (RunState::Running, None));
+    let job = h.fleet.store().job(first.job_id).await.unwrap().unwrap();
+    assert!(job.error.unwrap().contains("lease of attempt 1 expired"));
+    h.no_message();
+
+    let second = h.ready_and_take_offer().await;
+    assert_eq!((second.job_id, second.attempt), (first.job_id, 2));
+}
+
+#[tokio::test]
+async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    for _ in 0..4 {
+        h.clock.advance(LEASE / 2);
+        h.fleet
+            .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
+            .await
+            .unwrap();
+        h.fleet.reap_expired_leases().await.unwrap();
+        assert_eq!(h.job_state(run_id).await, JobState::Leased);
+    }
+    h.no_message();
+    h.clock.advance(LEASE + Duration::from_millis(1));
+    h.fleet.reap_expired_leases().await.unwrap();
+    assert_eq!(h.job_state(run_id).await, JobState::Queued);
+
+    // The old attempt's heartbeat now learns it lost the lease.
+    h.fleet
+        .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
+        .await
+        .unwrap();
+    match h.session.try_recv() {
+        Ok(SessionMessage::LeaseLost { job_id, attempt }) => {
+            assert_eq!((job_id, attempt), (offer.job_id, 1));
+        }
+        other => panic!("expected LeaseLost, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_job_that_loses_every_attempt_fails_the_run_as_agent_lost() {
+    let mut h = Harness::new(2).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    for attempt in 1..=2 {
+        let offer = h.ready_and_take_offer().await;
+        assert_eq!(offer.attempt, attempt);
+        h.clock.advance(LEASE + Duration::from_millis(1));
+        h.fleet.reap_expired_leases().await.unwrap();
+    }
+    assert_eq!(h.job_state(run_id).await, JobState::Failed);
+    let job = &h.fleet.store().jobs_of_run(run_id).await.unwrap()[0];
+    assert!(
+        job.error
+            .as_deref()
+            .unwrap()
+            .contains("gave up after 2 attempt(s)"),
+        "{:?}",
+        job.error
+    );
+    let (state, exit_code) = h.run_state(run_id).await;
+    assert_eq!(state, RunState::Failed);
+    assert_eq!(
+        exit_code,
+        Some(h.fleet.report(run_id).await.unwrap().exit_code)
+    );
+    assert!(h.last_progress().is_finished());
+    // Nothing is left to offer.
+    h.fleet.ready(h.agent).await.unwrap();
+    h.no_message();
+}
+
+#[tokio::test]
+async fn an_agent_that_comes_back_idle_gets_its_job_requeued_at_once() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let first = h.ready_and_take_offer().await;
+    // No time passes: the restart, not the lease, frees the job, and it is offered again.
+    let second = h.ready_and_take_offer().await;
+    assert_eq!((second.job_id, second.attempt), (first.job_id, 2));
+    assert_eq!(h.job_state(run_id).await, JobState::Leased);
+}
+
+#[tokio::test]
+async fn cancelling_a_run_tells_the_agent_and_ends_the_run_as_cancelled() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    assert!(h.fleet.cancel(run_id, "by test").await.unwrap());
+    match h.session.try_recv() {
+        Ok(SessionMessage::Cancel { job_id, reason }) => {
+            assert_eq!((job_id, reason.as_str()), (offer.job_id, "by test"));
+        }
+        other => panic!("expected Cancel, got {other:?}"),
+    }
+    assert_eq!(
+        h.run_state(run_id).await,
+        (RunState::Cancelled, Some(exit::CANCELLED))
+    );
+    assert_eq!(h.job_state(run_id).await, JobState::Cancelled);
+    assert_eq!(h.last_progress().exit_code, Some(exit::CANCELLED));
+    assert!(
+        !h.fleet.cancel(run_id, "again").await.unwrap(),
+        "already over"
+    );
+
+    // The agent's done for the cancelled attempt is still accepted; the run stays cancelled.
+    assert_eq!(h.done(&offer, 0, JobOutcome::Cancelled).await, vec![0]);
+    assert_eq!(h.run_state(run_id).await.0, RunState::Cancelled);
+    // A lease that was cancelled never expires into a requeue.
+    h.clock.advance(LEASE * 2);
+    h.fleet.reap_expired_leases().await.unwrap();
+    assert_eq!(h.job_state(run_id).await, JobState::Cancelled);
+}
+
+#[tokio::test]
+async fn an_agent_silent_longer_than_agent_lost_after_is_listed_as_lost() {
+    let h = Harness::new(3).await;
+    let state = |agents: Vec<(
+        crate::store::AgentRow,
+        &'static str,
+        Option<abfleet_core::JobId>,
+    )>| agents[0].1;
+    assert_eq!(state(h.fleet.agents().await.unwrap()), "idle");
+    h.clock.advance(Duration::from_secs(11));
+    assert_eq!(state(h.fleet.agents().await.unwrap()), "lost");
+    h.fleet.heartbeat(h.agent, None).await.unwrap();
+    assert_eq!(state(h.fleet.agents().await.unwrap()), "idle");
+}
+
+fn build(toolchain: &str) -> JobEventPayload {
+    JobEventPayload::Build(abfleet_core::events::BuildRecord {
+        side: abfleet_core::events::Side::Fork,
+        status: abfleet_core::events::BuildStatus::Built,
+        cache_key: format!("key-{toolchain}"),
+        toolchain: toolchain.to_string(),
+        seconds: 1.0,
+        log_path: "build.log".into(),
+        log_tail: None,
+        error: None,
+    })
+}
+
+impl Harness {
+    /// A run of the demo spec that builds the fork with `toolchain` and ends as `outcome`.
+    async fn run_with_toolchain(&mut self, toolchain: &str, outcome: JobOutcome) -> RunId {
+        self.clock.advance(Duration::from_secs(60));
+        let run_id = self.fleet.submit(spec(), "manual", "test").await.unwrap();
+        let offer = self.ready_and_take_offer().await;
+        let events = vec![
+            StoredEvent {
+                seq: 0,
+                at_ms: self.clock_ms(),
+                payload: build(toolchain),
+            },
+            StoredEvent {
+                seq: 1,
+                at_ms: self.clock_ms(),
+                payload: JobEventPayload::Done {
+                    outcome,
+                    error: None,
+                },
+            },
+        ];
+        self.fleet
+            .push_events(self.agent, offer.job_id, offer.attempt, events)
+            .await
+            .unwrap();
+        run_id
+    }
+}
+
+#[tokio::test]
+async fn a_report_compares_each_generation_with_the_latest_earlier_finished_run() {
+    let mut h = Harness::new(3).await;
+    let first = h.run_with_toolchain("cc 12", JobOutcome::Completed).await;
+    let second = h.run_with_toolchain("cc 13", JobOutcome::Failed).await;
+    let third = h.run_with_toolchain("cc 14", JobOutcome::Completed).await;
+    // A run still going leaves nothing for later runs, whatever it built.
+    h.clock.advance(Duration::from_secs(60));
+    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    let build_only = StoredEvent {
+        seq: 0,
+        at_ms: h.clock_ms(),
+        payload: build("cc 99"),
+    };
+    h.fleet
+        .push_events(h.agent, offer.job_id, offer.attempt, vec![build_only])
+        .await
+        .unwrap();
+
+    let report = h.fleet.report(first).await.unwrap();
+    assert_eq!(report.generations[0].previous_run, None);
+
+    let report = h.fleet.report(second).await.unwrap();
+    let section = &report.generations[0];
+    assert_eq!(section.previous_run, Some(first.to_string()));
+    assert_eq!(section.previous_toolchain["fork"], "cc 12");
+    assert_eq!(section.toolchain_changes(), vec!["fork: `cc 12` → `cc 13`"]);
+
+    let report = h.fleet.report(third).await.unwrap();
+    assert_eq!(report.generations[0].previous_run, Some(second.to_string()));
+
+    let latest = h
+        .fleet
+        .store()
+        .previous_result(&report.name, "any", i64::MAX)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest.run_id, third);
+    assert_eq!(latest.result.toolchain["fork"], "cc 14");
+}
+
+/// A data dir from before `generation_results` (migration 4) has finished runs with nothing
+/// recorded: the first report that needs them records them, and finds the same previous run.
+#[tokio::test]
+async fn runs_finished_before_the_results_table_are_recorded_when_a_report_needs_them() {
+    let mut h = Harness::new(3).await;
+    let first = h.run_with_toolchain("cc 12", JobOutcome::Completed).await;
+    let second = h.run_with_toolchain("cc 13", JobOutcome::Completed).await;
+    {
+        let conn = rusqlite::Connection::open(h.fleet.store().path()).unwrap();
+        conn.execute_batch("DELETE FROM generation_results; UPDATE runs SET results_recorded = 0;")
+            .unwrap();
+    }
+    let report = h.fleet.report(second).await.unwrap();
+    assert_eq!(report.generations[0].previous_run, Some(first.to_string()));
+    assert_eq!(report.generations[0].previous_toolchain["fork"], "cc 12");
+    // The earlier run is recorded now; the one reported on is before nothing it needed.
+    assert_eq!(
+        h.fleet
+            .store()
+            .unrecorded_finished_runs(&report.name, i64::MAX)
+            .await
+            .unwrap(),
+        vec![second]
+    );
+}
+
+/// A cancelled run's agent may still upload its last events after the cancel: what the run
+/// leaves for later runs is rewritten from them.
+#[tokio::test]
+async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs() {
+    let mut h = Harness::new(3).await;
+    h.clock.advance(Duration::from_secs(60));
+    let cancelled = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    h.fleet.cancel(cancelled, "by test").await.unwrap();
+    assert!(matches!(
+        h.session.try_recv(),
+        Ok(SessionMessage::Cancel { .. })
+    ));
+    let late = StoredEvent {
+        seq: 0,
+        at_ms: h.clock_ms(),
+        payload: build("cc 12"),
+    };
+    h.fleet
+        .push_events(h.agent, offer.job_id, offer.attempt, vec![late])
+        .await
+        .unwrap();
+    let later = h.run_with_toolchain("cc 13", JobOutcome::Completed).await;
+    let report = h.fleet.report(later).await.unwrap();
+    assert_eq!(
+        report.generations[0].previous_run,
+        Some(cancelled.to_string())
+    );
+    assert_eq!(report.generations[0].previous_toolchain["fork"], "cc 12");
+}
+
+#[tokio::test]
+async fn the_state_machine_says_which_run_or_lease_is_wrong() {
+    let mut h = Harness::new(3).await;
+    let unknown = RunId::new_random();
+    assert!(matches!(
+        h.fleet.report(unknown).await,
+        Err(super::FleetError::UnknownRun(id)) if id == unknown
+    ));
+    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    let stale = h
+        .fleet
+        .push_events(h.agent, offer.job_id, offer.attempt + 1, Vec::new())
+        .await;
+    assert!(matches!(
+        stale,
+        Err(super::FleetError::LeaseLost { job_id, attempt: 2 }) if job_id == offer.job_id
+    ));
+}

@@ -1,0 +1,282 @@
+//! The store's schema as numbered migrations on SQLite's `PRAGMA user_version`: version N means
+//! migrations 1..=N have run. Migration 1 is the first schema abfleet shipped; every later
+//! change is one more migration, each in its own transaction that also bumps the version, so a
+//! coordinator killed mid-way restarts at the last version that committed. Shipped migrations
+//! are never edited: a change to the schema is a new one at the end of [`MIGRATIONS`].
+//!
+//! Data directories made before the ladder existed have `user_version` 0 but tables; their
+//! shape says which version they are at (see [`legacy_version`]), and the ladder goes on from
+//! there. A store at a version newer than this binary knows is refused, never touched.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::CoordinatorError;
+
+/// One step of the ladder: the SQL that takes the store from `version - 1` to `version`.
+pub(crate) struct Migration {
+    pub(crate) version: i64,
+    /// What it changes and where it came from, for the log.
+    pub(crate) summary: &'static str,
+    pub(crate) sql: &'static str,
+}
+
+/// Every migration, in order; `MIGRATIONS[i].version == i + 1`.
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        summary: "runs, jobs, events, cells and agents, as first shipped (8d32bdf)",
+        sql: r#"
+CREATE TABLE runs (
+    run_id      TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    trigger     TEXT NOT NULL,
+    spec_json   TEXT NOT NULL,
+    spec_origin TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    finished_ms INTEGER,
+    exit_code   INTEGER
+);
+CREATE TABLE jobs (
+    job_id           TEXT PRIMARY KEY,
+    run_id           TEXT NOT NULL REFERENCES runs(run_id),
+    state            TEXT NOT NULL,
+    attempt          INTEGER NOT NULL,
+    agent_id         TEXT,
+    lease_expires_ms INTEGER,
+    error            TEXT,
+    created_ms       INTEGER NOT NULL
+);
+CREATE INDEX jobs_by_state ON jobs(state, created_ms);
+CREATE TABLE events (
+    job_id       TEXT NOT NULL REFERENCES jobs(job_id),
+    attempt      INTEGER NOT NULL,
+    seq          INTEGER NOT NULL,
+    at_ms        INTEGER NOT NULL,
+    kind         TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    PRIMARY KEY (job_id, attempt, seq)
+);
+CREATE TABLE cells (
+    job_id     TEXT NOT NULL REFERENCES jobs(job_id),
+    attempt    INTEGER NOT NULL,
+    cell_index INTEGER NOT NULL,
+    fixture    TEXT NOT NULL,
+    workload   TEXT NOT NULL,
+    parity     TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    PRIMARY KEY (job_id, attempt, cell_index)
+);
+CREATE TABLE agents (
+    agent_id          TEXT PRIMARY KEY,
+    inventory_json    TEXT NOT NULL,
+    registered_ms     INTEGER NOT NULL,
+    last_heartbeat_ms INTEGER NOT NULL
+);
+"#,
+    },
+    Migration {
+        version: 2,
+        summary:
+            "runs.error, jobs.generation and jobs.pinned_agent for [targets] fan-out (516587f)",
+        sql: r#"
+ALTER TABLE runs ADD COLUMN error TEXT;
+ALTER TABLE jobs ADD COLUMN generation TEXT;
+ALTER TABLE jobs ADD COLUMN pinned_agent TEXT;
+"#,
+    },
+    Migration {
+        version: 3,
+        summary:
+            "indexes on runs by created time, name and state, and on jobs by run and generation",
+        sql: r#"
+CREATE INDEX runs_by_created ON runs(created_ms, run_id);
+CREATE INDEX runs_by_name ON runs(name, created_ms);
+CREATE INDEX runs_by_state ON runs(state, created_ms);
+CREATE INDEX jobs_by_run ON jobs(run_id, created_ms, job_id);
+CREATE INDEX jobs_by_generation ON jobs(generation, created_ms);
+"#,
+    },
+    Migration {
+        version: 4,
+        summary: "generation_results: per (spec name, generation), what a finished run leaves for the next (toolchain, findings, backend cells); runs.results_recorded",
+        sql: r#"
+CREATE TABLE generation_results (
+    name               TEXT NOT NULL,
+    generation         TEXT NOT NULL,
+    run_id             TEXT NOT NULL REFERENCES runs(run_id),
+    created_ms         INTEGER NOT NULL,
+    toolchain_json     TEXT NOT NULL,
+    findings_json      TEXT NOT NULL,
+    backend_cells_json TEXT NOT NULL,
+    PRIMARY KEY (name, generation, run_id)
+);
+CREATE INDEX generation_results_latest ON generation_results(name, generation, created_ms, run_id);
+CREATE INDEX generation_results_by_run ON generation_results(run_id);
+ALTER TABLE runs ADD COLUMN results_recorded INTEGER NOT NULL DEFAULT 0;
+"#,
+    },
+];
+
+/// The version a store is at once [`migrate`] returns.
+pub(crate) const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The tables every shipped schema has had since migration 1.
+const TABLES: [&str; 5] = ["runs", "jobs", "events", "cells", "agents"];
+
+/// The `(table, column)`s migration 2 added.
+const MIGRATION_2_COLUMNS: [(&str, &str); 3] = [
+    ("runs", "error"),
+    ("jobs", "generation"),
+    ("jobs", "pinned_agent"),
+];
+
+/// Brings the store at `path` to [`LATEST_VERSION`].
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), CoordinatorError> {
+    migrate_to(conn, path, LATEST_VERSION)
+}
+
+/// The store's schema version.
+pub(crate) fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+/// Refuses a store newer than this binary, before anything writes to it.
+pub(crate) fn check_not_newer(conn: &Connection, path: &Path) -> Result<(), CoordinatorError> {
+    let found = schema_version(conn).map_err(|source| open_error(path, source))?;
+    if found > LATEST_VERSION {
+        return Err(CoordinatorError::StoreTooNew {
+            path: path.to_path_buf(),
+            found,
+            known: LATEST_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Runs migrations until the store is at `target`, one transaction each. Each transaction reads
+/// the version again under the write lock, so two coordinators opening one file at once do not
+/// run a migration twice.
+pub(crate) fn migrate_to(
+    conn: &mut Connection,
+    path: &Path,
+    target: i64,
+) -> Result<(), CoordinatorError> {
+    check_not_newer(conn, path)?;
+    if schema_version(conn).map_err(|source| open_error(path, source))? >= target {
+        return Ok(());
+    }
+    loop {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|source| open_error(path, source))?;
+        check_not_newer(&tx, path)?;
+        let version = schema_version(&tx).map_err(|source| open_error(path, source))?;
+        if version == 0 {
+            let legacy = legacy_version(&tx, path)?;
+            if legacy > 0 {
+                tx.pragma_update(None, "user_version", legacy)
+                    .and_then(|()| tx.commit())
+                    .map_err(|source| open_error(path, source))?;
+                tracing::info!(
+                    path = %path.display(),
+                    version = legacy,
+                    "the store predates schema versions; its tables are at this version"
+                );
+                continue;
+            }
+        }
+        if version >= target {
+            return Ok(());
+        }
+        let migration = &MIGRATIONS[version as usize];
+        debug_assert_eq!(migration.version, version + 1);
+        tx.execute_batch(migration.sql)
+            .and_then(|()| tx.pragma_update(None, "user_version", migration.version))
+            .and_then(|()| tx.commit())
+            .map_err(|source| CoordinatorError::MigrateStore {
+                path: path.to_path_buf(),
+                from: version,
+                to: migration.version,
+                source,
+            })?;
+        tracing::info!(
+            path = %path.display(),
+            version = migration.version,
+            summary = migration.summary,
+            "migrated the store"
+        );
+    }
+}
+
+/// The version of a store with `user_version` 0, from its tables: 0 for a new, empty file; 1 for
+/// one made by 8d32bdf..6cf58f4 (migration 1's tables); 2 for one made by 516587f up to the
+/// ladder (migration 2's columns too). Those are the only shapes abfleet shipped without a
+/// version; anything else is refused rather than guessed at.
+fn legacy_version(conn: &Connection, path: &Path) -> Result<i64, CoordinatorError> {
+    let unknown = |detail: String| CoordinatorError::StoreUnknownSchema {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let tables: Vec<String> = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map([], |row| row.get(0))?
+                .collect::<rusqlite::Result<_>>()
+        })
+        .map_err(|source| open_error(path, source))?;
+    if tables.is_empty() {
+        return Ok(0);
+    }
+    let missing_tables: Vec<&str> = TABLES
+        .into_iter()
+        .filter(|table| !tables.iter().any(|t| t == table))
+        .collect();
+    if !missing_tables.is_empty() {
+        return Err(unknown(format!(
+            "it has tables {} but not {}",
+            tables.join(", "),
+            missing_tables.join(", ")
+        )));
+    }
+    let mut added = Vec::new();
+    let mut not_added = Vec::new();
+    for (table, column) in MIGRATION_2_COLUMNS {
+        if has_column(conn, table, column).map_err(|source| open_error(path, source))? {
+            added.push(format!("{table}.{column}"));
+        } else {
+            not_added.push(format!("{table}.{column}"));
+        }
+    }
+    match (added.is_empty(), not_added.is_empty()) {
+        (true, _) => Ok(1),
+        (false, true) => Ok(2),
+        (false, false) => Err(unknown(format!(
+            "it has {} but not {}",
+            added.join(", "),
+            not_added.join(", ")
+        ))),
+    }
+}
+
+fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2)",
+        [table, column],
+        |row| row.get(0),
+    )
+}
+
+fn open_error(path: &Path, source: rusqlite::Error) -> CoordinatorError {
+    CoordinatorError::OpenStore {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests;

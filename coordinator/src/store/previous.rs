@@ -1,0 +1,179 @@
+//! What a run leaves for the next run of the same spec: per generation, its toolchain, its
+//! retuning findings and its backend timings, in `generation_results` keyed by (spec name,
+//! generation). Written when a run finishes, so a report finds "the previous run" with one
+//! indexed read instead of re-assembling every earlier run of its name.
+
+use std::collections::BTreeMap;
+
+use abfleet_core::backend_cell::BackendCell;
+use abfleet_core::finding::Finding;
+use abfleet_core::report::RunState;
+use abfleet_core::RunId;
+use rusqlite::{params, OptionalExtension, Transaction};
+
+use super::{parse_stored_id, Store};
+use crate::error::CoordinatorError;
+
+/// One generation of a finished run, as a later run compares against it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationResult {
+    pub generation: String,
+    /// Side → toolchain; never empty (a generation that built nothing leaves no result).
+    pub toolchain: BTreeMap<String, String>,
+    pub findings: Vec<Finding>,
+    pub backend_cells: Vec<BackendCell>,
+}
+
+/// The latest earlier result on a generation, and the run it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreviousResult {
+    pub run_id: RunId,
+    pub result: GenerationResult,
+}
+
+impl Store {
+    /// Ends a run: its state, exit code and finished time, and what it leaves for later runs,
+    /// in one transaction.
+    pub async fn finish_run(
+        &self,
+        run_id: RunId,
+        state: RunState,
+        exit_code: i32,
+        now_ms: i64,
+        results: Vec<GenerationResult>,
+    ) -> Result<(), CoordinatorError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                "UPDATE runs SET state = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
+                params![run_id.to_string(), state.as_str(), exit_code, now_ms],
+            )?;
+            replace_results(&tx, run_id, results)?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Replaces what a finished run leaves for later runs (its report changed after it
+    /// finished: a cancelled job's last events, or a run that finished before this table).
+    pub async fn record_results(
+        &self,
+        run_id: RunId,
+        results: Vec<GenerationResult>,
+    ) -> Result<(), CoordinatorError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            replace_results(&tx, run_id, results)?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Finished runs of `name` created before `before_ms` whose results were never recorded
+    /// (they finished under a coordinator older than this table), oldest first.
+    pub async fn unrecorded_finished_runs(
+        &self,
+        name: &str,
+        before_ms: i64,
+    ) -> Result<Vec<RunId>, CoordinatorError> {
+        let name = name.to_string();
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT run_id FROM runs WHERE name = ?1 AND created_ms < ?2 AND results_recorded = 0 AND state IN (?3, ?4, ?5) ORDER BY created_ms, run_id",
+            )?;
+            let rows = stmt.query_map(
+                params![
+                    name,
+                    before_ms,
+                    RunState::Done.as_str(),
+                    RunState::Failed.as_str(),
+                    RunState::Cancelled.as_str()
+                ],
+                |row| row.get::<_, String>(0),
+            )?;
+            rows.map(|row| parse_stored_id(&row?)).collect()
+        })
+        .await
+    }
+
+    /// The result of the latest run of `name` on `generation` created before `before_ms`.
+    pub async fn previous_result(
+        &self,
+        name: &str,
+        generation: &str,
+        before_ms: i64,
+    ) -> Result<Option<PreviousResult>, CoordinatorError> {
+        let (name, generation) = (name.to_string(), generation.to_string());
+        self.with(move |conn| {
+            let row = conn
+                .query_row(
+                    "SELECT run_id, toolchain_json, findings_json, backend_cells_json FROM generation_results
+                     WHERE name = ?1 AND generation = ?2 AND created_ms < ?3
+                     ORDER BY created_ms DESC, run_id DESC LIMIT 1",
+                    params![name, generation, before_ms],
+                    |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, String>(3)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            let Some((run_id, toolchain, findings, backend_cells)) = row else {
+                return Ok(None);
+            };
+            let corrupt = |what: &str, err: serde_json::Error| {
+                CoordinatorError::Corrupt(format!("{what} of run {run_id} on {generation}: {err}"))
+            };
+            Ok(Some(PreviousResult {
+                run_id: parse_stored_id(&run_id)?,
+                result: GenerationResult {
+                    generation: generation.clone(),
+                    toolchain: serde_json::from_str(&toolchain)
+                        .map_err(|err| corrupt("toolchain", err))?,
+                    findings: serde_json::from_str(&findings)
+                        .map_err(|err| corrupt("findings", err))?,
+                    backend_cells: serde_json::from_str(&backend_cells)
+                        .map_err(|err| corrupt("backend cells", err))?,
+                },
+            }))
+        })
+        .await
+    }
+}
+
+fn replace_results(
+    tx: &Transaction<'_>,
+    run_id: RunId,
+    results: Vec<GenerationResult>,
+) -> Result<(), CoordinatorError> {
+    let json = |value: serde_json::Result<String>| {
+        value.map_err(|err| CoordinatorError::Internal(err.to_string()))
+    };
+    tx.execute(
+        "DELETE FROM generation_results WHERE run_id = ?1",
+        params![run_id.to_string()],
+    )?;
+    for result in results {
+        tx.execute(
+            "INSERT INTO generation_results (name, generation, run_id, created_ms, toolchain_json, findings_json, backend_cells_json)
+             SELECT name, ?2, run_id, created_ms, ?3, ?4, ?5 FROM runs WHERE run_id = ?1",
+            params![
+                run_id.to_string(),
+                result.generation,
+                json(serde_json::to_string(&result.toolchain))?,
+                json(serde_json::to_string(&result.findings))?,
+                json(serde_json::to_string(&result.backend_cells))?
+            ],
+        )?;
+    }
+    tx.execute(
+        "UPDATE runs SET results_recorded = 1 WHERE run_id = ?1",
+        params![run_id.to_string()],
+    )?;
+    Ok(())
+}
