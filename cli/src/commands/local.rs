@@ -57,9 +57,14 @@ pub async fn run_spec(
         let _ = coordinator_stopped.await;
     }));
     let (stop_agent, agent_stopped) = tokio::sync::oneshot::channel::<()>();
+    // The probes run external tools (nvidia-smi, rocminfo, …): off the async runtime.
+    let host = tokio::task::spawn_blocking(inventory::probe_host)
+        .await
+        .map_err(|err| anyhow::anyhow!("the host probe task failed: {err}"))
+        .infra()?;
     let agent_task = tokio::spawn(run_agent(
         AgentConfig::new(url.clone(), work_dir),
-        inventory::probe_host(),
+        host,
         async {
             let _ = agent_stopped.await;
         },

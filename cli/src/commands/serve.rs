@@ -54,9 +54,20 @@ pub async fn agent(
         Some(dir) => abfleet_agent::config::InventorySource::Recorded(dir.to_path_buf()),
         None => abfleet_agent::config::InventorySource::Live,
     });
+    // The probes run external tools (nvidia-smi, rocminfo, …): off the async runtime.
     let inventory = match probes {
-        Some(dir) => inventory::from_recorded_probes(dir).usage()?,
-        None => inventory::probe_host(),
+        Some(dir) => {
+            let dir = dir.to_path_buf();
+            tokio::task::spawn_blocking(move || inventory::from_recorded_probes(&dir))
+                .await
+                .map_err(|err| anyhow::anyhow!("the probe task failed: {err}"))
+                .infra()?
+                .usage()?
+        }
+        None => tokio::task::spawn_blocking(inventory::probe_host)
+            .await
+            .map_err(|err| anyhow::anyhow!("the host probe task failed: {err}"))
+            .infra()?,
     };
     let keys: Vec<&str> = inventory
         .generations
