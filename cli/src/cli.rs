@@ -83,6 +83,13 @@ pub enum Command {
         /// stands in for a host of another kind. Timed CPU cells still run on the real CPU.
         #[arg(long, value_name = "DIR")]
         probes: Option<PathBuf>,
+        /// The agent's own policy (TOML: `allowed_sources`, `allowed_build_programs`): a job
+        /// whose sources or programs it does not allow is refused before anything is fetched
+        /// or run [default: /etc/abfleet/agent-policy.toml when it exists]. Without a policy
+        /// the agent trusts the coordinator fully: whoever can submit a job can run programs
+        /// on this host. See docs/security.md.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
     },
     /// Submit a job spec to a coordinator.
     #[command(after_help = AFTER_HELP)]

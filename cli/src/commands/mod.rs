@@ -48,7 +48,16 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             coordinator,
             work_dir,
             probes,
-        } => serve::agent(&coordinator, &work_dir, probes.as_deref()).await,
+            policy,
+        } => {
+            serve::agent(
+                &coordinator,
+                &work_dir,
+                probes.as_deref(),
+                policy.as_deref(),
+            )
+            .await
+        }
         Command::Submit {
             spec,
             coordinator,
