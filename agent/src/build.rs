@@ -181,6 +181,12 @@ pub async fn build_side(
             recipe.binary.display()
         ));
     }
+    // The binary is what timed runs execute: a symlink out of the tree is not the build's.
+    if let Err(err) =
+        crate::input_checks::inside_tree("the recipe's `binary`", &tree, &recipe.binary)
+    {
+        return fail(err);
+    }
     if let Err(err) = std::fs::write(dir.join(MARKER), &key) {
         return fail(format!("cannot record the finished build: {err}"));
     }

@@ -15,6 +15,9 @@ pub struct AgentConfig {
     /// bump, a recorded set edited) is registered again. `None`: never re-read.
     pub inventory_source: Option<InventorySource>,
     pub reprobe_interval: Duration,
+    /// What this host fetches and runs, whatever the coordinator asks (docs/security.md).
+    /// `None`: no policy, the coordinator is trusted fully (the input checks still hold).
+    pub policy: Option<std::sync::Arc<crate::policy::AgentPolicy>>,
 }
 
 /// Where an agent's inventory comes from.
@@ -43,6 +46,7 @@ impl AgentConfig {
             max_backoff: Duration::from_secs(5),
             inventory_source: None,
             reprobe_interval: Duration::from_secs(300),
+            policy: None,
         }
     }
 }

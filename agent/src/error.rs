@@ -11,4 +11,6 @@ pub enum AgentError {
     Connect { url: String, message: String },
     #[error("the coordinator refused the agent: {0}")]
     Refused(String),
+    #[error("the coordinator sent an offer the agent cannot take: {0}")]
+    BadOffer(String),
 }

@@ -197,6 +197,7 @@ fn fetch(
             "--output",
         ])
         .arg(&partial)
+        .arg("--")
         .arg(url)
         .output()
         .map_err(|err| {

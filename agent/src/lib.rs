@@ -2,7 +2,8 @@
 //! builds both sides, times every cell with the fork's discipline, gates on score parity and
 //! streams numbered events back through an on-disk spool.
 //!
-//! The agent knows nothing of scheduling or of other agents; it does what a job offer says.
+//! The agent knows nothing of scheduling or of other agents; it does what a job offer says,
+//! within what its own checks (`input_checks`) and policy (`policy`) allow.
 
 pub mod build;
 pub mod command_line;
@@ -14,10 +15,12 @@ pub mod fork_run;
 pub mod generations;
 pub mod generator;
 pub mod identity;
+pub mod input_checks;
 pub mod inventory;
 pub mod job;
 pub mod loadavg;
 pub mod noise;
+pub mod policy;
 pub mod probe;
 pub mod retune;
 pub mod runner;

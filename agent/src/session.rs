@@ -271,6 +271,8 @@ fn start_job(
     client: &AgentServiceClient<Channel>,
     spool_dir: &std::path::Path,
 ) -> Result<RunningJob, AgentError> {
+    // The job id names the spool file and the job's directories: checked before either exists.
+    crate::input_checks::check_job_id(&offer.job_id).map_err(AgentError::BadOffer)?;
     let sink = EventSink::open(
         spool_dir,
         agent_id,
@@ -285,7 +287,12 @@ fn start_job(
     tokio::spawn(sink.clone().upload(client.clone()));
     let (cancel, cancel_rx) = watch::channel(false);
     info!(job_id = %offer.job_id, attempt = offer.attempt, run_id = %offer.run_id, "job accepted");
-    let handle = match JobSpec::from_json(&offer.spec_json) {
+    let checked = JobSpec::from_json(&offer.spec_json)
+        .map_err(|err| {
+            format!("the agent cannot read the job spec ({err}); is the agent older than the coordinator?")
+        })
+        .and_then(|spec| check_offer(&offer, config, spec));
+    let handle = match checked {
         Ok(spec) => tokio::spawn(run_job(JobContext {
             job_id: offer.job_id.clone(),
             attempt: offer.attempt,
@@ -296,18 +303,9 @@ fn start_job(
             sink: sink.clone(),
             cancel: cancel_rx,
         })),
-        Err(err) => {
-            let sink = sink.clone();
-            tokio::spawn(async move {
-                let error = format!("the agent cannot read the job spec ({err}); is the agent older than the coordinator?");
-                let _ = sink.emit(&JobEventPayload::Done {
-                    outcome: JobOutcome::Failed,
-                    error: Some(error),
-                });
-                let _ = sink.flush().await;
-                sink.close();
-                JobOutcome::Failed
-            })
+        Err(error) => {
+            warn!(job_id = %offer.job_id, %error, "refusing the offered job");
+            tokio::spawn(refuse(sink.clone(), error))
         }
     };
     Ok(RunningJob {
@@ -317,6 +315,39 @@ fn start_job(
         sink,
         handle,
     })
+}
+
+/// The agent's own checks on an offer, before anything is fetched or run: the input checks
+/// that always hold, then the policy, when there is one.
+fn check_offer(
+    offer: &pb::JobOffer,
+    config: &AgentConfig,
+    spec: JobSpec,
+) -> Result<JobSpec, String> {
+    crate::input_checks::check_job_inputs(&offer.job_id, &offer.generation, &spec)
+        .map_err(|err| format!("the agent refuses the job: {err}"))?;
+    if let Some(policy) = &config.policy {
+        policy
+            .check(&spec, &offer.generation)
+            .map_err(|refusal| refusal.to_string())?;
+    }
+    Ok(spec)
+}
+
+/// A job refused before it started: its reason as an error line and as the `done` event's
+/// error; nothing was fetched, built or run.
+async fn refuse(sink: EventSink, error: String) -> JobOutcome {
+    let _ = sink.emit(&JobEventPayload::Log {
+        level: abfleet_core::events::LogLevel::Error,
+        line: error.clone(),
+    });
+    let _ = sink.emit(&JobEventPayload::Done {
+        outcome: JobOutcome::Failed,
+        error: Some(error),
+    });
+    let _ = sink.flush().await;
+    sink.close();
+    JobOutcome::Failed
 }
 
 /// Sends what an earlier agent process left in the spool; the coordinator keeps what still

@@ -99,6 +99,7 @@ fn resolve_git(url: &str, rev: &str, cache_dir: &Path) -> Result<ResolvedSource,
                 "clone",
                 "--quiet",
                 "--mirror",
+                "--",
                 url,
                 &partial.display().to_string(),
             ],
@@ -111,6 +112,7 @@ fn resolve_git(url: &str, rev: &str, cache_dir: &Path) -> Result<ResolvedSource,
             "rev-parse",
             "--verify",
             "--quiet",
+            "--end-of-options",
             &format!("{rev}^{{commit}}"),
         ],
     )
@@ -118,6 +120,13 @@ fn resolve_git(url: &str, rev: &str, cache_dir: &Path) -> Result<ResolvedSource,
         url: url.to_string(),
         rev: rev.to_string(),
     })?;
+    // The commit goes to `git checkout` as an argument: it must be the hash rev-parse printed.
+    if commit.is_empty() || !commit.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(SourceError::UnknownRev {
+            url: url.to_string(),
+            rev: rev.to_string(),
+        });
+    }
     Ok(ResolvedSource {
         resolved: commit.clone(),
         kind: Resolved::Git { mirror, commit },
@@ -228,6 +237,7 @@ impl ResolvedSource {
                         "--quiet",
                         "--shared",
                         "--no-checkout",
+                        "--",
                         &mirror.display().to_string(),
                         &dest_text,
                     ],

@@ -83,6 +83,13 @@ pub enum Command {
         /// stands in for a host of another kind. Timed CPU cells still run on the real CPU.
         #[arg(long, value_name = "DIR")]
         probes: Option<PathBuf>,
+        /// The agent's own policy (TOML: `allowed_sources`, `allowed_build_programs`): a job
+        /// whose sources or programs it does not allow is refused before anything is fetched
+        /// or run [default: /etc/abfleet/agent-policy.toml when it exists]. Without a policy
+        /// the agent trusts the coordinator fully: whoever can submit a job can run programs
+        /// on this host. See docs/security.md.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
     },
     /// Submit a job spec to a coordinator.
     #[command(after_help = AFTER_HELP)]
@@ -123,6 +130,15 @@ pub enum Command {
         #[arg(long, default_value = "http://127.0.0.1:7700")]
         coordinator: String,
     },
+    /// The fleet's certificates: a CA and the certificates it signs for each role.
+    ///
+    /// Roles are agent, operator and coordinator; each certificate carries its role and name
+    /// in a SAN URI `abfleet://role/ROLE/NAME` (docs/security.md). Keys are written mode 0600,
+    /// certificates 0644; nothing is overwritten without --force.
+    Certs {
+        #[command(subcommand)]
+        command: CertsCommand,
+    },
     /// Theoretical occupancy of one kernel launch and its limiter:
     /// `--arch sm_89 --block 128 --regs 255 [--smem BYTES]`, or `--arch gfx942 --vgprs N`.
     Occupancy {
@@ -145,6 +161,57 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         smem: u32,
     },
+}
+
+#[derive(Subcommand)]
+pub enum CertsCommand {
+    /// Make the fleet CA: DIR/ca.pem and DIR/ca.key. Keep ca.key off the bench hosts.
+    Init {
+        #[command(flatten)]
+        dir: CertsDir,
+        /// Replace an existing CA (every certificate it signed stops being trusted).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Issue a certificate signed by the fleet CA: DIR/ROLE-NAME.pem and DIR/ROLE-NAME.key.
+    /// The role and name travel in the SAN URI `abfleet://role/ROLE/NAME`.
+    Issue {
+        #[arg(long, value_enum)]
+        role: CertRole,
+        /// The holder: a host name for agents and the coordinator, a person or CI job for
+        /// operators (letters, digits and `._-`).
+        #[arg(long)]
+        name: String,
+        /// A DNS name or IP address agents dial the coordinator by (coordinator only;
+        /// repeatable) [default: localhost, 127.0.0.1].
+        #[arg(long)]
+        san: Vec<String>,
+        #[command(flatten)]
+        dir: CertsDir,
+        /// Replace an existing certificate and key of this role and name.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Verify a certificate against DIR/ca.pem and print its role and name.
+    Show {
+        cert: PathBuf,
+        #[command(flatten)]
+        dir: CertsDir,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct CertsDir {
+    /// Where the CA and the certificates are.
+    #[arg(long, default_value = "abfleet-certs")]
+    pub dir: PathBuf,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum CertRole {
+    Agent,
+    Operator,
+    Coordinator,
 }
 
 #[derive(clap::Args)]

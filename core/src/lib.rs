@@ -6,6 +6,7 @@
 pub mod backend_cell;
 pub mod calibration;
 pub mod cell;
+pub mod certs;
 pub mod events;
 pub mod exit;
 pub mod finding;

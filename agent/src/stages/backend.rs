@@ -208,6 +208,12 @@ async fn run_checks(
     for artifact in &config.artifacts {
         let path = built.tree.join(artifact);
         if path.exists() {
+            if let Err(reason) =
+                crate::input_checks::inside_tree("the artifact", &built.tree, artifact)
+            {
+                results.skip(backend, "artifacts", reason);
+                continue;
+            }
             artifacts.push(path);
         } else {
             results.skip(

@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` dispatches.
 
 mod calibrate;
+mod certs;
 mod follow;
 mod lists;
 mod local;
@@ -48,7 +49,16 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             coordinator,
             work_dir,
             probes,
-        } => serve::agent(&coordinator, &work_dir, probes.as_deref()).await,
+            policy,
+        } => {
+            serve::agent(
+                &coordinator,
+                &work_dir,
+                probes.as_deref(),
+                policy.as_deref(),
+            )
+            .await
+        }
         Command::Submit {
             spec,
             coordinator,
@@ -67,6 +77,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             run_id,
             coordinator,
         } => lists::cancel(&run_id, &coordinator).await,
+        Command::Certs { command } => certs::run(command),
         Command::Occupancy {
             arch,
             block,

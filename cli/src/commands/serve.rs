@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use abfleet_agent::policy::AgentPolicy;
 use abfleet_agent::{inventory, run_agent, AgentConfig};
 use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig};
 
@@ -48,8 +49,26 @@ pub async fn agent(
     coordinator: &str,
     work_dir: &Path,
     probes: Option<&Path>,
+    policy: Option<&Path>,
 ) -> Result<i32, Failure> {
     let mut config = AgentConfig::new(coordinator, work_dir);
+    let policy = match policy {
+        Some(path) => Some(AgentPolicy::load(path).usage()?),
+        None => AgentPolicy::load_default().usage()?,
+    };
+    match &policy {
+        Some(policy) => eprintln!(
+            "abfleet agent policy {}: {} source pattern(s), {} program pattern(s)",
+            policy.origin.display(),
+            policy.allowed_sources.len(),
+            policy.allowed_build_programs.len()
+        ),
+        None => eprintln!(
+            "abfleet agent has no policy (--policy FILE, or {}): it trusts the coordinator fully, and whoever can submit a job can run programs on this host",
+            abfleet_agent::policy::DEFAULT_POLICY_PATH
+        ),
+    }
+    config.policy = policy.map(std::sync::Arc::new);
     config.inventory_source = Some(match probes {
         Some(dir) => abfleet_agent::config::InventorySource::Recorded(dir.to_path_buf()),
         None => abfleet_agent::config::InventorySource::Live,

@@ -1,0 +1,401 @@
+//! The fleet's certificates: a fleet CA, leaf certificates it signs for each role (agent,
+//! operator, coordinator), and [`peer_identity`], which verifies a peer's certificate against
+//! the CA and reads back its role and name, for the coordinator's TLS layer. The role travels
+//! as a SAN URI `abfleet://role/ROLE/NAME` (the subject's OU and CN say the same for people
+//! reading `openssl x509 -text`; only the URI counts). Pure: PEM text in, PEM text out; the
+//! CLI writes the files.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, UnixTime};
+
+/// The SAN URI prefix that carries a certificate's role and name.
+pub const ROLE_URI_PREFIX: &str = "abfleet://role/";
+/// How long the fleet CA is valid.
+pub const CA_VALIDITY_DAYS: i64 = 3650;
+/// How long a leaf certificate is valid; rotate before then (docs/security.md).
+pub const LEAF_VALIDITY_DAYS: i64 = 365;
+
+/// What a certificate lets its holder be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// A bench host's agent (a TLS client of the coordinator).
+    Agent,
+    /// A person or CI job submitting and reading runs (a TLS client).
+    Operator,
+    /// The coordinator (the TLS server).
+    Coordinator,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Agent, Role::Operator, Role::Coordinator];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Operator => "operator",
+            Role::Coordinator => "coordinator",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = CertError;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.as_str() == value)
+            .ok_or_else(|| CertError::UnknownRole(value.to_string()))
+    }
+}
+
+/// Who a verified peer certificate says its holder is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerIdentity {
+    pub role: Role,
+    pub name: String,
+}
+
+/// A certificate and its private key, both PEM.
+#[derive(Clone)]
+pub struct IssuedCert {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    #[error("`{0}` is not a role; use agent, operator or coordinator")]
+    UnknownRole(String),
+    #[error(
+        "`{0}` is not a certificate name; use letters, digits and `._-` (a host name, a person)"
+    )]
+    BadName(String),
+    #[error("`{0}` is not a DNS name or IP address for the coordinator's certificate")]
+    BadSan(String),
+    #[error("failed to read the {what}: {message}")]
+    Parse { what: &'static str, message: String },
+    #[error("failed to make the certificate: {0}")]
+    Generate(String),
+    #[error("the certificate is not signed by the fleet CA or is not valid now ({0}); issue one with `abfleet certs issue`")]
+    Untrusted(String),
+    #[error("the certificate carries no abfleet role (a SAN URI `abfleet://role/ROLE/NAME`); issue one with `abfleet certs issue`")]
+    NoRole,
+    #[error("the certificate carries {0} abfleet roles; a certificate must carry exactly one")]
+    ManyRoles(usize),
+}
+
+fn generate_error(err: rcgen::Error) -> CertError {
+    CertError::Generate(err.to_string())
+}
+
+/// A new self-signed fleet CA (key usage certSign and cRLSign, no intermediates below it).
+pub fn new_ca(common_name: &str) -> Result<IssuedCert, CertError> {
+    let key = KeyPair::generate().map_err(generate_error)?;
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name);
+    dn.push(DnType::OrganizationName, "abfleet");
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + time::Duration::days(CA_VALIDITY_DAYS);
+    let cert = params.self_signed(&key).map_err(generate_error)?;
+    Ok(IssuedCert {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// A leaf certificate for `role` and `name`, signed by the CA. `sans` (DNS names or IP
+/// addresses) go into a coordinator's certificate; clients get none.
+pub fn issue(
+    ca: &IssuedCert,
+    role: Role,
+    name: &str,
+    sans: &[String],
+) -> Result<IssuedCert, CertError> {
+    check_name(name)?;
+    let ca_key = KeyPair::from_pem(&ca.key_pem).map_err(|err| CertError::Parse {
+        what: "CA key",
+        message: err.to_string(),
+    })?;
+    let issuer =
+        Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).map_err(|err| CertError::Parse {
+            what: "CA certificate",
+            message: err.to_string(),
+        })?;
+    let key = KeyPair::generate().map_err(generate_error)?;
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, name);
+    dn.push(DnType::OrganizationalUnitName, role.as_str());
+    dn.push(DnType::OrganizationName, "abfleet");
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = match role {
+        Role::Coordinator => vec![ExtendedKeyUsagePurpose::ServerAuth],
+        Role::Agent | Role::Operator => vec![ExtendedKeyUsagePurpose::ClientAuth],
+    };
+    params.use_authority_key_identifier_extension = true;
+    let uri = format!("{ROLE_URI_PREFIX}{role}/{name}");
+    params.subject_alt_names = vec![SanType::URI(
+        uri.try_into()
+            .map_err(|err: rcgen::Error| CertError::Generate(err.to_string()))?,
+    )];
+    for san in sans {
+        let entry = match san.parse::<std::net::IpAddr>() {
+            Ok(ip) => SanType::IpAddress(ip),
+            Err(_) => {
+                check_dns_name(san)?;
+                SanType::DnsName(
+                    san.clone()
+                        .try_into()
+                        .map_err(|_| CertError::BadSan(san.clone()))?,
+                )
+            }
+        };
+        params.subject_alt_names.push(entry);
+    }
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + time::Duration::days(LEAF_VALIDITY_DAYS);
+    let cert = params.signed_by(&key, &issuer).map_err(generate_error)?;
+    Ok(IssuedCert {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// The DER of the first certificate in PEM text.
+pub fn der_from_pem(what: &'static str, pem: &str) -> Result<Vec<u8>, CertError> {
+    CertificateDer::from_pem_slice(pem.as_bytes())
+        .map(|der| der.to_vec())
+        .map_err(|err| CertError::Parse {
+            what,
+            message: err.to_string(),
+        })
+}
+
+/// Verifies `peer_der` against the fleet CA `ca_der` (signature chain, validity now, and
+/// the extended key usage its role needs: serverAuth for a coordinator, clientAuth for the
+/// others), then returns the role and name its SAN URI carries.
+pub fn peer_identity(ca_der: &[u8], peer_der: &[u8]) -> Result<PeerIdentity, CertError> {
+    peer_identity_at(ca_der, peer_der, UnixTime::now())
+}
+
+/// [`peer_identity`] at a given time (for tests of expiry).
+pub fn peer_identity_at(
+    ca_der: &[u8],
+    peer_der: &[u8],
+    now: UnixTime,
+) -> Result<PeerIdentity, CertError> {
+    let identity = read_role(peer_der)?;
+    let ca = CertificateDer::from(ca_der);
+    let anchor = webpki::anchor_from_trusted_cert(&ca).map_err(|err| CertError::Parse {
+        what: "CA certificate",
+        message: err.to_string(),
+    })?;
+    let peer = CertificateDer::from(peer_der);
+    let end_entity = webpki::EndEntityCert::try_from(&peer).map_err(|err| CertError::Parse {
+        what: "peer certificate",
+        message: err.to_string(),
+    })?;
+    let usage = match identity.role {
+        Role::Coordinator => webpki::KeyUsage::server_auth(),
+        Role::Agent | Role::Operator => webpki::KeyUsage::client_auth(),
+    };
+    end_entity
+        .verify_for_usage(
+            &[
+                webpki::ring::ECDSA_P256_SHA256,
+                webpki::ring::ECDSA_P384_SHA384,
+                webpki::ring::ED25519,
+            ],
+            &[anchor],
+            &[],
+            now,
+            usage,
+            None,
+            None,
+        )
+        .map_err(|err| CertError::Untrusted(err.to_string()))?;
+    Ok(identity)
+}
+
+/// The role and name a certificate's SAN URI carries, unverified.
+fn read_role(der: &[u8]) -> Result<PeerIdentity, CertError> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|err| CertError::Parse {
+        what: "peer certificate",
+        message: err.to_string(),
+    })?;
+    let sans = cert
+        .subject_alternative_name()
+        .map_err(|err| CertError::Parse {
+            what: "peer certificate's subject alternative names",
+            message: err.to_string(),
+        })?;
+    let uris: Vec<&str> = sans
+        .iter()
+        .flat_map(|ext| ext.value.general_names.iter())
+        .filter_map(|name| match name {
+            x509_parser::extensions::GeneralName::URI(uri) => uri.strip_prefix(ROLE_URI_PREFIX),
+            _ => None,
+        })
+        .collect();
+    let rest = match uris.as_slice() {
+        [] => return Err(CertError::NoRole),
+        [one] => *one,
+        many => return Err(CertError::ManyRoles(many.len())),
+    };
+    let (role, name) = rest.split_once('/').ok_or(CertError::NoRole)?;
+    let role: Role = role.parse()?;
+    check_name(name)?;
+    Ok(PeerIdentity {
+        role,
+        name: name.to_string(),
+    })
+}
+
+/// A certificate name: letters, digits and `._-`, not starting with `.` or `-` (it is part
+/// of a URI and of file names).
+pub fn check_name(name: &str) -> Result<(), CertError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with(['.', '-'])
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(CertError::BadName(name.to_string()))
+    }
+}
+
+fn check_dns_name(name: &str) -> Result<(), CertError> {
+    let ok = !name.is_empty()
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && !label.starts_with('-')
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '*')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(CertError::BadSan(name.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn der(cert: &IssuedCert) -> Vec<u8> {
+        der_from_pem("certificate", &cert.cert_pem).unwrap()
+    }
+
+    #[test]
+    fn each_role_reads_back_from_a_certificate_the_ca_signed() {
+        let ca = new_ca("test fleet CA").unwrap();
+        for role in Role::ALL {
+            let sans = if role == Role::Coordinator {
+                vec!["localhost".to_string(), "127.0.0.1".to_string()]
+            } else {
+                vec![]
+            };
+            let leaf = issue(&ca, role, "bench-7", &sans).unwrap();
+            assert!(leaf.key_pem.contains("PRIVATE KEY"));
+            let identity = peer_identity(&der(&ca), &der(&leaf)).unwrap();
+            assert_eq!(
+                identity,
+                PeerIdentity {
+                    role,
+                    name: "bench-7".into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_certificate_of_another_ca_is_rejected_even_with_a_role() {
+        let fleet = new_ca("fleet").unwrap();
+        let stranger = new_ca("stranger").unwrap();
+        let forged = issue(&stranger, Role::Operator, "mallory", &[]).unwrap();
+        let err = peer_identity(&der(&fleet), &der(&forged)).unwrap_err();
+        assert!(matches!(err, CertError::Untrusted(_)), "{err}");
+        assert!(
+            err.to_string().contains("not signed by the fleet CA"),
+            "{err}"
+        );
+        // The CA's own certificate is not a peer certificate.
+        assert!(peer_identity(&der(&fleet), &der(&fleet)).is_err());
+    }
+
+    #[test]
+    fn an_expired_certificate_is_rejected() {
+        let ca = new_ca("fleet").unwrap();
+        let leaf = issue(&ca, Role::Agent, "bench-1", &[]).unwrap();
+        let later = UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+            (time::OffsetDateTime::now_utc() + time::Duration::days(LEAF_VALIDITY_DAYS + 1))
+                .unix_timestamp() as u64,
+        ));
+        let err = peer_identity_at(&der(&ca), &der(&leaf), later).unwrap_err();
+        assert!(matches!(err, CertError::Untrusted(_)), "{err}");
+    }
+
+    #[test]
+    fn names_roles_and_sans_are_checked() {
+        let ca = new_ca("fleet").unwrap();
+        for bad in ["", "../x", "a/b", "-x", "a b", ".hidden"] {
+            assert!(
+                matches!(
+                    issue(&ca, Role::Agent, bad, &[]),
+                    Err(CertError::BadName(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            "root".parse::<Role>(),
+            Err(CertError::UnknownRole(_))
+        ));
+        assert!(matches!(
+            issue(&ca, Role::Coordinator, "coord", &["bad name".into()]),
+            Err(CertError::BadSan(_))
+        ));
+    }
+
+    #[test]
+    fn a_certificate_without_a_role_is_rejected() {
+        let key = KeyPair::generate().unwrap();
+        let plain = CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let ca = new_ca("fleet").unwrap();
+        let err = peer_identity(&der(&ca), plain.der()).unwrap_err();
+        assert!(matches!(err, CertError::NoRole), "{err}");
+    }
+}
