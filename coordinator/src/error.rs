@@ -68,6 +68,11 @@ impl From<FleetError> for tonic::Status {
                 Status::not_found(err.to_string())
             }
             FleetError::LeaseLost { .. } => Status::failed_precondition(err.to_string()),
+            FleetError::InvalidEvent { .. } | FleetError::InventoryTooLarge { .. } => {
+                Status::invalid_argument(err.to_string())
+            }
+            FleetError::NotLeaseHolder { .. } => Status::permission_denied(err.to_string()),
+            FleetError::AgentConnected(_) => Status::already_exists(err.to_string()),
             FleetError::Store(inner) => inner.into(),
         }
     }
@@ -75,7 +80,7 @@ impl From<FleetError> for tonic::Status {
 
 #[cfg(test)]
 mod tests {
-    use abfleet_core::{JobId, RunId};
+    use abfleet_core::{AgentId, JobId, RunId};
     use tonic::Code;
 
     use super::*;
@@ -89,6 +94,35 @@ mod tests {
             (
                 FleetError::LeaseLost { job_id, attempt: 2 },
                 Code::FailedPrecondition,
+            ),
+            (
+                FleetError::InvalidEvent {
+                    job_id,
+                    attempt: 1,
+                    seq: u64::MAX,
+                    reason: "x".into(),
+                },
+                Code::InvalidArgument,
+            ),
+            (
+                FleetError::InventoryTooLarge {
+                    agent_id: AgentId::new_random(),
+                    bytes: 2,
+                    limit: 1,
+                },
+                Code::InvalidArgument,
+            ),
+            (
+                FleetError::NotLeaseHolder {
+                    job_id,
+                    attempt: 1,
+                    agent_id: AgentId::new_random(),
+                },
+                Code::PermissionDenied,
+            ),
+            (
+                FleetError::AgentConnected(AgentId::new_random()),
+                Code::AlreadyExists,
             ),
             (
                 FleetError::Store(CoordinatorError::LeaseLost {

@@ -2,7 +2,7 @@
 //! caller no longer holds, or the store underneath. The services map it to gRPC codes in
 //! `crate::error`, the one place errors become statuses.
 
-use abfleet_core::{JobId, RunId};
+use abfleet_core::{AgentId, JobId, RunId};
 
 use crate::error::CoordinatorError;
 
@@ -14,6 +14,32 @@ pub enum FleetError {
     UnknownJob(JobId),
     #[error("job {job_id} attempt {attempt} is no longer leased to this agent; drop it")]
     LeaseLost { job_id: JobId, attempt: u32 },
+    /// An event the coordinator will not store: its sequence number or cell index is out of
+    /// range. Nothing of its batch is stored or acknowledged.
+    #[error("event {seq} of job {job_id} attempt {attempt} is refused: {reason}")]
+    InvalidEvent {
+        job_id: JobId,
+        attempt: u32,
+        seq: u64,
+        reason: String,
+    },
+    /// Events or a heartbeat for a lease that another agent holds.
+    #[error("job {job_id} attempt {attempt} is leased to another agent, not to {agent_id}; an agent reports only on its own lease")]
+    NotLeaseHolder {
+        job_id: JobId,
+        attempt: u32,
+        agent_id: AgentId,
+    },
+    /// A registration or session under an agent id whose session is open and alive.
+    #[error("agent {0} is already connected with a live session; each agent needs its own --agent-id (a restarted agent is let in once its old session closes or falls silent)")]
+    AgentConnected(AgentId),
+    /// A registration whose inventory is larger than the coordinator keeps.
+    #[error("the inventory of agent {agent_id} is {bytes} bytes as JSON, over the limit of {limit} bytes; trim its generations or hardware description")]
+    InventoryTooLarge {
+        agent_id: AgentId,
+        bytes: usize,
+        limit: usize,
+    },
     #[error(transparent)]
     Store(#[from] CoordinatorError),
 }

@@ -25,10 +25,23 @@ impl Fleet {
             .job(job_id)
             .await?
             .ok_or_else(|| FleetError::UnknownJob(job_id))?;
+        if job.attempt == attempt
+            && job.state != JobState::Queued
+            && job.agent_id.is_some_and(|holder| holder != agent_id)
+        {
+            // Another agent's live (or finished) lease: never results forged into it.
+            return Err(FleetError::NotLeaseHolder {
+                job_id,
+                attempt,
+                agent_id,
+            });
+        }
         if job.attempt != attempt || job.agent_id != Some(agent_id) || job.state == JobState::Queued
         {
             return Err(FleetError::LeaseLost { job_id, attempt });
         }
+        let run = self.run_row(job.run_id).await?;
+        check_events(job_id, attempt, run.spec.cell_count(), &events)?;
         // After "done" nothing new can legitimately arrive: only re-sends are acknowledged.
         let accept_new = matches!(job.state, JobState::Leased | JobState::Cancelled);
         let outcome = self
@@ -36,7 +49,6 @@ impl Fleet {
             .store
             .append_events(job_id, attempt, events, accept_new)
             .await?;
-        let run = self.run_row(job.run_id).await?;
         let mut finished = false;
         for event in &outcome.new_events {
             match &event.payload {
@@ -82,4 +94,39 @@ impl Fleet {
         }
         Ok(outcome.acked)
     }
+}
+
+/// The bounds of an event batch, checked before anything of it is stored: sequence numbers
+/// start at 0 and fit the store's signed 64-bit column, and a cell's index is one of the
+/// spec's `cell_count` cells.
+pub(super) fn check_events(
+    job_id: JobId,
+    attempt: u32,
+    cell_count: usize,
+    events: &[StoredEvent],
+) -> Result<(), FleetError> {
+    for event in events {
+        let refuse = |reason: String| FleetError::InvalidEvent {
+            job_id,
+            attempt,
+            seq: event.seq,
+            reason,
+        };
+        if event.seq > i64::MAX as u64 {
+            return Err(refuse(format!(
+                "sequence number {} is above the largest the coordinator stores ({})",
+                event.seq,
+                i64::MAX
+            )));
+        }
+        if let JobEventPayload::Cell(cell) = &event.payload {
+            if cell.index as usize >= cell_count {
+                return Err(refuse(format!(
+                    "cell index {} is outside the spec's {cell_count} cell(s) (indices 0..{cell_count})",
+                    cell.index
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -21,6 +21,20 @@ impl Fleet {
             .touch_agent(agent_id, self.now_ms())
             .await?;
         if let Some((job_id, attempt)) = running {
+            if let Some(job) = self.inner.store.job(job_id).await? {
+                if job.attempt == attempt
+                    && job.state == JobState::Leased
+                    && job.agent_id.is_some_and(|holder| holder != agent_id)
+                {
+                    // Never renew (or disturb) another agent's lease.
+                    warn!(agent_id = %agent_id, job_id = %job_id, attempt, "heartbeat names another agent's lease");
+                    return Err(FleetError::NotLeaseHolder {
+                        job_id,
+                        attempt,
+                        agent_id,
+                    });
+                }
+            }
             let renewed = self
                 .inner
                 .store

@@ -494,3 +494,150 @@ async fn the_state_machine_says_which_run_or_lease_is_wrong() {
         Err(super::FleetError::LeaseLost { job_id, attempt: 2 }) if job_id == offer.job_id
     ));
 }
+
+fn side() -> abfleet_core::cell::SideMeasurement {
+    abfleet_core::cell::SideMeasurement {
+        status: abfleet_core::cell::SideStatus::Ok,
+        times: vec![1.0; 3],
+        cpu_times: vec![1.0; 3],
+        warmup_times: vec![1.0],
+        scores: Some(abfleet_core::scores::Scores::default()),
+        returncode: Some(0),
+        error: None,
+        stderr_tail: None,
+        command: None,
+    }
+}
+
+fn cell(index: u32, seq: u64) -> StoredEvent {
+    let spec = spec();
+    let cell = abfleet_core::cell::CellResult::evaluate(
+        abfleet_core::cell::CellInput {
+            index,
+            fixture: spec.fixtures[0].name.clone(),
+            workload: spec.workloads[0].name.clone(),
+            upstream: side(),
+            fork: side(),
+            load_avg_1min: [0.0, 0.0],
+            idle_cores: 1.0,
+            host_flags: Vec::new(),
+            seed: 1,
+            run_order: Vec::new(),
+            stop_reason: abfleet_core::paired::StopReason::MaxPairs,
+        },
+        &spec,
+    );
+    StoredEvent {
+        seq,
+        at_ms: 0,
+        payload: JobEventPayload::Cell(Box::new(cell)),
+    }
+}
+
+#[tokio::test]
+async fn sequence_numbers_above_i64_max_are_refused_and_nothing_of_the_batch_is_stored() {
+    let mut h = Harness::new(3).await;
+    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    let huge = 1u64 << 63;
+    let pushed = h
+        .fleet
+        .push_events(
+            h.agent,
+            offer.job_id,
+            offer.attempt,
+            vec![cell(0, 0), cell(1, huge)],
+        )
+        .await;
+    match pushed {
+        Err(super::FleetError::InvalidEvent { seq, reason, .. }) => {
+            assert_eq!(seq, huge);
+            assert!(reason.contains("sequence number"), "{reason}");
+        }
+        other => panic!("expected InvalidEvent, got {other:?}"),
+    }
+    assert_eq!(h.fleet.store().cell_count(offer.job_id).await.unwrap(), 0);
+    // The largest storable number is fine; seq 0 is the first of an attempt.
+    let acked = h
+        .fleet
+        .push_events(
+            h.agent,
+            offer.job_id,
+            offer.attempt,
+            vec![cell(0, 0), cell(1, i64::MAX as u64)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(acked, vec![0, i64::MAX as u64]);
+}
+
+#[tokio::test]
+async fn a_cell_index_outside_the_spec_is_refused_naming_the_index_and_the_count() {
+    let mut h = Harness::new(3).await;
+    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    let count = spec().cell_count();
+    for index in [count as u32, 99_999] {
+        let pushed = h
+            .fleet
+            .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(index, 0)])
+            .await;
+        match pushed {
+            Err(super::FleetError::InvalidEvent { reason, .. }) => {
+                assert!(reason.contains(&format!("cell index {index}")), "{reason}");
+                assert!(reason.contains(&format!("{count} cell(s)")), "{reason}");
+            }
+            other => panic!("expected InvalidEvent, got {other:?}"),
+        }
+    }
+    assert_eq!(h.fleet.store().cell_count(offer.job_id).await.unwrap(), 0);
+    let last = count as u32 - 1;
+    h.fleet
+        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(last, 0)])
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn events_and_heartbeats_for_another_agents_lease_are_refused() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    let intruder = AgentId::new_random();
+    h.fleet.register(intruder, &inventory()).await.unwrap();
+    let forged = StoredEvent {
+        seq: 0,
+        at_ms: 0,
+        payload: JobEventPayload::Done {
+            outcome: JobOutcome::Completed,
+            error: None,
+        },
+    };
+    let pushed = h
+        .fleet
+        .push_events(intruder, offer.job_id, offer.attempt, vec![forged])
+        .await;
+    assert!(
+        matches!(pushed, Err(super::FleetError::NotLeaseHolder { agent_id, .. }) if agent_id == intruder),
+        "{pushed:?}"
+    );
+    let beat = h
+        .fleet
+        .heartbeat(intruder, Some((offer.job_id, offer.attempt)))
+        .await;
+    assert!(
+        matches!(beat, Err(super::FleetError::NotLeaseHolder { .. })),
+        "{beat:?}"
+    );
+    assert_eq!(h.job_state(run_id).await, JobState::Leased);
+    assert_eq!(
+        h.fleet
+            .store()
+            .event_count(offer.job_id, offer.attempt)
+            .await
+            .unwrap(),
+        0
+    );
+    // The holder's own events still go in.
+    assert_eq!(h.done(&offer, 0, JobOutcome::Completed).await, vec![0]);
+}
