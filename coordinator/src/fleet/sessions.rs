@@ -16,12 +16,24 @@ use super::Fleet;
 use super::FleetError;
 use crate::store::AgentRow;
 
+/// The largest inventory (as JSON) an agent may register: listings carry every agent's, and
+/// a client decodes at most 4 MiB per message.
+pub const MAX_INVENTORY_BYTES: usize = 256 * 1024;
+
 impl Fleet {
     pub async fn register(
         &self,
         agent_id: AgentId,
         inventory: &Inventory,
     ) -> Result<(), FleetError> {
+        let bytes = serde_json::to_vec(inventory).map_or(0, |json| json.len());
+        if bytes > MAX_INVENTORY_BYTES {
+            return Err(FleetError::InventoryTooLarge {
+                agent_id,
+                bytes,
+                limit: MAX_INVENTORY_BYTES,
+            });
+        }
         self.inner
             .store
             .upsert_agent(agent_id, inventory, self.now_ms())
@@ -46,7 +58,7 @@ impl Fleet {
             Session {
                 number,
                 sender,
-                waiting: false,
+                waiting: None,
             },
         );
         number
@@ -100,8 +112,13 @@ impl Fleet {
                 .sessions
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
+            let ticket = self
+                .inner
+                .next_session
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if let Some(session) = sessions.get_mut(&agent_id) {
-                session.waiting = true;
+                // A repeated "ready" keeps the agent's place in the queue.
+                session.waiting.get_or_insert(ticket);
             }
         }
         self.dispatch().await
@@ -136,15 +153,16 @@ impl Fleet {
                     .unwrap_or_else(|p| p.into_inner());
                 sessions
                     .iter()
-                    .filter(|(_, s)| s.waiting)
-                    .map(|(id, _)| *id)
-                    .filter(|id| job.pinned_agent.is_none_or(|pinned| pinned == *id))
-                    .filter(|id| {
+                    .filter_map(|(id, s)| s.waiting.map(|ticket| (ticket, *id)))
+                    .filter(|(_, id)| job.pinned_agent.is_none_or(|pinned| pinned == *id))
+                    .filter(|(_, id)| {
                         job.generation.as_ref().is_none_or(|key| {
                             generations.get(id).is_some_and(|keys| keys.contains(key))
                         })
                     })
+                    // The agent idle the longest, whatever its id.
                     .min()
+                    .map(|(_, id)| id)
             };
             let Some(agent_id) = waiting else {
                 // Jobs wait in the queue until a matching agent is free.
@@ -177,7 +195,7 @@ impl Fleet {
                     .unwrap_or_else(|p| p.into_inner());
                 match sessions.get_mut(&agent_id) {
                     Some(session) => {
-                        session.waiting = false;
+                        session.waiting = None;
                         session
                             .sender
                             .try_send(SessionMessage::Offer(Box::new(offer)))

@@ -44,8 +44,9 @@ pub type SessionSender = mpsc::Sender<SessionMessage>;
 pub(super) struct Session {
     pub(super) number: u64,
     pub(super) sender: SessionSender,
-    /// The agent said it is idle and has not been offered a job since.
-    pub(super) waiting: bool,
+    /// The agent said it is idle and has not been offered a job since: when, as a ticket of
+    /// a counter that only grows (dispatch offers to the smallest, the longest waiting).
+    pub(super) waiting: Option<u64>,
 }
 
 pub(super) struct Inner {

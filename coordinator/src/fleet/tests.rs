@@ -641,3 +641,46 @@ async fn events_and_heartbeats_for_another_agents_lease_are_refused() {
     // The holder's own events still go in.
     assert_eq!(h.done(&offer, 0, JobOutcome::Completed).await, vec![0]);
 }
+
+#[tokio::test]
+async fn dispatch_offers_to_the_agent_idle_the_longest_not_the_smallest_id() {
+    let mut h = Harness::new(3).await;
+    let other = loop {
+        // An id below the harness agent's: the old rule would have offered to it.
+        let id = AgentId::new_random();
+        if id < h.agent {
+            break id;
+        }
+    };
+    h.fleet.register(other, &inventory()).await.unwrap();
+    let (sender, mut other_session) = mpsc::channel(16);
+    h.fleet.open_session(other, sender);
+    h.fleet.ready(h.agent).await.unwrap();
+    h.fleet.ready(other).await.unwrap();
+    // A repeated "ready" does not move an agent to the back, nor to the front.
+    h.fleet.ready(other).await.unwrap();
+    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    assert!(matches!(h.session.try_recv(), Ok(SessionMessage::Offer(_))));
+    assert!(other_session.try_recv().is_err());
+    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    assert!(matches!(
+        other_session.try_recv(),
+        Ok(SessionMessage::Offer(_))
+    ));
+}
+
+#[tokio::test]
+async fn an_inventory_over_the_limit_is_refused_at_register() {
+    let h = Harness::new(3).await;
+    let mut huge = inventory();
+    huge.cpu_model = "x".repeat(super::sessions::MAX_INVENTORY_BYTES);
+    let agent = AgentId::new_random();
+    let registered = h.fleet.register(agent, &huge).await;
+    match registered {
+        Err(super::FleetError::InventoryTooLarge { bytes, limit, .. }) => {
+            assert!(bytes > limit);
+        }
+        other => panic!("expected InventoryTooLarge, got {other:?}"),
+    }
+    assert_eq!(h.fleet.agents().await.unwrap().len(), 1, "nothing stored");
+}
