@@ -55,7 +55,7 @@ impl pb::agent_service_server::AgentService for AgentService {
             Status::invalid_argument("the session closed before its first message")
         })?;
         let agent_id: AgentId = parse_id("agent_id", &first.agent_id)?;
-        let number = fleet.open_session(agent_id, sender);
+        let number = fleet.open_session(agent_id, sender)?;
         tokio::spawn(async move {
             let mut next = Some(Ok(first));
             loop {

@@ -16,6 +16,7 @@ impl Fleet {
         agent_id: AgentId,
         running: Option<(JobId, u32)>,
     ) -> Result<(), FleetError> {
+        self.touch_session(agent_id);
         self.inner
             .store
             .touch_agent(agent_id, self.now_ms())

@@ -43,7 +43,16 @@ impl Fleet {
     }
 
     /// Opens a session for an agent; returns its number (to close the right one later).
-    pub fn open_session(&self, agent_id: AgentId, sender: SessionSender) -> u64 {
+    /// Refused while another session of that id is open and has spoken within
+    /// `agent_lost_after`: a second agent under a live agent's id would otherwise replace
+    /// its session and, with "ready", requeue its job as if it had restarted.
+    pub fn open_session(
+        &self,
+        agent_id: AgentId,
+        sender: SessionSender,
+    ) -> Result<u64, FleetError> {
+        let now = self.now_ms();
+        let lost_after = self.inner.config.agent_lost_after.as_millis() as i64;
         let number = self
             .inner
             .next_session
@@ -53,15 +62,36 @@ impl Fleet {
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner());
+        if sessions
+            .get(&agent_id)
+            .is_some_and(|s| !s.sender.is_closed() && now - s.last_seen_ms <= lost_after)
+        {
+            warn!(agent_id = %agent_id, "refused a second session under a live agent's id");
+            return Err(FleetError::AgentConnected(agent_id));
+        }
         sessions.insert(
             agent_id,
             Session {
                 number,
                 sender,
                 waiting: None,
+                last_seen_ms: now,
             },
         );
-        number
+        Ok(number)
+    }
+
+    /// The agent spoke on its session.
+    pub(super) fn touch_session(&self, agent_id: AgentId) {
+        let now = self.now_ms();
+        let mut sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(session) = sessions.get_mut(&agent_id) {
+            session.last_seen_ms = now;
+        }
     }
 
     pub fn close_session(&self, agent_id: AgentId, number: u64) {
@@ -91,6 +121,7 @@ impl Fleet {
     /// The agent is idle. Any job still leased to it is not running anywhere (the agent
     /// restarted), so it goes back to the queue at once instead of waiting out its lease.
     pub async fn ready(&self, agent_id: AgentId) -> Result<(), FleetError> {
+        self.touch_session(agent_id);
         self.inner
             .store
             .touch_agent(agent_id, self.now_ms())

@@ -47,6 +47,9 @@ pub(super) struct Session {
     /// The agent said it is idle and has not been offered a job since: when, as a ticket of
     /// a counter that only grows (dispatch offers to the smallest, the longest waiting).
     pub(super) waiting: Option<u64>,
+    /// When the agent last spoke on this session (opened it, heartbeat, ready): a session
+    /// silent longer than `agent_lost_after` may be replaced by a new one under its id.
+    pub(super) last_seen_ms: i64,
 }
 
 pub(super) struct Inner {

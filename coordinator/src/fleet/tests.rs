@@ -66,7 +66,7 @@ impl Harness {
         let agent = AgentId::new_random();
         fleet.register(agent, &inventory()).await.unwrap();
         let (sender, session) = mpsc::channel(16);
-        fleet.open_session(agent, sender);
+        fleet.open_session(agent, sender).unwrap();
         let progress = fleet.subscribe();
         Harness {
             fleet,
@@ -654,7 +654,7 @@ async fn dispatch_offers_to_the_agent_idle_the_longest_not_the_smallest_id() {
     };
     h.fleet.register(other, &inventory()).await.unwrap();
     let (sender, mut other_session) = mpsc::channel(16);
-    h.fleet.open_session(other, sender);
+    h.fleet.open_session(other, sender).unwrap();
     h.fleet.ready(h.agent).await.unwrap();
     h.fleet.ready(other).await.unwrap();
     // A repeated "ready" does not move an agent to the back, nor to the front.
@@ -683,4 +683,36 @@ async fn an_inventory_over_the_limit_is_refused_at_register() {
         other => panic!("expected InventoryTooLarge, got {other:?}"),
     }
     assert_eq!(h.fleet.agents().await.unwrap().len(), 1, "nothing stored");
+}
+
+#[tokio::test]
+async fn a_second_session_under_a_live_agents_id_is_refused_and_its_job_survives() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    for _ in 0..3 {
+        let (sender, _intruder) = mpsc::channel(16);
+        let opened = h.fleet.open_session(h.agent, sender);
+        assert!(
+            matches!(opened, Err(super::FleetError::AgentConnected(id)) if id == h.agent),
+            "{opened:?}"
+        );
+    }
+    assert_eq!(h.job_state(run_id).await, JobState::Leased);
+    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    assert_eq!(job.attempt, 1, "never requeued");
+    // The victim's session is still the one messages go to.
+    h.fleet.cancel(run_id, "by test").await.unwrap();
+    assert!(matches!(
+        h.session.try_recv(),
+        Ok(SessionMessage::Cancel { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_session_silent_past_agent_lost_after_may_be_replaced_by_the_restarted_agent() {
+    let h = Harness::new(3).await;
+    h.clock.advance(Duration::from_secs(11));
+    let (sender, _new) = mpsc::channel(16);
+    h.fleet.open_session(h.agent, sender).unwrap();
 }
