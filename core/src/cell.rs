@@ -370,6 +370,32 @@ impl CellResult {
             .map(|(metric, delta)| (metric.as_str(), *delta))
     }
 
+    /// Why the cell's failed sides were not measured, each reason once: `(None, reason)` when
+    /// both sides stopped for the same reason (a failed build stops both), else
+    /// `(Some(side), reason)` per failed side. The agent's leading "not measured: " is dropped;
+    /// the report and console lines say it themselves.
+    pub fn not_measured_reasons(&self) -> Vec<(Option<&'static str>, &str)> {
+        let failed: Vec<(&'static str, &str)> =
+            [("upstream", &self.upstream), ("fork", &self.fork)]
+                .into_iter()
+                .filter(|(_, side)| side.status == SideStatus::Unavailable)
+                .map(|(name, side)| {
+                    let reason = side.error.as_deref().unwrap_or("no reason recorded");
+                    (
+                        name,
+                        reason.strip_prefix("not measured: ").unwrap_or(reason),
+                    )
+                })
+                .collect();
+        match failed.as_slice() {
+            [(_, a), (_, b)] if a == b => vec![(None, *a)],
+            _ => failed
+                .into_iter()
+                .map(|(name, reason)| (Some(name), reason))
+                .collect(),
+        }
+    }
+
     /// A cell that stops the run from being carried out (exit 3): a side that should have
     /// been measured was not. A one-sided workload (the other tree does not have it:
     /// `absent`) whose running side failed is still `Unavailable` and reported with its

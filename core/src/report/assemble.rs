@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::cell::{CellParity, CellResult, SideStatus};
+use crate::cell::{CellParity, CellResult};
 use crate::events::{BuildStatus, JobEventPayload, JobOutcome, Side};
 use crate::exit;
 use crate::finding::Severity;
@@ -426,19 +426,14 @@ fn short_ref(resolved: &str) -> String {
 fn not_measured(cells: &[CellResult]) -> Vec<String> {
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for cell in cells.iter().filter(|c| c.parity == CellParity::Unavailable) {
-        let failed: Vec<(&str, &str)> = [("upstream", &cell.upstream), ("fork", &cell.fork)]
+        let mut reasons: Vec<String> = cell
+            .not_measured_reasons()
             .into_iter()
-            .filter(|(_, side)| side.status == SideStatus::Unavailable)
-            .map(|(name, side)| (name, side.error.as_deref().unwrap_or("no reason recorded")))
+            .map(|(side, reason)| match side {
+                Some(side) => format!("{side}: {reason}"),
+                None => reason.to_string(),
+            })
             .collect();
-        let mut reasons: Vec<String> = match failed.as_slice() {
-            // One reason for both sides (a failed build stops both): say it once.
-            [(_, a), (_, b)] if a == b => vec![a.to_string()],
-            _ => failed
-                .iter()
-                .map(|(name, reason)| format!("{name}: {reason}"))
-                .collect(),
-        };
         if !cell.is_unavailable() {
             reasons.push(
                 "the other tree does not have this workload, so it is outside the A/B comparison \
@@ -464,7 +459,6 @@ fn not_measured(cells: &[CellResult]) -> Vec<String> {
                 (_, 0) => format!("{} cells ({shown})", names.len()),
                 (n, more) => format!("{n} cells ({shown} and {more} more)"),
             };
-            let reason = reason.strip_prefix("not measured: ").unwrap_or(&reason);
             format!("not measured: {which}: {reason}")
         })
         .collect()

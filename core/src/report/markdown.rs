@@ -376,19 +376,11 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
                 delta_text(*delta)
             ));
         }
-        let failed: Vec<(&str, &str)> = [("upstream", &cell.upstream), ("fork", &cell.fork)]
-            .into_iter()
-            .filter(|(_, side)| side.status == SideStatus::Unavailable)
-            .filter_map(|(name, side)| Some((name, side.error.as_deref()?)))
-            .map(|(name, error)| (name, error.strip_prefix("not measured: ").unwrap_or(error)))
-            .collect();
-        match failed.as_slice() {
-            [(_, a), (_, b)] if a == b => parts.push(format!("not measured: {a}")),
-            _ => {
-                for (name, error) in failed {
-                    parts.push(format!("{name} not measured: {error}"));
-                }
-            }
+        for (side, reason) in cell.not_measured_reasons() {
+            parts.push(match side {
+                Some(side) => format!("{side} not measured: {reason}"),
+                None => format!("not measured: {reason}"),
+            });
         }
         for failure in &cell.parity_failures {
             parts.push(format!(
