@@ -22,6 +22,36 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The real trees as the project received them (`../shared/vmaf-src/`, present on every
+/// development and CI machine), with a copy in `fixtures/vmaf-real/` so the repository stands
+/// alone. Where the shared tree is present the test builds from it, and the copy must be
+/// byte-identical to it: the trees abfleet's claims are checked on cannot drift.
+fn real_tree(name: &str) -> PathBuf {
+    let copy = fixtures_dir().join(name);
+    let shared = repo_root().join("../shared/vmaf-src").join(name);
+    if !shared.is_file() {
+        eprintln!(
+            "note: {} is not here; building from the repository's copy {}",
+            shared.display(),
+            copy.display()
+        );
+        return copy;
+    }
+    let (shared_bytes, copy_bytes) = (
+        std::fs::read(&shared).unwrap(),
+        std::fs::read(&copy).unwrap(),
+    );
+    assert!(
+        shared_bytes == copy_bytes,
+        "{} differs from {}: copy the real tree again (cp {} {}) and update fixtures/vmaf-real/README.md",
+        copy.display(),
+        shared.display(),
+        shared.display(),
+        copy.display()
+    );
+    shared
+}
+
 fn fixtures_dir() -> PathBuf {
     repo_root().join("fixtures/vmaf-real")
 }
@@ -71,12 +101,11 @@ fn real_upstream_and_fork_on_a_real_pair() {
     let upstream = root.join("upstream-vmaf");
     let fork = root.join("fork-vmaf");
     support::repo_from_tarball(
-        &fixtures_dir().join("upstream-v3.2.0.tar.xz"),
+        &real_tree("upstream-v3.2.0.tar.xz"),
         &upstream,
         Some("v3.2.0"),
     );
-    let fork_commit =
-        support::repo_from_tarball(&fixtures_dir().join("fork-c2a3c7e0.tar.xz"), &fork, None);
+    let fork_commit = support::repo_from_tarball(&real_tree("fork-c2a3c7e0.tar.xz"), &fork, None);
 
     let reference = unpack_fixture(REFERENCE, root);
     let distorted = unpack_fixture(DISTORTED, root);
