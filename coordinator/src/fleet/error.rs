@@ -31,7 +31,7 @@ pub enum FleetError {
         agent_id: AgentId,
     },
     /// A registration or session under an agent id whose session is open and alive.
-    #[error("agent {0} is already connected with a live session; each agent needs its own --agent-id (a restarted agent is let in once its old session closes or falls silent)")]
+    #[error("agent {0} is already connected with a live session; each agent needs its own work dir, where its id is kept (`agent-id`): a copied work dir shares the id (a restarted agent is let in once its old session closes or falls silent)")]
     AgentConnected(AgentId),
     /// A registration whose inventory is larger than the coordinator keeps.
     #[error("the inventory of agent {agent_id} is {bytes} bytes as JSON, over the limit of {limit} bytes; trim its generations or hardware description")]
