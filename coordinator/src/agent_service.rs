@@ -1,4 +1,6 @@
-//! The gRPC service agents dial: registration, the session stream, and event upload.
+//! The gRPC service agents dial: registration, the session stream, and event upload. Under
+//! mutual TLS every call's agent id must be the one its certificate registered
+//! (`Fleet::bind_agent_certificate`), so an agent speaks only for itself.
 
 use std::pin::Pin;
 
@@ -11,6 +13,7 @@ use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{instrument, warn};
 
+use crate::auth::caller_of;
 use crate::fleet::Fleet;
 use crate::store::StoredEvent;
 
@@ -27,8 +30,12 @@ impl pb::agent_service_server::AgentService for AgentService {
         &self,
         request: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterResponse>, Status> {
+        let caller = caller_of(&request)?;
         let request = request.into_inner();
         let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
+        if let Some(name) = caller.certificate_name() {
+            self.fleet.bind_agent_certificate(agent_id, name).await?;
+        }
         let inventory: Inventory = request
             .inventory
             .ok_or_else(|| Status::invalid_argument("field `inventory` is missing"))?
@@ -47,6 +54,7 @@ impl pb::agent_service_server::AgentService for AgentService {
         &self,
         request: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
+        let caller = caller_of(&request)?;
         let mut incoming = request.into_inner();
         let (sender, receiver) = mpsc::channel(64);
         let fleet = self.fleet.clone();
@@ -55,6 +63,9 @@ impl pb::agent_service_server::AgentService for AgentService {
             Status::invalid_argument("the session closed before its first message")
         })?;
         let agent_id: AgentId = parse_id("agent_id", &first.agent_id)?;
+        if let Some(name) = caller.certificate_name() {
+            fleet.check_agent_certificate(agent_id, name).await?;
+        }
         let number = fleet.open_session(agent_id, sender)?;
         tokio::spawn(async move {
             let mut next = Some(Ok(first));
@@ -89,8 +100,12 @@ impl pb::agent_service_server::AgentService for AgentService {
         &self,
         request: Request<pb::PushEventsRequest>,
     ) -> Result<Response<pb::PushEventsResponse>, Status> {
+        let caller = caller_of(&request)?;
         let request = request.into_inner();
         let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
+        if let Some(name) = caller.certificate_name() {
+            self.fleet.check_agent_certificate(agent_id, name).await?;
+        }
         let job_id: JobId = parse_id("job_id", &request.job_id)?;
         let mut events = Vec::with_capacity(request.events.len());
         for event in request.events {

@@ -16,6 +16,9 @@ pub(crate) struct ControlService {
     pub(crate) fleet: Fleet,
 }
 
+/// The largest job spec (as JSON) the coordinator takes.
+pub const MAX_SPEC_JSON_BYTES: usize = 1024 * 1024;
+
 type ProgressStream = Pin<Box<dyn Stream<Item = Result<pb::RunProgress, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -25,6 +28,13 @@ impl pb::control_service_server::ControlService for ControlService {
         request: Request<pb::SubmitRunRequest>,
     ) -> Result<Response<pb::SubmitRunResponse>, Status> {
         let request = request.into_inner();
+        if request.spec_json.len() > MAX_SPEC_JSON_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "the job spec is {} bytes as JSON, over the coordinator's limit of {} bytes; a spec names its fixtures and commands, it does not carry data",
+                request.spec_json.len(),
+                MAX_SPEC_JSON_BYTES
+            )));
+        }
         let spec = JobSpec::from_json(&request.spec_json).map_err(|err| {
             Status::invalid_argument(format!(
                 "the job spec is not valid: {err}; submit it with `abfleet submit SPEC.toml`, which validates it first"

@@ -38,6 +38,10 @@ pub enum CoordinatorError {
     Corrupt(String),
     #[error("job {job_id} attempt {attempt} is no longer leased to this agent; drop it")]
     LeaseLost { job_id: String, attempt: u32 },
+    /// The coordinator cannot start as configured (TLS files, a plaintext listener off
+    /// loopback); the message says what to change.
+    #[error("{0}")]
+    Config(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -55,6 +59,7 @@ impl From<CoordinatorError> for tonic::Status {
             | CoordinatorError::MigrateStore { .. }
             | CoordinatorError::Sqlite(_)
             | CoordinatorError::Corrupt(_)
+            | CoordinatorError::Config(_)
             | CoordinatorError::Internal(_) => Status::internal(message),
         }
     }
@@ -71,7 +76,10 @@ impl From<FleetError> for tonic::Status {
             FleetError::InvalidEvent { .. } | FleetError::InventoryTooLarge { .. } => {
                 Status::invalid_argument(err.to_string())
             }
-            FleetError::NotLeaseHolder { .. } => Status::permission_denied(err.to_string()),
+            FleetError::NotLeaseHolder { .. } | FleetError::CertificateMismatch { .. } => {
+                Status::permission_denied(err.to_string())
+            }
+            FleetError::NotRegistered(_) => Status::failed_precondition(err.to_string()),
             FleetError::AgentConnected(_) => Status::already_exists(err.to_string()),
             FleetError::Store(inner) => inner.into(),
         }
@@ -123,6 +131,18 @@ mod tests {
             (
                 FleetError::AgentConnected(AgentId::new_random()),
                 Code::AlreadyExists,
+            ),
+            (
+                FleetError::CertificateMismatch {
+                    agent_id: AgentId::new_random(),
+                    bound: "a".into(),
+                    presented: "b".into(),
+                },
+                Code::PermissionDenied,
+            ),
+            (
+                FleetError::NotRegistered(AgentId::new_random()),
+                Code::FailedPrecondition,
             ),
             (
                 FleetError::Store(CoordinatorError::LeaseLost {

@@ -14,7 +14,7 @@ use abfleet_core::inventory::Inventory;
 use abfleet_core::report::{JobRecord, JobState, RunRecord, RunState};
 use abfleet_core::spec::JobSpec;
 use abfleet_core::{AgentId, JobId, RunId};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::CoordinatorError;
 
@@ -537,6 +537,48 @@ impl Store {
                 params![agent_id.to_string(), inventory_json, now_ms],
             )?;
             Ok(())
+        })
+        .await
+    }
+
+    /// Binds `agent_id` to the certificate name `cert_name` unless it is bound already, and
+    /// returns the name it is bound to (the first certificate that registered it).
+    pub async fn bind_agent_certificate(
+        &self,
+        agent_id: AgentId,
+        cert_name: &str,
+        now_ms: i64,
+    ) -> Result<String, CoordinatorError> {
+        let cert_name = cert_name.to_string();
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO agent_certificates (agent_id, cert_name, bound_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(agent_id) DO NOTHING",
+                params![agent_id.to_string(), cert_name, now_ms],
+            )?;
+            let bound: String = conn.query_row(
+                "SELECT cert_name FROM agent_certificates WHERE agent_id = ?1",
+                params![agent_id.to_string()],
+                |row| row.get(0),
+            )?;
+            Ok(bound)
+        })
+        .await
+    }
+
+    /// The certificate name `agent_id` is bound to, if any.
+    pub async fn agent_certificate(
+        &self,
+        agent_id: AgentId,
+    ) -> Result<Option<String>, CoordinatorError> {
+        self.with(move |conn| {
+            Ok(conn
+                .query_row(
+                    "SELECT cert_name FROM agent_certificates WHERE agent_id = ?1",
+                    params![agent_id.to_string()],
+                    |row| row.get(0),
+                )
+                .optional()?)
         })
         .await
     }

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod convert;
+pub mod transport;
 
 pub use convert::{parse_id, WireError};
 

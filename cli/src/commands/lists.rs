@@ -6,6 +6,7 @@ use abfleet_proto::pb;
 
 use super::{control_client, status_error};
 use crate::cli::StoreSource;
+use crate::cli::TlsArgs;
 use crate::failure::{Classify, Failure};
 
 pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
@@ -23,7 +24,7 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
                 .collect()
         }
         None => {
-            let mut client = control_client(&source.coordinator).await?;
+            let mut client = control_client(&source.coordinator, &source.tls).await?;
             client
                 .list_runs(pb::ListRunsRequest {})
                 .await
@@ -55,8 +56,8 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
     Ok(0)
 }
 
-pub async fn agents(coordinator: &str) -> Result<i32, Failure> {
-    let mut client = control_client(coordinator).await?;
+pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
+    let mut client = control_client(coordinator, tls).await?;
     let agents = client
         .list_agents(pb::ListAgentsRequest {})
         .await
@@ -96,9 +97,9 @@ pub async fn agents(coordinator: &str) -> Result<i32, Failure> {
     Ok(0)
 }
 
-pub async fn cancel(run_id: &str, coordinator: &str) -> Result<i32, Failure> {
+pub async fn cancel(run_id: &str, coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
     let _: RunId = run_id.parse().usage()?;
-    let mut client = control_client(coordinator).await?;
+    let mut client = control_client(coordinator, tls).await?;
     let cancelled = client
         .cancel_run(pb::CancelRunRequest {
             run_id: run_id.to_string(),

@@ -40,6 +40,18 @@ pub enum FleetError {
         bytes: usize,
         limit: usize,
     },
+    /// A call under an agent id that belongs to another certificate.
+    #[error("agent id {agent_id} belongs to the certificate `{bound}`, not to `{presented}`; each agent has its own certificate and work dir")]
+    CertificateMismatch {
+        agent_id: AgentId,
+        bound: String,
+        presented: String,
+    },
+    /// A session or event batch from an agent id that never registered.
+    #[error(
+        "agent {0} has not registered; an agent registers before it opens a session or reports"
+    )]
+    NotRegistered(AgentId),
     #[error(transparent)]
     Store(#[from] CoordinatorError),
 }
