@@ -197,9 +197,21 @@ impl Store {
     }
 
     pub async fn runs(&self) -> Result<Vec<RunRow>, CoordinatorError> {
-        self.with(|conn| {
-            let mut stmt = conn.prepare(&format!("{SELECT_RUNS} ORDER BY created_ms, run_id"))?;
-            let rows = stmt.query_map([], run_row)?;
+        self.runs_page(0, u32::MAX).await
+    }
+
+    /// Up to `limit` runs from position `offset`, oldest first. New runs only append, so
+    /// a caller paging by offset sees each run once.
+    pub async fn runs_page(
+        &self,
+        offset: u64,
+        limit: u32,
+    ) -> Result<Vec<RunRow>, CoordinatorError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(&format!(
+                "{SELECT_RUNS} ORDER BY created_ms, run_id LIMIT ?1 OFFSET ?2"
+            ))?;
+            let rows = stmt.query_map(params![i64::from(limit), offset as i64], run_row)?;
             rows.map(|row| row?).collect()
         })
         .await
@@ -599,11 +611,21 @@ impl Store {
     }
 
     pub async fn agents(&self) -> Result<Vec<AgentRow>, CoordinatorError> {
-        self.with(|conn| {
+        self.agents_page(0, u32::MAX).await
+    }
+
+    /// Up to `limit` agents from position `offset`, in registration order (a registration
+    /// again keeps its place, so paging by offset sees each agent once).
+    pub async fn agents_page(
+        &self,
+        offset: u64,
+        limit: u32,
+    ) -> Result<Vec<AgentRow>, CoordinatorError> {
+        self.with(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT agent_id, inventory_json, last_heartbeat_ms FROM agents ORDER BY registered_ms, agent_id",
+                "SELECT agent_id, inventory_json, last_heartbeat_ms FROM agents ORDER BY registered_ms, agent_id LIMIT ?1 OFFSET ?2",
             )?;
-            let rows = stmt.query_map([], |row| {
+            let rows = stmt.query_map(params![i64::from(limit), offset as i64], |row| {
                 Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, i64>(2)?))
             })?;
             let mut agents = Vec::new();

@@ -25,12 +25,23 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
         }
         None => {
             let mut client = control_client(&source.coordinator, &source.tls).await?;
-            client
-                .list_runs(pb::ListRunsRequest {})
-                .await
-                .map_err(|s| status_error("failed to list runs", s))?
-                .into_inner()
-                .runs
+            let mut runs = Vec::new();
+            let mut page_token = String::new();
+            loop {
+                let page = client
+                    .list_runs(pb::ListRunsRequest {
+                        page_size: 0,
+                        page_token,
+                    })
+                    .await
+                    .map_err(|s| status_error("failed to list runs", s))?
+                    .into_inner();
+                runs.extend(page.runs);
+                if page.next_page_token.is_empty() {
+                    break runs;
+                }
+                page_token = page.next_page_token;
+            }
         }
     };
     println!(
@@ -58,12 +69,23 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
 
 pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
     let mut client = control_client(coordinator, tls).await?;
-    let agents = client
-        .list_agents(pb::ListAgentsRequest {})
-        .await
-        .map_err(|s| status_error("failed to list agents", s))?
-        .into_inner()
-        .agents;
+    let mut agents = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .list_agents(pb::ListAgentsRequest {
+                page_size: 0,
+                page_token,
+            })
+            .await
+            .map_err(|s| status_error("failed to list agents", s))?
+            .into_inner();
+        agents.extend(page.agents);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        page_token = page.next_page_token;
+    }
     println!(
         "{:<36}  {:<6}  {:<20}  {:<30}  generations",
         "agent", "state", "last heartbeat", "host"

@@ -480,7 +480,7 @@ pub async fn list_agents(
 ) -> Vec<abfleet_proto::pb::AgentSummary> {
     client
         .clone()
-        .list_agents(abfleet_proto::pb::ListAgentsRequest {})
+        .list_agents(abfleet_proto::pb::ListAgentsRequest::default())
         .await
         .unwrap()
         .into_inner()
