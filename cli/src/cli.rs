@@ -14,6 +14,9 @@ pub struct Cli {
     /// More log output on stderr (-v info, -vv debug; or set ABFLEET_LOG).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Log lines as text, or as one JSON object per line with the ids as fields.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "ABFLEET_LOG_FORMAT")]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -75,6 +78,10 @@ pub enum Command {
         /// and the fleet CA: mutual TLS, every caller needs a certificate the CA signed.
         #[command(flatten)]
         tls: TlsArgs,
+        /// Also serve plain HTTP here: `/metrics` (Prometheus) and `/healthz`. Counts and
+        /// states only; off by default.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<SocketAddr>,
         /// Serve without TLS. Allowed on a loopback --listen only: every local process may
         /// then submit jobs and act as an agent.
         #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "tls_ca"])]
@@ -256,6 +263,12 @@ impl Trigger {
             Trigger::PerformancePr => "performance-pr",
         }
     }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Where a read-only command finds runs: a coordinator, or a data dir read directly.

@@ -14,7 +14,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    init_tracing(cli.verbose);
+    init_tracing(cli.verbose, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -37,7 +37,7 @@ fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-fn init_tracing(verbose: u8) {
+fn init_tracing(verbose: u8, format: cli::LogFormat) {
     let default = match verbose {
         0 => "warn",
         1 => "info,h2=warn,tower=warn,hyper=warn",
@@ -45,8 +45,13 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("ABFLEET_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        cli::LogFormat::Text => builder.init(),
+        // One JSON object per line, the span and event fields (run_id, job_id, agent_id,
+        // attempt) as keys, for a log pipeline.
+        cli::LogFormat::Json => builder.json().with_current_span(true).init(),
+    }
 }

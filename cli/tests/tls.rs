@@ -446,3 +446,42 @@ async fn the_command_line_serves_and_dials_mutual_tls_and_refuses_plaintext_off_
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_certificate_has_its_own_rate_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = make_certs(tmp.path());
+    let mut coordinator =
+        abfleet_coordinator::Coordinator::open(&tmp.path().join("data"), Default::default())
+            .unwrap();
+    coordinator.rate_limit = abfleet_coordinator::RateLimit {
+        per_second: 0.2,
+        burst: 5,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    tokio::spawn(abfleet_coordinator::serve(
+        coordinator,
+        listener,
+        ServerTransport::MutualTls(files(&certs, "coordinator-coord")),
+        std::future::pending(),
+    ));
+    let mut ops = ControlServiceClient::new(channel(&url, &files(&certs, "operator-ops")).await);
+    for call in 0..5 {
+        ops.list_runs(pb::ListRunsRequest::default())
+            .await
+            .unwrap_or_else(|status| panic!("call {call} of the burst: {status:?}"));
+    }
+    assert_refused(
+        ops.list_runs(pb::ListRunsRequest::default()).await,
+        Code::ResourceExhausted,
+        "rate limit: `ops` made more than 5 calls at once",
+        "the call after the burst",
+    );
+    // Another certificate is not slowed down by it.
+    let mut agent = AgentServiceClient::new(channel(&url, &files(&certs, "agent-a")).await);
+    agent
+        .register(register_request(AgentId::new_random()))
+        .await
+        .unwrap();
+}

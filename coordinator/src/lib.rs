@@ -7,17 +7,19 @@
 
 mod agent_service;
 mod auth;
+pub use auth::RateLimit;
 pub mod clock;
 mod control_service;
 mod error;
 mod fleet;
+pub mod http;
 mod server;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control_service::{run_summary, MAX_SPEC_JSON_BYTES};
 pub use error::CoordinatorError;
-pub use fleet::{CoordinatorConfig, Fleet, FleetError};
+pub use fleet::{CoordinatorConfig, Counters, Fleet, FleetError};
 pub use server::{
     serve, Coordinator, ServerTransport, MAX_AGENT_MESSAGE_BYTES, MAX_CONTROL_MESSAGE_BYTES,
     MAX_REPLY_BYTES,

@@ -13,7 +13,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tracing::{error, info};
 
 use crate::agent_service::AgentService;
-use crate::auth::Access;
+use crate::auth::{Access, Buckets, RateLimit};
 use crate::control_service::ControlService;
 use crate::error::CoordinatorError;
 use crate::fleet::{CoordinatorConfig, Fleet};
@@ -25,6 +25,8 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// A coordinator over a data directory, ready to serve.
 pub struct Coordinator {
     pub fleet: Fleet,
+    /// Calls per certificate under mutual TLS (plaintext loopback callers are not limited).
+    pub rate_limit: RateLimit,
 }
 
 impl Coordinator {
@@ -35,6 +37,7 @@ impl Coordinator {
         let store = Store::open(data_dir)?;
         Ok(Coordinator {
             fleet: Fleet::new(store, config),
+            rate_limit: RateLimit::default(),
         })
     }
 }
@@ -89,6 +92,7 @@ pub async fn serve(
             info!(%addr, store = %fleet.store().path().display(), cert = %files.cert_path.display(), "coordinator listening with mutual TLS");
             Access::MutualTls {
                 ca_der: std::sync::Arc::new(ca_der),
+                buckets: std::sync::Arc::new(Buckets::new(coordinator.rate_limit)),
             }
         }
     };
@@ -116,7 +120,23 @@ pub async fn serve(
         pb::control_service_server::ControlServiceServer::new(ControlService { fleet })
             .max_decoding_message_size(MAX_CONTROL_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_REPLY_BYTES);
+    // grpc.health.v1 and server reflection, so load balancers and `grpcurl` work. Under
+    // mutual TLS they too are reached only with a fleet certificate; no role is needed.
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<pb::agent_service_server::AgentServiceServer<AgentService>>()
+        .await;
+    health
+        .set_serving::<pb::control_service_server::ControlServiceServer<ControlService>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(abfleet_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|err| CoordinatorError::Internal(format!("reflection service: {err}")))?;
     let server = builder
+        .add_service(health_service)
+        .add_service(reflection)
         .add_service(tonic::service::interceptor::InterceptedService::new(
             agent_service,
             access.interceptor(Role::Agent),

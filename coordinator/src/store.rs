@@ -217,6 +217,32 @@ impl Store {
         .await
     }
 
+    /// How many jobs are in each state.
+    pub async fn count_jobs_by_state(&self) -> Result<Vec<(String, u64)>, CoordinatorError> {
+        self.count_by_state("jobs").await
+    }
+
+    /// How many runs are in each state.
+    pub async fn count_runs_by_state(&self) -> Result<Vec<(String, u64)>, CoordinatorError> {
+        self.count_by_state("runs").await
+    }
+
+    async fn count_by_state(
+        &self,
+        table: &'static str,
+    ) -> Result<Vec<(String, u64)>, CoordinatorError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(&format!(
+                "SELECT state, COUNT(*) FROM {table} GROUP BY state ORDER BY state"
+            ))?;
+            let rows = stmt.query_map([], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)? as u64))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
     pub async fn jobs_of_run(&self, run_id: RunId) -> Result<Vec<JobRow>, CoordinatorError> {
         self.with(move |conn| select_jobs(conn, "run_id = ?1", params![run_id.to_string()]))
             .await

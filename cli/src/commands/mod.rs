@@ -37,9 +37,11 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             max_attempts,
             tls,
             plaintext,
+            http,
         } => {
             serve::coordinator(
                 listen,
+                http,
                 &data_dir,
                 serve::Timing {
                     lease_seconds,

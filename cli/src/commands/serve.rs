@@ -20,6 +20,7 @@ pub struct Timing {
 
 pub async fn coordinator(
     listen: SocketAddr,
+    http: Option<SocketAddr>,
     data_dir: &Path,
     timing: Timing,
     tls: &TlsArgs,
@@ -69,11 +70,37 @@ pub async fn coordinator(
         },
         data_dir.display()
     );
-    serve(coordinator, listener, transport, async {
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let http_task = match http {
+        Some(addr) => {
+            let http_listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|err| {
+                    anyhow::anyhow!(
+                        "failed to listen on {addr} (--http): {err}; is the port in use?"
+                    )
+                })
+                .usage()?;
+            eprintln!("abfleet coordinator serving /metrics and /healthz on http://{addr}");
+            Some(tokio::spawn(abfleet_coordinator::http::serve_http(
+                coordinator.fleet.clone(),
+                http_listener,
+                async {
+                    let _ = http_stopped.await;
+                },
+            )))
+        }
+        None => None,
+    };
+    let result = serve(coordinator, listener, transport, async {
         let _ = tokio::signal::ctrl_c().await;
     })
-    .await
-    .infra()?;
+    .await;
+    let _ = stop_http.send(());
+    if let Some(task) = http_task {
+        let _ = task.await;
+    }
+    result.infra()?;
     Ok(0)
 }
 

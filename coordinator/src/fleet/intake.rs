@@ -19,6 +19,25 @@ impl Fleet {
         attempt: u32,
         events: Vec<StoredEvent>,
     ) -> Result<Vec<u64>, FleetError> {
+        let result = self.store_events(agent_id, job_id, attempt, events).await;
+        if matches!(
+            result,
+            Err(FleetError::InvalidEvent { .. }
+                | FleetError::NotLeaseHolder { .. }
+                | FleetError::LeaseLost { .. })
+        ) {
+            super::metrics::Counters::add(&self.inner.counters.events_refused, 1);
+        }
+        result
+    }
+
+    async fn store_events(
+        &self,
+        agent_id: AgentId,
+        job_id: JobId,
+        attempt: u32,
+        events: Vec<StoredEvent>,
+    ) -> Result<Vec<u64>, FleetError> {
         let job = self
             .inner
             .store
@@ -49,6 +68,10 @@ impl Fleet {
             .store
             .append_events(job_id, attempt, events, accept_new)
             .await?;
+        super::metrics::Counters::add(
+            &self.inner.counters.events_ingested,
+            outcome.new_events.len() as u64,
+        );
         let mut finished = false;
         for event in &outcome.new_events {
             match &event.payload {

@@ -95,6 +95,7 @@ impl Fleet {
             if job.lease_expires_ms.is_some_and(|t| t < now) {
                 let agent = job.agent_id.map(|a| a.to_string()).unwrap_or_default();
                 warn!(job_id = %job.job_id, agent_id = %agent, attempt = job.attempt, "lease expired");
+                super::metrics::Counters::add(&self.inner.counters.lease_expiries, 1);
                 self.release(
                     job.job_id,
                     job.run_id,

@@ -4,12 +4,13 @@
 //!
 //! One handle, [`Fleet`] (in `state`), with its methods split by concern: `runs` (submit,
 //! cancel, finish), `sessions` (agents, sessions, dispatch), `leases` (heartbeats, expiry,
-//! requeue), `certificates` (agent id ↔ certificate), `intake` (events), `progress` (watchers) and `reports`.
+//! requeue), `certificates` (agent id ↔ certificate), `intake` (events), `progress` (watchers), `reports` and `metrics` (counters and gauges for `/metrics`).
 
 mod certificates;
 mod error;
 mod intake;
 mod leases;
+mod metrics;
 mod progress;
 mod reports;
 mod runs;
@@ -19,4 +20,5 @@ mod state;
 mod tests;
 
 pub use error::FleetError;
+pub use metrics::Counters;
 pub use state::{CoordinatorConfig, Fleet};

@@ -39,6 +39,7 @@ impl Fleet {
             .upsert_agent(agent_id, inventory, self.now_ms())
             .await?;
         info!(agent_id = %agent_id, host = %inventory.hostname, "agent registered");
+        super::metrics::Counters::add(&self.inner.counters.registrations, 1);
         Ok(())
     }
 
@@ -227,10 +228,14 @@ impl Fleet {
                 match sessions.get_mut(&agent_id) {
                     Some(session) => {
                         session.waiting = None;
-                        session
+                        let sent = session
                             .sender
                             .try_send(SessionMessage::Offer(Box::new(offer)))
-                            .is_ok()
+                            .is_ok();
+                        if sent {
+                            super::metrics::Counters::add(&self.inner.counters.offers, 1);
+                        }
+                        sent
                     }
                     None => false,
                 }

@@ -64,6 +64,7 @@ pub(super) struct Inner {
     pub(super) dispatch: tokio::sync::Mutex<()>,
     /// Agent id → the certificate name it is bound to (a cache of the store's table).
     pub(super) certificates: Mutex<HashMap<AgentId, String>>,
+    pub(super) counters: super::metrics::Counters,
 }
 
 /// A cheap handle on the coordinator's state.
@@ -91,6 +92,7 @@ impl Fleet {
                 progress,
                 dispatch: tokio::sync::Mutex::new(()),
                 certificates: Mutex::new(HashMap::new()),
+                counters: Default::default(),
             }),
         }
     }
