@@ -10,7 +10,7 @@ mod report;
 mod serve;
 mod submit;
 
-use crate::cli::Command;
+use crate::cli::{Command, ConfigCommand};
 use crate::failure::{Classify, Failure};
 
 pub async fn run(command: Command) -> Result<i32, Failure> {
@@ -37,6 +37,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             max_attempts,
             tls,
             plaintext,
+            config: _,
         } => {
             serve::coordinator(
                 listen,
@@ -57,6 +58,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             probes,
             policy,
             tls,
+            config: _,
         } => {
             serve::agent(
                 &coordinator,
@@ -87,6 +89,9 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             coordinator,
             tls,
         } => lists::cancel(&run_id, &coordinator, &tls).await,
+        Command::Config {
+            command: ConfigCommand::Check { file },
+        } => Ok(crate::config::check_file(&file)),
         Command::Certs { command } => certs::run(command),
         Command::Occupancy {
             arch,
