@@ -1,7 +1,11 @@
 //! What deploy/ ships, checked against the real binary: the example config files pass
 //! `abfleet config check` and list every key with its real default, a bad file is refused
-//! naming each problem, and a coordinator started with `--config` listens where the file says.
+//! naming each problem, and a coordinator started with `--config` listens where the file says;
+//! the Containerfile has the stages, user, volume, port and entrypoint it should (it is not
+//! built here: no image registry) and its baked-in config passes the check with real
+//! certificates.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -35,6 +39,32 @@ fn text(output: &Output) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     )
+}
+
+/// The `--long` flags `abfleet <subcommand…> --help` lists.
+fn flags_of(subcommand: &[&str]) -> BTreeSet<String> {
+    let mut args = subcommand.to_vec();
+    args.push("--help");
+    let output = abfleet(Path::new("."), &args);
+    assert!(output.status.success(), "{}", text(&output));
+    let help = String::from_utf8_lossy(&output.stdout).to_string();
+    let flags = long_flags(&help);
+    assert!(flags.contains("--help"), "{help}");
+    flags
+}
+
+/// Every `--flag` word in `text` (up to `=`, a space or punctuation).
+fn long_flags(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ',' | '[' | ']' | '`'))
+        .filter(|word| word.starts_with("--") && word.len() > 2)
+        .map(|word| {
+            word.split(['=', ')', '<'])
+                .next()
+                .unwrap()
+                .trim_end_matches(['.', ';', ':'])
+                .to_string()
+        })
+        .collect()
 }
 
 struct KillOnDrop(std::process::Child);
@@ -235,3 +265,221 @@ fn a_coordinator_started_with_config_listens_where_the_file_says() {
         "not the default data dir"
     );
 }
+
+/// The Containerfile's instructions, continuation lines joined, comments dropped.
+fn containerfile() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(deploy("Containerfile")).unwrap();
+    let mut instructions = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if current.is_empty() && (line.is_empty() || line.starts_with('#')) {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(part) => {
+                current.push_str(part);
+                current.push(' ');
+            }
+            None => {
+                current.push_str(line);
+                let (word, rest) = current.split_once(' ').unwrap_or((&current, ""));
+                instructions.push((word.to_ascii_uppercase(), rest.trim().to_string()));
+                current.clear();
+            }
+        }
+    }
+    instructions
+}
+
+/// The newest `rust-version` of any package in Cargo.lock, as (major, minor).
+fn newest_rust_version_locked() -> (u32, u32) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let output = Command::new(cargo)
+        .current_dir(repo_root())
+        .args(["metadata", "--locked", "--offline", "--format-version", "1"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|package| package["rust_version"].as_str())
+        .map(|version| {
+            let mut parts = version.split('.').map(|part| part.parse::<u32>().unwrap());
+            (parts.next().unwrap(), parts.next().unwrap_or(0))
+        })
+        .max()
+        .unwrap()
+}
+
+fn toml_value(text: &str, table: &str, key: &str) -> toml::Value {
+    let parsed: toml::Table = text.parse().unwrap();
+    parsed[table][key].clone()
+}
+
+#[test]
+fn containerfile_builds_the_binary_and_runs_the_coordinator_unprivileged() {
+    // Not built by this test: there is no image registry to pull the base images from here.
+    let instructions = containerfile();
+    let all = |word: &str| -> Vec<String> {
+        instructions
+            .iter()
+            .filter(|(w, _)| w == word)
+            .map(|(_, rest)| rest.clone())
+            .collect()
+    };
+    let from = all("FROM");
+    assert_eq!(from.len(), 2, "a build stage and a runtime stage: {from:?}");
+    let builder: Vec<&str> = from[0].split_whitespace().collect();
+    assert!(
+        builder.len() == 3 && builder[1].eq_ignore_ascii_case("AS") && builder[2] == "builder",
+        "the first stage is `FROM … AS builder`: {builder:?}"
+    );
+    let (rust, release) = builder[0]
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .strip_prefix("rust:")
+        .and_then(|tag| tag.split_once("-slim-"))
+        .expect("the builder is rust:X.Y-slim-RELEASE");
+    let mut parts = rust.split('.').map(|part| part.parse::<u32>().unwrap());
+    let rust = (parts.next().unwrap(), parts.next().unwrap());
+    let needed = newest_rust_version_locked();
+    assert!(
+        rust >= needed,
+        "the builder's Rust {rust:?} is older than a locked dependency needs ({needed:?})"
+    );
+    assert_eq!(
+        from[1].rsplit('/').next().unwrap(),
+        format!("debian:{release}-slim"),
+        "the runtime is the builder's Debian release, slim (same glibc)"
+    );
+    let run = all("RUN").join("\n");
+    assert!(
+        run.contains("cargo build --release --locked -p abfleet"),
+        "{run}"
+    );
+    let copies = all("COPY");
+    assert!(
+        copies.contains(
+            &"--from=builder /src/target/release/abfleet /usr/local/bin/abfleet".to_string()
+        ),
+        "{copies:?}"
+    );
+    for copy in &copies {
+        if !copy.starts_with("--from") {
+            let source = copy.split_whitespace().next().unwrap();
+            assert!(
+                repo_root().join(source).exists(),
+                "COPY of a missing `{source}`"
+            );
+        }
+    }
+    assert!(
+        std::fs::read_to_string(repo_root().join(".dockerignore"))
+            .unwrap()
+            .lines()
+            .any(|line| line.trim() == "target/"),
+        ".dockerignore keeps target/ out of the build context"
+    );
+
+    let user = all("USER");
+    assert_eq!(user.len(), 1, "{user:?}");
+    let uid = user[0].split(':').next().unwrap();
+    assert!(
+        uid.parse::<u32>().is_ok_and(|uid| uid != 0),
+        "USER is a numeric non-root uid (runAsNonRoot can check it): {uid}"
+    );
+    assert_eq!(uid, "10001", "the uid the Kubernetes manifests run as");
+
+    // The baked-in config: its data_dir is the VOLUME, its port the EXPOSE.
+    let config = std::fs::read_to_string(deploy("container/coordinator.toml")).unwrap();
+    assert_eq!(all("VOLUME"), ["/var/lib/abfleet"]);
+    assert_eq!(
+        toml_value(&config, "coordinator", "data_dir").as_str(),
+        Some("/var/lib/abfleet")
+    );
+    assert_eq!(all("EXPOSE"), ["7700"]);
+    let listen: std::net::SocketAddr = toml_value(&config, "coordinator", "listen")
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(listen.port(), 7700);
+    assert!(
+        listen.ip().is_unspecified(),
+        "reachable from outside the container"
+    );
+    assert_eq!(
+        all("STOPSIGNAL"),
+        ["SIGINT"],
+        "the coordinator's clean stop"
+    );
+
+    let entrypoint: Vec<String> = serde_json::from_str(&all("ENTRYPOINT")[0])
+        .expect("ENTRYPOINT in exec form (a JSON array), no shell");
+    assert_eq!(entrypoint[..2], ["/usr/local/bin/abfleet", "coordinator"]);
+    let known = flags_of(&["coordinator"]);
+    for flag in entrypoint.iter().filter(|arg| arg.starts_with("--")) {
+        assert!(
+            known.contains(flag),
+            "ENTRYPOINT uses `{flag}`, which `abfleet coordinator` does not have"
+        );
+    }
+    let config_path = &entrypoint[entrypoint.iter().position(|a| a == "--config").unwrap() + 1];
+    assert!(
+        copies.contains(&format!("deploy/container/coordinator.toml {config_path}")),
+        "the ENTRYPOINT's config is the one copied in: {copies:?}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    check_with_certs(tmp.path(), "coordinator", &config);
+}
+
+/// Runs `abfleet config check` on `config` with its /etc/abfleet paths moved to real files:
+/// certificates made by `abfleet certs` for `role`, and the agent policy when there is one.
+fn check_with_certs(dir: &Path, role: &str, config: &str) -> String {
+    check_with_files(dir, role, config, None)
+}
+
+fn check_with_files(dir: &Path, role: &str, config: &str, policy: Option<&str>) -> String {
+    let certs = dir.join("abfleet-certs");
+    if !certs.join("ca.pem").exists() {
+        assert!(abfleet(dir, &["certs", "init"]).status.success());
+    }
+    let issued = abfleet(
+        dir,
+        &[
+            "certs",
+            "issue",
+            "--role",
+            role,
+            "--name",
+            "deploy-test",
+            "--force",
+        ],
+    );
+    assert!(issued.status.success(), "{}", text(&issued));
+    let etc = dir.join(format!("etc-{role}"));
+    std::fs::create_dir_all(etc.join("tls")).unwrap();
+    for (from, to) in [
+        (format!("{role}-deploy-test.pem"), format!("{role}.pem")),
+        (format!("{role}-deploy-test.key"), format!("{role}.key")),
+        ("ca.pem".to_string(), "ca.pem".to_string()),
+    ] {
+        // fs::copy keeps the mode: the key stays 0600.
+        std::fs::copy(certs.join(from), etc.join("tls").join(to)).unwrap();
+    }
+    if let Some(policy) = policy {
+        std::fs::write(etc.join("agent-policy.toml"), policy).unwrap();
+    }
+    let moved = config.replace("/etc/abfleet/", &format!("{}/", etc.display()));
+    let file = etc.join(format!("{role}.toml"));
+    std::fs::write(&file, moved).unwrap();
+    let output = abfleet(dir, &["config", "check", file.to_str().unwrap()]);
+    assert!(output.status.success(), "{role} config: {}", text(&output));
+    String::from_utf8_lossy(&output.stdout).to_string()
+}
+
