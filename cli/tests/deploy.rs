@@ -3,9 +3,10 @@
 //! naming each problem, and a coordinator started with `--config` listens where the file says;
 //! the Containerfile has the stages, user, volume, port and entrypoint it should (it is not
 //! built here: no image registry) and its baked-in config passes the check with real
-//! certificates.
+//! certificates; the Kubernetes manifests hold together (labels, volumes, ports, images,
+//! flags, configs that pass the check with real certificates).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -481,5 +482,373 @@ fn check_with_files(dir: &Path, role: &str, config: &str, policy: Option<&str>) 
     let output = abfleet(dir, &["config", "check", file.to_str().unwrap()]);
     assert!(output.status.success(), "{role} config: {}", text(&output));
     String::from_utf8_lossy(&output.stdout).to_string()
+}
+
+/// Every YAML document of a file, as JSON values.
+fn yaml_documents(path: &Path) -> Vec<serde_json::Value> {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_norway::Deserializer::from_str(&text)
+        .map(|document| {
+            serde_json::Value::deserialize(document)
+                .unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+        })
+        .collect()
+}
+
+fn k8s_documents() -> Vec<(String, serde_json::Value)> {
+    let dir = deploy("k8s");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    let mut documents = Vec::new();
+    for file in files {
+        let name = file.file_name().unwrap().to_str().unwrap().to_string();
+        assert!(
+            name.ends_with(".yaml"),
+            "deploy/k8s/{name} is not a .yaml file"
+        );
+        for document in yaml_documents(&file) {
+            documents.push((name.clone(), document));
+        }
+    }
+    documents
+}
+
+fn str_of<'a>(value: &'a serde_json::Value, pointer: &str) -> &'a str {
+    value
+        .pointer(pointer)
+        .and_then(|v| v.as_str())
+        .unwrap_or_else(|| panic!("no string at {pointer} in {value}"))
+}
+
+fn array_of<'a>(value: &'a serde_json::Value, pointer: &str) -> Vec<&'a serde_json::Value> {
+    value
+        .pointer(pointer)
+        .and_then(|v| v.as_array())
+        .map(|items| items.iter().collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn kubernetes_manifests_hold_together() {
+    let documents = k8s_documents();
+    let version = env!("CARGO_PKG_VERSION");
+    let by_kind = |kind: &str| -> Vec<&serde_json::Value> {
+        documents
+            .iter()
+            .map(|(_, d)| d)
+            .filter(|d| d["kind"] == kind)
+            .collect()
+    };
+
+    // Every document has its type and a name; all but the Namespace live in it.
+    let namespace = str_of(by_kind("Namespace")[0], "/metadata/name");
+    for (file, document) in &documents {
+        assert!(document["apiVersion"].is_string(), "{file}: no apiVersion");
+        let kind = str_of(document, "/kind");
+        if kind == "Kustomization" {
+            let listed: BTreeSet<String> = array_of(document, "/resources")
+                .iter()
+                .map(|r| r.as_str().unwrap().to_string())
+                .collect();
+            let present: BTreeSet<String> = documents
+                .iter()
+                .map(|(f, _)| f.clone())
+                .filter(|f| f != file)
+                .collect();
+            assert_eq!(listed, present, "kustomization.yaml lists every manifest");
+            continue;
+        }
+        str_of(document, "/metadata/name");
+        if kind != "Namespace" {
+            assert_eq!(
+                str_of(document, "/metadata/namespace"),
+                namespace,
+                "{file} {kind}"
+            );
+        }
+    }
+    let config_maps: BTreeMap<&str, &serde_json::Value> = by_kind("ConfigMap")
+        .into_iter()
+        .map(|c| (str_of(c, "/metadata/name"), &c["data"]))
+        .collect();
+
+    let coordinator_flags = flags_of(&["coordinator"]);
+    let agent_flags = flags_of(&["agent"]);
+    let statefulsets = by_kind("StatefulSet");
+    let daemonsets = by_kind("DaemonSet");
+    assert_eq!(statefulsets.len(), 1);
+    assert_eq!(
+        daemonsets.len(),
+        4,
+        "nvidia, amd, intel and cpu-only agents"
+    );
+    let mut host_paths = BTreeSet::new();
+    let mut agent_secrets = BTreeSet::new();
+    for workload in statefulsets.iter().chain(&daemonsets) {
+        let name = str_of(workload, "/metadata/name");
+        let labels = workload.pointer("/spec/template/metadata/labels").unwrap();
+        for (key, value) in workload
+            .pointer("/spec/selector/matchLabels")
+            .and_then(|m| m.as_object())
+            .unwrap()
+        {
+            assert_eq!(
+                &labels[key], value,
+                "{name}: the selector matches the template's labels"
+            );
+        }
+        let pod = workload.pointer("/spec/template/spec").unwrap();
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{name}");
+        assert_eq!(
+            pod["securityContext"]["runAsUser"], 10001,
+            "{name}: the image's USER"
+        );
+        let mut volumes: BTreeMap<&str, &serde_json::Value> = array_of(pod, "/volumes")
+            .into_iter()
+            .map(|v| (str_of(v, "/name"), v))
+            .collect();
+        for claim in array_of(workload, "/spec/volumeClaimTemplates") {
+            volumes.insert(str_of(claim, "/metadata/name"), claim);
+        }
+        let containers: Vec<&serde_json::Value> = array_of(pod, "/initContainers")
+            .into_iter()
+            .chain(array_of(pod, "/containers"))
+            .collect();
+        let main = array_of(pod, "/containers")[0];
+        let image = str_of(main, "/image");
+        assert!(
+            image.ends_with(&format!(":{version}")),
+            "{name}: image `{image}` is tagged with the crate version {version}"
+        );
+        let mut mounted = BTreeSet::new();
+        for container in &containers {
+            let cname = str_of(container, "/name");
+            assert_eq!(
+                str_of(container, "/image"),
+                image,
+                "{name}/{cname}: one image per pod"
+            );
+            let security = &container["securityContext"];
+            assert_eq!(security["readOnlyRootFilesystem"], true, "{name}/{cname}");
+            assert_eq!(
+                security["allowPrivilegeEscalation"], false,
+                "{name}/{cname}"
+            );
+            assert_eq!(
+                security["capabilities"]["drop"],
+                serde_json::json!(["ALL"]),
+                "{name}/{cname}"
+            );
+            for mount in array_of(container, "/volumeMounts") {
+                let volume = str_of(mount, "/name");
+                assert!(
+                    volumes.contains_key(volume),
+                    "{name}/{cname} mounts `{volume}`, which is no volume"
+                );
+                mounted.insert(volume);
+            }
+        }
+        assert_eq!(
+            mounted,
+            volumes.keys().copied().collect::<BTreeSet<_>>(),
+            "{name}: every volume is mounted"
+        );
+        for (volume, spec) in &volumes {
+            if let Some(map) = spec.get("configMap") {
+                let data = config_maps.get(str_of(map, "/name")).unwrap_or_else(|| {
+                    panic!("{name}: volume {volume} names a ConfigMap that is not here")
+                });
+                for item in array_of(map, "/items") {
+                    assert!(data.get(str_of(item, "/key")).is_some(), "{name}: {item}");
+                }
+            }
+            if let Some(secret) = spec.get("secret") {
+                assert_eq!(secret["defaultMode"], 0o440, "{name}: {volume}");
+                if name.starts_with("abfleet-agent-") {
+                    agent_secrets.insert(str_of(secret, "/secretName").to_string());
+                }
+                // Only the init container that copies the files sees the Secret.
+                assert!(
+                    !array_of(main, "/volumeMounts")
+                        .iter()
+                        .any(|m| m["name"] == *volume),
+                    "{name}: the main container does not mount the Secret itself"
+                );
+            }
+            if let Some(path) = spec.pointer("/hostPath/path") {
+                host_paths.insert(path.as_str().unwrap().to_string());
+            }
+        }
+
+        // The main container runs abfleet with flags it has and a config that passes the check.
+        assert_eq!(
+            main["command"],
+            serde_json::json!(["/usr/local/bin/abfleet"]),
+            "{name}"
+        );
+        let args: Vec<&str> = array_of(main, "/args")
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        let (role, known) = match args[0] {
+            "coordinator" => ("coordinator", &coordinator_flags),
+            "agent" => ("agent", &agent_flags),
+            other => panic!("{name} runs `abfleet {other}`"),
+        };
+        for flag in args.iter().filter(|a| a.starts_with("--")) {
+            assert!(
+                known.contains(*flag),
+                "{name}: `abfleet {role}` has no `{flag}`"
+            );
+        }
+        let config_path = args[args.iter().position(|a| *a == "--config").unwrap() + 1];
+        let mount = array_of(main, "/volumeMounts")
+            .into_iter()
+            .find(|m| m["mountPath"] == config_path)
+            .unwrap_or_else(|| panic!("{name}: nothing is mounted at {config_path}"));
+        let volume = volumes[str_of(mount, "/name")];
+        let config = config_maps[str_of(volume, "/configMap/name")][str_of(mount, "/subPath")]
+            .as_str()
+            .unwrap();
+        // The TLS files the config names are where the copied files are mounted.
+        let tls_mount = array_of(main, "/volumeMounts")
+            .into_iter()
+            .find(|m| m["name"] == "tls")
+            .unwrap();
+        let secret = volumes["tls-secret"];
+        let items: BTreeSet<&str> = array_of(secret, "/secret/items")
+            .iter()
+            .map(|i| str_of(i, "/path"))
+            .collect();
+        for key in ["tls_cert", "tls_key", "tls_ca"] {
+            let path = PathBuf::from(toml_value(config, role, key).as_str().unwrap().to_string());
+            assert_eq!(
+                path.parent().unwrap(),
+                Path::new(str_of(tls_mount, "/mountPath")),
+                "{name}: {key}"
+            );
+            assert!(
+                items.contains(path.file_name().unwrap().to_str().unwrap()),
+                "{name}: {key} {path:?} is not in the Secret's items"
+            );
+        }
+        if role == "agent" {
+            let work_dir = toml_value(config, "agent", "work_dir");
+            assert!(
+                array_of(main, "/volumeMounts")
+                    .iter()
+                    .any(|m| m["name"] == "work" && m["mountPath"] == work_dir.as_str().unwrap()),
+                "{name}: the work dir is the `work` volume"
+            );
+        }
+    }
+    assert_eq!(host_paths.len(), 4, "one work dir per pool: {host_paths:?}");
+    assert_eq!(
+        agent_secrets.len(),
+        4,
+        "one agent certificate per pool: {agent_secrets:?}"
+    );
+
+    // GPU pools: the node label and the device plugin's resource go together.
+    for (vendor, resource) in [
+        ("nvidia", Some("nvidia.com/gpu")),
+        ("amd", Some("amd.com/gpu")),
+        ("intel", Some("gpu.intel.com/i915")),
+        ("none", None),
+    ] {
+        let pool = daemonsets
+            .iter()
+            .find(|d| {
+                d.pointer("/spec/template/spec/nodeSelector/abfleet.dev~1gpu-vendor")
+                    == Some(&serde_json::json!(vendor))
+            })
+            .unwrap_or_else(|| panic!("no DaemonSet for gpu-vendor {vendor}"));
+        let limits = pool
+            .pointer("/spec/template/spec/containers/0/resources/limits")
+            .cloned()
+            .unwrap_or_default();
+        match resource {
+            Some(resource) => assert_eq!(limits[resource], 1, "{vendor}: {limits}"),
+            None => assert!(
+                limits
+                    .as_object()
+                    .is_none_or(|l| l.keys().all(|k| !k.contains("gpu"))),
+                "cpu-only: {limits}"
+            ),
+        }
+        assert!(
+            limits.get("cpu").is_none(),
+            "{vendor}: no CPU limit (throttling would show in the timings)"
+        );
+    }
+
+    // The coordinator: Service, StatefulSet and config agree on name and port.
+    let service = by_kind("Service")[0];
+    let coordinator = statefulsets[0];
+    assert_eq!(coordinator["spec"]["replicas"], 1);
+    assert_eq!(
+        coordinator["spec"]["serviceName"],
+        service["metadata"]["name"]
+    );
+    let labels = &coordinator["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in service["spec"]["selector"].as_object().unwrap() {
+        assert_eq!(
+            &labels[key], value,
+            "the Service selects the coordinator's pods"
+        );
+    }
+    let container = &coordinator["spec"]["template"]["spec"]["containers"][0];
+    let port = &service["spec"]["ports"][0];
+    let container_port = array_of(container, "/ports")
+        .into_iter()
+        .find(|p| p["name"] == port["targetPort"])
+        .expect("the Service's targetPort names a container port");
+    assert_eq!(container_port["containerPort"], 7700);
+    assert_eq!(port["port"], 7700);
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(
+            container[probe]["tcpSocket"]["port"], port["targetPort"],
+            "{probe}"
+        );
+    }
+    let coordinator_config = config_maps["abfleet-coordinator-config"]["coordinator.toml"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        coordinator_config,
+        std::fs::read_to_string(deploy("container/coordinator.toml")).unwrap(),
+        "the ConfigMap holds the image's own config"
+    );
+    let image = str_of(container, "/image");
+    let containerfile = std::fs::read_to_string(deploy("Containerfile")).unwrap();
+    assert!(
+        containerfile.contains(&format!("-t {image} ")),
+        "the coordinator's image `{image}` is the tag deploy/Containerfile says to build"
+    );
+    let agent_config = config_maps["abfleet-agent-config"]["agent.toml"]
+        .as_str()
+        .unwrap();
+    let url = toml_value(agent_config, "agent", "coordinator");
+    assert_eq!(
+        url.as_str().unwrap(),
+        format!(
+            "https://{}.{namespace}.svc:{}",
+            str_of(service, "/metadata/name"),
+            port["port"]
+        ),
+        "agents dial the Service, over TLS"
+    );
+
+    // Both configs pass `abfleet config check` with real certificates in place of the Secret.
+    let tmp = tempfile::tempdir().unwrap();
+    check_with_certs(tmp.path(), "coordinator", coordinator_config);
+    let policy = config_maps["abfleet-agent-config"]["agent-policy.toml"]
+        .as_str()
+        .unwrap();
+    check_with_files(tmp.path(), "agent", agent_config, Some(policy));
 }
 
