@@ -2,9 +2,9 @@
 //! `abfleet config check` and list every key with its real default, a bad file is refused
 //! naming each problem, and a coordinator started with `--config` listens where the file says;
 //! the Containerfile has the stages, user, volume, port and entrypoint it should (it is not
-//! built here: no image registry) and its baked-in config passes the check with real
-//! certificates; the Kubernetes manifests hold together (labels, volumes, ports, images,
-//! flags, configs that pass the check with real certificates).
+//! built here: no image registry), the Kubernetes manifests hold together (labels, volumes,
+//! ports, images, flags, configs that pass the check with real certificates), and the systemd
+//! units pass `systemd-analyze verify` with flags the binary has.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -852,3 +852,60 @@ fn kubernetes_manifests_hold_together() {
     check_with_files(tmp.path(), "agent", agent_config, Some(policy));
 }
 
+#[test]
+fn systemd_units_verify_and_use_flags_the_binary_has() {
+    let found = Command::new("systemd-analyze").arg("--version").output();
+    assert!(
+        found.is_ok_and(|output| output.status.success()),
+        "systemd-analyze is missing; install it with `scripts/test --install-only` (Debian package systemd)"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let mut units = 0;
+    for entry in std::fs::read_dir(deploy("")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "service") {
+            continue;
+        }
+        units += 1;
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        let unit = std::fs::read_to_string(&path).unwrap();
+        let exec: Vec<&str> = unit
+            .lines()
+            .filter_map(|line| line.strip_prefix("ExecStart="))
+            .collect();
+        assert_eq!(exec.len(), 1, "{name}: one ExecStart");
+        let words: Vec<&str> = exec[0].split_whitespace().collect();
+        assert_eq!(words[0], "/usr/local/bin/abfleet", "{name}");
+        let known = flags_of(&[words[1]]);
+        for flag in words.iter().filter(|w| w.starts_with("--")) {
+            assert!(
+                known.contains(*flag),
+                "{name}: `abfleet {}` has no `{flag}`",
+                words[1]
+            );
+        }
+        // systemd-analyze refuses a unit whose binary is missing: point it at the built one.
+        let copy = tmp.path().join(&name);
+        std::fs::write(
+            &copy,
+            unit.replace("/usr/local/bin/abfleet", env!("CARGO_BIN_EXE_abfleet")),
+        )
+        .unwrap();
+        let output = Command::new("systemd-analyze")
+            .args(["verify", copy.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{name}: {}", text(&output));
+        // Unknown keys and bad values are warnings ("…, ignoring") with exit 0: none allowed.
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            !said.lines().any(|line| line.contains(&name)),
+            "systemd-analyze warns about {name}:\n{said}"
+        );
+    }
+    assert_eq!(units, 2, "the coordinator and the agent unit");
+}
