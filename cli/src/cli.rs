@@ -61,6 +61,10 @@ pub enum Command {
     },
     /// Serve the coordinator: agents and the CLI connect to it.
     Coordinator {
+        /// Read settings from this TOML file's `[coordinator]` table (deploy/coordinator.toml
+        /// lists every key); a flag given here overrides the file.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
         #[arg(long, default_value = "127.0.0.1:7700")]
         listen: SocketAddr,
         #[arg(long, default_value = "abfleet-data")]
@@ -89,6 +93,10 @@ pub enum Command {
     },
     /// Run an agent on this bench host: it dials the coordinator and takes jobs.
     Agent {
+        /// Read settings from this TOML file's `[agent]` table (deploy/agent.toml lists every
+        /// key); a flag given here overrides the file.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
         #[arg(long, default_value = "http://127.0.0.1:7700")]
         coordinator: String,
         #[arg(long, default_value = "abfleet-agent")]
@@ -153,6 +161,11 @@ pub enum Command {
         #[command(flatten)]
         tls: TlsArgs,
     },
+    /// Config files of `coordinator --config` and `agent --config`.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// The fleet's certificates: a CA and the certificates it signs for each role.
     ///
     /// Roles are agent, operator and coordinator; each certificate carries its role and name
@@ -184,6 +197,15 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         smem: u32,
     },
+}
+
+#[derive(Subcommand)]
+pub enum ConfigCommand {
+    /// Validate a config file: print the settings it gives (defaults filled in) and exit 0,
+    /// or name each problem (unknown key, wrong type, heartbeat not shorter than the lease,
+    /// plaintext off loopback, TLS files incomplete, unreadable or with a key others can
+    /// read) and exit 2.
+    Check { file: PathBuf },
 }
 
 #[derive(Subcommand)]

@@ -4,17 +4,24 @@
 
 mod cli;
 mod commands;
+mod config;
 mod failure;
 mod progress;
 mod table;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let matches = cli::Cli::command().get_matches();
+    let mut cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     init_tracing(cli.verbose, cli.log_format);
+    // `--config FILE` fills what the command line left at its default.
+    if let Err(err) = config::apply(&mut cli.command, &matches) {
+        eprintln!("error: {err}");
+        return ExitCode::from(abfleet_core::exit::USAGE as u8);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

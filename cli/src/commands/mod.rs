@@ -10,7 +10,7 @@ mod report;
 mod serve;
 mod submit;
 
-use crate::cli::Command;
+use crate::cli::{Command, ConfigCommand};
 use crate::failure::{Classify, Failure};
 
 pub async fn run(command: Command) -> Result<i32, Failure> {
@@ -38,6 +38,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             tls,
             plaintext,
             http,
+            config: _,
         } => {
             serve::coordinator(
                 listen,
@@ -59,6 +60,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             probes,
             policy,
             tls,
+            config: _,
         } => {
             serve::agent(
                 &coordinator,
@@ -89,6 +91,9 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             coordinator,
             tls,
         } => lists::cancel(&run_id, &coordinator, &tls).await,
+        Command::Config {
+            command: ConfigCommand::Check { file },
+        } => Ok(crate::config::check_file(&file)),
         Command::Certs { command } => certs::run(command),
         Command::Occupancy {
             arch,

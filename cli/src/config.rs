@@ -1,0 +1,962 @@
+//! Config files for `abfleet coordinator --config FILE` and `abfleet agent --config FILE`, and
+//! `abfleet config check FILE`. A file is TOML with a `[coordinator]` or an `[agent]` table (or
+//! both); every key is optional and has the flag's default (`deploy/coordinator.toml` and
+//! `deploy/agent.toml` list them all). Precedence, highest first: a flag on the command line,
+//! its environment variable (`ABFLEET_TLS_*`), the file, the built-in default. Unknown tables
+//! and keys are refused, naming the key and the file; relative paths in a file are taken from
+//! the file's directory, so a file means the same from any working directory.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use abfleet_proto::transport::{check_plaintext_listen, client_endpoint, TlsFiles};
+use clap::parser::ValueSource;
+use clap::ArgMatches;
+use serde::Deserialize;
+
+use crate::cli::Command;
+
+// The flags' defaults (cli.rs); `defaults_match_the_flags` keeps the two equal.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
+pub const DEFAULT_DATA_DIR: &str = "abfleet-data";
+pub const DEFAULT_LEASE_SECONDS: f64 = 30.0;
+pub const DEFAULT_HEARTBEAT_SECONDS: f64 = 2.0;
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+pub const DEFAULT_COORDINATOR_URL: &str = "http://127.0.0.1:7700";
+pub const DEFAULT_WORK_DIR: &str = "abfleet-agent";
+
+/// A config file as read: the tables it has.
+#[derive(Debug)]
+pub struct ConfigFile {
+    pub coordinator: Option<CoordinatorFile>,
+    pub agent: Option<AgentFile>,
+}
+
+/// The `[coordinator]` table; each key is the flag of the same name.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoordinatorFile {
+    pub listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub lease_seconds: Option<f64>,
+    pub heartbeat_seconds: Option<f64>,
+    pub max_attempts: Option<u32>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
+    pub plaintext: Option<bool>,
+    pub http: Option<SocketAddr>,
+}
+
+/// The `[agent]` table; each key is the flag of the same name.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentFile {
+    pub coordinator: Option<String>,
+    pub work_dir: Option<PathBuf>,
+    pub probes: Option<PathBuf>,
+    pub policy: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("failed to read the config file `{path}`: {source}; fix the path given to --config")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the config file `{path}` is not valid TOML: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("the config file `{path}` is not valid: {}; deploy/coordinator.toml and deploy/agent.toml list every key", problems.join("; "))]
+    Invalid {
+        path: PathBuf,
+        problems: Vec<String>,
+    },
+    #[error("the config file `{path}` has no [{table}] table; `abfleet {table} --config` reads that table (`abfleet config check {path}` says what the file holds)")]
+    NoTable { path: PathBuf, table: &'static str },
+}
+
+impl ConfigFile {
+    pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        ConfigFile::parse(&text, path)
+    }
+
+    /// Parses a file's text; every unknown key and wrong type is named, not only the first.
+    pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
+        let table: toml::Table =
+            text.parse()
+                .map_err(|err: toml::de::Error| ConfigError::Syntax {
+                    path: path.to_path_buf(),
+                    message: err.to_string().trim().replace('\n', " "),
+                })?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        let mut problems = Vec::new();
+        let mut file = ConfigFile {
+            coordinator: None,
+            agent: None,
+        };
+        for (key, value) in &table {
+            match key.as_str() {
+                "coordinator" => {
+                    file.coordinator = section::<CoordinatorFile>(key, value, &mut problems).map(
+                        |mut section| {
+                            for slot in [
+                                &mut section.data_dir,
+                                &mut section.tls_cert,
+                                &mut section.tls_key,
+                                &mut section.tls_ca,
+                            ] {
+                                resolve(base, slot);
+                            }
+                            section
+                        },
+                    )
+                }
+                "agent" => {
+                    file.agent =
+                        section::<AgentFile>(key, value, &mut problems).map(|mut section| {
+                            for slot in [
+                                &mut section.work_dir,
+                                &mut section.probes,
+                                &mut section.policy,
+                                &mut section.tls_cert,
+                                &mut section.tls_key,
+                                &mut section.tls_ca,
+                            ] {
+                                resolve(base, slot);
+                            }
+                            section
+                        })
+                }
+                _ => problems.push(format!(
+                    "unknown key `{key}` at the top level (a config file has a [coordinator] or an [agent] table)"
+                )),
+            }
+        }
+        if problems.is_empty() && file.coordinator.is_none() && file.agent.is_none() {
+            problems.push("it has neither a [coordinator] nor an [agent] table".to_string());
+        }
+        if problems.is_empty() {
+            Ok(file)
+        } else {
+            Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                problems,
+            })
+        }
+    }
+}
+
+/// One table, each key tried on its own so that every bad key is reported.
+fn section<T: serde::de::DeserializeOwned>(
+    name: &str,
+    value: &toml::Value,
+    problems: &mut Vec<String>,
+) -> Option<T> {
+    let Some(table) = value.as_table() else {
+        problems.push(format!(
+            "`{name}` must be a table ([{name}]), not a {}",
+            value.type_str()
+        ));
+        return None;
+    };
+    let before = problems.len();
+    for (key, value) in table {
+        let one = toml::Table::from_iter([(key.clone(), value.clone())]);
+        if let Err(err) = one.try_into::<T>() {
+            let message = err.to_string().trim().replace('\n', " ");
+            // toml's message names the key ("… in `max_attempts`", "unknown field `x`").
+            problems.push(if message.contains(&format!("`{key}`")) {
+                format!("[{name}] {message}")
+            } else {
+                format!("[{name}] `{key}`: {message}")
+            });
+        }
+    }
+    if problems.len() > before {
+        return None;
+    }
+    match table.clone().try_into::<T>() {
+        Ok(section) => Some(section),
+        Err(err) => {
+            problems.push(format!("[{name}]: {}", err.to_string().trim()));
+            None
+        }
+    }
+}
+
+fn resolve(base: &Path, slot: &mut Option<PathBuf>) {
+    if let Some(path) = slot {
+        if path.is_relative() {
+            *path = base.join(&*path);
+        }
+    }
+}
+
+/// The coordinator's settings, flag by flag.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoordinatorSettings {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub lease_seconds: f64,
+    pub heartbeat_seconds: f64,
+    pub max_attempts: u32,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
+    pub plaintext: bool,
+    /// `/metrics` and `/healthz` over plain HTTP; off when `None`.
+    pub http: Option<SocketAddr>,
+}
+
+impl Default for CoordinatorSettings {
+    fn default() -> Self {
+        CoordinatorSettings {
+            listen: DEFAULT_LISTEN
+                .parse()
+                .expect("the default listen address parses"),
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            lease_seconds: DEFAULT_LEASE_SECONDS,
+            heartbeat_seconds: DEFAULT_HEARTBEAT_SECONDS,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            tls_cert: None,
+            tls_key: None,
+            tls_ca: None,
+            plaintext: false,
+            http: None,
+        }
+    }
+}
+
+/// The agent's settings, flag by flag.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSettings {
+    pub coordinator: String,
+    pub work_dir: PathBuf,
+    pub probes: Option<PathBuf>,
+    pub policy: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        AgentSettings {
+            coordinator: DEFAULT_COORDINATOR_URL.to_string(),
+            work_dir: PathBuf::from(DEFAULT_WORK_DIR),
+            probes: None,
+            policy: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_ca: None,
+        }
+    }
+}
+
+/// Sets `slot` from the file unless the flag was given.
+fn fill<T: Clone>(slot: &mut T, from_file: &Option<T>, given: bool) {
+    if let (Some(value), false) = (from_file, given) {
+        *slot = value.clone();
+    }
+}
+
+fn fill_option<T: Clone>(slot: &mut Option<T>, from_file: &Option<T>, given: bool) {
+    if !given && from_file.is_some() {
+        *slot = from_file.clone();
+    }
+}
+
+impl CoordinatorSettings {
+    /// Takes from `file` every setting whose flag `given` says was not given.
+    pub fn overlay(&mut self, file: &CoordinatorFile, given: impl Fn(&str) -> bool) {
+        fill(&mut self.listen, &file.listen, given("listen"));
+        fill(&mut self.data_dir, &file.data_dir, given("data_dir"));
+        fill(
+            &mut self.lease_seconds,
+            &file.lease_seconds,
+            given("lease_seconds"),
+        );
+        fill(
+            &mut self.heartbeat_seconds,
+            &file.heartbeat_seconds,
+            given("heartbeat_seconds"),
+        );
+        fill(
+            &mut self.max_attempts,
+            &file.max_attempts,
+            given("max_attempts"),
+        );
+        // The three TLS files come as one: a flag or variable for any of them keeps all
+        // three from the file, so a file's key never pairs with another certificate.
+        if !(given("tls_cert") || given("tls_key") || given("tls_ca")) {
+            fill_option(&mut self.tls_cert, &file.tls_cert, false);
+            fill_option(&mut self.tls_key, &file.tls_key, false);
+            fill_option(&mut self.tls_ca, &file.tls_ca, false);
+        }
+        fill(&mut self.plaintext, &file.plaintext, given("plaintext"));
+        fill_option(&mut self.http, &file.http, given("http"));
+    }
+
+    /// What would stop this coordinator from starting, and notes on what it will need.
+    pub fn check(&self) -> Findings {
+        let mut findings = Findings::default();
+        if !(self.lease_seconds.is_finite() && self.lease_seconds > 0.0) {
+            findings.problem(format!(
+                "`lease_seconds` is {}; it must be a positive number of seconds",
+                self.lease_seconds
+            ));
+        }
+        if !(self.heartbeat_seconds.is_finite() && self.heartbeat_seconds > 0.0) {
+            findings.problem(format!(
+                "`heartbeat_seconds` is {}; it must be a positive number of seconds",
+                self.heartbeat_seconds
+            ));
+        } else if self.heartbeat_seconds >= self.lease_seconds {
+            findings.problem(format!(
+                "`heartbeat_seconds` ({}) must be shorter than `lease_seconds` ({}): a lease would expire between two heartbeats",
+                self.heartbeat_seconds, self.lease_seconds
+            ));
+        }
+        if self.max_attempts == 0 {
+            findings.problem("`max_attempts` is 0; a job needs at least 1 attempt".to_string());
+        }
+        let tls = [&self.tls_cert, &self.tls_key, &self.tls_ca];
+        let any_tls = tls.iter().any(|path| path.is_some());
+        if self.plaintext && any_tls {
+            findings.problem(
+                "`plaintext = true` and TLS files are both set; keep one of them".to_string(),
+            );
+        } else if self.plaintext {
+            if let Err(err) = check_plaintext_listen(self.listen) {
+                findings.problem(format!("`plaintext = true`: {err}"));
+            }
+        }
+        check_tls(&self.tls_cert, &self.tls_key, &self.tls_ca, &mut findings);
+        if !self.plaintext && !any_tls {
+            findings.note(
+                "no TLS files and `plaintext` is off: the coordinator refuses to start unless --tls-cert, --tls-key and --tls-ca come from its command line or ABFLEET_TLS_* (as deploy/abfleet-coordinator.service passes them)"
+                    .to_string(),
+            );
+        }
+        findings
+    }
+
+    /// The settings as a `[coordinator]` table.
+    pub fn to_toml(&self) -> String {
+        let mut out = String::from("[coordinator]\n");
+        line(&mut out, "listen", Some(self.listen.to_string().into()));
+        line(&mut out, "data_dir", Some(path_value(&self.data_dir)));
+        line(&mut out, "lease_seconds", Some(self.lease_seconds.into()));
+        line(
+            &mut out,
+            "heartbeat_seconds",
+            Some(self.heartbeat_seconds.into()),
+        );
+        line(
+            &mut out,
+            "max_attempts",
+            Some(i64::from(self.max_attempts).into()),
+        );
+        line(
+            &mut out,
+            "tls_cert",
+            self.tls_cert.as_deref().map(path_value),
+        );
+        line(&mut out, "tls_key", self.tls_key.as_deref().map(path_value));
+        line(&mut out, "tls_ca", self.tls_ca.as_deref().map(path_value));
+        line(&mut out, "plaintext", Some(self.plaintext.into()));
+        line(
+            &mut out,
+            "http",
+            self.http.map(|addr| addr.to_string().into()),
+        );
+        out
+    }
+}
+
+impl AgentSettings {
+    /// Takes from `file` every setting whose flag `given` says was not given.
+    pub fn overlay(&mut self, file: &AgentFile, given: impl Fn(&str) -> bool) {
+        fill(
+            &mut self.coordinator,
+            &file.coordinator,
+            given("coordinator"),
+        );
+        fill(&mut self.work_dir, &file.work_dir, given("work_dir"));
+        fill_option(&mut self.probes, &file.probes, given("probes"));
+        fill_option(&mut self.policy, &file.policy, given("policy"));
+        if !(given("tls_cert") || given("tls_key") || given("tls_ca")) {
+            fill_option(&mut self.tls_cert, &file.tls_cert, false);
+            fill_option(&mut self.tls_key, &file.tls_key, false);
+            fill_option(&mut self.tls_ca, &file.tls_ca, false);
+        }
+    }
+
+    /// What would stop this agent from starting, and notes.
+    pub fn check(&self) -> Findings {
+        let mut findings = Findings::default();
+        let tls = check_tls(&self.tls_cert, &self.tls_key, &self.tls_ca, &mut findings);
+        if let Some(tls) = tls {
+            if let Err(err) = client_endpoint(&self.coordinator, tls.as_ref()) {
+                findings.problem(format!("`coordinator`: {err}"));
+            }
+        }
+        if let Some(dir) = &self.probes {
+            if !dir.is_dir() {
+                findings.problem(format!(
+                    "`probes` `{}` is not a directory; record the probes there or drop the key",
+                    dir.display()
+                ));
+            }
+        }
+        match &self.policy {
+            Some(path) => {
+                if let Err(err) = abfleet_agent::policy::AgentPolicy::load(path) {
+                    findings.problem(format!("`policy`: {err}"));
+                }
+            }
+            None => findings.note(format!(
+                "no `policy`: the agent reads {} when it exists, else trusts the coordinator fully (docs/security.md)",
+                abfleet_agent::policy::DEFAULT_POLICY_PATH
+            )),
+        }
+        findings
+    }
+
+    /// The settings as an `[agent]` table.
+    pub fn to_toml(&self) -> String {
+        let mut out = String::from("[agent]\n");
+        line(
+            &mut out,
+            "coordinator",
+            Some(self.coordinator.clone().into()),
+        );
+        line(&mut out, "work_dir", Some(path_value(&self.work_dir)));
+        line(&mut out, "probes", self.probes.as_deref().map(path_value));
+        line(&mut out, "policy", self.policy.as_deref().map(path_value));
+        line(
+            &mut out,
+            "tls_cert",
+            self.tls_cert.as_deref().map(path_value),
+        );
+        line(&mut out, "tls_key", self.tls_key.as_deref().map(path_value));
+        line(&mut out, "tls_ca", self.tls_ca.as_deref().map(path_value));
+        out
+    }
+}
+
+/// The TLS keys: all three or none, each file readable, the key private. `Some(files)` when
+/// they are fine (`Some(None)`: none set), `None` after a problem.
+fn check_tls(
+    cert: &Option<PathBuf>,
+    key: &Option<PathBuf>,
+    ca: &Option<PathBuf>,
+    findings: &mut Findings,
+) -> Option<Option<TlsFiles>> {
+    let slots = [("tls_cert", cert), ("tls_key", key), ("tls_ca", ca)];
+    let set: Vec<&str> = slots
+        .iter()
+        .filter(|(_, path)| path.is_some())
+        .map(|(name, _)| *name)
+        .collect();
+    if !set.is_empty() && set.len() < 3 {
+        let missing: Vec<String> = slots
+            .iter()
+            .filter(|(_, path)| path.is_none())
+            .map(|(name, _)| format!("`{name}`"))
+            .collect();
+        findings.problem(format!(
+            "`tls_cert`, `tls_key` and `tls_ca` go together; {} missing",
+            missing.join(" and ")
+        ));
+        return None;
+    }
+    match TlsFiles::from_paths(cert.as_deref(), key.as_deref(), ca.as_deref()) {
+        Ok(files) => Some(files),
+        Err(err) => {
+            findings.problem(err.to_string());
+            None
+        }
+    }
+}
+
+/// What a check found: problems (the service would not start) and notes.
+#[derive(Debug, Default)]
+pub struct Findings {
+    pub problems: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl Findings {
+    fn problem(&mut self, text: String) {
+        self.problems.push(text);
+    }
+
+    fn note(&mut self, text: String) {
+        self.notes.push(text);
+    }
+}
+
+fn path_value(path: &Path) -> toml::Value {
+    path.display().to_string().into()
+}
+
+fn line(out: &mut String, key: &str, value: Option<toml::Value>) {
+    match value {
+        Some(value) => out.push_str(&format!("{key} = {value}\n")),
+        None => out.push_str(&format!("# {key}: not set\n")),
+    }
+}
+
+/// `abfleet config check FILE`: the effective settings of each table on stdout, or each
+/// problem on stderr. Returns the exit code.
+pub fn check_file(path: &Path) -> i32 {
+    let file = match ConfigFile::load(path) {
+        Ok(file) => file,
+        Err(ConfigError::Invalid { path, problems }) => {
+            for problem in problems {
+                eprintln!("error: `{}`: {problem}", path.display());
+            }
+            return abfleet_core::exit::USAGE;
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            return abfleet_core::exit::USAGE;
+        }
+    };
+    let mut tables = Vec::new();
+    if let Some(section) = &file.coordinator {
+        let mut settings = CoordinatorSettings::default();
+        settings.overlay(section, |_| false);
+        tables.push(("coordinator", settings.to_toml(), settings.check()));
+    }
+    if let Some(section) = &file.agent {
+        let mut settings = AgentSettings::default();
+        settings.overlay(section, |_| false);
+        tables.push(("agent", settings.to_toml(), settings.check()));
+    }
+    let problems: Vec<String> = tables
+        .iter()
+        .flat_map(|(table, _, findings)| {
+            findings
+                .problems
+                .iter()
+                .map(move |problem| format!("[{table}] {problem}"))
+        })
+        .collect();
+    if !problems.is_empty() {
+        for problem in problems {
+            eprintln!("error: `{}`: {problem}", path.display());
+        }
+        return abfleet_core::exit::USAGE;
+    }
+    println!(
+        "# `{}` is valid: the settings `abfleet coordinator|agent --config` takes from it, defaults\n# filled in (flags and ABFLEET_TLS_* override them)",
+        path.display()
+    );
+    for (table, text, findings) in tables {
+        println!();
+        print!("{text}");
+        for note in &findings.notes {
+            eprintln!("note: [{table}] {note}");
+        }
+    }
+    abfleet_core::exit::OK
+}
+
+/// Fills the settings of `command` that were not given as flags (or by their environment
+/// variables) from its `--config` file. Other commands are left alone.
+pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigError> {
+    match command {
+        Command::Coordinator {
+            config: Some(path),
+            listen,
+            data_dir,
+            lease_seconds,
+            heartbeat_seconds,
+            max_attempts,
+            tls,
+            plaintext,
+            http,
+        } => {
+            let file = ConfigFile::load(path)?;
+            let section = file.coordinator.ok_or_else(|| ConfigError::NoTable {
+                path: path.clone(),
+                table: "coordinator",
+            })?;
+            let mut settings = CoordinatorSettings {
+                listen: *listen,
+                data_dir: data_dir.clone(),
+                lease_seconds: *lease_seconds,
+                heartbeat_seconds: *heartbeat_seconds,
+                max_attempts: *max_attempts,
+                tls_cert: tls.tls_cert.clone(),
+                tls_key: tls.tls_key.clone(),
+                tls_ca: tls.tls_ca.clone(),
+                plaintext: *plaintext,
+                http: *http,
+            };
+            settings.overlay(&section, given_in(matches, "coordinator"));
+            *listen = settings.listen;
+            *data_dir = settings.data_dir;
+            *lease_seconds = settings.lease_seconds;
+            *heartbeat_seconds = settings.heartbeat_seconds;
+            *max_attempts = settings.max_attempts;
+            tls.tls_cert = settings.tls_cert;
+            tls.tls_key = settings.tls_key;
+            tls.tls_ca = settings.tls_ca;
+            *plaintext = settings.plaintext;
+            *http = settings.http;
+        }
+        Command::Agent {
+            config: Some(path),
+            coordinator,
+            work_dir,
+            probes,
+            policy,
+            tls,
+        } => {
+            let file = ConfigFile::load(path)?;
+            let section = file.agent.ok_or_else(|| ConfigError::NoTable {
+                path: path.clone(),
+                table: "agent",
+            })?;
+            let mut settings = AgentSettings {
+                coordinator: coordinator.clone(),
+                work_dir: work_dir.clone(),
+                probes: probes.clone(),
+                policy: policy.clone(),
+                tls_cert: tls.tls_cert.clone(),
+                tls_key: tls.tls_key.clone(),
+                tls_ca: tls.tls_ca.clone(),
+            };
+            settings.overlay(&section, given_in(matches, "agent"));
+            *coordinator = settings.coordinator;
+            *work_dir = settings.work_dir;
+            *probes = settings.probes;
+            *policy = settings.policy;
+            tls.tls_cert = settings.tls_cert;
+            tls.tls_key = settings.tls_key;
+            tls.tls_ca = settings.tls_ca;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Whether a flag of `subcommand` was given, on the command line or by its variable (a
+/// value clap filled in from the default does not count).
+fn given_in<'a>(matches: &'a ArgMatches, subcommand: &str) -> impl Fn(&str) -> bool + 'a {
+    let sub = matches.subcommand_matches(subcommand);
+    move |id| {
+        sub.and_then(|sub| sub.value_source(id))
+            .is_some_and(|source| {
+                matches!(source, ValueSource::CommandLine | ValueSource::EnvVariable)
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Cli;
+    use clap::{CommandFactory, FromArgMatches};
+
+    fn parse_args(args: &[&str]) -> (Command, ArgMatches) {
+        let matches = Cli::command().try_get_matches_from(args).unwrap();
+        let cli = Cli::from_arg_matches(&matches).unwrap();
+        (cli.command, matches)
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn problems(text: &str) -> Vec<String> {
+        match ConfigFile::parse(text, Path::new("/etc/abfleet/x.toml")) {
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_match_the_flags() {
+        // TLS flags read ABFLEET_TLS_*; only the settings with a default are compared.
+        let (command, _) = parse_args(&["abfleet", "coordinator"]);
+        let Command::Coordinator {
+            listen,
+            data_dir,
+            lease_seconds,
+            heartbeat_seconds,
+            max_attempts,
+            plaintext,
+            ..
+        } = command
+        else {
+            unreachable!()
+        };
+        let defaults = CoordinatorSettings::default();
+        assert_eq!(listen, defaults.listen);
+        assert_eq!(data_dir, defaults.data_dir);
+        assert_eq!(lease_seconds, defaults.lease_seconds);
+        assert_eq!(heartbeat_seconds, defaults.heartbeat_seconds);
+        assert_eq!(max_attempts, defaults.max_attempts);
+        assert_eq!(plaintext, defaults.plaintext);
+        let (command, _) = parse_args(&["abfleet", "agent"]);
+        let Command::Agent {
+            coordinator,
+            work_dir,
+            probes,
+            policy,
+            ..
+        } = command
+        else {
+            unreachable!()
+        };
+        let defaults = AgentSettings::default();
+        assert_eq!(coordinator, defaults.coordinator);
+        assert_eq!(work_dir, defaults.work_dir);
+        assert_eq!(probes, defaults.probes);
+        assert_eq!(policy, defaults.policy);
+    }
+
+    #[test]
+    fn every_unknown_key_and_wrong_type_is_named() {
+        let found = problems(
+            "[coordinator]\nlease = 3\nmax_attempts = \"three\"\nlisten = \"nowhere\"\n[agnet]\n",
+        );
+        assert_eq!(found.len(), 4, "{found:#?}");
+        assert!(
+            found.iter().any(|p| p.contains("unknown field `lease`")),
+            "{found:#?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains("`max_attempts`") && p.contains("string")),
+            "{found:#?}"
+        );
+        assert!(found.iter().any(|p| p.contains("`listen`")), "{found:#?}");
+        assert!(found.iter().any(|p| p.contains("`agnet`")), "{found:#?}");
+        let err = ConfigFile::parse("[agent]\nwork_dri = \"x\"\n", Path::new("a.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`a.toml`") && err.contains("work_dri"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn syntax_errors_and_empty_files_are_refused() {
+        assert!(matches!(
+            ConfigFile::parse("[coordinator\n", Path::new("x.toml")),
+            Err(ConfigError::Syntax { .. })
+        ));
+        assert_eq!(
+            problems("# nothing\n"),
+            ["it has neither a [coordinator] nor an [agent] table"]
+        );
+        assert!(problems("coordinator = 1\n")[0].contains("must be a table"));
+    }
+
+    #[test]
+    fn relative_paths_are_taken_from_the_file_directory() {
+        let file = ConfigFile::parse(
+            "[agent]\nwork_dir = \"work\"\npolicy = \"/abs/policy.toml\"\n",
+            Path::new("/etc/abfleet/agent.toml"),
+        )
+        .unwrap();
+        let agent = file.agent.unwrap();
+        assert_eq!(agent.work_dir.unwrap(), Path::new("/etc/abfleet/work"));
+        assert_eq!(agent.policy.unwrap(), Path::new("/abs/policy.toml"));
+    }
+
+    #[test]
+    fn flags_override_the_file_and_the_file_overrides_defaults() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = write(
+            tmp.path(),
+            "c.toml",
+            "[coordinator]\nlisten = \"127.0.0.1:7811\"\nlease_seconds = 60\nmax_attempts = 5\nplaintext = true\n",
+        );
+        let config = path.to_str().unwrap();
+        let (mut command, matches) = parse_args(&[
+            "abfleet",
+            "coordinator",
+            "--config",
+            config,
+            "--lease-seconds",
+            "45",
+        ]);
+        apply(&mut command, &matches).unwrap();
+        let Command::Coordinator {
+            listen,
+            data_dir,
+            lease_seconds,
+            heartbeat_seconds,
+            max_attempts,
+            plaintext,
+            ..
+        } = command
+        else {
+            unreachable!()
+        };
+        assert_eq!(listen, "127.0.0.1:7811".parse().unwrap(), "from the file");
+        assert_eq!(lease_seconds, 45.0, "the flag wins over the file");
+        assert_eq!(max_attempts, 5);
+        assert!(plaintext);
+        assert_eq!(heartbeat_seconds, DEFAULT_HEARTBEAT_SECONDS, "default");
+        assert_eq!(data_dir, Path::new(DEFAULT_DATA_DIR), "default");
+
+        // A flag given with its default's value still wins.
+        let (mut command, matches) = parse_args(&[
+            "abfleet",
+            "coordinator",
+            "--config",
+            config,
+            "--listen",
+            DEFAULT_LISTEN,
+        ]);
+        apply(&mut command, &matches).unwrap();
+        let Command::Coordinator { listen, .. } = command else {
+            unreachable!()
+        };
+        assert_eq!(listen, DEFAULT_LISTEN.parse().unwrap());
+    }
+
+    #[test]
+    fn a_file_without_the_table_is_refused_for_that_service() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = write(tmp.path(), "a.toml", "[agent]\nwork_dir = \"w\"\n");
+        let (mut command, matches) =
+            parse_args(&["abfleet", "coordinator", "--config", path.to_str().unwrap()]);
+        let err = apply(&mut command, &matches).unwrap_err().to_string();
+        assert!(err.contains("no [coordinator] table"), "{err}");
+        let (mut command, matches) =
+            parse_args(&["abfleet", "agent", "--config", path.to_str().unwrap()]);
+        apply(&mut command, &matches).unwrap();
+        let Command::Agent { work_dir, .. } = command else {
+            unreachable!()
+        };
+        assert_eq!(work_dir, tmp.path().join("w"));
+    }
+
+    #[test]
+    fn tls_files_come_as_one_from_flags_or_from_the_file() {
+        let file = AgentFile {
+            tls_cert: Some("/f/agent.pem".into()),
+            tls_key: Some("/f/agent.key".into()),
+            tls_ca: Some("/f/ca.pem".into()),
+            ..AgentFile::default()
+        };
+        let mut settings = AgentSettings {
+            tls_cert: Some("/flag/agent.pem".into()),
+            ..AgentSettings::default()
+        };
+        settings.overlay(&file, |id| id == "tls_cert");
+        assert_eq!(settings.tls_cert, Some("/flag/agent.pem".into()));
+        assert_eq!(
+            settings.tls_key, None,
+            "never the file's key with a flag's cert"
+        );
+        let mut settings = AgentSettings::default();
+        settings.overlay(&file, |_| false);
+        assert_eq!(settings.tls_key, Some("/f/agent.key".into()));
+    }
+
+    #[test]
+    fn coordinator_checks_name_each_problem() {
+        let settings = CoordinatorSettings {
+            listen: "0.0.0.0:7700".parse().unwrap(),
+            heartbeat_seconds: 30.0,
+            lease_seconds: 30.0,
+            max_attempts: 0,
+            plaintext: true,
+            ..CoordinatorSettings::default()
+        };
+        let found = settings.check().problems;
+        assert_eq!(found.len(), 3, "{found:#?}");
+        assert!(
+            found[0].contains("shorter than `lease_seconds`"),
+            "{found:#?}"
+        );
+        assert!(found[1].contains("at least 1"), "{found:#?}");
+        assert!(found[2].contains("loopback only"), "{found:#?}");
+
+        let tmp = tempfile::tempdir().unwrap();
+        let settings = CoordinatorSettings {
+            tls_cert: Some(tmp.path().join("missing.pem")),
+            tls_key: Some(tmp.path().join("missing.key")),
+            ..CoordinatorSettings::default()
+        };
+        let found = settings.check().problems;
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(found[0].contains("`tls_ca` missing"), "{found:#?}");
+
+        let settings = CoordinatorSettings {
+            tls_ca: Some(tmp.path().join("missing-ca.pem")),
+            ..settings
+        };
+        let found = settings.check().problems;
+        assert!(found[0].contains("missing.key"), "{found:#?}");
+
+        let key = write(tmp.path(), "open.key", "-----BEGIN PRIVATE KEY-----\n");
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+        let settings = CoordinatorSettings {
+            tls_key: Some(key),
+            ..settings
+        };
+        let found = settings.check().problems;
+        assert!(found[0].contains("chmod 600"), "{found:#?}");
+
+        let notes = CoordinatorSettings::default().check();
+        assert!(notes.problems.is_empty());
+        assert!(notes.notes[0].contains("--tls-cert"), "{:?}", notes.notes);
+    }
+
+    #[test]
+    fn agent_checks_name_each_problem() {
+        let tmp = tempfile::tempdir().unwrap();
+        let settings = AgentSettings {
+            coordinator: "http://coord.example:7700".to_string(),
+            probes: Some(tmp.path().join("no-probes")),
+            policy: Some(tmp.path().join("no-policy.toml")),
+            ..AgentSettings::default()
+        };
+        let found = settings.check().problems;
+        assert_eq!(found.len(), 3, "{found:#?}");
+        assert!(found[0].contains("not loopback"), "{found:#?}");
+        assert!(found[1].contains("no-probes"), "{found:#?}");
+        assert!(found[2].contains("no-policy.toml"), "{found:#?}");
+        assert!(AgentSettings::default().check().problems.is_empty());
+    }
+
+    #[test]
+    fn effective_settings_print_as_the_file_format() {
+        // A file in the working directory: its relative paths mean what the defaults mean.
+        let text = CoordinatorSettings::default().to_toml();
+        let file = ConfigFile::parse(&text, Path::new("x.toml")).unwrap();
+        let mut settings = CoordinatorSettings::default();
+        settings.overlay(file.coordinator.as_ref().unwrap(), |_| false);
+        assert_eq!(settings, CoordinatorSettings::default());
+        assert!(text.contains("# tls_cert: not set"), "{text}");
+        let text = AgentSettings::default().to_toml();
+        let file = ConfigFile::parse(&text, Path::new("/x.toml")).unwrap();
+        assert_eq!(
+            file.agent.unwrap().coordinator.unwrap(),
+            DEFAULT_COORDINATOR_URL
+        );
+    }
+}
