@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use abfleet_core::spec::{JobSpec, SourceSpec};
+use abfleet_core::spec::{FixtureLocation, JobSpec, SourceSpec};
 use serde::Deserialize;
 
 /// Where the agent looks for a policy when `--policy` is not given.
@@ -26,6 +26,10 @@ pub struct AgentPolicy {
     /// Patterns over the `argv[0]` of every program a spec names: build commands, toolchain
     /// fingerprints, a command template or `simd_info` that does not start with `{binary}`.
     pub allowed_build_programs: Vec<String>,
+    /// Patterns over fixture files by path (after symlinks are resolved) and by URL. Empty
+    /// (the default): only fixtures the agent generates itself; a spec naming a file on this
+    /// host or a URL is refused.
+    pub allowed_fixtures: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -33,6 +37,8 @@ pub struct AgentPolicy {
 struct PolicyFile {
     allowed_sources: Vec<String>,
     allowed_build_programs: Vec<String>,
+    #[serde(default)]
+    allowed_fixtures: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +113,7 @@ impl AgentPolicy {
             origin: origin.to_path_buf(),
             allowed_sources: file.allowed_sources,
             allowed_build_programs: file.allowed_build_programs,
+            allowed_fixtures: file.allowed_fixtures,
         })
     }
 
@@ -161,6 +168,30 @@ impl AgentPolicy {
                 self.program_allowed("[backends.cpu] simd_info", &cpu.simd_info)?;
             }
         }
+        for fixture in &spec.fixtures {
+            for (role, file) in [
+                ("reference", &fixture.reference),
+                ("distorted", &fixture.distorted),
+            ] {
+                let what = format!("[[fixtures]] `{}` {role}", fixture.name);
+                match &file.location {
+                    FixtureLocation::Generate { .. } => {}
+                    FixtureLocation::Url(url) => self.fixture_allowed(&what, url)?,
+                    FixtureLocation::Path(path) => {
+                        self.fixture_allowed(&what, &path.display().to_string())?;
+                        // A symlink in an allowed directory must not lead out of it.
+                        if let Ok(real) = path.canonicalize() {
+                            if real != *path {
+                                self.fixture_allowed(
+                                    &format!("{what} (resolved)"),
+                                    &real.display().to_string(),
+                                )?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
         let current = abfleet_core::report::backend_of(generation);
         for backend in ["cuda", "hip", "sycl"] {
             if let Some(config) = spec.backends.gpu(backend) {
@@ -186,6 +217,18 @@ impl AgentPolicy {
             Ok(())
         } else {
             Err(self.refusal("allowed_sources", what.to_string(), value.to_string()))
+        }
+    }
+
+    fn fixture_allowed(&self, what: &str, value: &str) -> Result<(), Refusal> {
+        if self
+            .allowed_fixtures
+            .iter()
+            .any(|pattern| pattern_matches(pattern, value))
+        {
+            Ok(())
+        } else {
+            Err(self.refusal("allowed_fixtures", what.to_string(), value.to_string()))
         }
     }
 
@@ -287,7 +330,7 @@ mod tests {
         };
         AgentPolicy::from_toml(
             &format!(
-                "allowed_sources = [{}]\nallowed_build_programs = [{}]\n",
+                "allowed_sources = [{}]\nallowed_build_programs = [{}]\nallowed_fixtures = [\"*\"]\n",
                 list(sources),
                 list(programs)
             ),
@@ -299,6 +342,80 @@ mod tests {
     fn spec() -> JobSpec {
         let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
         JobSpec::load(&dir.join("vmaf-upstream-ab.toml")).unwrap()
+    }
+
+    #[test]
+    fn fixtures_come_only_from_the_directories_and_urls_the_policy_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let allowed = tmp.path().join("fixtures");
+        std::fs::create_dir_all(&allowed).unwrap();
+        std::fs::write(allowed.join("ref.yuv"), b"x").unwrap();
+        // A symlink inside the allowed directory that leads out of it.
+        std::os::unix::fs::symlink("/etc/passwd", allowed.join("escape.yuv")).unwrap();
+        let text = format!(
+            "allowed_sources = [\"*\"]\nallowed_build_programs = [\"*\"]\nallowed_fixtures = [\"{}/*\", \"https://media.example/*\"]\n",
+            allowed.display()
+        );
+        let policy = AgentPolicy::from_toml(&text, Path::new("p.toml")).unwrap();
+        let with_reference = |location: FixtureLocation| {
+            let mut spec = spec();
+            spec.fixtures[0].reference.location = location;
+            spec.fixtures[0].distorted.location = FixtureLocation::Generate {
+                generator: abfleet_core::spec::Generator::MovingPattern,
+                seed: 1,
+            };
+            spec.fixtures.truncate(1);
+            spec
+        };
+        policy
+            .check(
+                &with_reference(FixtureLocation::Path(allowed.join("ref.yuv"))),
+                "",
+            )
+            .unwrap();
+        policy
+            .check(
+                &with_reference(FixtureLocation::Url("https://media.example/a.yuv".into())),
+                "",
+            )
+            .unwrap();
+        for (location, value) in [
+            (
+                FixtureLocation::Path("/etc/shadow".into()),
+                "/etc/shadow".to_string(),
+            ),
+            (
+                FixtureLocation::Path(allowed.join("escape.yuv")),
+                "/etc/passwd".to_string(),
+            ),
+            (
+                FixtureLocation::Url("https://elsewhere.example/a.yuv".into()),
+                "https://elsewhere.example/a.yuv".to_string(),
+            ),
+        ] {
+            let refusal = policy.check(&with_reference(location), "").unwrap_err();
+            assert_eq!(refusal.rule, "allowed_fixtures");
+            assert_eq!(refusal.value, value);
+        }
+        // Without `allowed_fixtures`, only generated fixtures pass.
+        let strict = AgentPolicy::from_toml(
+            "allowed_sources = [\"*\"]\nallowed_build_programs = [\"*\"]\n",
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        let refusal = strict
+            .check(
+                &with_reference(FixtureLocation::Path(allowed.join("ref.yuv"))),
+                "",
+            )
+            .unwrap_err();
+        assert_eq!(refusal.rule, "allowed_fixtures");
+        let mut generated = with_reference(FixtureLocation::Generate {
+            generator: abfleet_core::spec::Generator::MovingPattern,
+            seed: 2,
+        });
+        generated.fixtures[0].reference.sha256 = None;
+        strict.check(&generated, "").unwrap();
     }
 
     #[test]
