@@ -105,31 +105,6 @@ async fn a_fleet_run_shows_findings_per_generation_and_what_changed_since_the_pr
         TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
     let url = coordinator.url();
     let mut agents = Vec::new();
-    // The AMD and Intel captures hold only the GPU tool's output; a recorded CPU of a
-    // similar host completes each set (the CPU generation is not targeted here).
-    for (host, cpu) in [
-        (
-            "h100-sxm5-della-pli",
-            Some("xeon8480c-sapphirerapids-h100x8"),
-        ),
-        ("mi300x-x4-epyc9474f", Some("epyc9r14-genoa-m7a")),
-        ("intel-flex140-dg2-ocp", Some("core-i5-12400-alderlake")),
-    ] {
-        let set = tmp.path().join("probes").join(host);
-        std::fs::create_dir_all(&set).unwrap();
-        for dir in [Some(host), cpu].into_iter().flatten() {
-            for entry in std::fs::read_dir(recorded(dir)).unwrap() {
-                let entry = entry.unwrap();
-                std::fs::copy(entry.path(), set.join(entry.file_name())).unwrap();
-            }
-        }
-        let inventory = inventory::from_recorded_probes(&set).unwrap();
-        agents.push(TestAgent::start_with_inventory(
-            &url,
-            &tmp.path().join(host),
-            inventory,
-        ));
-    }
     let live = inventory::probe_host();
     let live_cpu = live
         .generations
@@ -138,6 +113,44 @@ async fn a_fleet_run_shows_findings_per_generation_and_what_changed_since_the_pr
         .unwrap()
         .key
         .clone();
+    // The AMD and Intel captures hold only the GPU tool's output; a recorded CPU of a
+    // similar host completes each set (the CPU generation is not targeted here). A recorded
+    // CPU whose generation key is this host's own would compete with the live agent for the
+    // targeted CPU job (an AMD EPYC host has `genoa`'s key), so such a set takes the first
+    // of the other captures whose key differs.
+    const OTHER_CPUS: [&str; 4] = [
+        "graviton3-neoverse-v1",
+        "grace-neoverse-v2",
+        "xeon6972p-graniterapids",
+        "core-ultra9-285-arrowlake",
+    ];
+    for (host, cpu) in [
+        ("h100-sxm5-della-pli", "xeon8480c-sapphirerapids-h100x8"),
+        ("mi300x-x4-epyc9474f", "epyc9r14-genoa-m7a"),
+        ("intel-flex140-dg2-ocp", "core-i5-12400-alderlake"),
+    ] {
+        let set = tmp.path().join("probes").join(host);
+        let inventory = std::iter::once(cpu)
+            .chain(OTHER_CPUS)
+            .find_map(|cpu| {
+                let _ = std::fs::remove_dir_all(&set);
+                std::fs::create_dir_all(&set).unwrap();
+                for dir in [host, cpu] {
+                    for entry in std::fs::read_dir(recorded(dir)).unwrap() {
+                        let entry = entry.unwrap();
+                        std::fs::copy(entry.path(), set.join(entry.file_name())).unwrap();
+                    }
+                }
+                let inventory = inventory::from_recorded_probes(&set).unwrap();
+                (!inventory.generations.iter().any(|g| g.key == live_cpu)).then_some(inventory)
+            })
+            .expect("a recorded CPU whose generation key is not this host's");
+        agents.push(TestAgent::start_with_inventory(
+            &url,
+            &tmp.path().join(host),
+            inventory,
+        ));
+    }
     agents.push(TestAgent::start_with_inventory(
         &url,
         &tmp.path().join("live"),
