@@ -397,8 +397,7 @@ fn check_production_gate(report: &Report, production: &abfleet_core::spec::JobSp
         .allow
         .get("vmaf")
         .and_then(|a| a.max_delta)
-        .or(production.measure.max_score_delta)
-        .unwrap_or(0.0);
+        .unwrap_or(production.measure.max_score_delta);
     println!(
         "vmaf_real: pooled vmaf delta on this host {delta:+.3e} (production ceiling {production_ceiling:e})"
     );
