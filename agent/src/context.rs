@@ -41,11 +41,14 @@ pub(crate) enum Stop {
     LeaseLost,
 }
 
+/// Emits an event. A spool that could not be written fails the job (the event itself is
+/// still sent): timing on without a durable record could lose cells on a restart.
 pub(crate) fn emit(ctx: &JobContext, payload: JobEventPayload) -> Result<(), Stop> {
-    ctx.sink
-        .emit(&payload)
-        .map(|_| ())
-        .map_err(|_| Stop::LeaseLost)
+    ctx.sink.emit(&payload).map_err(|_| Stop::LeaseLost)?;
+    match ctx.sink.spool_failure() {
+        Some(failure) => Err(Stop::Failed(failure)),
+        None => Ok(()),
+    }
 }
 
 pub(crate) fn progress(
@@ -73,6 +76,9 @@ pub(crate) fn check_cancel(ctx: &JobContext) -> Result<(), Stop> {
     }
     if ctx.sink.lease_lost().is_some() {
         return Err(Stop::LeaseLost);
+    }
+    if let Some(failure) = ctx.sink.spool_failure() {
+        return Err(Stop::Failed(failure));
     }
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! The event sink of one job attempt: numbers events, writes them to the spool, and one
 //! uploader task sends them to the coordinator and drops what it acknowledged. The uploader
 //! stays silent while a timed run is in flight (`set_quiet`), and `flush` is the barrier
-//! the job passes before it may send "done".
+//! the job passes before it may send "done". An event the spool could not write (the work
+//! dir is full) is still kept and sent, and the sink remembers the failure
+//! (`spool_failure`): the job fails with it rather than run on without a durable record.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,7 +13,7 @@ use abfleet_proto::pb;
 use abfleet_proto::pb::agent_service_client::AgentServiceClient;
 use tokio::sync::watch;
 use tonic::transport::Channel;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 use crate::spool::{Spool, SpooledEvent};
 
@@ -30,6 +32,8 @@ struct State {
     spool: Spool,
     next_seq: u64,
     lease_lost: Option<LeaseLost>,
+    /// The first failed spool write, as the message the job fails with.
+    spool_failure: Option<String>,
     closed: bool,
 }
 
@@ -71,6 +75,7 @@ impl EventSink {
                     spool,
                     next_seq,
                     lease_lost: None,
+                    spool_failure: None,
                     closed: false,
                 }),
                 changes: watch::channel(0).0,
@@ -103,12 +108,20 @@ impl EventSink {
                 payload_json,
             };
             if let Err(err) = state.spool.push(event) {
-                warn!(job_id = %self.inner.job_id, error = %err, "failed to write the spool; the event is kept in memory only");
+                let message = spool_failure_message(state.spool.path(), &err);
+                error!(job_id = %self.inner.job_id, seq, error = %err, "{message}; the event is kept in memory and still sent");
+                state.spool_failure.get_or_insert(message);
             }
             seq
         };
         self.bump();
         Ok(seq)
+    }
+
+    /// Why the spool could not be written, once a write failed: the job must fail with it
+    /// (its events are still sent, but a restart would not find them).
+    pub fn spool_failure(&self) -> Option<String> {
+        self.lock().spool_failure.clone()
     }
 
     /// While quiet, nothing is uploaded (a timed run is in flight).
@@ -235,9 +248,60 @@ impl EventSink {
     }
 }
 
+/// What the job fails with when its spool cannot be written.
+fn spool_failure_message(path: &std::path::Path, err: &std::io::Error) -> String {
+    let dir = path.parent().unwrap_or(path).display();
+    if err.kind() == std::io::ErrorKind::StorageFull || err.raw_os_error() == Some(28) {
+        format!("the agent's work dir is full (`{dir}`, writing the event spool): free space and rerun")
+    } else {
+        format!(
+            "failed to write the event spool `{}`: {err}; check that the agent's work dir is writable and rerun",
+            path.display()
+        )
+    }
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use abfleet_core::events::LogLevel;
+
+    use super::*;
+    use crate::spool::tests::Tmpfs;
+
+    /// Issue 11: on a full disk the sink said "kept in memory only" while the event was
+    /// gone; now it is kept and sent, and the failure is there for the job to fail with.
+    #[test]
+    fn an_event_the_full_disk_refused_is_still_pending_and_the_failure_is_told() {
+        let Some(fs) = Tmpfs::mount("64k") else {
+            return;
+        };
+        let spool_dir = fs.dir.path().join("spool");
+        let sink = EventSink::open(&spool_dir, "agent", "job", 1, 0).unwrap();
+        fs.fill(0);
+        let line = "y".repeat(8192);
+        let seq = sink
+            .emit(&JobEventPayload::Log {
+                level: LogLevel::Info,
+                line,
+            })
+            .unwrap();
+        assert_eq!(seq, 0);
+        let failure = sink.spool_failure().expect("the failed write must be told");
+        assert!(
+            failure.starts_with("the agent's work dir is full")
+                && failure.contains(&spool_dir.display().to_string())
+                && failure.ends_with("free space and rerun"),
+            "{failure}"
+        );
+        let state = sink.lock();
+        assert_eq!(state.spool.len(), 1, "the event must stay pending, to be sent");
+        assert_eq!(state.next_seq, 1);
+    }
 }
