@@ -7,7 +7,7 @@ use abfleet_core::inventory::Inventory;
 use abfleet_core::{AgentId, JobId};
 use abfleet_proto::{parse_id, pb};
 use tokio::sync::mpsc;
-use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
+use tokio_stream::{wrappers::UnboundedReceiverStream, Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{instrument, warn};
 
@@ -48,7 +48,7 @@ impl pb::agent_service_server::AgentService for AgentService {
         request: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let mut incoming = request.into_inner();
-        let (sender, receiver) = mpsc::channel(64);
+        let (sender, receiver) = mpsc::unbounded_channel();
         let fleet = self.fleet.clone();
         // The first message names the agent; the session belongs to it from then on.
         let first = incoming.message().await?.ok_or_else(|| {
@@ -80,7 +80,7 @@ impl pb::agent_service_server::AgentService for AgentService {
             fleet.close_session(agent_id, number);
         });
         let outgoing =
-            ReceiverStream::new(receiver).map(|message| Ok(pb::CoordinatorMessage::from(message)));
+            UnboundedReceiverStream::new(receiver).map(|message| Ok(pb::CoordinatorMessage::from(message)));
         Ok(Response::new(Box::pin(outgoing)))
     }
 

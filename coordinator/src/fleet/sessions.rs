@@ -106,16 +106,26 @@ impl Fleet {
         }
     }
 
+    /// Queues a message on the agent's session (never dropped for want of room). False, and
+    /// logged, when the agent has no open session: it learns on its next heartbeat or ready.
     pub(super) fn send(&self, agent_id: AgentId, message: SessionMessage) -> bool {
         let sessions = self
             .inner
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        match sessions.get(&agent_id) {
-            Some(session) => session.sender.try_send(message).is_ok(),
-            None => false,
+        let kind = match &message {
+            SessionMessage::Offer(_) => "offer",
+            SessionMessage::Cancel { .. } => "cancel",
+            SessionMessage::LeaseLost { .. } => "lease lost",
+        };
+        let sent = sessions
+            .get(&agent_id)
+            .is_some_and(|session| session.sender.send(message).is_ok());
+        if !sent {
+            warn!(agent_id = %agent_id, kind, "the agent has no open session; the message is not delivered (its next heartbeat is answered again)");
         }
+        sent
     }
 
     /// The agent is idle. Any job still leased to it is not running anywhere (the agent
@@ -229,7 +239,7 @@ impl Fleet {
                         session.waiting = None;
                         session
                             .sender
-                            .try_send(SessionMessage::Offer(Box::new(offer)))
+                            .send(SessionMessage::Offer(Box::new(offer)))
                             .is_ok()
                     }
                     None => false,
