@@ -103,6 +103,12 @@ pub async fn run_agent(
                         handle_message(message, &config, &agent_id, &inventory, &client, &spool_dir, &mut running);
                     }
                     Ok(None) => { warn!("coordinator closed the session"); break; }
+                    Err(status) if status.code() == tonic::Code::FailedPrecondition => {
+                        // The coordinator does not know this agent (its store was replaced):
+                        // the next session registers again, before anything else.
+                        warn!(agent_id = %agent_id, reason = %status.message(), "the coordinator ended the session; registering again");
+                        break;
+                    }
                     Err(status) => { warn!(%status, "session broke"); break; }
                 },
                 _ = reprobe.tick(), if running.is_none() && config.inventory_source.is_some() => {

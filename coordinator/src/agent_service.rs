@@ -7,7 +7,8 @@ use abfleet_core::inventory::Inventory;
 use abfleet_core::{AgentId, JobId};
 use abfleet_proto::{parse_id, pb};
 use tokio::sync::mpsc;
-use tokio_stream::{wrappers::UnboundedReceiverStream, Stream, StreamExt};
+use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
+use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{instrument, warn};
 
@@ -56,6 +57,9 @@ impl pb::agent_service_server::AgentService for AgentService {
         })?;
         let agent_id: AgentId = parse_id("agent_id", &first.agent_id)?;
         let number = fleet.open_session(agent_id, sender)?;
+        // A message the agent must hear about ends its session with that status (after
+        // whatever was queued for it): the agent sees why instead of talking into the void.
+        let (ending, ended) = mpsc::channel::<Status>(1);
         tokio::spawn(async move {
             let mut next = Some(Ok(first));
             loop {
@@ -73,14 +77,25 @@ impl pb::agent_service_server::AgentService for AgentService {
                         break;
                     }
                 };
-                if let Err(err) = handle_agent_message(&fleet, agent_id, message).await {
-                    warn!(agent_id = %agent_id, error = %err, "failed to handle an agent message");
+                match handle_agent_message(&fleet, agent_id, message).await {
+                    Ok(()) => {}
+                    Err(err @ crate::FleetError::NotRegistered(_)) => {
+                        warn!(agent_id = %agent_id, error = %err, "session message from an unregistered agent; ending its session");
+                        let _ = ending.try_send(Status::from(err));
+                        break;
+                    }
+                    Err(err) => {
+                        warn!(agent_id = %agent_id, error = %err, "failed to handle an agent message");
+                    }
                 }
             }
+            // Ends the outgoing stream of messages (the fleet drops the session's sender);
+            // `ending` goes with this task, so the status stream ends too.
             fleet.close_session(agent_id, number);
         });
-        let outgoing =
-            UnboundedReceiverStream::new(receiver).map(|message| Ok(pb::CoordinatorMessage::from(message)));
+        let outgoing = UnboundedReceiverStream::new(receiver)
+            .map(|message| Ok(pb::CoordinatorMessage::from(message)))
+            .chain(ReceiverStream::new(ended).map(Err));
         Ok(Response::new(Box::pin(outgoing)))
     }
 

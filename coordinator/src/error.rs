@@ -67,7 +67,9 @@ impl From<FleetError> for tonic::Status {
             FleetError::UnknownRun(_) | FleetError::UnknownJob(_) => {
                 Status::not_found(err.to_string())
             }
-            FleetError::LeaseLost { .. } => Status::failed_precondition(err.to_string()),
+            FleetError::LeaseLost { .. } | FleetError::NotRegistered(_) => {
+                Status::failed_precondition(err.to_string())
+            }
             FleetError::InvalidEvent { .. } | FleetError::InventoryTooLarge { .. } => {
                 Status::invalid_argument(err.to_string())
             }
@@ -103,6 +105,10 @@ mod tests {
                     reason: "x".into(),
                 },
                 Code::InvalidArgument,
+            ),
+            (
+                FleetError::NotRegistered(AgentId::new_random()),
+                Code::FailedPrecondition,
             ),
             (
                 FleetError::InventoryTooLarge {

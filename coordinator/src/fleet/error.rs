@@ -1,5 +1,5 @@
 //! What can go wrong in the state machine: a run or job that does not exist, a lease the
-//! caller no longer holds, or the store underneath. The services map it to gRPC codes in
+//! caller no longer holds, an agent that did not register, or the store underneath. The services map it to gRPC codes in
 //! `crate::error`, the one place errors become statuses.
 
 use abfleet_core::{AgentId, JobId, RunId};
@@ -33,6 +33,10 @@ pub enum FleetError {
     /// A registration or session under an agent id whose session is open and alive.
     #[error("agent {0} is already connected with a live session; each agent needs its own work dir, where its id is kept (`agent-id`): a copied work dir shares the id (a restarted agent is let in once its old session closes or falls silent)")]
     AgentConnected(AgentId),
+    /// A heartbeat or "ready" from an agent id the store does not know (it never
+    /// registered, or the coordinator's data dir was replaced under it).
+    #[error("agent {0} is not registered with this coordinator: register first (an abfleet agent registers again when it reconnects)")]
+    NotRegistered(AgentId),
     /// A registration whose inventory is larger than the coordinator keeps.
     #[error("the inventory of agent {agent_id} is {bytes} bytes as JSON, over the limit of {limit} bytes; trim its generations or hardware description")]
     InventoryTooLarge {

@@ -132,10 +132,14 @@ impl Fleet {
     /// restarted), so it goes back to the queue at once instead of waiting out its lease.
     pub async fn ready(&self, agent_id: AgentId) -> Result<(), FleetError> {
         self.touch_session(agent_id);
-        self.inner
+        if !self
+            .inner
             .store
             .touch_agent(agent_id, self.now_ms())
-            .await?;
+            .await?
+        {
+            return Err(FleetError::NotRegistered(agent_id));
+        }
         for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
             if job.agent_id == Some(agent_id) {
                 warn!(agent_id = %agent_id, job_id = %job.job_id, "agent is idle but held a lease; requeueing");
