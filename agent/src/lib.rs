@@ -5,6 +5,7 @@
 //! The agent knows nothing of scheduling or of other agents; it does what a job offer says,
 //! within what its own checks (`input_checks`) and policy (`policy`) allow.
 
+pub mod backoff;
 pub mod build;
 pub mod command_line;
 pub mod config;

@@ -1,5 +1,5 @@
 //! The agent's life: dial the coordinator, register, keep a session (heartbeats out, offers
-//! and cancellations in), run one job at a time, and reconnect with backoff whenever the
+//! and cancellations in), run one job at a time, and reconnect with jittered backoff whenever the
 //! connection breaks. A running job survives reconnects: its events wait in the spool.
 
 use std::future::Future;
@@ -16,6 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 use tracing::{info, warn};
 
+use crate::backoff::Backoff;
 use crate::config::AgentConfig;
 use crate::error::AgentError;
 use crate::job::{run_job, JobContext};
@@ -57,7 +58,8 @@ pub async fn run_agent(
     drain_leftover_spools(&spool_dir, &agent_id, &client);
 
     let mut running: Option<RunningJob> = None;
-    let mut backoff = Duration::from_millis(100);
+    // Jittered, so a fleet whose coordinator restarts does not come back in lockstep.
+    let mut backoff = Backoff::new(Duration::from_millis(100), config.max_backoff);
     tokio::pin!(shutdown);
     loop {
         let session = tokio::select! {
@@ -66,16 +68,15 @@ pub async fn run_agent(
         };
         let (outgoing, mut incoming, heartbeat_interval) = match session {
             Ok(parts) => {
-                backoff = Duration::from_millis(100);
+                backoff.reset();
                 parts
             }
             Err(status) => {
                 warn!(agent_id = %agent_id, %status, "cannot reach the coordinator; retrying");
                 tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(backoff.next_delay()) => {}
                     _ = &mut shutdown => break,
                 }
-                backoff = (backoff * 2).min(config.max_backoff);
                 continue;
             }
         };
@@ -130,7 +131,7 @@ pub async fn run_agent(
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
             _ = &mut shutdown => break,
         }
     }

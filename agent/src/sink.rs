@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tonic::transport::Channel;
 use tracing::{debug, error, warn};
 
+use crate::backoff::Backoff;
 use crate::spool::{Spool, SpooledEvent};
 
 const BATCH: usize = 64;
@@ -178,7 +179,8 @@ impl EventSink {
     pub async fn upload(self, mut client: AgentServiceClient<Channel>) {
         let mut changes = self.inner.changes.subscribe();
         let mut quiet = self.inner.quiet.subscribe();
-        let mut backoff = Duration::from_millis(50);
+        // Jittered: after a coordinator restart, agents do not retry in the same instants.
+        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
         loop {
             // Never compete with a timed run.
             while *quiet.borrow_and_update() {
@@ -224,7 +226,7 @@ impl EventSink {
                         }
                     }
                     self.bump();
-                    backoff = Duration::from_millis(50);
+                    backoff.reset();
                 }
                 Err(status)
                     if matches!(
@@ -240,8 +242,7 @@ impl EventSink {
                 }
                 Err(status) => {
                     debug!(job_id = %self.inner.job_id, %status, "upload failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    tokio::time::sleep(backoff.next_delay()).await;
                 }
             }
         }
