@@ -43,6 +43,23 @@ pub async fn run_agent(
         source,
     })?;
     let agent_id = identity::load_or_create(&config.work_dir)?.to_string();
+    // What children of an earlier agent on this work dir left running (it was killed) must
+    // not compete with the timed runs to come.
+    match crate::runner::kill_leftovers(&config.work_dir) {
+        Ok(killed) if !killed.is_empty() => {
+            warn!(work_dir = %config.work_dir.display(), ?killed, "killed processes an earlier agent on this work dir left running");
+        }
+        Ok(_) => {}
+        Err(err) => {
+            return Err(AgentError::Io {
+                what: format!(
+                    "look for processes left running in `{}`",
+                    config.work_dir.display()
+                ),
+                source: err,
+            })
+        }
+    }
     let channel = Endpoint::from_shared(config.coordinator_url.clone())
         .map_err(|err| AgentError::Connect {
             url: config.coordinator_url.clone(),
@@ -300,16 +317,20 @@ fn start_job(
         })
         .and_then(|spec| check_offer(&offer, config, spec));
     let handle = match checked {
-        Ok(spec) => tokio::spawn(run_job(JobContext {
+        // Children of the job carry the work dir's marker and are listed in it (runner).
+        Ok(spec) => tokio::spawn(crate::runner::CHILD_OWNER.scope(
+            config.work_dir.clone(),
+            run_job(JobContext {
             job_id: offer.job_id.clone(),
             attempt: offer.attempt,
             spec,
             work_dir: config.work_dir.clone(),
             host: inventory.clone(),
             generation: offer.generation.clone(),
-            sink: sink.clone(),
-            cancel: cancel_rx,
-        })),
+                sink: sink.clone(),
+                cancel: cancel_rx,
+            }),
+        )),
         Err(error) => {
             warn!(job_id = %offer.job_id, %error, "refusing the offered job");
             tokio::spawn(refuse(sink.clone(), error))
