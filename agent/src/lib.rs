@@ -30,6 +30,7 @@ pub mod sink;
 pub mod source;
 pub mod spool;
 pub mod stages;
+pub mod work_dir_lock;
 
 pub use config::AgentConfig;
 pub use error::AgentError;

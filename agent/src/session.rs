@@ -42,6 +42,9 @@ pub async fn run_agent(
         what: format!("resolve the work directory `{}`", config.work_dir.display()),
         source,
     })?;
+    // Held until the agent returns: a second agent on this work dir stops here, before it
+    // reads the id, the spool or the list of running children.
+    let _work_dir_lock = crate::work_dir_lock::WorkDirLock::acquire(&config.work_dir)?;
     let agent_id = identity::load_or_create(&config.work_dir)?.to_string();
     // What children of an earlier agent on this work dir left running (it was killed) must
     // not compete with the timed runs to come.
