@@ -118,7 +118,10 @@ mod tests {
             *windows.entry(at.as_millis() / 100).or_insert(0) += 1;
         }
         let crowded = windows.values().max().copied().unwrap();
-        assert!(crowded <= 15, "{crowded} agents retry within one 100 ms window");
+        assert!(
+            crowded <= 15,
+            "{crowded} agents retry within one 100 ms window"
+        );
         let (min, max) = (seeded.iter().min().unwrap(), seeded.iter().max().unwrap());
         assert!(
             *max - *min > Duration::from_secs(2),

@@ -184,7 +184,11 @@ mod tests {
     /// A vmaf-like JSON output of `frames` frames, written straight to `path`.
     fn write_output(path: &Path, frames: u64) {
         let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-        writeln!(out, "{{\n  \"version\": \"3.2.0\",\n  \"simd\": \"avx2\",\n  \"frames\": [").unwrap();
+        writeln!(
+            out,
+            "{{\n  \"version\": \"3.2.0\",\n  \"simd\": \"avx2\",\n  \"frames\": ["
+        )
+        .unwrap();
         for n in 0..frames {
             let comma = if n + 1 < frames { "," } else { "" };
             writeln!(

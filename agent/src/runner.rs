@@ -218,7 +218,9 @@ fn die_with_the_agent(command: &mut Command) {
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
                 .map_err(std::io::Error::from)?;
             if nix::unistd::getppid().as_raw() as u32 != agent_pid {
-                return Err(std::io::Error::other("the agent exited before its child started"));
+                return Err(std::io::Error::other(
+                    "the agent exited before its child started",
+                ));
             }
             Ok(())
         });
@@ -295,7 +297,11 @@ pub fn kill_leftovers(work_dir: &Path) -> std::io::Result<Vec<u32>> {
     let me = std::process::id();
     let mut killed = Vec::new();
     for entry in std::fs::read_dir("/proc")?.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         if pid == me {
@@ -315,7 +321,10 @@ pub fn kill_leftovers(work_dir: &Path) -> std::io::Result<Vec<u32>> {
         let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
             continue;
         };
-        if environ.split(|b| *b == 0).any(|var| var == marker.as_slice()) {
+        if environ
+            .split(|b| *b == 0)
+            .any(|var| var == marker.as_slice())
+        {
             let Ok(raw) = i32::try_from(pid) else {
                 continue;
             };
@@ -578,7 +587,11 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let work_dir = std::path::absolute(work.path()).unwrap();
         let mut agent = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "runner::tests::dying_agent_helper", "--nocapture"])
+            .args([
+                "--exact",
+                "runner::tests::dying_agent_helper",
+                "--nocapture",
+            ])
             .env("ABFLEET_TEST_DYING_AGENT", &work_dir)
             .stdout(Stdio::null())
             .spawn()
@@ -586,7 +599,11 @@ mod tests {
         let child = wait_for_file(&work_dir.join("child.pid")).await;
         let grandchild = wait_for_file(&work_dir.join("grandchild.pid")).await;
         let listed = std::fs::read_to_string(work_dir.join(RUNNING_PGIDS_FILE)).unwrap();
-        assert_eq!(listed.trim(), child, "the child's group is listed while it runs");
+        assert_eq!(
+            listed.trim(),
+            child,
+            "the child's group is listed while it runs"
+        );
         let environ = std::fs::read(format!("/proc/{grandchild}/environ")).unwrap();
         let marker = format!("{WORK_DIR_ENV}={}", work_dir.display());
         assert!(

@@ -324,12 +324,12 @@ fn start_job(
         Ok(spec) => tokio::spawn(crate::runner::CHILD_OWNER.scope(
             config.work_dir.clone(),
             run_job(JobContext {
-            job_id: offer.job_id.clone(),
-            attempt: offer.attempt,
-            spec,
-            work_dir: config.work_dir.clone(),
-            host: inventory.clone(),
-            generation: offer.generation.clone(),
+                job_id: offer.job_id.clone(),
+                attempt: offer.attempt,
+                spec,
+                work_dir: config.work_dir.clone(),
+                host: inventory.clone(),
+                generation: offer.generation.clone(),
                 sink: sink.clone(),
                 cancel: cancel_rx,
             }),

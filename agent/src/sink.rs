@@ -253,7 +253,9 @@ impl EventSink {
 fn spool_failure_message(path: &std::path::Path, err: &std::io::Error) -> String {
     let dir = path.parent().unwrap_or(path).display();
     if err.kind() == std::io::ErrorKind::StorageFull || err.raw_os_error() == Some(28) {
-        format!("the agent's work dir is full (`{dir}`, writing the event spool): free space and rerun")
+        format!(
+            "the agent's work dir is full (`{dir}`, writing the event spool): free space and rerun"
+        )
     } else {
         format!(
             "failed to write the event spool `{}`: {err}; check that the agent's work dir is writable and rerun",
@@ -302,7 +304,11 @@ mod tests {
             "{failure}"
         );
         let state = sink.lock();
-        assert_eq!(state.spool.len(), 1, "the event must stay pending, to be sent");
+        assert_eq!(
+            state.spool.len(),
+            1,
+            "the event must stay pending, to be sent"
+        );
         assert_eq!(state.next_seq, 1);
     }
 }

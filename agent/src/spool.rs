@@ -267,7 +267,10 @@ pub(crate) mod tests {
         }
         let (failed_seq, err) = failed.expect("a 64 KiB tmpfs must fill up");
         assert_eq!(err.raw_os_error(), Some(28), "{err}");
-        assert!(failed_seq > 0, "some events must fit before the disk is full");
+        assert!(
+            failed_seq > 0,
+            "some events must fit before the disk is full"
+        );
         // Every event is still pending, the one that failed included.
         let pending = spool.pending(usize::MAX);
         assert_eq!(pending.len() as u64, failed_seq + 1);
@@ -297,7 +300,8 @@ pub(crate) mod tests {
             .open(spool.path())
             .unwrap();
         // Torn inside a multi-byte character: not even UTF-8.
-        file.write_all(b"{\"seq\":1,\"at_ms\":1,\"payload_json\":\"\xc3").unwrap();
+        file.write_all(b"{\"seq\":1,\"at_ms\":1,\"payload_json\":\"\xc3")
+            .unwrap();
         let mut reopened = Spool::open(dir.path(), "job", 3).unwrap();
         assert_eq!(reopened.pending(10), vec![event(0)]);
         reopened.push(event(1)).unwrap();

@@ -57,7 +57,10 @@ impl WorkDirLock {
         file.set_len(0)
             .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()))
             .and_then(|()| file.sync_data())
-            .map_err(io(format!("write the agent's pid into `{}`", path.display())))?;
+            .map_err(io(format!(
+                "write the agent's pid into `{}`",
+                path.display()
+            )))?;
         Ok(WorkDirLock { _file: file, path })
     }
 }

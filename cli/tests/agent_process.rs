@@ -20,7 +20,11 @@ fn start_agent(work_dir: &Path) -> Child {
 fn wait_for_lock_holder(work_dir: &Path, pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let lock = work_dir.join("agent.lock");
-    while std::fs::read_to_string(&lock).ok().map(|t| t.trim().to_string()) != Some(pid.to_string()) {
+    while std::fs::read_to_string(&lock)
+        .ok()
+        .map(|t| t.trim().to_string())
+        != Some(pid.to_string())
+    {
         assert!(Instant::now() < deadline, "agent {pid} never took the lock");
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -336,7 +336,10 @@ async fn a_session_from_an_unregistered_agent_ends_with_register_first() {
         .unwrap()
         .into_inner();
     let quiet = tokio::time::timeout(Duration::from_millis(500), incoming.message()).await;
-    assert!(quiet.is_err(), "a registered agent's session stays open: {quiet:?}");
+    assert!(
+        quiet.is_err(),
+        "a registered agent's session stays open: {quiet:?}"
+    );
     drop(outgoing);
 }
 

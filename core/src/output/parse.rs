@@ -19,7 +19,10 @@ pub fn parse(format: OutputFormat, text: &str) -> Result<Scores, OutputError> {
 /// read as text. The precision comes from the first [`PRECISION_SCAN_BYTES`], as in
 /// [`parse`]. A JSON error is positioned but terser than [`parse`]'s; re-read the text with
 /// [`parse`] to explain one.
-pub fn parse_reader(format: OutputFormat, reader: impl std::io::Read) -> Result<Scores, OutputError> {
+pub fn parse_reader(
+    format: OutputFormat,
+    reader: impl std::io::Read,
+) -> Result<Scores, OutputError> {
     let mut reader = PrefixKept {
         inner: reader,
         prefix: Vec::new(),
@@ -356,7 +359,8 @@ mod tests {
             GeneratedJson {
                 frames,
                 next: 0,
-                pending: b"{\n  \"version\": \"3.2.0\",\n  \"fps\": 12.5,\n  \"frames\": [\n".to_vec(),
+                pending: b"{\n  \"version\": \"3.2.0\",\n  \"fps\": 12.5,\n  \"frames\": [\n"
+                    .to_vec(),
                 done: false,
             }
         }

@@ -636,13 +636,19 @@ args = ["--feature", "psnr"]
         let default = parse(MINIMAL).unwrap();
         assert!(!default.to_json().contains("max_output_bytes"));
         assert_eq!(
-            JobSpec::from_json(&default.to_json()).unwrap().measure.max_output_bytes,
+            JobSpec::from_json(&default.to_json())
+                .unwrap()
+                .measure
+                .max_output_bytes,
             512 * 1024 * 1024
         );
         let err = parse(&format!("{MINIMAL}[measure]\nmax_output_bytes = 0\n"))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("max_output_bytes must be at least 1 byte"), "{err}");
+        assert!(
+            err.contains("max_output_bytes must be at least 1 byte"),
+            "{err}"
+        );
     }
 
     #[test]
