@@ -425,6 +425,30 @@ mod tests {
         ));
     }
 
+    /// Every real output of both real tools streams to exactly what the text parser reads.
+    #[test]
+    fn real_outputs_stream_to_what_the_text_parser_reads() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/vmaf-samples");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let format = match path.extension().and_then(|e| e.to_str()) {
+                Some("json") => OutputFormat::Json,
+                Some("xml") => OutputFormat::Xml,
+                Some("csv") => OutputFormat::Csv,
+                _ => continue,
+            };
+            let text = std::fs::read_to_string(&path).unwrap();
+            let streamed = parse_reader(format, text.as_bytes());
+            match parse(format, &text) {
+                Ok(scores) => assert_eq!(streamed.unwrap(), scores, "{}", path.display()),
+                Err(_) => assert!(streamed.is_err(), "{}", path.display()),
+            }
+            seen += 1;
+        }
+        assert!(seen >= 15, "only {seen} samples");
+    }
+
     /// Counts the bytes read through it.
     struct Counted<R>(R, u64);
 
