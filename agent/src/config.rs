@@ -5,8 +5,10 @@ use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    /// `http://host:port` of the coordinator.
+    /// `http://host:port` (loopback only) or `https://host:port` of the coordinator.
     pub coordinator_url: String,
+    /// The agent's certificate, key and the fleet CA, for an `https://` coordinator.
+    pub tls: Option<abfleet_proto::transport::TlsFiles>,
     /// Where the agent keeps its id, git caches, builds, fixtures, spool and job outputs.
     pub work_dir: PathBuf,
     /// Longest wait between reconnection attempts.
@@ -42,6 +44,7 @@ impl AgentConfig {
     pub fn new(coordinator_url: impl Into<String>, work_dir: impl Into<PathBuf>) -> Self {
         AgentConfig {
             coordinator_url: coordinator_url.into(),
+            tls: None,
             work_dir: work_dir.into(),
             max_backoff: Duration::from_secs(5),
             inventory_source: None,

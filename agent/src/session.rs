@@ -13,7 +13,7 @@ use abfleet_proto::pb::agent_service_client::AgentServiceClient;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tracing::{info, warn};
 
 use crate::backoff::Backoff;
@@ -63,15 +63,15 @@ pub async fn run_agent(
             })
         }
     }
-    let channel = Endpoint::from_shared(config.coordinator_url.clone())
-        .map_err(|err| AgentError::Connect {
-            url: config.coordinator_url.clone(),
-            message: err.to_string(),
-        })?
-        .connect_timeout(Duration::from_secs(5))
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(20))
-        .connect_lazy();
+    let channel =
+        abfleet_proto::transport::client_endpoint(&config.coordinator_url, config.tls.as_ref())
+            .map_err(|err| AgentError::Connect {
+                url: config.coordinator_url.clone(),
+                message: err.to_string(),
+            })?
+            .connect_timeout(Duration::from_secs(5))
+            .keep_alive_timeout(Duration::from_secs(20))
+            .connect_lazy();
     let client = AgentServiceClient::new(channel);
     let spool_dir = config.work_dir.join("spool");
     info!(agent_id = %agent_id, coordinator = %config.coordinator_url, work_dir = %config.work_dir.display(), "agent starting");

@@ -71,6 +71,14 @@ pub enum Command {
         /// Attempts a job gets before it fails as "agent lost".
         #[arg(long, default_value_t = 3)]
         max_attempts: u32,
+        /// The coordinator's certificate (`abfleet certs issue --role coordinator`), its key
+        /// and the fleet CA: mutual TLS, every caller needs a certificate the CA signed.
+        #[command(flatten)]
+        tls: TlsArgs,
+        /// Serve without TLS. Allowed on a loopback --listen only: every local process may
+        /// then submit jobs and act as an agent.
+        #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "tls_ca"])]
+        plaintext: bool,
     },
     /// Run an agent on this bench host: it dials the coordinator and takes jobs.
     Agent {
@@ -90,6 +98,8 @@ pub enum Command {
         /// on this host. See docs/security.md.
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// Submit a job spec to a coordinator.
     #[command(after_help = AFTER_HELP)]
@@ -97,6 +107,8 @@ pub enum Command {
         spec: PathBuf,
         #[arg(long, default_value = "http://127.0.0.1:7700")]
         coordinator: String,
+        #[command(flatten)]
+        tls: TlsArgs,
         /// Wait for the run to end, show progress, write the report and exit with its code.
         #[arg(long)]
         wait: bool,
@@ -123,12 +135,16 @@ pub enum Command {
     Agents {
         #[arg(long, default_value = "http://127.0.0.1:7700")]
         coordinator: String,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// Cancel a run: queued jobs are dropped, running ones stopped.
     Cancel {
         run_id: String,
         #[arg(long, default_value = "http://127.0.0.1:7700")]
         coordinator: String,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// The fleet's certificates: a CA and the certificates it signs for each role.
     ///
@@ -254,6 +270,38 @@ pub struct StoreSource {
     /// Read the store in this data dir instead of asking a coordinator.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// The certificate, key and fleet CA this process presents: to the coordinator (agents and
+/// the CLI, which then dial `https://`), or to callers (the coordinator). All three or none;
+/// without them only `http://` to loopback works. See docs/security.md.
+#[derive(clap::Args, Clone, Default)]
+pub struct TlsArgs {
+    /// This process's certificate (PEM, from `abfleet certs issue`).
+    #[arg(long, env = "ABFLEET_TLS_CERT", value_name = "PEM")]
+    pub tls_cert: Option<PathBuf>,
+    /// Its private key (PEM, mode 0600).
+    #[arg(long, env = "ABFLEET_TLS_KEY", value_name = "PEM")]
+    pub tls_key: Option<PathBuf>,
+    /// The fleet CA certificate (`ca.pem`): the only issuer trusted.
+    #[arg(long, env = "ABFLEET_TLS_CA", value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// The files, read and checked; `None` when no flag was given.
+    pub fn load(
+        &self,
+    ) -> Result<Option<abfleet_proto::transport::TlsFiles>, abfleet_proto::transport::TransportError>
+    {
+        abfleet_proto::transport::TlsFiles::from_paths(
+            self.tls_cert.as_deref(),
+            self.tls_key.as_deref(),
+            self.tls_ca.as_deref(),
+        )
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -467,6 +467,7 @@ fn submit_wait_against_separate_coordinator_and_agent_processes() {
         Command::new(env!("CARGO_BIN_EXE_abfleet"))
             .args([
                 "coordinator",
+                "--plaintext",
                 "--listen",
                 &listen,
                 "--data-dir",

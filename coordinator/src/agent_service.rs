@@ -1,4 +1,6 @@
-//! The gRPC service agents dial: registration, the session stream, and event upload.
+//! The gRPC service agents dial: registration, the session stream, and event upload. Under
+//! mutual TLS every call's agent id must be the one its certificate registered
+//! (`Fleet::bind_agent_certificate`), so an agent speaks only for itself.
 
 use std::pin::Pin;
 
@@ -12,6 +14,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{instrument, warn};
 
+use crate::auth::caller_of;
 use crate::fleet::Fleet;
 use crate::store::StoredEvent;
 
@@ -28,8 +31,12 @@ impl pb::agent_service_server::AgentService for AgentService {
         &self,
         request: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterResponse>, Status> {
+        let caller = caller_of(&request)?;
         let request = request.into_inner();
         let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
+        if let Some(name) = caller.certificate_name() {
+            self.fleet.bind_agent_certificate(agent_id, name).await?;
+        }
         let inventory: Inventory = request
             .inventory
             .ok_or_else(|| Status::invalid_argument("field `inventory` is missing"))?
@@ -48,6 +55,7 @@ impl pb::agent_service_server::AgentService for AgentService {
         &self,
         request: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
+        let caller = caller_of(&request)?;
         let mut incoming = request.into_inner();
         let (sender, receiver) = mpsc::unbounded_channel();
         let fleet = self.fleet.clone();
@@ -56,6 +64,9 @@ impl pb::agent_service_server::AgentService for AgentService {
             Status::invalid_argument("the session closed before its first message")
         })?;
         let agent_id: AgentId = parse_id("agent_id", &first.agent_id)?;
+        if let Some(name) = caller.certificate_name() {
+            fleet.check_agent_certificate(agent_id, name).await?;
+        }
         let number = fleet.open_session(agent_id, sender)?;
         // A message the agent must hear about ends its session with that status (after
         // whatever was queued for it): the agent sees why instead of talking into the void.
@@ -104,8 +115,12 @@ impl pb::agent_service_server::AgentService for AgentService {
         &self,
         request: Request<pb::PushEventsRequest>,
     ) -> Result<Response<pb::PushEventsResponse>, Status> {
+        let caller = caller_of(&request)?;
         let request = request.into_inner();
         let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
+        if let Some(name) = caller.certificate_name() {
+            self.fleet.check_agent_certificate(agent_id, name).await?;
+        }
         let job_id: JobId = parse_id("job_id", &request.job_id)?;
         let mut events = Vec::with_capacity(request.events.len());
         for event in request.events {

@@ -16,6 +16,9 @@ pub(crate) struct ControlService {
     pub(crate) fleet: Fleet,
 }
 
+/// The largest job spec (as JSON) the coordinator takes.
+pub const MAX_SPEC_JSON_BYTES: usize = 1024 * 1024;
+
 type ProgressStream = Pin<Box<dyn Stream<Item = Result<pb::RunProgress, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -25,6 +28,13 @@ impl pb::control_service_server::ControlService for ControlService {
         request: Request<pb::SubmitRunRequest>,
     ) -> Result<Response<pb::SubmitRunResponse>, Status> {
         let request = request.into_inner();
+        if request.spec_json.len() > MAX_SPEC_JSON_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "the job spec is {} bytes as JSON, over the coordinator's limit of {} bytes; a spec names its fixtures and commands, it does not carry data",
+                request.spec_json.len(),
+                MAX_SPEC_JSON_BYTES
+            )));
+        }
         let spec = JobSpec::from_json(&request.spec_json).map_err(|err| {
             Status::invalid_argument(format!(
                 "the job spec is not valid: {err}; submit it with `abfleet submit SPEC.toml`, which validates it first"
@@ -104,26 +114,29 @@ impl pb::control_service_server::ControlService for ControlService {
 
     async fn list_runs(
         &self,
-        _request: Request<pb::ListRunsRequest>,
+        request: Request<pb::ListRunsRequest>,
     ) -> Result<Response<pb::ListRunsResponse>, Status> {
-        let runs = self
-            .fleet
-            .runs()
-            .await?
-            .into_iter()
-            .map(run_summary)
-            .collect();
-        Ok(Response::new(pb::ListRunsResponse { runs }))
+        let request = request.into_inner();
+        let page = Page::of(request.page_size, &request.page_token, RUNS_PAGE)?;
+        let mut runs = self.fleet.runs_page(page.offset, page.size + 1).await?;
+        let next_page_token = page.next_token(runs.len());
+        runs.truncate(page.size as usize);
+        Ok(Response::new(pb::ListRunsResponse {
+            runs: runs.into_iter().map(run_summary).collect(),
+            next_page_token,
+        }))
     }
 
     async fn list_agents(
         &self,
-        _request: Request<pb::ListAgentsRequest>,
+        request: Request<pb::ListAgentsRequest>,
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
-        let agents = self
-            .fleet
-            .agents()
-            .await?
+        let request = request.into_inner();
+        let page = Page::of(request.page_size, &request.page_token, AGENTS_PAGE)?;
+        let mut agents = self.fleet.agents_page(page.offset, page.size + 1).await?;
+        let next_page_token = page.next_token(agents.len());
+        agents.truncate(page.size as usize);
+        let agents = agents
             .into_iter()
             .map(|(agent, state, running)| pb::AgentSummary {
                 agent_id: agent.agent_id.to_string(),
@@ -133,7 +146,10 @@ impl pb::control_service_server::ControlService for ControlService {
                 running_job_id: running.map(|j| j.to_string()).unwrap_or_default(),
             })
             .collect();
-        Ok(Response::new(pb::ListAgentsResponse { agents }))
+        Ok(Response::new(pb::ListAgentsResponse {
+            agents,
+            next_page_token,
+        }))
     }
 
     async fn cancel_run(
@@ -149,6 +165,48 @@ impl pb::control_service_server::ControlService for ControlService {
         };
         let cancelled = self.fleet.cancel(run_id, &reason).await?;
         Ok(Response::new(pb::CancelRunResponse { cancelled }))
+    }
+}
+
+/// Default and largest page of a list call: (default, max). Runs are small; agents carry
+/// their inventories (up to 256 KiB each), so a page of them stays far below the reply
+/// limit.
+const RUNS_PAGE: (u32, u32) = (200, 1000);
+const AGENTS_PAGE: (u32, u32) = (50, 200);
+
+/// One page of a list: where it starts and how long it is. The token is the position of
+/// the next item; lists only append, so paging by position sees each item once.
+struct Page {
+    offset: u64,
+    size: u32,
+}
+
+impl Page {
+    fn of(requested: u32, token: &str, (default, max): (u32, u32)) -> Result<Page, Status> {
+        let offset = if token.is_empty() {
+            0
+        } else {
+            token.parse::<u64>().map_err(|_| {
+                Status::invalid_argument(format!(
+                    "page_token `{token}` is not one this coordinator gave out; start again with an empty token"
+                ))
+            })?
+        };
+        let size = match requested {
+            0 => default,
+            n => n.min(max),
+        };
+        Ok(Page { offset, size })
+    }
+
+    /// The token of the page after this one, given how many items were fetched (one more
+    /// than the page size when there are more); empty on the last page.
+    fn next_token(&self, fetched: usize) -> String {
+        if fetched > self.size as usize {
+            (self.offset + u64::from(self.size)).to_string()
+        } else {
+            String::new()
+        }
     }
 }
 

@@ -38,6 +38,10 @@ pub enum CoordinatorError {
     Corrupt(String),
     #[error("job {job_id} attempt {attempt} is no longer leased to this agent; drop it")]
     LeaseLost { job_id: String, attempt: u32 },
+    /// The coordinator cannot start as configured (TLS files, a plaintext listener off
+    /// loopback); the message says what to change.
+    #[error("{0}")]
+    Config(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -55,6 +59,7 @@ impl From<CoordinatorError> for tonic::Status {
             | CoordinatorError::MigrateStore { .. }
             | CoordinatorError::Sqlite(_)
             | CoordinatorError::Corrupt(_)
+            | CoordinatorError::Config(_)
             | CoordinatorError::Internal(_) => Status::internal(message),
         }
     }
@@ -67,13 +72,14 @@ impl From<FleetError> for tonic::Status {
             FleetError::UnknownRun(_) | FleetError::UnknownJob(_) => {
                 Status::not_found(err.to_string())
             }
-            FleetError::LeaseLost { .. } | FleetError::NotRegistered(_) => {
-                Status::failed_precondition(err.to_string())
-            }
+            FleetError::LeaseLost { .. } => Status::failed_precondition(err.to_string()),
             FleetError::InvalidEvent { .. } | FleetError::InventoryTooLarge { .. } => {
                 Status::invalid_argument(err.to_string())
             }
-            FleetError::NotLeaseHolder { .. } => Status::permission_denied(err.to_string()),
+            FleetError::NotLeaseHolder { .. } | FleetError::CertificateMismatch { .. } => {
+                Status::permission_denied(err.to_string())
+            }
+            FleetError::NotRegistered(_) => Status::failed_precondition(err.to_string()),
             FleetError::AgentConnected(_) => Status::already_exists(err.to_string()),
             FleetError::Store(inner) => inner.into(),
         }
@@ -107,10 +113,6 @@ mod tests {
                 Code::InvalidArgument,
             ),
             (
-                FleetError::NotRegistered(AgentId::new_random()),
-                Code::FailedPrecondition,
-            ),
-            (
                 FleetError::InventoryTooLarge {
                     agent_id: AgentId::new_random(),
                     bytes: 2,
@@ -129,6 +131,18 @@ mod tests {
             (
                 FleetError::AgentConnected(AgentId::new_random()),
                 Code::AlreadyExists,
+            ),
+            (
+                FleetError::CertificateMismatch {
+                    agent_id: AgentId::new_random(),
+                    bound: "a".into(),
+                    presented: "b".into(),
+                },
+                Code::PermissionDenied,
+            ),
+            (
+                FleetError::NotRegistered(AgentId::new_random()),
+                Code::FailedPrecondition,
             ),
             (
                 FleetError::Store(CoordinatorError::LeaseLost {

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod agent_service;
+mod auth;
 pub mod clock;
 mod control_service;
 mod error;
@@ -14,7 +15,10 @@ mod server;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use control_service::run_summary;
+pub use control_service::{run_summary, MAX_SPEC_JSON_BYTES};
 pub use error::CoordinatorError;
 pub use fleet::{CoordinatorConfig, Fleet, FleetError};
-pub use server::{serve, Coordinator};
+pub use server::{
+    serve, Coordinator, ServerTransport, MAX_AGENT_MESSAGE_BYTES, MAX_CONTROL_MESSAGE_BYTES,
+    MAX_REPLY_BYTES,
+};

@@ -1,15 +1,19 @@
-//! Serving the coordinator: both services on one listener, the lease reaper beside them,
-//! until the caller's shutdown future resolves.
+//! Serving the coordinator: both services on one listener — mutual TLS, or plaintext on
+//! loopback only — each behind the role check of `crate::auth`, the lease reaper beside
+//! them, until the caller's shutdown future resolves.
 
 use std::future::Future;
 use std::path::Path;
 
+use abfleet_core::certs::Role;
 use abfleet_proto::pb;
+use abfleet_proto::transport::{check_plaintext_listen, TlsFiles};
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tracing::{error, info};
 
 use crate::agent_service::AgentService;
+use crate::auth::Access;
 use crate::control_service::ControlService;
 use crate::error::CoordinatorError;
 use crate::fleet::{CoordinatorConfig, Fleet};
@@ -35,17 +39,59 @@ impl Coordinator {
     }
 }
 
+/// How the coordinator talks to its callers.
+#[derive(Debug, Clone)]
+pub enum ServerTransport {
+    /// Plaintext, on a loopback listener only: every local caller may act in any role.
+    LoopbackPlaintext,
+    /// Mutual TLS: the coordinator presents its certificate, every caller must present one
+    /// the fleet CA signed, and its role decides what it may call.
+    MutualTls(TlsFiles),
+}
+
+/// The largest message an agent may send (an event batch) or the CLI (a spec, in
+/// `SubmitRun`); larger ones are refused with OUT_OF_RANGE before they are decoded.
+pub const MAX_AGENT_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+pub const MAX_CONTROL_MESSAGE_BYTES: usize = 2 * 1024 * 1024;
+/// The largest reply the coordinator sends (a report); clients accept as much.
+pub const MAX_REPLY_BYTES: usize = 256 * 1024 * 1024;
+
 /// Serves on `listener` until `shutdown` resolves.
 pub async fn serve(
     coordinator: Coordinator,
     listener: TcpListener,
+    transport: ServerTransport,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), CoordinatorError> {
     let fleet = coordinator.fleet;
     let addr = listener
         .local_addr()
         .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
-    info!(%addr, store = %fleet.store().path().display(), "coordinator listening");
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)));
+    let access = match &transport {
+        ServerTransport::LoopbackPlaintext => {
+            check_plaintext_listen(addr)
+                .map_err(|err| CoordinatorError::Config(err.to_string()))?;
+            info!(%addr, store = %fleet.store().path().display(), "coordinator listening in plaintext on loopback: every local process may submit jobs and act as an agent");
+            Access::LoopbackPlaintext
+        }
+        ServerTransport::MutualTls(files) => {
+            let ca_der = files
+                .ca_der()
+                .map_err(|err| CoordinatorError::Config(err.to_string()))?;
+            builder = builder.tls_config(files.server_config()).map_err(|err| {
+                CoordinatorError::Config(format!(
+                    "the coordinator's TLS files do not make a TLS setup ({}): {err}",
+                    files.cert_path.display()
+                ))
+            })?;
+            info!(%addr, store = %fleet.store().path().display(), cert = %files.cert_path.display(), "coordinator listening with mutual TLS");
+            Access::MutualTls {
+                ca_der: std::sync::Arc::new(ca_der),
+            }
+        }
+    };
     let reaper = {
         let fleet = fleet.clone();
         let period = (fleet.config().lease / 4).max(std::time::Duration::from_millis(50));
@@ -61,15 +107,23 @@ pub async fn serve(
         })
     };
     let (graceful, graceful_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
-        .add_service(pb::agent_service_server::AgentServiceServer::new(
-            AgentService {
-                fleet: fleet.clone(),
-            },
+    let agent_service = pb::agent_service_server::AgentServiceServer::new(AgentService {
+        fleet: fleet.clone(),
+    })
+    .max_decoding_message_size(MAX_AGENT_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_REPLY_BYTES);
+    let control_service =
+        pb::control_service_server::ControlServiceServer::new(ControlService { fleet })
+            .max_decoding_message_size(MAX_CONTROL_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_REPLY_BYTES);
+    let server = builder
+        .add_service(tonic::service::interceptor::InterceptedService::new(
+            agent_service,
+            access.interceptor(Role::Agent),
         ))
-        .add_service(pb::control_service_server::ControlServiceServer::new(
-            ControlService { fleet },
+        .add_service(tonic::service::interceptor::InterceptedService::new(
+            control_service,
+            access.interceptor(Role::Operator),
         ))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
             let _ = graceful_rx.await;

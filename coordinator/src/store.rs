@@ -14,7 +14,7 @@ use abfleet_core::inventory::Inventory;
 use abfleet_core::report::{JobRecord, JobState, RunRecord, RunState};
 use abfleet_core::spec::JobSpec;
 use abfleet_core::{AgentId, JobId, RunId};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::CoordinatorError;
 
@@ -197,9 +197,21 @@ impl Store {
     }
 
     pub async fn runs(&self) -> Result<Vec<RunRow>, CoordinatorError> {
-        self.with(|conn| {
-            let mut stmt = conn.prepare(&format!("{SELECT_RUNS} ORDER BY created_ms, run_id"))?;
-            let rows = stmt.query_map([], run_row)?;
+        self.runs_page(0, u32::MAX).await
+    }
+
+    /// Up to `limit` runs from position `offset`, oldest first. New runs only append, so
+    /// a caller paging by offset sees each run once.
+    pub async fn runs_page(
+        &self,
+        offset: u64,
+        limit: u32,
+    ) -> Result<Vec<RunRow>, CoordinatorError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(&format!(
+                "{SELECT_RUNS} ORDER BY created_ms, run_id LIMIT ?1 OFFSET ?2"
+            ))?;
+            let rows = stmt.query_map(params![i64::from(limit), offset as i64], run_row)?;
             rows.map(|row| row?).collect()
         })
         .await
@@ -541,6 +553,48 @@ impl Store {
         .await
     }
 
+    /// Binds `agent_id` to the certificate name `cert_name` unless it is bound already, and
+    /// returns the name it is bound to (the first certificate that registered it).
+    pub async fn bind_agent_certificate(
+        &self,
+        agent_id: AgentId,
+        cert_name: &str,
+        now_ms: i64,
+    ) -> Result<String, CoordinatorError> {
+        let cert_name = cert_name.to_string();
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO agent_certificates (agent_id, cert_name, bound_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(agent_id) DO NOTHING",
+                params![agent_id.to_string(), cert_name, now_ms],
+            )?;
+            let bound: String = conn.query_row(
+                "SELECT cert_name FROM agent_certificates WHERE agent_id = ?1",
+                params![agent_id.to_string()],
+                |row| row.get(0),
+            )?;
+            Ok(bound)
+        })
+        .await
+    }
+
+    /// The certificate name `agent_id` is bound to, if any.
+    pub async fn agent_certificate(
+        &self,
+        agent_id: AgentId,
+    ) -> Result<Option<String>, CoordinatorError> {
+        self.with(move |conn| {
+            Ok(conn
+                .query_row(
+                    "SELECT cert_name FROM agent_certificates WHERE agent_id = ?1",
+                    params![agent_id.to_string()],
+                    |row| row.get(0),
+                )
+                .optional()?)
+        })
+        .await
+    }
+
     /// Records that the agent spoke; false when no agent of that id is registered.
     pub async fn touch_agent(
         &self,
@@ -558,11 +612,21 @@ impl Store {
     }
 
     pub async fn agents(&self) -> Result<Vec<AgentRow>, CoordinatorError> {
-        self.with(|conn| {
+        self.agents_page(0, u32::MAX).await
+    }
+
+    /// Up to `limit` agents from position `offset`, in registration order (a registration
+    /// again keeps its place, so paging by offset sees each agent once).
+    pub async fn agents_page(
+        &self,
+        offset: u64,
+        limit: u32,
+    ) -> Result<Vec<AgentRow>, CoordinatorError> {
+        self.with(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT agent_id, inventory_json, last_heartbeat_ms FROM agents ORDER BY registered_ms, agent_id",
+                "SELECT agent_id, inventory_json, last_heartbeat_ms FROM agents ORDER BY registered_ms, agent_id LIMIT ?1 OFFSET ?2",
             )?;
-            let rows = stmt.query_map([], |row| {
+            let rows = stmt.query_map(params![i64::from(limit), offset as i64], |row| {
                 Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, i64>(2)?))
             })?;
             let mut agents = Vec::new();

@@ -4,8 +4,13 @@
 #![forbid(unsafe_code)]
 
 mod convert;
+pub mod transport;
 
 pub use convert::{parse_id, WireError};
+
+/// The encoded `FileDescriptorSet` of the wire contract, for gRPC server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/abfleet_descriptor.bin"));
 
 /// Generated code. Use the domain types outside the services' edges.
 pub mod pb {

@@ -6,6 +6,7 @@ use abfleet_proto::pb;
 
 use super::{control_client, status_error};
 use crate::cli::StoreSource;
+use crate::cli::TlsArgs;
 use crate::failure::{Classify, Failure};
 
 pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
@@ -23,13 +24,24 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
                 .collect()
         }
         None => {
-            let mut client = control_client(&source.coordinator).await?;
-            client
-                .list_runs(pb::ListRunsRequest {})
-                .await
-                .map_err(|s| status_error("failed to list runs", s))?
-                .into_inner()
-                .runs
+            let mut client = control_client(&source.coordinator, &source.tls).await?;
+            let mut runs = Vec::new();
+            let mut page_token = String::new();
+            loop {
+                let page = client
+                    .list_runs(pb::ListRunsRequest {
+                        page_size: 0,
+                        page_token,
+                    })
+                    .await
+                    .map_err(|s| status_error("failed to list runs", s))?
+                    .into_inner();
+                runs.extend(page.runs);
+                if page.next_page_token.is_empty() {
+                    break runs;
+                }
+                page_token = page.next_page_token;
+            }
         }
     };
     println!(
@@ -55,14 +67,25 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
     Ok(0)
 }
 
-pub async fn agents(coordinator: &str) -> Result<i32, Failure> {
-    let mut client = control_client(coordinator).await?;
-    let agents = client
-        .list_agents(pb::ListAgentsRequest {})
-        .await
-        .map_err(|s| status_error("failed to list agents", s))?
-        .into_inner()
-        .agents;
+pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
+    let mut client = control_client(coordinator, tls).await?;
+    let mut agents = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .list_agents(pb::ListAgentsRequest {
+                page_size: 0,
+                page_token,
+            })
+            .await
+            .map_err(|s| status_error("failed to list agents", s))?
+            .into_inner();
+        agents.extend(page.agents);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        page_token = page.next_page_token;
+    }
     println!(
         "{:<36}  {:<6}  {:<20}  {:<30}  generations",
         "agent", "state", "last heartbeat", "host"
@@ -96,9 +119,9 @@ pub async fn agents(coordinator: &str) -> Result<i32, Failure> {
     Ok(0)
 }
 
-pub async fn cancel(run_id: &str, coordinator: &str) -> Result<i32, Failure> {
+pub async fn cancel(run_id: &str, coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
     let _: RunId = run_id.parse().usage()?;
-    let mut client = control_client(coordinator).await?;
+    let mut client = control_client(coordinator, tls).await?;
     let cancelled = client
         .cancel_run(pb::CancelRunRequest {
             run_id: run_id.to_string(),

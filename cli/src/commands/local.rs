@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use abfleet_agent::{inventory, run_agent, AgentConfig};
-use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig};
+use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 use abfleet_core::spec::{FixtureLocation, JobSpec, SourceSpec};
 use abfleet_proto::pb;
 
@@ -53,9 +53,14 @@ pub async fn run_spec(
     let addr = listener.local_addr().infra()?;
     let url = format!("http://{addr}");
     let (stop_coordinator, coordinator_stopped) = tokio::sync::oneshot::channel::<()>();
-    let coordinator_task = tokio::spawn(serve(coordinator, listener, async {
-        let _ = coordinator_stopped.await;
-    }));
+    let coordinator_task = tokio::spawn(serve(
+        coordinator,
+        listener,
+        ServerTransport::LoopbackPlaintext,
+        async {
+            let _ = coordinator_stopped.await;
+        },
+    ));
     let (stop_agent, agent_stopped) = tokio::sync::oneshot::channel::<()>();
     // The probes run external tools (nvidia-smi, rocminfo, …): off the async runtime.
     let host = tokio::task::spawn_blocking(inventory::probe_host)
@@ -71,7 +76,7 @@ pub async fn run_spec(
     ));
 
     let result = async {
-        let mut client = control_client(&url).await?;
+        let mut client = control_client(&url, &crate::cli::TlsArgs::default()).await?;
         let run_id = client
             .submit_run(pb::SubmitRunRequest {
                 spec_json: spec.to_json(),

@@ -11,7 +11,7 @@ mod serve;
 mod submit;
 
 use crate::cli::Command;
-use crate::failure::Failure;
+use crate::failure::{Classify, Failure};
 
 pub async fn run(command: Command) -> Result<i32, Failure> {
     match command {
@@ -35,13 +35,19 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             lease_seconds,
             heartbeat_seconds,
             max_attempts,
+            tls,
+            plaintext,
         } => {
             serve::coordinator(
                 listen,
                 &data_dir,
-                lease_seconds,
-                heartbeat_seconds,
-                max_attempts,
+                serve::Timing {
+                    lease_seconds,
+                    heartbeat_seconds,
+                    max_attempts,
+                },
+                &tls,
+                plaintext,
             )
             .await
         }
@@ -50,9 +56,11 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             work_dir,
             probes,
             policy,
+            tls,
         } => {
             serve::agent(
                 &coordinator,
+                &tls,
                 &work_dir,
                 probes.as_deref(),
                 policy.as_deref(),
@@ -62,21 +70,23 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         Command::Submit {
             spec,
             coordinator,
+            tls,
             wait,
             out,
             trigger,
-        } => submit::run(&spec, &coordinator, wait, out, trigger.trigger).await,
+        } => submit::run(&spec, &coordinator, &tls, wait, out, trigger.trigger).await,
         Command::Report {
             run_id,
             format,
             source,
         } => report::run(&run_id, format, &source).await,
         Command::Runs { source } => lists::runs(&source).await,
-        Command::Agents { coordinator } => lists::agents(&coordinator).await,
+        Command::Agents { coordinator, tls } => lists::agents(&coordinator, &tls).await,
         Command::Cancel {
             run_id,
             coordinator,
-        } => lists::cancel(&run_id, &coordinator).await,
+            tls,
+        } => lists::cancel(&run_id, &coordinator, &tls).await,
         Command::Certs { command } => certs::run(command),
         Command::Occupancy {
             arch,
@@ -99,24 +109,22 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
 /// Connects the control client, with an error that says what to check.
 async fn control_client(
     url: &str,
+    tls: &crate::cli::TlsArgs,
 ) -> Result<
     abfleet_proto::pb::control_service_client::ControlServiceClient<tonic::transport::Channel>,
     Failure,
 > {
+    use abfleet_proto::transport::CONNECT_TIMEOUT;
     let unreachable = |err: &dyn std::fmt::Display| {
         Failure::infra(anyhow::anyhow!(
             "failed to reach the coordinator at {url}: {err}; start one with `abfleet coordinator`, or pass --coordinator"
         ))
     };
-    let endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
-        .map_err(|err| Failure::usage(anyhow::anyhow!("`{url}` is not a coordinator URL: {err}")))?
-        .connect_timeout(CONNECT_TIMEOUT)
-        // A peer that accepts TCP but never answers (not a coordinator, or one that hangs)
-        // fails its keep-alive pings and ends every call on the connection, unary or a
-        // progress stream, instead of leaving the CLI waiting forever.
-        .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
-        .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
-        .keep_alive_while_idle(true);
+    let files = tls.load().usage()?;
+    // Keep-alive pings (set by client_endpoint) make a peer that accepts TCP but never
+    // answers end every call on the connection, unary or a progress stream, instead of
+    // leaving the CLI waiting forever.
+    let endpoint = abfleet_proto::transport::client_endpoint(url, files.as_ref()).usage()?;
     let channel = tokio::time::timeout(CONNECT_TIMEOUT, endpoint.connect())
         .await
         .map_err(|_| {
@@ -125,16 +133,27 @@ async fn control_client(
                 CONNECT_TIMEOUT.as_secs()
             ))
         })?
-        .map_err(|err| unreachable(&err))?;
-    Ok(abfleet_proto::pb::control_service_client::ControlServiceClient::new(channel))
+        .map_err(|err| unreachable(&error_chain(&err)))?;
+    Ok(
+        abfleet_proto::pb::control_service_client::ControlServiceClient::new(channel)
+            .max_decoding_message_size(abfleet_coordinator::MAX_REPLY_BYTES),
+    )
 }
 
-/// How long the CLI waits to connect to a coordinator.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// How often an open connection to the coordinator is pinged, and how long a ping may go
-/// unanswered before the connection (and every call on it) fails.
-const KEEP_ALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
-const KEEP_ALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// An error with its sources, so a TLS failure says why (`invalid peer certificate: …`).
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(inner) = source {
+        let part = inner.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = inner.source();
+    }
+    text
+}
 
 /// A gRPC status as an error a person can read.
 fn status_error(what: &str, status: tonic::Status) -> Failure {
@@ -145,7 +164,7 @@ fn status_error(what: &str, status: tonic::Status) -> Failure {
         format!(
             "; the connection to the coordinator failed or it stopped answering (keep-alive pings \
              unanswered for {} s): check that the URL points at a running `abfleet coordinator`",
-            KEEP_ALIVE_TIMEOUT.as_secs()
+            abfleet_proto::transport::KEEP_ALIVE_TIMEOUT.as_secs()
         )
     } else {
         String::new()

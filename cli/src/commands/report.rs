@@ -34,7 +34,7 @@ pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure
                 })
         }
         None => {
-            let mut client = control_client(&source.coordinator).await?;
+            let mut client = control_client(&source.coordinator, &source.tls).await?;
             fetch_report(&mut client, &run_id.to_string()).await
         }
     }

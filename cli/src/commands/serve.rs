@@ -6,17 +6,44 @@ use std::time::Duration;
 
 use abfleet_agent::policy::AgentPolicy;
 use abfleet_agent::{inventory, run_agent, AgentConfig, AgentError};
-use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig};
+use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 
+use crate::cli::TlsArgs;
 use crate::failure::{Classify, Failure};
+
+/// The coordinator's lease and heartbeat settings, as given on its command line.
+pub struct Timing {
+    pub lease_seconds: f64,
+    pub heartbeat_seconds: f64,
+    pub max_attempts: u32,
+}
 
 pub async fn coordinator(
     listen: SocketAddr,
     data_dir: &Path,
-    lease_seconds: f64,
-    heartbeat_seconds: f64,
-    max_attempts: u32,
+    timing: Timing,
+    tls: &TlsArgs,
+    plaintext: bool,
 ) -> Result<i32, Failure> {
+    let Timing {
+        lease_seconds,
+        heartbeat_seconds,
+        max_attempts,
+    } = timing;
+    let transport = match (tls.load().usage()?, plaintext) {
+        (Some(files), _) => ServerTransport::MutualTls(files),
+        (None, true) => {
+            abfleet_proto::transport::check_plaintext_listen(listen)
+                .usage()?;
+            ServerTransport::LoopbackPlaintext
+        }
+        (None, false) => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "the coordinator needs --tls-cert, --tls-key and --tls-ca (mutual TLS; make them with `abfleet certs init` and `abfleet certs issue --role coordinator --name NAME`), or --plaintext on a loopback --listen"
+            )))
+        }
+    };
+    let secure = matches!(transport, ServerTransport::MutualTls(_));
     if !(lease_seconds > 0.0 && heartbeat_seconds > 0.0 && heartbeat_seconds < lease_seconds) {
         return Err(Failure::usage(anyhow::anyhow!(
             "--heartbeat-seconds must be positive and shorter than --lease-seconds"
@@ -34,10 +61,15 @@ pub async fn coordinator(
         .map_err(|err| anyhow::anyhow!("failed to listen on {listen}: {err}; is the port in use?"))
         .usage()?;
     eprintln!(
-        "abfleet coordinator listening on {listen}, store in {}",
+        "abfleet coordinator listening on {listen} ({}), store in {}",
+        if secure {
+            "mutual TLS"
+        } else {
+            "plaintext, loopback only: every local process may submit jobs and act as an agent"
+        },
         data_dir.display()
     );
-    serve(coordinator, listener, async {
+    serve(coordinator, listener, transport, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await
@@ -47,11 +79,15 @@ pub async fn coordinator(
 
 pub async fn agent(
     coordinator: &str,
+    tls: &TlsArgs,
     work_dir: &Path,
     probes: Option<&Path>,
     policy: Option<&Path>,
 ) -> Result<i32, Failure> {
     let mut config = AgentConfig::new(coordinator, work_dir);
+    config.tls = tls.load().usage()?;
+    // A URL the agent could never dial is a usage error now, not a reconnect loop later.
+    abfleet_proto::transport::client_endpoint(coordinator, config.tls.as_ref()).usage()?;
     let policy = match policy {
         Some(path) => Some(AgentPolicy::load(path).usage()?),
         None => AgentPolicy::load_default().usage()?,

@@ -7,12 +7,13 @@ use abfleet_proto::pb;
 
 use super::follow::{follow, OnInterrupt};
 use super::{control_client, status_error};
-use crate::cli::Trigger;
+use crate::cli::{TlsArgs, Trigger};
 use crate::failure::{Classify, Failure};
 
 pub async fn run(
     spec_path: &Path,
     coordinator: &str,
+    tls: &TlsArgs,
     wait: bool,
     out: Option<PathBuf>,
     trigger: Trigger,
@@ -22,10 +23,19 @@ pub async fn run(
     if let Some(warning) = spec.measure.verdict_limit_warning() {
         eprintln!("warning: {warning}");
     }
-    let mut client = control_client(coordinator).await?;
+    let spec_json = spec.to_json();
+    if spec_json.len() > abfleet_coordinator::MAX_SPEC_JSON_BYTES {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "{} is {} bytes as JSON, over the coordinator's limit of {} bytes; a spec names its fixtures and commands, it does not carry data",
+            spec_path.display(),
+            spec_json.len(),
+            abfleet_coordinator::MAX_SPEC_JSON_BYTES
+        )));
+    }
+    let mut client = control_client(coordinator, tls).await?;
     let run_id = client
         .submit_run(pb::SubmitRunRequest {
-            spec_json: spec.to_json(),
+            spec_json,
             trigger: trigger.as_str().to_string(),
             spec_origin: spec_path.display().to_string(),
         })

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use abfleet_agent::{inventory, run_agent, AgentConfig};
-use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig};
+use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 use abfleet_core::report::Report;
 use abfleet_proto::pb;
 use abfleet_proto::pb::control_service_client::ControlServiceClient;
@@ -235,18 +235,37 @@ where
 pub struct TestCoordinator {
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
+    /// Serving mutual TLS (its URL is https://).
+    pub tls: bool,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
 
 impl TestCoordinator {
     pub async fn start(data_dir: &Path, config: CoordinatorConfig) -> TestCoordinator {
+        TestCoordinator::start_with_transport(
+            data_dir,
+            config,
+            ServerTransport::LoopbackPlaintext,
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+    }
+
+    /// A coordinator serving `transport` on `listen` (port 0: any free port).
+    pub async fn start_with_transport(
+        data_dir: &Path,
+        config: CoordinatorConfig,
+        transport: ServerTransport,
+        listen: SocketAddr,
+    ) -> TestCoordinator {
         let coordinator = Coordinator::open(data_dir, config).unwrap();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = TcpListener::bind(listen).await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let tls = matches!(transport, ServerTransport::MutualTls(_));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            serve(coordinator, listener, async {
+            serve(coordinator, listener, transport, async {
                 let _ = stopped.await;
             })
             .await
@@ -255,13 +274,15 @@ impl TestCoordinator {
         TestCoordinator {
             addr,
             data_dir: data_dir.to_path_buf(),
+            tls,
             stop: Some(stop),
             task: Some(task),
         }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     pub async fn control(&self) -> ControlServiceClient<Channel> {
@@ -459,7 +480,7 @@ pub async fn list_agents(
 ) -> Vec<abfleet_proto::pb::AgentSummary> {
     client
         .clone()
-        .list_agents(abfleet_proto::pb::ListAgentsRequest {})
+        .list_agents(abfleet_proto::pb::ListAgentsRequest::default())
         .await
         .unwrap()
         .into_inner()

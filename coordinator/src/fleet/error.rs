@@ -33,10 +33,6 @@ pub enum FleetError {
     /// A registration or session under an agent id whose session is open and alive.
     #[error("agent {0} is already connected with a live session; each agent needs its own work dir, where its id is kept (`agent-id`): a copied work dir shares the id (a restarted agent is let in once its old session closes or falls silent)")]
     AgentConnected(AgentId),
-    /// A heartbeat or "ready" from an agent id the store does not know (it never
-    /// registered, or the coordinator's data dir was replaced under it).
-    #[error("agent {0} is not registered with this coordinator: register first (an abfleet agent registers again when it reconnects)")]
-    NotRegistered(AgentId),
     /// A registration whose inventory is larger than the coordinator keeps.
     #[error("the inventory of agent {agent_id} is {bytes} bytes as JSON, over the limit of {limit} bytes; trim its generations or hardware description")]
     InventoryTooLarge {
@@ -44,6 +40,17 @@ pub enum FleetError {
         bytes: usize,
         limit: usize,
     },
+    /// A call under an agent id that belongs to another certificate.
+    #[error("agent id {agent_id} belongs to the certificate `{bound}`, not to `{presented}`; each agent has its own certificate and work dir")]
+    CertificateMismatch {
+        agent_id: AgentId,
+        bound: String,
+        presented: String,
+    },
+    /// A session, heartbeat, "ready" or event batch from an agent id the store does not know
+    /// (it never registered, or the coordinator's data dir was replaced under it).
+    #[error("agent {0} has not registered with this coordinator: register first (an agent registers before it opens a session or reports; the abfleet agent registers again when it reconnects)")]
+    NotRegistered(AgentId),
     #[error(transparent)]
     Store(#[from] CoordinatorError),
 }

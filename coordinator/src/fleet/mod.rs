@@ -4,8 +4,9 @@
 //!
 //! One handle, [`Fleet`] (in `state`), with its methods split by concern: `runs` (submit,
 //! cancel, finish), `sessions` (agents, sessions, dispatch), `leases` (heartbeats, expiry,
-//! requeue), `intake` (events), `progress` (watchers) and `reports`.
+//! requeue), `certificates` (agent id ↔ certificate), `intake` (events), `progress` (watchers) and `reports`.
 
+mod certificates;
 mod error;
 mod intake;
 mod leases;

@@ -170,6 +170,11 @@ impl Fleet {
         Ok(self.inner.store.runs().await?)
     }
 
+    /// Up to `limit` runs from position `offset`, oldest first.
+    pub async fn runs_page(&self, offset: u64, limit: u32) -> Result<Vec<RunRow>, FleetError> {
+        Ok(self.inner.store.runs_page(offset, limit).await?)
+    }
+
     /// Finishes a run whose jobs have all ended: stores its state and exit code.
     pub(super) async fn finish_run_if_complete(&self, run_id: RunId) -> Result<(), FleetError> {
         let run = self.run_row(run_id).await?;

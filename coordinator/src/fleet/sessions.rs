@@ -268,9 +268,18 @@ impl Fleet {
 
     /// Agents with their state: busy (holds a lease), lost (silent too long), idle.
     pub async fn agents(&self) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, FleetError> {
+        self.agents_page(0, u32::MAX).await
+    }
+
+    /// A page of [`Fleet::agents`]: up to `limit` from position `offset`.
+    pub async fn agents_page(
+        &self,
+        offset: u64,
+        limit: u32,
+    ) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, FleetError> {
         let leased = self.inner.store.jobs_in_state(JobState::Leased).await?;
         let lost_before = self.now_ms() - self.inner.config.agent_lost_after.as_millis() as i64;
-        let agents = self.inner.store.agents().await?;
+        let agents = self.inner.store.agents_page(offset, limit).await?;
         Ok(agents
             .into_iter()
             .map(|agent| {

@@ -65,6 +65,8 @@ pub(super) struct Inner {
     pub(super) progress: broadcast::Sender<RunProgress>,
     /// Held while dispatching, so two dispatches never offer one job twice.
     pub(super) dispatch: tokio::sync::Mutex<()>,
+    /// Agent id → the certificate name it is bound to (a cache of the store's table).
+    pub(super) certificates: Mutex<HashMap<AgentId, String>>,
 }
 
 /// A cheap handle on the coordinator's state.
@@ -91,6 +93,7 @@ impl Fleet {
                 next_session: std::sync::atomic::AtomicU64::new(1),
                 progress,
                 dispatch: tokio::sync::Mutex::new(()),
+                certificates: Mutex::new(HashMap::new()),
             }),
         }
     }

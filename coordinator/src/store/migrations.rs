@@ -118,6 +118,17 @@ CREATE INDEX generation_results_by_run ON generation_results(run_id);
 ALTER TABLE runs ADD COLUMN results_recorded INTEGER NOT NULL DEFAULT 0;
 "#,
     },
+    Migration {
+        version: 5,
+        summary: "agent_certificates: which certificate name each agent id is bound to under mutual TLS",
+        sql: r#"
+CREATE TABLE agent_certificates (
+    agent_id  TEXT PRIMARY KEY,
+    cert_name TEXT NOT NULL,
+    bound_ms  INTEGER NOT NULL
+);
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.

@@ -1,0 +1,173 @@
+//! Size limits that used to wedge or hide work, provoked for real over gRPC on loopback:
+//! a fleet whose inventories add up past gRPC's default 4 MiB message still lists (paging),
+//! list pages are consistent and their tokens checked, and an oversize spec is refused with
+//! a status that names the limit.
+
+mod support;
+
+use std::process::Command;
+
+use abfleet_coordinator::{CoordinatorConfig, MAX_CONTROL_MESSAGE_BYTES, MAX_SPEC_JSON_BYTES};
+use abfleet_core::AgentId;
+use abfleet_proto::pb;
+use abfleet_proto::pb::agent_service_client::AgentServiceClient;
+use support::*;
+use tonic::Code;
+
+/// An inventory of about `bytes` as JSON (under the 256 KiB a registration may carry).
+fn big_inventory(bytes: usize) -> pb::Inventory {
+    let mut inventory = abfleet_agent::inventory::probe_host();
+    inventory.hardware = Some(serde_json::json!({ "padding": "x".repeat(bytes) }));
+    inventory.into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_larger_than_one_message_lists_by_pages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut coordinator =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    let mut agents = AgentServiceClient::connect(coordinator.url())
+        .await
+        .unwrap();
+    // 24 agents × 240 KB ≈ 5.8 MB of inventories: one ListAgents reply of all of them is
+    // over gRPC's default 4 MiB decoding limit.
+    let mut ids = Vec::new();
+    for _ in 0..24 {
+        let id = AgentId::new_random();
+        agents
+            .register(pb::RegisterRequest {
+                agent_id: id.to_string(),
+                inventory: Some(big_inventory(240_000)),
+                agent_version: env!("CARGO_PKG_VERSION").to_string(),
+            })
+            .await
+            .unwrap();
+        ids.push(id.to_string());
+    }
+
+    let mut control = coordinator.control().await;
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    let mut pages = 0;
+    loop {
+        let page = control
+            .list_agents(pb::ListAgentsRequest {
+                page_size: 7,
+                page_token: token,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        pages += 1;
+        assert!(page.agents.len() <= 7);
+        seen.extend(page.agents.into_iter().map(|a| a.agent_id));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert_eq!(pages, 4, "24 agents in pages of 7");
+    assert_eq!(seen, ids, "each agent once, in registration order");
+
+    let bad = control
+        .list_agents(pb::ListAgentsRequest {
+            page_size: 7,
+            page_token: "not-a-token".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(bad.message().contains("page_token"), "{}", bad.message());
+
+    // The CLI pages through all of them.
+    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(["agents", "--coordinator", &coordinator.url()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for id in &ids {
+        assert!(stdout.contains(id.as_str()), "{id} missing from:\n{stdout}");
+    }
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_page_oldest_first_and_an_oversize_spec_is_refused_naming_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut coordinator =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    let mut control = coordinator.control().await;
+    let spec = SpecOptions::path().write(tmp.path(), "spec.toml");
+    // No agent: the runs stay queued, which is all a list needs.
+    let mut submitted = Vec::new();
+    for _ in 0..5 {
+        submitted.push(submit(&mut control, &spec).await);
+    }
+    let mut listed = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = control
+            .list_runs(pb::ListRunsRequest {
+                page_size: 2,
+                page_token: token,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        listed.extend(page.runs.into_iter().map(|r| r.run_id));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert_eq!(listed, submitted);
+
+    // A spec over 1 MiB as JSON: refused by the coordinator, naming its limit.
+    let mut json: serde_json::Value =
+        serde_json::from_str(&abfleet_core::spec::JobSpec::load(&spec).unwrap().to_json()).unwrap();
+    json["name"] = serde_json::Value::String("n".repeat(MAX_SPEC_JSON_BYTES + 10));
+    let status = control
+        .submit_run(pb::SubmitRunRequest {
+            spec_json: json.to_string(),
+            trigger: "manual".into(),
+            spec_origin: "big".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status.message().contains(&MAX_SPEC_JSON_BYTES.to_string()),
+        "{}",
+        status.message()
+    );
+    // Over the control message limit: refused before decoding (OUT_OF_RANGE).
+    json["name"] = serde_json::Value::String("n".repeat(MAX_CONTROL_MESSAGE_BYTES + 10));
+    let status = control
+        .submit_run(pb::SubmitRunRequest {
+            spec_json: json.to_string(),
+            trigger: "manual".into(),
+            spec_origin: "bigger".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::OutOfRange, "{}", status.message());
+    assert_eq!(
+        coordinator
+            .control()
+            .await
+            .list_runs(pb::ListRunsRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+            .runs
+            .len(),
+        5,
+        "nothing of the refused specs was stored"
+    );
+    coordinator.stop().await;
+}
