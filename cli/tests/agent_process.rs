@@ -80,3 +80,36 @@ fn a_second_agent_on_a_work_dir_exits_at_once_naming_the_dir_and_the_holder() {
     third.kill().unwrap();
     third.wait().unwrap();
 }
+
+/// `abfleet local` embeds an agent: on a work dir another agent holds, that agent would stop
+/// at once and the run wait forever, so `local` refuses before submitting.
+#[test]
+fn local_on_a_work_dir_an_agent_holds_exits_2_before_submitting() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work_dir = tmp.path().join("work");
+    let mut agent = start_agent(&work_dir);
+    wait_for_lock_holder(&work_dir, agent.id());
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jobs/demo.toml");
+    let mut local = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(tmp.path())
+        .args(["local", "--work-dir"])
+        .arg(&work_dir)
+        .arg(&spec)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_with_limit(&mut local, Duration::from_secs(60));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut local.stderr.take().unwrap(), &mut stderr).unwrap();
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    let status = status.expect("`abfleet local` must not wait for an agent that cannot start");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("in use by another agent")
+            && stderr.contains(&format!("pid {}", agent.id())),
+        "{stderr}"
+    );
+}
