@@ -41,11 +41,14 @@ pub(crate) enum Stop {
     LeaseLost,
 }
 
+/// Emits an event. A spool that could not be written fails the job (the event itself is
+/// still sent): timing on without a durable record could lose cells on a restart.
 pub(crate) fn emit(ctx: &JobContext, payload: JobEventPayload) -> Result<(), Stop> {
-    ctx.sink
-        .emit(&payload)
-        .map(|_| ())
-        .map_err(|_| Stop::LeaseLost)
+    ctx.sink.emit(&payload).map_err(|_| Stop::LeaseLost)?;
+    match ctx.sink.spool_failure() {
+        Some(failure) => Err(Stop::Failed(failure)),
+        None => Ok(()),
+    }
 }
 
 pub(crate) fn progress(
@@ -73,6 +76,9 @@ pub(crate) fn check_cancel(ctx: &JobContext) -> Result<(), Stop> {
     }
     if ctx.sink.lease_lost().is_some() {
         return Err(Stop::LeaseLost);
+    }
+    if let Some(failure) = ctx.sink.spool_failure() {
+        return Err(Stop::Failed(failure));
     }
     Ok(())
 }
@@ -213,15 +219,49 @@ pub(crate) async fn fetch_and_build(
     Ok(built)
 }
 
-pub(crate) fn read_scores(
+/// Reads a run's output file off the async runtime (a large one takes a while). A file over
+/// `max_bytes` (`[measure] max_output_bytes`) is refused unread; JSON is streamed, so the
+/// text is never held (only its frames are).
+pub(crate) async fn read_scores(
     format: abfleet_core::spec::OutputFormat,
     path: &Path,
+    max_bytes: u64,
 ) -> Result<Scores, String> {
-    let text = std::fs::read_to_string(path).map_err(|err| {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || read_scores_blocking(format, &path, max_bytes))
+        .await
+        .unwrap_or_else(|err| Err(format!("the output reading task failed: {err}")))
+}
+
+pub(crate) fn read_scores_blocking(
+    format: abfleet_core::spec::OutputFormat,
+    path: &Path,
+    max_bytes: u64,
+) -> Result<Scores, String> {
+    let cannot_read = |err: std::io::Error| {
         format!(
             "cannot read `{}` ({err}); does the command template pass {{output}}?",
             path.display()
         )
-    })?;
-    abfleet_core::output::parse(format, &text).map_err(|err| err.to_string())
+    };
+    let file = std::fs::File::open(path).map_err(cannot_read)?;
+    let bytes = file.metadata().map_err(cannot_read)?.len();
+    if bytes > max_bytes {
+        return Err(format!(
+            "output too large: {bytes} bytes > limit of {max_bytes} (`{}`; set [measure] max_output_bytes)",
+            path.display()
+        ));
+    }
+    match abfleet_core::output::parse_reader(format, std::io::BufReader::new(file)) {
+        Ok(scores) => Ok(scores),
+        Err(streamed) => {
+            // The streamed error is terse (no printf `nan` named): the text, within the limit,
+            // tells the whole story.
+            let text = std::fs::read_to_string(path).map_err(cannot_read)?;
+            Err(match abfleet_core::output::parse(format, &text) {
+                Err(err) => err.to_string(),
+                Ok(_) => streamed.to_string(),
+            })
+        }
+    }
 }

@@ -13,4 +13,10 @@ pub enum AgentError {
     Refused(String),
     #[error("the coordinator sent an offer the agent cannot take: {0}")]
     BadOffer(String),
+    /// Another agent holds the work dir (`agent.lock`).
+    #[error("the work dir `{work_dir}` is in use by another agent (pid {pid}); give each agent its own --work-dir, or stop that agent first")]
+    WorkDirLocked {
+        work_dir: std::path::PathBuf,
+        pid: String,
+    },
 }

@@ -1,6 +1,7 @@
 //! One run of the fork's binary outside the A/B cells (the dispatch sweep, the GPU backend
-//! cells): timed like a cell run, with the raw JSON kept, because these checks read keys
-//! the scores do not carry (`backend`, `simd`, `simd_compiled`, the metric count).
+//! cells): timed like a cell run, with the head of the raw JSON kept (top-level keys and the
+//! first frame, streamed from the file), because these checks read keys the scores do not
+//! carry (`backend`, `simd`, `simd_compiled`, the metric count).
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,7 +16,8 @@ const STDERR_TAIL_BYTES: u64 = 800;
 pub(crate) struct ForkRun {
     pub exit: ExitKind,
     pub wall_s: f64,
-    /// The output as JSON, when the spec's output format is JSON and the file parses.
+    /// The output as JSON with `frames` cut to the first frame, when the spec's output format
+    /// is JSON and its scores read.
     pub json: Option<serde_json::Value>,
     pub scores: Result<Scores, String>,
     pub stderr_tail: String,
@@ -80,15 +82,21 @@ pub(crate) async fn run_fork(
         return Err(Stop::Cancelled);
     }
     let format = ctx.spec.command.output_format;
+    let max_bytes = ctx.spec.measure.max_output_bytes;
     let scores = if outcome.exit.success() {
-        read_scores(format, output)
+        read_scores(format, output, max_bytes).await
     } else {
         Err("not read: the run failed".to_string())
     };
-    let json = (format == abfleet_core::spec::OutputFormat::Json)
-        .then(|| std::fs::read_to_string(output).ok())
-        .flatten()
-        .and_then(|text| serde_json::from_str(&text).ok());
+    let json = if format == abfleet_core::spec::OutputFormat::Json && scores.is_ok() {
+        let output = output.to_path_buf();
+        tokio::task::spawn_blocking(move || json_head(&output))
+            .await
+            .ok()
+            .flatten()
+    } else {
+        None
+    };
     Ok(ForkRun {
         exit: outcome.exit,
         wall_s: outcome.wall_s,
@@ -98,10 +106,150 @@ pub(crate) async fn run_fork(
     })
 }
 
+/// The JSON output with `frames` cut to its first frame, streamed from the file: the checks
+/// read top-level keys and the first frame's metrics, and a million frames as a value tree
+/// would cost gigabytes.
+fn json_head(path: &Path) -> Option<serde_json::Value> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    struct Head;
+    struct FirstFrame;
+
+    impl<'de> Visitor<'de> for Head {
+        type Value = serde_json::Map<String, serde_json::Value>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut head = serde_json::Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let value = if key == "frames" {
+                    map.next_value_seed(FirstFrame)?
+                } else {
+                    map.next_value()?
+                };
+                head.insert(key, value);
+            }
+            Ok(head)
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for FirstFrame {
+        type Value = serde_json::Value;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for FirstFrame {
+        type Value = serde_json::Value;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of frames")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let first: Option<serde_json::Value> = seq.next_element()?;
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(serde_json::Value::Array(first.into_iter().collect()))
+        }
+    }
+
+    let file = std::fs::File::open(path).ok()?;
+    let mut deserializer = serde_json::Deserializer::from_reader(std::io::BufReader::new(file));
+    let head = deserializer.deserialize_map(Head).ok()?;
+    Some(serde_json::Value::Object(head))
+}
+
 /// Median and spread (`(max - min) / median × 100`) of timed runs.
 pub(crate) fn median_and_spread(times: &[f64]) -> Option<(f64, f64)> {
     Some((
         abfleet_core::stats::median(times)?,
         abfleet_core::stats::spread_pct(times)?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use abfleet_core::spec::OutputFormat;
+
+    use super::*;
+    use crate::context::read_scores_blocking;
+
+    /// A vmaf-like JSON output of `frames` frames, written straight to `path`.
+    fn write_output(path: &Path, frames: u64) {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+        writeln!(
+            out,
+            "{{\n  \"version\": \"3.2.0\",\n  \"simd\": \"avx2\",\n  \"frames\": ["
+        )
+        .unwrap();
+        for n in 0..frames {
+            let comma = if n + 1 < frames { "," } else { "" };
+            writeln!(
+                out,
+                "    {{\"frameNum\": {n}, \"metrics\": {{\"integer_motion\": {:.6}, \"vmaf\": {:.6}}}}}{comma}",
+                (n % 7) as f64 / 8.0,
+                70.0 + (n % 1000) as f64 / 1000.0
+            )
+            .unwrap();
+        }
+        writeln!(out, "  ]\n}}").unwrap();
+        out.flush().unwrap();
+    }
+
+    /// Issue 11: a one-million-frame output (about 80 MB) drove the agent to 1.8 GB: read
+    /// whole, parsed, and parsed again into a value tree. Now a limit refuses it unread, and
+    /// under the limit it streams.
+    #[test]
+    fn a_million_frame_output_is_refused_over_the_limit_and_streams_under_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.json");
+        write_output(&path, 1_000_000);
+        let bytes = std::fs::metadata(&path).unwrap().len();
+        let limit = 1024 * 1024;
+        let err = read_scores_blocking(OutputFormat::Json, &path, limit).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "output too large: {bytes} bytes > limit of {limit} (`{}`; set [measure] max_output_bytes)",
+                path.display()
+            )
+        );
+        let scores = read_scores_blocking(
+            OutputFormat::Json,
+            &path,
+            abfleet_core::spec::DEFAULT_MAX_OUTPUT_BYTES,
+        )
+        .unwrap();
+        assert_eq!(scores.frames.len(), 1_000_000);
+        assert_eq!(scores.frames[999_999].frame_num, 999_999);
+        assert_eq!(scores.frames[999_999].metrics["vmaf"], 70.999);
+        // The checks' view: top-level keys and the first frame only.
+        let head = json_head(&path).unwrap();
+        assert_eq!(head["simd"], "avx2");
+        assert_eq!(head["frames"].as_array().unwrap().len(), 1);
+        assert_eq!(head["frames"][0]["metrics"].as_object().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_malformed_output_is_explained_as_the_text_parser_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.json");
+        let text = "{\n  \"frames\": [\n    {\n      \"frameNum\": 0,\n      \"metrics\": {\n        \"vmaf\": nan\n      }\n    }\n  ]\n}\n";
+        std::fs::write(&path, text).unwrap();
+        let err = read_scores_blocking(OutputFormat::Json, &path, 1 << 20).unwrap_err();
+        assert_eq!(
+            err,
+            abfleet_core::output::parse(OutputFormat::Json, text)
+                .unwrap_err()
+                .to_string()
+        );
+        assert!(err.contains("vmaf"), "{err}");
+    }
 }

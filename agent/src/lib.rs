@@ -5,6 +5,7 @@
 //! The agent knows nothing of scheduling or of other agents; it does what a job offer says,
 //! within what its own checks (`input_checks`) and policy (`policy`) allow.
 
+pub mod backoff;
 pub mod build;
 pub mod command_line;
 pub mod config;
@@ -29,6 +30,7 @@ pub mod sink;
 pub mod source;
 pub mod spool;
 pub mod stages;
+pub mod work_dir_lock;
 
 pub use config::AgentConfig;
 pub use error::AgentError;

@@ -1,15 +1,37 @@
 //! Running child processes: the timed runs of a cell (monotonic wall clock around the child,
 //! its user+sys CPU time from `getrusage(RUSAGE_CHILDREN)`, a timeout, cancellation) and the
 //! logged commands of fetches and builds. No shell is involved anywhere: argv lists only.
+//!
+//! Children do not outlive the agent. Each runs in its own process group, SIGKILLed whole
+//! when the run ends; each gets `PR_SET_PDEATHSIG(SIGKILL)`, so a `kill -9` of the agent
+//! takes the direct child with it (the signal follows the thread that spawned the child: a
+//! runtime worker, which lives as long as the agent's runtime). What the child started
+//! itself is caught at the next start: a child started for a job (in a task scoped with
+//! [`CHILD_OWNER`]) carries `ABFLEET_WORK_DIR=<work dir>` and its group is listed in
+//! `<work dir>/running.pgids` while it runs; [`kill_leftovers`] SIGKILLs the processes of
+//! those groups that still carry that marker, before the agent times anything.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 use tokio::sync::watch;
+
+tokio::task_local! {
+    /// The work dir of the agent whose job runs in this task: children started within it are
+    /// marked with it and listed in its `running.pgids`.
+    pub static CHILD_OWNER: PathBuf;
+}
+
+/// The environment variable that marks a child as started for a job of this work dir.
+pub const WORK_DIR_ENV: &str = "ABFLEET_WORK_DIR";
+
+/// The file in the work dir that lists the process groups of running children.
+pub const RUNNING_PGIDS_FILE: &str = "running.pgids";
 
 /// How a child ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,6 +134,11 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
     }
+    let owner = CHILD_OWNER.try_with(|dir| dir.clone()).ok();
+    if let Some(owner) = &owner {
+        command.env(WORK_DIR_ENV, owner);
+    }
+    die_with_the_agent(&mut command);
     if *cancel.borrow() {
         return RunOutcome {
             exit: ExitKind::Cancelled,
@@ -127,6 +154,11 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
             return spawn_failed(&format!("`{program}`: {err}"));
         }
     };
+    // Dropped after `_group` (reverse order): the group is killed, then unlisted.
+    let _listed = owner
+        .as_deref()
+        .zip(child.id())
+        .map(|(dir, pgid)| ListedGroup::add(dir, pgid));
     let _group = child.id().map(ProcessGroup);
     let exit = tokio::select! {
         status = child.wait() => match status {
@@ -171,6 +203,144 @@ impl Drop for ProcessGroup {
             nix::unistd::Pid::from_raw(pgid),
             nix::sys::signal::Signal::SIGKILL,
         );
+    }
+}
+
+/// Sets `PR_SET_PDEATHSIG(SIGKILL)` in the child, between fork and exec: when the agent dies
+/// (even by SIGKILL), the kernel kills the child. A child whose agent died before the call
+/// took effect is not started.
+fn die_with_the_agent(command: &mut Command) {
+    let agent_pid = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec and only makes two system
+    // calls (prctl, getppid); it allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)?;
+            if nix::unistd::getppid().as_raw() as u32 != agent_pid {
+                return Err(std::io::Error::other(
+                    "the agent exited before its child started",
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Serialises updates of `running.pgids` within this process.
+static RUNNING_PGIDS_LOCK: Mutex<()> = Mutex::new(());
+
+/// A running child's group, listed in `<work dir>/running.pgids` until dropped.
+struct ListedGroup {
+    path: PathBuf,
+    pgid: u32,
+}
+
+impl ListedGroup {
+    fn add(work_dir: &Path, pgid: u32) -> ListedGroup {
+        use std::io::Write;
+        let path = work_dir.join(RUNNING_PGIDS_FILE);
+        let _guard = RUNNING_PGIDS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| {
+                file.write_all(format!("{pgid}\n").as_bytes())?;
+                file.sync_data()
+            });
+        if let Err(err) = written {
+            tracing::warn!(path = %path.display(), error = %err, "failed to list a running child; a crash now could leave it running");
+        }
+        ListedGroup { path, pgid }
+    }
+}
+
+impl Drop for ListedGroup {
+    fn drop(&mut self) {
+        let _guard = RUNNING_PGIDS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        let Ok(text) = std::fs::read_to_string(&self.path) else {
+            return;
+        };
+        let pgid = self.pgid.to_string();
+        let rest: String = text
+            .lines()
+            .filter(|line| line.trim() != pgid)
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let _ = if rest.is_empty() {
+            std::fs::remove_file(&self.path)
+        } else {
+            std::fs::write(&self.path, rest)
+        };
+    }
+}
+
+/// Kills what children of an earlier agent on `work_dir` left running: every process in a
+/// group listed in `<work_dir>/running.pgids` whose environment carries
+/// `ABFLEET_WORK_DIR=<work_dir>` (a recycled group id of someone else's process is left
+/// alone). Returns the pids killed; the list is removed.
+pub fn kill_leftovers(work_dir: &Path) -> std::io::Result<Vec<u32>> {
+    let path = work_dir.join(RUNNING_PGIDS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(err),
+    };
+    let groups: HashSet<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    let marker = {
+        use std::os::unix::ffi::OsStrExt;
+        let mut marker = format!("{WORK_DIR_ENV}=").into_bytes();
+        marker.extend_from_slice(work_dir.as_os_str().as_bytes());
+        marker
+    };
+    let me = std::process::id();
+    let mut killed = Vec::new();
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp …`; comm may hold anything but a `)` ends it last.
+        let pgrp = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(2))
+            .and_then(|field| field.parse::<u32>().ok());
+        if !pgrp.is_some_and(|pgrp| groups.contains(&pgrp)) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if environ
+            .split(|b| *b == 0)
+            .any(|var| var == marker.as_slice())
+        {
+            let Ok(raw) = i32::try_from(pid) else {
+                continue;
+            };
+            if nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(raw),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .is_ok()
+            {
+                killed.push(pid);
+            }
+        }
+    }
+    match std::fs::remove_file(&path) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
+        _ => Ok(killed),
     }
 }
 
@@ -231,6 +401,8 @@ pub fn tail(path: &Path, max_bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::process::CommandExt;
+
     use super::*;
 
     fn argv(items: &[&str]) -> Vec<String> {
@@ -352,6 +524,125 @@ mod tests {
         let _tx = canceller.await.unwrap();
         assert_eq!(outcome.exit, ExitKind::Cancelled);
         assert!(started.elapsed() < Duration::from_secs(20));
+    }
+
+    /// Not a test on its own: the process the next test SIGKILLs. Run by re-executing this
+    /// test binary with `ABFLEET_TEST_DYING_AGENT=<work dir>`; a job's child there starts a
+    /// grandchild and both sleep.
+    #[tokio::test]
+    async fn dying_agent_helper() {
+        let Ok(work_dir) = std::env::var("ABFLEET_TEST_DYING_AGENT") else {
+            return;
+        };
+        let work_dir = PathBuf::from(work_dir);
+        let script = format!(
+            "sleep 300 & echo $! > {dir}/grandchild.pid; echo $$ > {dir}/child.pid; wait",
+            dir = work_dir.display()
+        );
+        let argv = argv(&["sh", "-c", &script]);
+        let (_tx, mut rx) = watch::channel(false);
+        let log = work_dir.join("log");
+        CHILD_OWNER
+            .scope(work_dir.clone(), async {
+                run(
+                    CommandSpec {
+                        argv: &argv,
+                        cwd: None,
+                        env: &BTreeMap::new(),
+                        log_path: &log,
+                        timeout: Duration::from_secs(300),
+                    },
+                    &mut rx,
+                )
+                .await
+            })
+            .await;
+    }
+
+    async fn wait_for_file(path: &Path) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                if text.ends_with('\n') {
+                    return text.trim().to_string();
+                }
+            }
+            assert!(Instant::now() < deadline, "no {}", path.display());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn wait_gone(pid: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !gone(pid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        gone(pid)
+    }
+
+    /// Issue 11: after `kill -9` of the agent, a running benchmark kept running as an orphan
+    /// and competed with the next agent's timed runs.
+    #[tokio::test]
+    async fn children_of_a_killed_agent_die_with_it_or_at_the_next_start() {
+        let work = tempfile::tempdir().unwrap();
+        let work_dir = std::path::absolute(work.path()).unwrap();
+        let mut agent = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "runner::tests::dying_agent_helper",
+                "--nocapture",
+            ])
+            .env("ABFLEET_TEST_DYING_AGENT", &work_dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let child = wait_for_file(&work_dir.join("child.pid")).await;
+        let grandchild = wait_for_file(&work_dir.join("grandchild.pid")).await;
+        let listed = std::fs::read_to_string(work_dir.join(RUNNING_PGIDS_FILE)).unwrap();
+        assert_eq!(
+            listed.trim(),
+            child,
+            "the child's group is listed while it runs"
+        );
+        let environ = std::fs::read(format!("/proc/{grandchild}/environ")).unwrap();
+        let marker = format!("{WORK_DIR_ENV}={}", work_dir.display());
+        assert!(
+            environ.split(|b| *b == 0).any(|v| v == marker.as_bytes()),
+            "the grandchild carries the marker"
+        );
+
+        agent.kill().unwrap(); // SIGKILL: no destructor, no group kill runs.
+        agent.wait().unwrap();
+        assert!(
+            wait_gone(&child).await,
+            "the direct child (pid {child}) outlived the SIGKILLed agent"
+        );
+        // The grandchild has no death signal of its own: an orphan, until the next start.
+        assert!(!gone(&grandchild), "the grandchild should still run here");
+        let killed = kill_leftovers(&work_dir).unwrap();
+        assert_eq!(killed, vec![grandchild.parse::<u32>().unwrap()]);
+        assert!(
+            wait_gone(&grandchild).await,
+            "the grandchild (pid {grandchild}) outlived the next start"
+        );
+        assert!(!work_dir.join(RUNNING_PGIDS_FILE).exists());
+    }
+
+    #[tokio::test]
+    async fn a_listed_group_without_the_marker_is_left_alone() {
+        let work = tempfile::tempdir().unwrap();
+        let mut stranger = std::process::Command::new("sleep")
+            .arg("300")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = stranger.id().to_string();
+        // Its group id as a recycled entry of an earlier agent's list.
+        std::fs::write(work.path().join(RUNNING_PGIDS_FILE), format!("{pid}\n")).unwrap();
+        assert_eq!(kill_leftovers(work.path()).unwrap(), Vec::<u32>::new());
+        assert!(!gone(&pid), "a process without the marker was killed");
+        stranger.kill().unwrap();
+        stranger.wait().unwrap();
     }
 
     #[test]

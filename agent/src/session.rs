@@ -1,5 +1,5 @@
 //! The agent's life: dial the coordinator, register, keep a session (heartbeats out, offers
-//! and cancellations in), run one job at a time, and reconnect with backoff whenever the
+//! and cancellations in), run one job at a time, and reconnect with jittered backoff whenever the
 //! connection breaks. A running job survives reconnects: its events wait in the spool.
 
 use std::future::Future;
@@ -16,6 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tracing::{info, warn};
 
+use crate::backoff::Backoff;
 use crate::config::AgentConfig;
 use crate::error::AgentError;
 use crate::job::{run_job, JobContext};
@@ -41,7 +42,27 @@ pub async fn run_agent(
         what: format!("resolve the work directory `{}`", config.work_dir.display()),
         source,
     })?;
+    // Held until the agent returns: a second agent on this work dir stops here, before it
+    // reads the id, the spool or the list of running children.
+    let _work_dir_lock = crate::work_dir_lock::WorkDirLock::acquire(&config.work_dir)?;
     let agent_id = identity::load_or_create(&config.work_dir)?.to_string();
+    // What children of an earlier agent on this work dir left running (it was killed) must
+    // not compete with the timed runs to come.
+    match crate::runner::kill_leftovers(&config.work_dir) {
+        Ok(killed) if !killed.is_empty() => {
+            warn!(work_dir = %config.work_dir.display(), ?killed, "killed processes an earlier agent on this work dir left running");
+        }
+        Ok(_) => {}
+        Err(err) => {
+            return Err(AgentError::Io {
+                what: format!(
+                    "look for processes left running in `{}`",
+                    config.work_dir.display()
+                ),
+                source: err,
+            })
+        }
+    }
     let channel =
         abfleet_proto::transport::client_endpoint(&config.coordinator_url, config.tls.as_ref())
             .map_err(|err| AgentError::Connect {
@@ -57,7 +78,8 @@ pub async fn run_agent(
     drain_leftover_spools(&spool_dir, &agent_id, &client);
 
     let mut running: Option<RunningJob> = None;
-    let mut backoff = Duration::from_millis(100);
+    // Jittered, so a fleet whose coordinator restarts does not come back in lockstep.
+    let mut backoff = Backoff::new(Duration::from_millis(100), config.max_backoff);
     tokio::pin!(shutdown);
     loop {
         let session = tokio::select! {
@@ -66,16 +88,15 @@ pub async fn run_agent(
         };
         let (outgoing, mut incoming, heartbeat_interval) = match session {
             Ok(parts) => {
-                backoff = Duration::from_millis(100);
+                backoff.reset();
                 parts
             }
             Err(status) => {
                 warn!(agent_id = %agent_id, %status, "cannot reach the coordinator; retrying");
                 tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(backoff.next_delay()) => {}
                     _ = &mut shutdown => break,
                 }
-                backoff = (backoff * 2).min(config.max_backoff);
                 continue;
             }
         };
@@ -103,6 +124,12 @@ pub async fn run_agent(
                         handle_message(message, &config, &agent_id, &inventory, &client, &spool_dir, &mut running);
                     }
                     Ok(None) => { warn!("coordinator closed the session"); break; }
+                    Err(status) if status.code() == tonic::Code::FailedPrecondition => {
+                        // The coordinator does not know this agent (its store was replaced):
+                        // the next session registers again, before anything else.
+                        warn!(agent_id = %agent_id, reason = %status.message(), "the coordinator ended the session; registering again");
+                        break;
+                    }
                     Err(status) => { warn!(%status, "session broke"); break; }
                 },
                 _ = reprobe.tick(), if running.is_none() && config.inventory_source.is_some() => {
@@ -124,7 +151,7 @@ pub async fn run_agent(
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
             _ = &mut shutdown => break,
         }
     }
@@ -293,16 +320,20 @@ fn start_job(
         })
         .and_then(|spec| check_offer(&offer, config, spec));
     let handle = match checked {
-        Ok(spec) => tokio::spawn(run_job(JobContext {
-            job_id: offer.job_id.clone(),
-            attempt: offer.attempt,
-            spec,
-            work_dir: config.work_dir.clone(),
-            host: inventory.clone(),
-            generation: offer.generation.clone(),
-            sink: sink.clone(),
-            cancel: cancel_rx,
-        })),
+        // Children of the job carry the work dir's marker and are listed in it (runner).
+        Ok(spec) => tokio::spawn(crate::runner::CHILD_OWNER.scope(
+            config.work_dir.clone(),
+            run_job(JobContext {
+                job_id: offer.job_id.clone(),
+                attempt: offer.attempt,
+                spec,
+                work_dir: config.work_dir.clone(),
+                host: inventory.clone(),
+                generation: offer.generation.clone(),
+                sink: sink.clone(),
+                cancel: cancel_rx,
+            }),
+        )),
         Err(error) => {
             warn!(job_id = %offer.job_id, %error, "refusing the offered job");
             tokio::spawn(refuse(sink.clone(), error))

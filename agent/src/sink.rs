@@ -1,7 +1,9 @@
 //! The event sink of one job attempt: numbers events, writes them to the spool, and one
 //! uploader task sends them to the coordinator and drops what it acknowledged. The uploader
 //! stays silent while a timed run is in flight (`set_quiet`), and `flush` is the barrier
-//! the job passes before it may send "done".
+//! the job passes before it may send "done". An event the spool could not write (the work
+//! dir is full) is still kept and sent, and the sink remembers the failure
+//! (`spool_failure`): the job fails with it rather than run on without a durable record.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,8 +13,9 @@ use abfleet_proto::pb;
 use abfleet_proto::pb::agent_service_client::AgentServiceClient;
 use tokio::sync::watch;
 use tonic::transport::Channel;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
+use crate::backoff::Backoff;
 use crate::spool::{Spool, SpooledEvent};
 
 const BATCH: usize = 64;
@@ -30,6 +33,8 @@ struct State {
     spool: Spool,
     next_seq: u64,
     lease_lost: Option<LeaseLost>,
+    /// The first failed spool write, as the message the job fails with.
+    spool_failure: Option<String>,
     closed: bool,
 }
 
@@ -71,6 +76,7 @@ impl EventSink {
                     spool,
                     next_seq,
                     lease_lost: None,
+                    spool_failure: None,
                     closed: false,
                 }),
                 changes: watch::channel(0).0,
@@ -103,12 +109,20 @@ impl EventSink {
                 payload_json,
             };
             if let Err(err) = state.spool.push(event) {
-                warn!(job_id = %self.inner.job_id, error = %err, "failed to write the spool; the event is kept in memory only");
+                let message = spool_failure_message(state.spool.path(), &err);
+                error!(job_id = %self.inner.job_id, seq, error = %err, "{message}; the event is kept in memory and still sent");
+                state.spool_failure.get_or_insert(message);
             }
             seq
         };
         self.bump();
         Ok(seq)
+    }
+
+    /// Why the spool could not be written, once a write failed: the job must fail with it
+    /// (its events are still sent, but a restart would not find them).
+    pub fn spool_failure(&self) -> Option<String> {
+        self.lock().spool_failure.clone()
     }
 
     /// While quiet, nothing is uploaded (a timed run is in flight).
@@ -165,7 +179,8 @@ impl EventSink {
     pub async fn upload(self, mut client: AgentServiceClient<Channel>) {
         let mut changes = self.inner.changes.subscribe();
         let mut quiet = self.inner.quiet.subscribe();
-        let mut backoff = Duration::from_millis(50);
+        // Jittered: after a coordinator restart, agents do not retry in the same instants.
+        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
         loop {
             // Never compete with a timed run.
             while *quiet.borrow_and_update() {
@@ -211,7 +226,7 @@ impl EventSink {
                         }
                     }
                     self.bump();
-                    backoff = Duration::from_millis(50);
+                    backoff.reset();
                 }
                 Err(status)
                     if matches!(
@@ -227,11 +242,25 @@ impl EventSink {
                 }
                 Err(status) => {
                     debug!(job_id = %self.inner.job_id, %status, "upload failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    tokio::time::sleep(backoff.next_delay()).await;
                 }
             }
         }
+    }
+}
+
+/// What the job fails with when its spool cannot be written.
+fn spool_failure_message(path: &std::path::Path, err: &std::io::Error) -> String {
+    let dir = path.parent().unwrap_or(path).display();
+    if err.kind() == std::io::ErrorKind::StorageFull || err.raw_os_error() == Some(28) {
+        format!(
+            "the agent's work dir is full (`{dir}`, writing the event spool): free space and rerun"
+        )
+    } else {
+        format!(
+            "failed to write the event spool `{}`: {err}; check that the agent's work dir is writable and rerun",
+            path.display()
+        )
     }
 }
 
@@ -240,4 +269,46 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use abfleet_core::events::LogLevel;
+
+    use super::*;
+    use crate::spool::tests::Tmpfs;
+
+    /// Issue 11: on a full disk the sink said "kept in memory only" while the event was
+    /// gone; now it is kept and sent, and the failure is there for the job to fail with.
+    #[test]
+    fn an_event_the_full_disk_refused_is_still_pending_and_the_failure_is_told() {
+        let Some(fs) = Tmpfs::mount("64k") else {
+            return;
+        };
+        let spool_dir = fs.dir.path().join("spool");
+        let sink = EventSink::open(&spool_dir, "agent", "job", 1, 0).unwrap();
+        fs.fill(0);
+        let line = "y".repeat(8192);
+        let seq = sink
+            .emit(&JobEventPayload::Log {
+                level: LogLevel::Info,
+                line,
+            })
+            .unwrap();
+        assert_eq!(seq, 0);
+        let failure = sink.spool_failure().expect("the failed write must be told");
+        assert!(
+            failure.starts_with("the agent's work dir is full")
+                && failure.contains(&spool_dir.display().to_string())
+                && failure.ends_with("free space and rerun"),
+            "{failure}"
+        );
+        let state = sink.lock();
+        assert_eq!(
+            state.spool.len(),
+            1,
+            "the event must stay pending, to be sent"
+        );
+        assert_eq!(state.next_seq, 1);
+    }
 }

@@ -1,7 +1,9 @@
 //! The on-disk spool of events the coordinator has not acknowledged yet: one JSON-lines file
 //! per job attempt. An event is on disk before anyone tries to send it, and leaves the spool
 //! only when the coordinator said it stored it, so a lost connection or a coordinator
-//! restart loses nothing.
+//! restart loses nothing. A write that fails (the work dir's disk is full) still keeps the
+//! event in memory, so it is sent, and cuts the file back to its last whole line, so a torn
+//! line never sits between good ones; the caller fails the job loudly (see `sink`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -30,13 +32,26 @@ impl Spool {
     }
 
     pub fn open_file(path: PathBuf) -> std::io::Result<Spool> {
-        let pending = match std::fs::read_to_string(&path) {
-            Ok(text) => text
-                .lines()
-                .filter(|line| !line.trim().is_empty())
-                // A torn last line (power loss mid-write) was never sent; it is dropped.
-                .filter_map(|line| serde_json::from_str(line).ok())
-                .collect(),
+        let pending = match std::fs::read(&path) {
+            Ok(bytes) => {
+                // A torn last line (power loss mid-write) was never sent; it is dropped, and
+                // cut off the file, so the next append starts a line of its own. (Bytes, not
+                // text: a line torn inside a character is not UTF-8.)
+                let whole = bytes
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |newline| newline + 1);
+                if whole < bytes.len() {
+                    let file = std::fs::OpenOptions::new().write(true).open(&path)?;
+                    file.set_len(whole as u64)?;
+                    file.sync_data()?;
+                }
+                String::from_utf8_lossy(&bytes[..whole])
+                    .lines()
+                    .filter(|line| !line.trim().is_empty())
+                    .filter_map(|line| serde_json::from_str(line).ok())
+                    .collect()
+            }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(err) => return Err(err),
         };
@@ -47,17 +62,29 @@ impl Spool {
         &self.path
     }
 
-    /// Appends an event durably.
+    /// Appends an event durably. The event is kept (in memory, and so sent) even when the
+    /// write fails; the error says it is not on disk. A failed write is cut back off the
+    /// file, so later appends follow the last whole line.
     pub fn push(&mut self, event: SpooledEvent) -> std::io::Result<()> {
-        let mut line = serde_json::to_string(&event).map_err(std::io::Error::other)?;
+        let line = serde_json::to_string(&event).map_err(std::io::Error::other);
+        self.pending.push(event);
+        let mut line = line?;
         line.push('\n');
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.path)?;
-        file.write_all(line.as_bytes())?;
-        file.sync_data()?;
-        self.pending.push(event);
+        let good_len = file.metadata()?.len();
+        let written = file
+            .write_all(line.as_bytes())
+            .and_then(|()| file.sync_data());
+        if let Err(err) = written {
+            // Disk full mid-line: drop the torn part, or the next append would glue a good
+            // line onto it and a reader would lose both.
+            let _ = file.set_len(good_len);
+            let _ = file.sync_data();
+            return Err(err);
+        }
         Ok(())
     }
 
@@ -106,9 +133,16 @@ impl Spool {
             text.push_str(&serde_json::to_string(event).map_err(std::io::Error::other)?);
             text.push('\n');
         }
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_data()?;
+        let written = std::fs::File::create(&tmp).and_then(|mut file| {
+            file.write_all(text.as_bytes())?;
+            file.sync_data()
+        });
+        if let Err(err) = written {
+            // The old file still holds every pending event (and some acknowledged ones, which
+            // the coordinator ignores when re-sent); the half-written copy only takes space.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err);
+        }
         std::fs::rename(tmp, &self.path)
     }
 }
@@ -139,7 +173,7 @@ pub fn leftovers(dir: &Path) -> Vec<(PathBuf, String, u32)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn event(seq: u64) -> SpooledEvent {
@@ -163,6 +197,116 @@ mod tests {
         let found = leftovers(dir.path());
         assert_eq!(found.len(), 1);
         assert_eq!((found[0].1.as_str(), found[0].2), ("job", 1));
+    }
+
+    /// A real, tiny tmpfs, so writes fail with ENOSPC for real. Needs root (mount); `None`
+    /// (and the reason printed) otherwise.
+    pub(crate) struct Tmpfs {
+        pub(crate) dir: tempfile::TempDir,
+    }
+
+    impl Tmpfs {
+        pub(crate) fn mount(size: &str) -> Option<Tmpfs> {
+            let dir = tempfile::tempdir().unwrap();
+            let status = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(dir.path())
+                .status();
+            match status {
+                Ok(status) if status.success() => Some(Tmpfs { dir }),
+                other => {
+                    eprintln!("skipped: cannot mount a tmpfs (it needs root): {other:?}");
+                    None
+                }
+            }
+        }
+
+        /// Fills the file system up with a file, leaving about `left` bytes.
+        pub(crate) fn fill(&self, left: u64) -> PathBuf {
+            let filler = self.dir.path().join("filler");
+            let mut file = std::fs::File::create(&filler).unwrap();
+            let chunk = [0u8; 4096];
+            while file.write_all(&chunk).is_ok() {}
+            let full = file.metadata().unwrap().len();
+            file.set_len(full.saturating_sub(left)).unwrap();
+            filler
+        }
+    }
+
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg(self.dir.path())
+                .status();
+        }
+    }
+
+    fn big_event(seq: u64) -> SpooledEvent {
+        SpooledEvent {
+            seq,
+            at_ms: 1,
+            payload_json: format!("{{\"n\":{seq},\"pad\":\"{}\"}}", "x".repeat(3000)),
+        }
+    }
+
+    /// Issue 11: a failed spool write dropped the event (and burned its seq) and could leave
+    /// a torn line that glued onto the next append.
+    #[test]
+    fn a_full_disk_keeps_the_event_in_memory_and_leaves_no_torn_line() {
+        let Some(fs) = Tmpfs::mount("64k") else {
+            return;
+        };
+        let mut spool = Spool::open(&fs.dir.path().join("spool"), "job", 1).unwrap();
+        let filler = fs.fill(16 * 1024);
+        let mut failed = None;
+        for seq in 0..40 {
+            if let Err(err) = spool.push(big_event(seq)) {
+                failed = Some((seq, err));
+                break;
+            }
+        }
+        let (failed_seq, err) = failed.expect("a 64 KiB tmpfs must fill up");
+        assert_eq!(err.raw_os_error(), Some(28), "{err}");
+        assert!(
+            failed_seq > 0,
+            "some events must fit before the disk is full"
+        );
+        // Every event is still pending, the one that failed included.
+        let pending = spool.pending(usize::MAX);
+        assert_eq!(pending.len() as u64, failed_seq + 1);
+        assert_eq!(pending.last().unwrap(), &big_event(failed_seq));
+        // The file holds whole lines only: the torn part was cut off.
+        let text = std::fs::read_to_string(spool.path()).unwrap();
+        assert!(text.ends_with('\n'), "a torn line was left in the spool");
+        assert_eq!(text.lines().count() as u64, failed_seq);
+        // Space comes back; later appends land on whole lines and a reader sees all of them.
+        std::fs::remove_file(filler).unwrap();
+        spool.push(big_event(100)).unwrap();
+        spool.push(big_event(101)).unwrap();
+        let reopened = Spool::open(&fs.dir.path().join("spool"), "job", 1).unwrap();
+        let seqs: Vec<u64> = reopened.pending(usize::MAX).iter().map(|e| e.seq).collect();
+        let mut expected: Vec<u64> = (0..failed_seq).collect();
+        expected.extend([100, 101]);
+        assert_eq!(seqs, expected);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_off_so_the_next_append_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spool = Spool::open(dir.path(), "job", 3).unwrap();
+        spool.push(event(0)).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(spool.path())
+            .unwrap();
+        // Torn inside a multi-byte character: not even UTF-8.
+        file.write_all(b"{\"seq\":1,\"at_ms\":1,\"payload_json\":\"\xc3")
+            .unwrap();
+        let mut reopened = Spool::open(dir.path(), "job", 3).unwrap();
+        assert_eq!(reopened.pending(10), vec![event(0)]);
+        reopened.push(event(1)).unwrap();
+        let again = Spool::open(dir.path(), "job", 3).unwrap();
+        assert_eq!(again.pending(10), vec![event(0), event(1)]);
     }
 
     #[test]

@@ -286,6 +286,63 @@ async fn a_resent_sequence_number_is_acknowledged_and_ignored() {
     );
 }
 
+/// Issue 11: a heartbeat from an agent the coordinator does not know updated nothing and said
+/// nothing (the error was only logged), so the agent talked into the void.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_from_an_unregistered_agent_ends_with_register_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let coordinator =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    let mut agent = pb::agent_service_client::AgentServiceClient::connect(coordinator.url())
+        .await
+        .unwrap();
+    let agent_id = abfleet_core::AgentId::new_random().to_string();
+    let heartbeat = || pb::AgentMessage {
+        agent_id: agent_id.clone(),
+        kind: Some(pb::agent_message::Kind::Heartbeat(pb::Heartbeat::default())),
+    };
+    // No register: the session's first message is a heartbeat.
+    let (outgoing, receiver) = tokio::sync::mpsc::channel(4);
+    outgoing.send(heartbeat()).await.unwrap();
+    let mut incoming = agent
+        .session(tokio_stream::wrappers::ReceiverStream::new(receiver))
+        .await
+        .unwrap()
+        .into_inner();
+    let ended = tokio::time::timeout(Duration::from_secs(10), incoming.message())
+        .await
+        .expect("the coordinator must answer, not stay silent")
+        .unwrap_err();
+    assert_eq!(ended.code(), tonic::Code::FailedPrecondition, "{ended}");
+    assert!(
+        ended.message().contains(&agent_id) && ended.message().contains("register first"),
+        "{}",
+        ended.message()
+    );
+    // Registering, as the agent does when it reconnects, is the cure.
+    agent
+        .register(pb::RegisterRequest {
+            agent_id: agent_id.clone(),
+            inventory: Some(abfleet_agent::inventory::probe_host().into()),
+            agent_version: "test".into(),
+        })
+        .await
+        .unwrap();
+    let (outgoing, receiver) = tokio::sync::mpsc::channel(4);
+    outgoing.send(heartbeat()).await.unwrap();
+    let mut incoming = agent
+        .session(tokio_stream::wrappers::ReceiverStream::new(receiver))
+        .await
+        .unwrap()
+        .into_inner();
+    let quiet = tokio::time::timeout(Duration::from_millis(500), incoming.message()).await;
+    assert!(
+        quiet.is_err(),
+        "a registered agent's session stays open: {quiet:?}"
+    );
+    drop(outgoing);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_agent_loses_its_lease_and_another_agent_finishes_the_job() {
     let tmp = tempfile::tempdir().unwrap();

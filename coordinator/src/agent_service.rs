@@ -9,7 +9,8 @@ use abfleet_core::inventory::Inventory;
 use abfleet_core::{AgentId, JobId};
 use abfleet_proto::{parse_id, pb};
 use tokio::sync::mpsc;
-use tokio_stream::{wrappers::ReceiverStream, Stream, StreamExt};
+use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
+use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{instrument, warn};
 
@@ -56,7 +57,7 @@ impl pb::agent_service_server::AgentService for AgentService {
     ) -> Result<Response<Self::SessionStream>, Status> {
         let caller = caller_of(&request)?;
         let mut incoming = request.into_inner();
-        let (sender, receiver) = mpsc::channel(64);
+        let (sender, receiver) = mpsc::unbounded_channel();
         let fleet = self.fleet.clone();
         // The first message names the agent; the session belongs to it from then on.
         let first = incoming.message().await?.ok_or_else(|| {
@@ -67,6 +68,9 @@ impl pb::agent_service_server::AgentService for AgentService {
             fleet.check_agent_certificate(agent_id, name).await?;
         }
         let number = fleet.open_session(agent_id, sender)?;
+        // A message the agent must hear about ends its session with that status (after
+        // whatever was queued for it): the agent sees why instead of talking into the void.
+        let (ending, ended) = mpsc::channel::<Status>(1);
         tokio::spawn(async move {
             let mut next = Some(Ok(first));
             loop {
@@ -84,14 +88,25 @@ impl pb::agent_service_server::AgentService for AgentService {
                         break;
                     }
                 };
-                if let Err(err) = handle_agent_message(&fleet, agent_id, message).await {
-                    warn!(agent_id = %agent_id, error = %err, "failed to handle an agent message");
+                match handle_agent_message(&fleet, agent_id, message).await {
+                    Ok(()) => {}
+                    Err(err @ crate::FleetError::NotRegistered(_)) => {
+                        warn!(agent_id = %agent_id, error = %err, "session message from an unregistered agent; ending its session");
+                        let _ = ending.try_send(Status::from(err));
+                        break;
+                    }
+                    Err(err) => {
+                        warn!(agent_id = %agent_id, error = %err, "failed to handle an agent message");
+                    }
                 }
             }
+            // Ends the outgoing stream of messages (the fleet drops the session's sender);
+            // `ending` goes with this task, so the status stream ends too.
             fleet.close_session(agent_id, number);
         });
-        let outgoing =
-            ReceiverStream::new(receiver).map(|message| Ok(pb::CoordinatorMessage::from(message)));
+        let outgoing = UnboundedReceiverStream::new(receiver)
+            .map(|message| Ok(pb::CoordinatorMessage::from(message)))
+            .chain(ReceiverStream::new(ended).map(Err));
         Ok(Response::new(Box::pin(outgoing)))
     }
 

@@ -621,17 +621,18 @@ impl Store {
         .await
     }
 
+    /// Records that the agent spoke; false when no agent of that id is registered.
     pub async fn touch_agent(
         &self,
         agent_id: AgentId,
         now_ms: i64,
-    ) -> Result<(), CoordinatorError> {
+    ) -> Result<bool, CoordinatorError> {
         self.with(move |conn| {
-            conn.execute(
+            let changed = conn.execute(
                 "UPDATE agents SET last_heartbeat_ms = ?2 WHERE agent_id = ?1",
                 params![agent_id.to_string(), now_ms],
             )?;
-            Ok(())
+            Ok(changed > 0)
         })
         .await
     }

@@ -22,5 +22,5 @@ pub use error::SpecError;
 pub use model::{
     Allowance, AllowedMissing, BuildRecipe, CommandSpec, Fanout, FixtureFile, FixtureLocation,
     FixtureSpec, Generator, JobSpec, MeasureSpec, OutputFormat, ParitySpec, PixelFormat, SideSpec,
-    SourceSpec, TargetSpec, WorkloadSpec, TEMPLATE_PLACEHOLDERS,
+    SourceSpec, TargetSpec, WorkloadSpec, DEFAULT_MAX_OUTPUT_BYTES, TEMPLATE_PLACEHOLDERS,
 };

@@ -472,7 +472,7 @@ async fn run_once(
             error: format!("the {} binary {}", side.name(), exit.describe()),
             stderr_tail: stderr_tail(),
         },
-        _ => match read_scores(format, &output) {
+        _ => match read_scores(format, &output, ctx.spec.measure.max_output_bytes).await {
             Ok(scores) if scores.frames.is_empty() => RunResult::Failed {
                 returncode: Some(0),
                 error: format!(

@@ -45,6 +45,10 @@ pub async fn run_spec(
     trigger: Trigger,
 ) -> Result<i32, Failure> {
     check_local_paths(&spec).usage()?;
+    // The embedded agent takes the work dir's lock itself; if another agent holds it, that
+    // agent would stop at once and the run would wait for it forever: say so before
+    // submitting anything.
+    drop(abfleet_agent::work_dir_lock::WorkDirLock::acquire(work_dir).usage()?);
     let coordinator = Coordinator::open(data_dir, CoordinatorConfig::default()).infra()?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

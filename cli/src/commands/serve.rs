@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use abfleet_agent::policy::AgentPolicy;
-use abfleet_agent::{inventory, run_agent, AgentConfig};
+use abfleet_agent::{inventory, run_agent, AgentConfig, AgentError};
 use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 
 use crate::cli::TlsArgs;
@@ -165,6 +165,10 @@ pub async fn agent(
         let _ = tokio::signal::ctrl_c().await;
     })
     .await
-    .infra()?;
+    .map_err(|err| match err {
+        // A configuration mistake (two agents on one --work-dir), not the infrastructure.
+        AgentError::WorkDirLocked { .. } => Failure::usage(err),
+        other => Failure::infra(other),
+    })?;
     Ok(0)
 }

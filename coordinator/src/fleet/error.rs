@@ -1,5 +1,5 @@
 //! What can go wrong in the state machine: a run or job that does not exist, a lease the
-//! caller no longer holds, or the store underneath. The services map it to gRPC codes in
+//! caller no longer holds, an agent that did not register, or the store underneath. The services map it to gRPC codes in
 //! `crate::error`, the one place errors become statuses.
 
 use abfleet_core::{AgentId, JobId, RunId};
@@ -47,10 +47,9 @@ pub enum FleetError {
         bound: String,
         presented: String,
     },
-    /// A session or event batch from an agent id that never registered.
-    #[error(
-        "agent {0} has not registered; an agent registers before it opens a session or reports"
-    )]
+    /// A session, heartbeat, "ready" or event batch from an agent id the store does not know
+    /// (it never registered, or the coordinator's data dir was replaced under it).
+    #[error("agent {0} has not registered with this coordinator: register first (an agent registers before it opens a session or reports; the abfleet agent registers again when it reconnects)")]
     NotRegistered(AgentId),
     #[error(transparent)]
     Store(#[from] CoordinatorError),

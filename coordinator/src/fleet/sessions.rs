@@ -107,26 +107,40 @@ impl Fleet {
         }
     }
 
+    /// Queues a message on the agent's session (never dropped for want of room). False, and
+    /// logged, when the agent has no open session: it learns on its next heartbeat or ready.
     pub(super) fn send(&self, agent_id: AgentId, message: SessionMessage) -> bool {
         let sessions = self
             .inner
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        match sessions.get(&agent_id) {
-            Some(session) => session.sender.try_send(message).is_ok(),
-            None => false,
+        let kind = match &message {
+            SessionMessage::Offer(_) => "offer",
+            SessionMessage::Cancel { .. } => "cancel",
+            SessionMessage::LeaseLost { .. } => "lease lost",
+        };
+        let sent = sessions
+            .get(&agent_id)
+            .is_some_and(|session| session.sender.send(message).is_ok());
+        if !sent {
+            warn!(agent_id = %agent_id, kind, "the agent has no open session; the message is not delivered (its next heartbeat is answered again)");
         }
+        sent
     }
 
     /// The agent is idle. Any job still leased to it is not running anywhere (the agent
     /// restarted), so it goes back to the queue at once instead of waiting out its lease.
     pub async fn ready(&self, agent_id: AgentId) -> Result<(), FleetError> {
         self.touch_session(agent_id);
-        self.inner
+        if !self
+            .inner
             .store
             .touch_agent(agent_id, self.now_ms())
-            .await?;
+            .await?
+        {
+            return Err(FleetError::NotRegistered(agent_id));
+        }
         for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
             if job.agent_id == Some(agent_id) {
                 warn!(agent_id = %agent_id, job_id = %job.job_id, "agent is idle but held a lease; requeueing");
@@ -230,7 +244,7 @@ impl Fleet {
                         session.waiting = None;
                         let sent = session
                             .sender
-                            .try_send(SessionMessage::Offer(Box::new(offer)))
+                            .send(SessionMessage::Offer(Box::new(offer)))
                             .is_ok();
                         if sent {
                             super::metrics::Counters::add(&self.inner.counters.offers, 1);

@@ -39,7 +39,10 @@ impl Default for CoordinatorConfig {
 }
 
 /// Where a session's messages to its agent go (the agent service forwards them to the wire).
-pub type SessionSender = mpsc::Sender<SessionMessage>;
+/// Unbounded: an offer, a cancel or a lost lease must never be dropped because the agent's
+/// connection is slow to drain, and there are few of them (a handful per job), so the queue
+/// stays small.
+pub type SessionSender = mpsc::UnboundedSender<SessionMessage>;
 
 pub(super) struct Session {
     pub(super) number: u64,

@@ -46,7 +46,7 @@ struct Harness {
     fleet: Fleet,
     clock: ManualClock,
     agent: AgentId,
-    session: mpsc::Receiver<SessionMessage>,
+    session: mpsc::UnboundedReceiver<SessionMessage>,
     progress: broadcast::Receiver<RunProgress>,
     _dir: tempfile::TempDir,
 }
@@ -65,7 +65,7 @@ impl Harness {
         let fleet = Fleet::with_clock(store, config, std::sync::Arc::new(clock.clone()));
         let agent = AgentId::new_random();
         fleet.register(agent, &inventory()).await.unwrap();
-        let (sender, session) = mpsc::channel(16);
+        let (sender, session) = mpsc::unbounded_channel();
         fleet.open_session(agent, sender).unwrap();
         let progress = fleet.subscribe();
         Harness {
@@ -316,6 +316,44 @@ async fn cancelling_a_run_tells_the_agent_and_ends_the_run_as_cancelled() {
     h.clock.advance(LEASE * 2);
     h.fleet.reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Cancelled);
+}
+
+/// Issue 11: the session channel had 64 slots and messages were `try_send`: with it full, a
+/// cancel (or a lost lease) was dropped silently and the agent timed on for a cancelled run.
+#[tokio::test]
+async fn a_cancel_is_delivered_behind_more_messages_than_the_old_channel_held() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let first = h.ready_and_take_offer().await;
+    h.clock.advance(LEASE * 2);
+    h.fleet.reap_expired_leases().await.unwrap();
+    let second = h.ready_and_take_offer().await;
+    assert_eq!((second.job_id, second.attempt), (first.job_id, 2));
+    // The agent never reads its session while it heartbeats its old attempt: each heartbeat
+    // is answered with a lost lease, far more than 64 of them queue up.
+    for _ in 0..200 {
+        h.fleet
+            .heartbeat(h.agent, Some((first.job_id, first.attempt)))
+            .await
+            .unwrap();
+    }
+    assert!(h.fleet.cancel(run_id, "by test").await.unwrap());
+    let mut lost = 0;
+    loop {
+        match h.session.try_recv() {
+            Ok(SessionMessage::LeaseLost { job_id, attempt }) => {
+                assert_eq!((job_id, attempt), (first.job_id, 1));
+                lost += 1;
+            }
+            Ok(SessionMessage::Cancel { job_id, reason }) => {
+                assert_eq!((job_id, reason.as_str()), (second.job_id, "by test"));
+                break;
+            }
+            other => panic!("expected LeaseLost or Cancel, got {other:?}"),
+        }
+    }
+    assert_eq!(lost, 200, "every lost-lease answer is delivered too");
+    h.no_message();
 }
 
 #[tokio::test]
@@ -653,7 +691,7 @@ async fn dispatch_offers_to_the_agent_idle_the_longest_not_the_smallest_id() {
         }
     };
     h.fleet.register(other, &inventory()).await.unwrap();
-    let (sender, mut other_session) = mpsc::channel(16);
+    let (sender, mut other_session) = mpsc::unbounded_channel();
     h.fleet.open_session(other, sender).unwrap();
     h.fleet.ready(h.agent).await.unwrap();
     h.fleet.ready(other).await.unwrap();
@@ -691,7 +729,7 @@ async fn a_second_session_under_a_live_agents_id_is_refused_and_its_job_survives
     let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
     let offer = h.ready_and_take_offer().await;
     for _ in 0..3 {
-        let (sender, _intruder) = mpsc::channel(16);
+        let (sender, _intruder) = mpsc::unbounded_channel();
         let opened = h.fleet.open_session(h.agent, sender);
         assert!(
             matches!(opened, Err(super::FleetError::AgentConnected(id)) if id == h.agent),
@@ -713,6 +751,6 @@ async fn a_second_session_under_a_live_agents_id_is_refused_and_its_job_survives
 async fn a_session_silent_past_agent_lost_after_may_be_replaced_by_the_restarted_agent() {
     let h = Harness::new(3).await;
     h.clock.advance(Duration::from_secs(11));
-    let (sender, _new) = mpsc::channel(16);
+    let (sender, _new) = mpsc::unbounded_channel();
     h.fleet.open_session(h.agent, sender).unwrap();
 }

@@ -26,6 +26,19 @@ pub(super) fn parse(text: &str) -> Result<Scores, OutputError> {
         .map_err(|err| output_error(&err, bad.take(), text))
 }
 
+/// Streams a document from `reader` through the same visitors as [`parse`], never holding its
+/// text: only the per-frame numbers stay. An error is positioned, but a printf `nan` is not
+/// named (that needs the lines above it): the caller re-reads the text with [`parse`] to
+/// explain a failure.
+pub(super) fn parse_reader<R: std::io::Read>(reader: R) -> Result<Scores, OutputError> {
+    let bad = RefCell::new(None);
+    let mut deserializer = serde_json::Deserializer::from_reader(reader);
+    (&mut deserializer)
+        .deserialize_map(Document(&bad))
+        .and_then(|scores| deserializer.end().map(|()| scores))
+        .map_err(|err| output_error(&err, bad.take(), ""))
+}
+
 /// Where a visitor notes a [`BadValue`] before failing, so that the error keeps its parts.
 type Bad<'a> = &'a RefCell<Option<BadValue>>;
 

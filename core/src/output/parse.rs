@@ -14,6 +14,52 @@ pub fn parse(format: OutputFormat, text: &str) -> Result<Scores, OutputError> {
     Ok(scores)
 }
 
+/// Reads one output from `reader`. JSON is streamed (serde over the reader, no text and no
+/// value tree held: a million-frame output costs its frames, not its text); XML and CSV are
+/// read as text. The precision comes from the first [`PRECISION_SCAN_BYTES`], as in
+/// [`parse`]. A JSON error is positioned but terser than [`parse`]'s; re-read the text with
+/// [`parse`] to explain one.
+pub fn parse_reader(
+    format: OutputFormat,
+    reader: impl std::io::Read,
+) -> Result<Scores, OutputError> {
+    let mut reader = PrefixKept {
+        inner: reader,
+        prefix: Vec::new(),
+    };
+    let mut scores = match format {
+        OutputFormat::Json => json::parse_reader(&mut reader)?,
+        OutputFormat::Xml | OutputFormat::Csv => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut reader, &mut text).map_err(|err| {
+                OutputError::Malformed {
+                    format,
+                    at: super::Position::line_column(1, 1),
+                    problem: format!("the output is not readable text: {err}"),
+                }
+            })?;
+            return parse(format, &text);
+        }
+    };
+    scores.printed_decimals = printed_decimals(&String::from_utf8_lossy(&reader.prefix));
+    Ok(scores)
+}
+
+/// A reader that keeps a copy of the first [`PRECISION_SCAN_BYTES`] it passes on.
+struct PrefixKept<R> {
+    inner: R,
+    prefix: Vec<u8>,
+}
+
+impl<R: std::io::Read> std::io::Read for PrefixKept<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let room = PRECISION_SCAN_BYTES.saturating_sub(self.prefix.len());
+        self.prefix.extend_from_slice(&buf[..n.min(room)]);
+        Ok(n)
+    }
+}
+
 /// How many bytes of an output [`printed_decimals`] reads: the tools print every number
 /// alike, so the first frames tell.
 const PRECISION_SCAN_BYTES: usize = 256 * 1024;
@@ -297,5 +343,120 @@ mod tests {
         assert_eq!(scores.frames[0].metrics["vmaf"], 71.5);
         assert!(parse(OutputFormat::Json, csv).is_err());
         assert!(parse(OutputFormat::Xml, csv).is_err());
+    }
+
+    /// A vmaf-like JSON output of `frames` frames, written as it is read: the test never
+    /// holds the text either.
+    pub(crate) struct GeneratedJson {
+        frames: u64,
+        next: u64,
+        pending: Vec<u8>,
+        done: bool,
+    }
+
+    impl GeneratedJson {
+        pub(crate) fn new(frames: u64) -> GeneratedJson {
+            GeneratedJson {
+                frames,
+                next: 0,
+                pending: b"{\n  \"version\": \"3.2.0\",\n  \"fps\": 12.5,\n  \"frames\": [\n"
+                    .to_vec(),
+                done: false,
+            }
+        }
+
+        pub(crate) fn vmaf(frame: u64) -> f64 {
+            70.0 + (frame % 1000) as f64 / 1000.0
+        }
+    }
+
+    impl std::io::Read for GeneratedJson {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            while self.pending.len() < buf.len() && !self.done {
+                let n = self.next;
+                if n < self.frames {
+                    let comma = if n + 1 < self.frames { "," } else { "" };
+                    let line = format!(
+                        "    {{\"frameNum\": {n}, \"metrics\": {{\"integer_adm2\": 0.973456, \"integer_motion\": {:.6}, \"vmaf\": {:.6}}}}}{comma}\n",
+                        (n % 7) as f64 / 8.0,
+                        Self::vmaf(n),
+                    );
+                    self.pending.extend_from_slice(line.as_bytes());
+                    self.next += 1;
+                } else {
+                    self.pending.extend_from_slice(b"  ],\n  \"pooled_metrics\": {\"vmaf\": {\"min\": 70.0, \"max\": 70.999, \"mean\": 70.4995, \"harmonic_mean\": 70.49}}\n}\n");
+                    self.done = true;
+                }
+            }
+            let n = buf.len().min(self.pending.len());
+            buf[..n].copy_from_slice(&self.pending[..n]);
+            self.pending.drain(..n);
+            Ok(n)
+        }
+    }
+
+    /// Issue 11: a one-million-frame JSON output (about 100 MB) was read whole into a
+    /// string; it now streams, and parses to the same scores.
+    #[test]
+    fn a_million_frame_json_output_streams_to_its_scores() {
+        let mut counted = Counted(GeneratedJson::new(1_000_000), 0);
+        let scores = parse_reader(OutputFormat::Json, &mut counted).unwrap();
+        assert!(counted.1 > 95_000_000, "only {} bytes", counted.1);
+        assert_eq!(scores.frames.len(), 1_000_000);
+        assert_eq!(scores.tool_version.as_deref(), Some("3.2.0"));
+        assert_eq!(scores.printed_decimals, Some(6));
+        for n in [0u64, 1, 499_999, 999_999] {
+            let frame = &scores.frames[n as usize];
+            assert_eq!(frame.frame_num, n);
+            assert_eq!(frame.metrics.len(), 3);
+            assert!((frame.metrics["vmaf"] - GeneratedJson::vmaf(n)).abs() < 1e-9);
+        }
+        assert_eq!(scores.pooled["vmaf"].mean, 70.4995);
+        // And the same scores as the text parser gives, on a smaller one.
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut GeneratedJson::new(2_000), &mut text).unwrap();
+        let streamed = parse_reader(OutputFormat::Json, text.as_bytes()).unwrap();
+        assert_eq!(streamed, parse(OutputFormat::Json, &text).unwrap());
+        // A cut-off stream is an error, not a short list of frames.
+        let cut = &text.as_bytes()[..text.len() / 2];
+        assert!(matches!(
+            parse_reader(OutputFormat::Json, cut),
+            Err(OutputError::Truncated { .. })
+        ));
+    }
+
+    /// Every real output of both real tools streams to exactly what the text parser reads.
+    #[test]
+    fn real_outputs_stream_to_what_the_text_parser_reads() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/vmaf-samples");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let format = match path.extension().and_then(|e| e.to_str()) {
+                Some("json") => OutputFormat::Json,
+                Some("xml") => OutputFormat::Xml,
+                Some("csv") => OutputFormat::Csv,
+                _ => continue,
+            };
+            let text = std::fs::read_to_string(&path).unwrap();
+            let streamed = parse_reader(format, text.as_bytes());
+            match parse(format, &text) {
+                Ok(scores) => assert_eq!(streamed.unwrap(), scores, "{}", path.display()),
+                Err(_) => assert!(streamed.is_err(), "{}", path.display()),
+            }
+            seen += 1;
+        }
+        assert!(seen >= 15, "only {seen} samples");
+    }
+
+    /// Counts the bytes read through it.
+    struct Counted<R>(R, u64);
+
+    impl<R: std::io::Read> std::io::Read for Counted<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.read(buf)?;
+            self.1 += n as u64;
+            Ok(n)
+        }
     }
 }

@@ -359,6 +359,24 @@ pub struct MeasureSpec {
     pub max_cell_seconds: f64,
     /// A speedup inside 1 ± this is `same`.
     pub practical_threshold: f64,
+    /// The largest output file one run may write; a larger one fails that side unread.
+    /// Written only when not the default, so specs stored before it existed read the same.
+    #[serde(
+        default = "default_max_output_bytes",
+        skip_serializing_if = "is_default_max_output_bytes"
+    )]
+    pub max_output_bytes: u64,
+}
+
+/// `[measure] max_output_bytes` when the spec says nothing: 512 MiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 512 * 1024 * 1024;
+
+fn default_max_output_bytes() -> u64 {
+    DEFAULT_MAX_OUTPUT_BYTES
+}
+
+fn is_default_max_output_bytes(bytes: &u64) -> bool {
+    *bytes == DEFAULT_MAX_OUTPUT_BYTES
 }
 
 impl MeasureSpec {

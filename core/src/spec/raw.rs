@@ -132,6 +132,8 @@ pub(super) struct RawMeasure {
     pub(super) max_cell_seconds: f64,
     #[serde(default = "default_practical_threshold")]
     pub(super) practical_threshold: f64,
+    #[serde(default = "default_max_output_bytes")]
+    pub(super) max_output_bytes: u64,
 }
 
 impl Default for RawMeasure {
@@ -148,10 +150,14 @@ impl Default for RawMeasure {
             max_runs: None,
             max_cell_seconds: default_max_cell_seconds(),
             practical_threshold: default_practical_threshold(),
+            max_output_bytes: default_max_output_bytes(),
         }
     }
 }
 
+fn default_max_output_bytes() -> u64 {
+    super::model::DEFAULT_MAX_OUTPUT_BYTES
+}
 fn default_warmup() -> u32 {
     1
 }

@@ -191,6 +191,12 @@ fn check_fixture_file(what: &str, file: &FixtureFile) -> Result<(), String> {
 }
 
 fn check_measure(m: &MeasureSpec) -> Result<(), String> {
+    if m.max_output_bytes == 0 {
+        return Err(format!(
+            "[measure] max_output_bytes must be at least 1 byte (the default is {}, 512 MiB); it caps the output file of one run",
+            super::model::DEFAULT_MAX_OUTPUT_BYTES
+        ));
+    }
     if m.warmup < 1 {
         return Err("[measure] warmup must be at least 1: the first run of a binary warms caches and is discarded".into());
     }
@@ -361,6 +367,7 @@ impl RawSpec {
                 max_runs: m.max_runs.unwrap_or(m.runs.max(DEFAULT_MAX_RUNS)),
                 max_cell_seconds: m.max_cell_seconds,
                 practical_threshold: m.practical_threshold,
+                max_output_bytes: m.max_output_bytes,
             },
             parity: ParitySpec {
                 renames: self.parity.renames,
@@ -615,6 +622,33 @@ args = ["--feature", "psnr"]
             let err = parse(&text).unwrap_err().to_string();
             assert!(err.contains(expected), "expected `{expected}` in: {err}");
         }
+    }
+
+    #[test]
+    fn max_output_bytes_defaults_to_512_mib_is_settable_and_not_zero() {
+        let spec = parse(MINIMAL).unwrap();
+        assert_eq!(spec.measure.max_output_bytes, 512 * 1024 * 1024);
+        let spec = parse(&format!("{MINIMAL}[measure]\nmax_output_bytes = 4096\n")).unwrap();
+        assert_eq!(spec.measure.max_output_bytes, 4096);
+        // Through the JSON form the agent reads, with and without the key.
+        let back = JobSpec::from_json(&spec.to_json()).unwrap();
+        assert_eq!(back.measure.max_output_bytes, 4096);
+        let default = parse(MINIMAL).unwrap();
+        assert!(!default.to_json().contains("max_output_bytes"));
+        assert_eq!(
+            JobSpec::from_json(&default.to_json())
+                .unwrap()
+                .measure
+                .max_output_bytes,
+            512 * 1024 * 1024
+        );
+        let err = parse(&format!("{MINIMAL}[measure]\nmax_output_bytes = 0\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("max_output_bytes must be at least 1 byte"),
+            "{err}"
+        );
     }
 
     #[test]
