@@ -162,11 +162,14 @@ impl Fleet {
         if queued.is_empty() {
             return Ok(());
         }
-        let generations: HashMap<AgentId, Vec<String>> = self
-            .inner
-            .store
-            .agents()
-            .await?
+        let agents = self.inner.store.agents().await?;
+        // A draining agent finishes what it runs and is offered nothing new.
+        let draining: Vec<AgentId> = agents
+            .iter()
+            .filter(|a| a.draining)
+            .map(|a| a.agent_id)
+            .collect();
+        let generations: HashMap<AgentId, Vec<String>> = agents
             .into_iter()
             .map(|a| {
                 (
@@ -186,6 +189,7 @@ impl Fleet {
                     .iter()
                     .filter_map(|(id, s)| s.waiting.map(|ticket| (ticket, *id)))
                     .filter(|(_, id)| job.pinned_agent.is_none_or(|pinned| pinned == *id))
+                    .filter(|(_, id)| !draining.contains(id))
                     .filter(|(_, id)| {
                         job.generation.as_ref().is_none_or(|key| {
                             generations.get(id).is_some_and(|keys| keys.contains(key))
@@ -202,13 +206,14 @@ impl Fleet {
             let Some(attempt) = self
                 .inner
                 .store
-                .lease_job(job.job_id, agent_id, self.lease_expiry())
+                .lease_job(job.job_id, agent_id, self.lease_expiry(), self.now_ms())
                 .await?
             else {
                 continue;
             };
             let run = self.run_row(job.run_id).await?;
             let next_seq = self.inner.store.event_count(job.job_id, attempt).await?;
+            let kept_cells = self.inner.store.kept_cells(job.job_id, attempt).await?;
             let offer = JobOffer {
                 job_id: job.job_id,
                 run_id: job.run_id,
@@ -217,6 +222,7 @@ impl Fleet {
                 lease: self.inner.config.lease,
                 next_seq,
                 generation: job.generation.clone(),
+                kept_cells,
             };
             let sent = {
                 let mut sessions = self

@@ -244,6 +244,61 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
 }
 
 #[tokio::test]
+async fn a_resumed_attempt_is_offered_the_cells_earlier_attempts_stored() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let first = h.ready_and_take_offer().await;
+    assert!(first.kept_cells.is_empty());
+    h.fleet
+        .push_events(h.agent, first.job_id, 1, vec![cell(0, 0), cell(2, 1)])
+        .await
+        .unwrap();
+    h.clock.advance(LEASE + Duration::from_millis(1));
+    h.fleet.reap_expired_leases().await.unwrap();
+    let second = h.ready_and_take_offer().await;
+    assert_eq!(second.attempt, 2);
+    assert_eq!(
+        second.kept_cells.into_iter().collect::<Vec<_>>(),
+        vec![0, 2]
+    );
+    h.fleet
+        .push_events(h.agent, second.job_id, 2, vec![cell(1, 0)])
+        .await
+        .unwrap();
+    // The agent restarts: attempt 3 keeps what both earlier attempts stored.
+    h.fleet.ready(h.agent).await.unwrap();
+    let third = match h.session.try_recv() {
+        Ok(SessionMessage::Offer(offer)) => *offer,
+        other => panic!("expected an offer, got {other:?}"),
+    };
+    assert_eq!(third.attempt, 3);
+    assert_eq!(
+        third.kept_cells.into_iter().collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
+    let report = h.fleet.report(run_id).await.unwrap();
+    let lines: Vec<String> = report.attempt_history.iter().map(|a| a.line()).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(
+        lines[0].contains("): 2 cells measured; agent")
+            && lines[0].ends_with("lease of attempt 1 expired"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].contains("resumed: 2 cells kept from attempt 1, 1 measured; agent")
+            && lines[1].ends_with("restarted during attempt 2"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[2].ends_with("resumed: 3 cells kept from attempts 1, 2, 0 measured; running"),
+        "{lines:?}"
+    );
+    let attempts: Vec<(u32, Option<u32>)> =
+        report.cells.iter().map(|c| (c.index, c.attempt)).collect();
+    assert_eq!(attempts, vec![(0, Some(1)), (1, Some(2)), (2, Some(1))]);
+}
+
+#[tokio::test]
 async fn a_job_that_loses_every_attempt_fails_the_run_as_agent_lost() {
     let mut h = Harness::new(2).await;
     let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
