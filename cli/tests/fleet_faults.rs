@@ -12,7 +12,9 @@ use abfleet_coordinator::store::Store;
 use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::report::render_markdown;
 use abfleet_core::JobId;
+use abfleet_proto::pb::control_service_client::ControlServiceClient;
 use support::*;
+use tonic::transport::Channel;
 
 /// Four cells (one fork-only) of 120 frames and 5 pairs each: slow enough that an agent can
 /// be killed between the first stored cell and the last.
@@ -26,46 +28,66 @@ fn slow_spec(dir: &Path) -> PathBuf {
     .write(dir, "spec.toml")
 }
 
-/// An `abfleet agent` process, so that it can die the way hosts die: SIGKILL, no goodbye.
-fn spawn_agent(url: &str, work_dir: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .args(["agent", "--coordinator", url, "--work-dir"])
-        .arg(work_dir)
-        .spawn()
+/// A real `abfleet` process, SIGKILLed (no goodbye, the way hosts die) by [`Process::kill`]
+/// or when dropped, so a failing test leaves none behind.
+struct Process(Child);
+
+impl Process {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn spawn_agent(url: &str, work_dir: &Path) -> Process {
+    Process(
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args(["agent", "--coordinator", url, "--work-dir"])
+            .arg(work_dir)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// `abfleet coordinator` with its default lease and heartbeat, on a fixed port.
+fn spawn_coordinator(port: u16, data_dir: &Path) -> Process {
+    Process(
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args(["coordinator", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
-fn kill(child: &mut Child) {
-    child.kill().unwrap();
-    child.wait().unwrap();
-}
-
-/// The only job of a run.
-async fn only_job(store: &Store, run_id: &str) -> JobId {
-    let jobs = store.jobs_of_run(run_id.parse().unwrap()).await.unwrap();
-    assert_eq!(jobs.len(), 1);
-    jobs[0].job_id
-}
-
-/// Waits until the coordinator has stored at least one cell of the job.
-async fn wait_for_a_stored_cell(store: &Store, job_id: JobId) {
-    wait_until(Duration::from_secs(180), "the first stored cell", || {
-        let store = store.clone();
-        async move { (!store.stored_cells(job_id).await.unwrap().is_empty()).then_some(()) }
+async fn control_at(url: &str) -> ControlServiceClient<Channel> {
+    wait_until(Duration::from_secs(30), "the coordinator to listen", || {
+        let url = url.to_string();
+        async move { ControlServiceClient::connect(url).await.ok() }
     })
-    .await;
+    .await
 }
 
-/// Every cell index of the job stored exactly once, across all its attempts.
-async fn assert_each_cell_stored_once(store: &Store, job_id: JobId, cells: u32) {
-    let stored = store.stored_cells(job_id).await.unwrap();
-    let mut indexes: Vec<u32> = stored.iter().map(|(_, index)| *index).collect();
-    indexes.sort_unstable();
-    assert_eq!(
-        indexes,
-        (0..cells).collect::<Vec<_>>(),
-        "each cell stored exactly once across attempts: {stored:?}"
-    );
+/// The events of one attempt have sequence numbers 0..n: no gap, no duplicate.
+async fn assert_events_contiguous(store: &Store, job_id: JobId, attempt: u32) {
+    let events = store.events(job_id, attempt).await.unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,7 +106,7 @@ async fn a_killed_agents_job_resumes_elsewhere_keeping_the_cells_already_stored(
     let job_id = only_job(&store, &run_id).await;
 
     wait_for_a_stored_cell(&store, job_id).await;
-    kill(&mut doomed);
+    doomed.kill();
     let killed_at = Instant::now();
     let at_kill: Vec<u32> = store
         .stored_cells(job_id)
@@ -162,4 +184,46 @@ async fn a_killed_agents_job_resumes_elsewhere_keeping_the_cells_already_stored(
     assert!(markdown.contains(&line), "{line} not in:\n{markdown}");
     // The resumed attempt still built both sides: the builds are needed for its cells.
     assert!(report.upstream.build.is_some() && report.fork.build.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_killed_mid_run_restarts_on_its_data_dir_and_the_run_completes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = slow_spec(tmp.path());
+    let data_dir = tmp.path().join("data");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut coordinator = spawn_coordinator(port, &data_dir);
+    let mut client = control_at(&url).await;
+    // In this process, so the test can look at its spool; it redials by itself.
+    let agent = TestAgent::start(&url, &tmp.path().join("agent"));
+    let run_id = submit(&mut client, &spec).await;
+    let store = Store::open(&data_dir).unwrap();
+    let job_id = only_job(&store, &run_id).await;
+
+    wait_for_a_stored_cell(&store, job_id).await;
+    coordinator.kill();
+    let at_kill = store.stored_cells(job_id).await.unwrap();
+    assert!(at_kill.len() < 4, "the run must be part-way: {at_kill:?}");
+    // The agent keeps timing; what it measures waits in its spool.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let restarted_at = Instant::now();
+    let _coordinator = spawn_coordinator(port, &data_dir);
+    let mut client = control_at(&url).await;
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
+    eprintln!(
+        "coordinator restart: run finished {:.1} s after the new process started",
+        restarted_at.elapsed().as_secs_f64()
+    );
+
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    assert_eq!(report.exit_code, 0, "{:?}", report.errors);
+    assert_eq!(report.cells.len(), 4);
+    assert_eq!(
+        report.attempts, 1,
+        "the lease survived the restart in the store: the job was not requeued"
+    );
+    assert_each_cell_stored_once(&store, job_id, 4).await;
+    assert_events_contiguous(&store, job_id, 1).await;
+    agent.stop().await;
 }
