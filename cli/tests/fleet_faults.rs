@@ -90,6 +90,51 @@ async fn assert_events_contiguous(store: &Store, job_id: JobId, attempt: u32) {
     assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>());
 }
 
+/// Whether the agent's spool holds a cell the coordinator has not acknowledged: the agent
+/// measured it while cut off.
+fn spool_holds_a_cell(work_dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(work_dir.join("spool")) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        std::fs::read_to_string(entry.path())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|event| event["payload_json"].as_str().map(str::to_string))
+            .filter_map(|payload| serde_json::from_str::<serde_json::Value>(&payload).ok())
+            .any(|payload| payload["kind"] == "cell")
+    })
+}
+
+/// The only job of a run.
+async fn only_job(store: &Store, run_id: &str) -> JobId {
+    let jobs = store.jobs_of_run(run_id.parse().unwrap()).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    jobs[0].job_id
+}
+
+/// Waits until the coordinator has stored at least one cell of the job.
+async fn wait_for_a_stored_cell(store: &Store, job_id: JobId) {
+    wait_until(Duration::from_secs(180), "the first stored cell", || {
+        let store = store.clone();
+        async move { (!store.stored_cells(job_id).await.unwrap().is_empty()).then_some(()) }
+    })
+    .await;
+}
+
+/// Every cell index of the job stored exactly once, across all its attempts.
+async fn assert_each_cell_stored_once(store: &Store, job_id: JobId, cells: u32) {
+    let stored = store.stored_cells(job_id).await.unwrap();
+    let mut indexes: Vec<u32> = stored.iter().map(|(_, index)| *index).collect();
+    indexes.sort_unstable();
+    assert_eq!(
+        indexes,
+        (0..cells).collect::<Vec<_>>(),
+        "each cell stored exactly once across attempts: {stored:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_agents_job_resumes_elsewhere_keeping_the_cells_already_stored() {
     let tmp = tempfile::tempdir().unwrap();
@@ -225,5 +270,116 @@ async fn a_coordinator_killed_mid_run_restarts_on_its_data_dir_and_the_run_compl
     );
     assert_each_cell_stored_once(&store, job_id, 4).await;
     assert_events_contiguous(&store, job_id, 1).await;
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_network_outage_shorter_than_the_lease_loses_nothing_and_repeats_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = slow_spec(tmp.path());
+    let data_dir = tmp.path().join("data");
+    let config = CoordinatorConfig::default();
+    let lease = config.lease;
+    let coordinator = TestCoordinator::start(&data_dir, config).await;
+    let proxy = Proxy::start(coordinator.addr).await;
+    let agent = TestAgent::start(&proxy.url(), &tmp.path().join("agent"));
+    let mut client = coordinator.control().await;
+    let run_id = submit(&mut client, &spec).await;
+    let store = Store::open(&data_dir).unwrap();
+    let job_id = only_job(&store, &run_id).await;
+
+    wait_for_a_stored_cell(&store, job_id).await;
+    let cut_at = Instant::now();
+    proxy.outage();
+    // At least 5 s, and until the agent has measured a cell it could not deliver.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    wait_until(
+        Duration::from_secs(20),
+        "a cell spooled while cut off",
+        || {
+            let work_dir = agent.work_dir.clone();
+            async move { spool_holds_a_cell(&work_dir).then_some(()) }
+        },
+    )
+    .await;
+    let outage = cut_at.elapsed();
+    assert!(
+        outage < lease,
+        "the outage must stay shorter than the lease"
+    );
+    proxy.restore();
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
+    eprintln!(
+        "network outage of {:.1} s: run finished {:.1} s after the cut",
+        outage.as_secs_f64(),
+        cut_at.elapsed().as_secs_f64()
+    );
+
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    assert_eq!(report.exit_code, 0, "{:?}", report.errors);
+    assert_eq!(report.cells.len(), 4);
+    assert_eq!(
+        report.attempts, 1,
+        "an outage inside the lease requeues nothing"
+    );
+    assert_each_cell_stored_once(&store, job_id, 4).await;
+    assert_events_contiguous(&store, job_id, 1).await;
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_longer_than_the_lease_gives_the_lease_back_when_nobody_took_the_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = slow_spec(tmp.path());
+    let data_dir = tmp.path().join("data");
+    let config = CoordinatorConfig {
+        lease: Duration::from_secs(3),
+        heartbeat_interval: Duration::from_millis(500),
+        max_attempts: 3,
+        agent_lost_after: Duration::from_secs(2),
+    };
+    let coordinator = TestCoordinator::start(&data_dir, config).await;
+    let proxy = Proxy::start(coordinator.addr).await;
+    let agent = TestAgent::start(&proxy.url(), &tmp.path().join("agent"));
+    let mut client = coordinator.control().await;
+    let run_id = submit(&mut client, &spec).await;
+    let store = Store::open(&data_dir).unwrap();
+    let job_id = only_job(&store, &run_id).await;
+
+    wait_for_a_stored_cell(&store, job_id).await;
+    proxy.outage();
+    // The lease runs out and the reaper requeues the job; no other agent is there to take it.
+    wait_until(Duration::from_secs(30), "the lease to lapse", || {
+        let store = store.clone();
+        async move {
+            let job = store.job(job_id).await.unwrap().unwrap();
+            (job.state == abfleet_core::report::JobState::Queued).then_some(())
+        }
+    })
+    .await;
+    wait_until(
+        Duration::from_secs(30),
+        "a cell spooled while cut off",
+        || {
+            let work_dir = agent.work_dir.clone();
+            async move { spool_holds_a_cell(&work_dir).then_some(()) }
+        },
+    )
+    .await;
+    proxy.restore();
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
+
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    assert_eq!(report.exit_code, 0, "{:?}", report.errors);
+    assert_eq!(report.cells.len(), 4);
+    assert_eq!(
+        report.attempts, 1,
+        "the same attempt went on: nothing was measured twice"
+    );
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_each_cell_stored_once(&store, job_id, 4).await;
+    assert_events_contiguous(&store, job_id, 1).await;
+    assert_eq!(report.attempt_history.len(), 1);
+    assert_eq!(report.attempt_history[0].ended.as_deref(), Some("done"));
     agent.stop().await;
 }

@@ -329,6 +329,42 @@ impl Store {
         .await
     }
 
+    /// Gives a lapsed lease back to the agent that held it: the job was requeued when the
+    /// lease expired, but no other agent has taken it, so the same attempt goes on and its
+    /// events are still accepted. `false` when the job is not queued at that attempt with
+    /// that agent as its last holder (another agent took it, it failed, it was cancelled).
+    pub async fn reclaim_lapsed_lease(
+        &self,
+        job_id: JobId,
+        agent_id: AgentId,
+        attempt: u32,
+        lease_expires_ms: i64,
+    ) -> Result<bool, CoordinatorError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let changed = tx.execute(
+                "UPDATE jobs SET state = ?5, lease_expires_ms = ?4, error = NULL WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = ?6",
+                params![
+                    job_id.to_string(),
+                    agent_id.to_string(),
+                    attempt,
+                    lease_expires_ms,
+                    JobState::Leased.as_str(),
+                    JobState::Queued.as_str()
+                ],
+            )?;
+            if changed == 1 {
+                tx.execute(
+                    "UPDATE attempts SET end_reason = NULL WHERE job_id = ?1 AND attempt = ?2",
+                    params![job_id.to_string(), attempt],
+                )?;
+            }
+            tx.commit()?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
     /// Puts a leased job back in the queue (its lease expired or its agent came back idle),
     /// or fails it when it has used up its attempts.
     pub async fn release_job(

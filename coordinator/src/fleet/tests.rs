@@ -230,7 +230,30 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
     h.fleet.reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
 
-    // The old attempt's heartbeat now learns it lost the lease.
+    // Nobody took the job: the agent that comes back (cut off longer than its lease) gets
+    // the lease back and the same attempt goes on.
+    h.fleet
+        .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
+        .await
+        .unwrap();
+    h.no_message();
+    assert_eq!(h.job_state(run_id).await, JobState::Leased);
+    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    assert_eq!((job.attempt, job.error), (1, None));
+
+    // Once another agent has taken the job, the old attempt learns it lost the lease, and
+    // its events are refused.
+    h.clock.advance(LEASE + Duration::from_millis(1));
+    h.fleet.reap_expired_leases().await.unwrap();
+    let other = AgentId::new_random();
+    h.fleet.register(other, &inventory()).await.unwrap();
+    let (sender, mut other_session) = mpsc::channel(4);
+    h.fleet.open_session(other, sender).unwrap();
+    h.fleet.ready(other).await.unwrap();
+    match other_session.try_recv() {
+        Ok(SessionMessage::Offer(second)) => assert_eq!(second.attempt, 2),
+        other => panic!("expected an offer, got {other:?}"),
+    }
     h.fleet
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
@@ -241,6 +264,14 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
         }
         other => panic!("expected LeaseLost, got {other:?}"),
     }
+    let late = h
+        .fleet
+        .push_events(h.agent, offer.job_id, 1, vec![cell(0, 0)])
+        .await;
+    assert!(
+        matches!(late, Err(super::FleetError::LeaseLost { .. })),
+        "{late:?}"
+    );
 }
 
 #[tokio::test]
