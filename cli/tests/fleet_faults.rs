@@ -16,13 +16,13 @@ use abfleet_proto::pb::control_service_client::ControlServiceClient;
 use support::*;
 use tonic::transport::Channel;
 
-/// Four cells (one fork-only) of 120 frames and 5 pairs each: slow enough that an agent can
-/// be killed between the first stored cell and the last.
+/// Four cells (one fork-only) of 240 frames and 5 pairs each: slow enough (a few seconds a
+/// cell here) that an agent can be killed between the first stored cell and the last.
 fn slow_spec(dir: &Path) -> PathBuf {
     SpecOptions {
         workloads: &["psnr", "motion", "float_ssim", "motion_v2"],
         runs: 5,
-        frames: 120,
+        frames: 240,
         ..SpecOptions::path()
     }
     .write(dir, "spec.toml")
@@ -382,4 +382,159 @@ async fn an_outage_longer_than_the_lease_gives_the_lease_back_when_nobody_took_t
     assert_eq!(report.attempt_history.len(), 1);
     assert_eq!(report.attempt_history[0].ended.as_deref(), Some("done"));
     agent.stop().await;
+}
+
+/// `abfleet ARGS…` as an operator types it; its stdout, after asserting it succeeded.
+async fn abfleet(args: &[&str]) -> String {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "abfleet {args:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).to_string()
+}
+
+/// The line of `abfleet agents` for one agent.
+async fn agents_line(url: &str, agent_id: &str) -> String {
+    abfleet(&["agents", "--coordinator", url])
+        .await
+        .lines()
+        .find(|line| line.starts_with(agent_id))
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn process_is_gone(pid: u32) -> bool {
+    // A zombie still has its /proc entry: gone means reaped too.
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_the_job_and_kills_its_hanging_benchmark() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pid_file = tmp.path().join("benchmark.pid");
+    // The fork's "binary" says its pid and hangs: only the cancel can end it before the
+    // spec's 60 s timeout.
+    let fork_build = format!(
+        r#"commands = [["sh", "-c", "mkdir -p build && printf '#!/bin/sh\\necho $$ > {}\\nexec sleep 600\\n' > build/vmaf && chmod +x build/vmaf"]]"#,
+        pid_file.display()
+    );
+    let spec = SpecOptions {
+        fork_build: &fork_build,
+        workloads: &["psnr"],
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "spec.toml");
+    let data_dir = tmp.path().join("data");
+    let coordinator = TestCoordinator::start(&data_dir, CoordinatorConfig::default()).await;
+    let agent = TestAgent::start(&coordinator.url(), &tmp.path().join("agent"));
+    let mut client = coordinator.control().await;
+    let run_id = submit(&mut client, &spec).await;
+    let pid: u32 = wait_until(
+        Duration::from_secs(120),
+        "the hanging benchmark to start",
+        || {
+            let pid_file = pid_file.clone();
+            async move {
+                let pid = std::fs::read_to_string(&pid_file)
+                    .ok()?
+                    .trim()
+                    .parse()
+                    .ok()?;
+                (!process_is_gone(pid)).then_some(pid)
+            }
+        },
+    )
+    .await;
+
+    let said = abfleet(&["cancel", &run_id, "--coordinator", &coordinator.url()]).await;
+    assert!(said.contains("cancelled"), "{said}");
+    let cancelled_at = Instant::now();
+    wait_until(
+        Duration::from_secs(15),
+        "the benchmark to be killed",
+        || async move { process_is_gone(pid).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "cancel: the hanging benchmark was gone {:.2} s after `abfleet cancel` returned",
+        cancelled_at.elapsed().as_secs_f64()
+    );
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(30)).await;
+    assert_eq!(report.status, "cancelled");
+    assert_eq!(report.exit_code, abfleet_core::exit::CANCELLED);
+    // The agent is free again: it reports idle, holding nothing.
+    let agents = list_agents(&client).await;
+    wait_until(Duration::from_secs(15), "the agent to be idle", || {
+        let client = client.clone();
+        async move {
+            list_agents(&client)
+                .await
+                .iter()
+                .all(|a| a.state == "idle")
+                .then_some(())
+        }
+    })
+    .await;
+    assert_eq!(agents.len(), 1);
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_agent_finishes_its_job_and_takes_no_new_one_until_resumed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let long = slow_spec(tmp.path());
+    let short = SpecOptions {
+        workloads: &["psnr"],
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "short.toml");
+    let data_dir = tmp.path().join("data");
+    let coordinator = TestCoordinator::start(&data_dir, CoordinatorConfig::default()).await;
+    let url = coordinator.url();
+    let _agent = spawn_agent(&url, &tmp.path().join("agent"));
+    let mut client = coordinator.control().await;
+    wait_for_agents(&client, 1).await;
+    let agent_id = list_agents(&client).await[0].agent_id.clone();
+    let first = submit(&mut client, &long).await;
+    wait_until(Duration::from_secs(60), "the agent to be busy", || {
+        let client = client.clone();
+        async move { (list_agents(&client).await[0].state == "busy").then_some(()) }
+    })
+    .await;
+
+    let said = abfleet(&["drain", &agent_id, "--coordinator", &url]).await;
+    assert!(said.contains("is draining"), "{said}");
+    let line = agents_line(&url, &agent_id).await;
+    assert!(line.contains(" draining "), "{line}");
+    let second = submit(&mut client, &short).await;
+
+    // The job it runs finishes; the next one waits.
+    let report = wait_for_report(&mut client, &first, Duration::from_secs(240)).await;
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    wait_until(Duration::from_secs(30), "the agent to be drained", || {
+        let client = client.clone();
+        async move { (list_agents(&client).await[0].state == "drained").then_some(()) }
+    })
+    .await;
+    // Long enough for its "ready" to have been answered with an offer, were it not drained.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(report_state(&mut client, &second).await, "queued");
+    let line = agents_line(&url, &agent_id).await;
+    assert!(line.contains(" drained "), "{line}");
+
+    let said = abfleet(&["drain", &agent_id, "--resume", "--coordinator", &url]).await;
+    assert!(said.contains("takes jobs again"), "{said}");
+    let report = wait_for_report(&mut client, &second, Duration::from_secs(120)).await;
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+}
+
+async fn report_state(client: &mut ControlServiceClient<Channel>, run_id: &str) -> String {
+    report(client, run_id).await.status
 }

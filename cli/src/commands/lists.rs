@@ -1,7 +1,7 @@
 //! `abfleet runs`, `abfleet agents`, `abfleet cancel`.
 
 use abfleet_core::report::format_utc;
-use abfleet_core::RunId;
+use abfleet_core::{AgentId, RunId};
 use abfleet_proto::pb;
 
 use super::{control_client, status_error};
@@ -64,7 +64,7 @@ pub async fn agents(coordinator: &str) -> Result<i32, Failure> {
         .into_inner()
         .agents;
     println!(
-        "{:<36}  {:<6}  {:<20}  {:<30}  generations",
+        "{:<36}  {:<8}  {:<20}  {:<30}  generations",
         "agent", "state", "last heartbeat", "host"
     );
     for agent in agents {
@@ -81,7 +81,7 @@ pub async fn agents(coordinator: &str) -> Result<i32, Failure> {
             })
             .collect();
         println!(
-            "{:<36}  {:<6}  {:<20}  {:<30}  {}",
+            "{:<36}  {:<8}  {:<20}  {:<30}  {}",
             agent.agent_id,
             agent.state,
             format_utc(agent.last_heartbeat_ms),
@@ -112,6 +112,26 @@ pub async fn cancel(run_id: &str, coordinator: &str) -> Result<i32, Failure> {
         println!("run {run_id} cancelled");
     } else {
         println!("run {run_id} had already finished; nothing to cancel");
+    }
+    Ok(0)
+}
+
+pub async fn drain(agent_id: &str, resume: bool, coordinator: &str) -> Result<i32, Failure> {
+    let _: AgentId = agent_id.parse().usage()?;
+    let mut client = control_client(coordinator).await?;
+    let state = client
+        .drain_agent(pb::DrainAgentRequest {
+            agent_id: agent_id.to_string(),
+            resume,
+        })
+        .await
+        .map_err(|s| status_error("failed to drain the agent", s))?
+        .into_inner()
+        .state;
+    if resume {
+        println!("agent {agent_id} takes jobs again ({state})");
+    } else {
+        println!("agent {agent_id} is {state}: it finishes its job and takes no new one");
     }
     Ok(0)
 }

@@ -77,6 +77,11 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             run_id,
             coordinator,
         } => lists::cancel(&run_id, &coordinator).await,
+        Command::Drain {
+            agent_id,
+            resume,
+            coordinator,
+        } => lists::drain(&agent_id, resume, &coordinator).await,
         Command::Certs { command } => certs::run(command),
         Command::Occupancy {
             arch,

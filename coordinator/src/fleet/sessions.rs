@@ -258,7 +258,27 @@ impl Fleet {
         Ok(())
     }
 
-    /// Agents with their state: busy (holds a lease), lost (silent too long), idle.
+    /// Drains an agent (`resume`: undoes it): a draining agent finishes the job it runs and
+    /// is offered no new one. Kept in the store, so a restarted coordinator or agent stays
+    /// drained. Returns the agent's state afterwards.
+    pub async fn drain(&self, agent_id: AgentId, resume: bool) -> Result<&'static str, FleetError> {
+        if !self.inner.store.set_draining(agent_id, !resume).await? {
+            return Err(FleetError::UnknownAgent(agent_id));
+        }
+        info!(agent_id = %agent_id, resume, "agent drain changed");
+        if resume {
+            self.dispatch().await?;
+        }
+        Ok(self
+            .agents()
+            .await?
+            .into_iter()
+            .find(|(agent, _, _)| agent.agent_id == agent_id)
+            .map_or("lost", |(_, state, _)| state))
+    }
+
+    /// Agents with their state: busy (holds a lease), lost (silent too long), draining (busy,
+    /// offered nothing once done), drained (idle, offered nothing), idle.
     pub async fn agents(&self) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, FleetError> {
         let leased = self.inner.store.jobs_in_state(JobState::Leased).await?;
         let lost_before = self.now_ms() - self.inner.config.agent_lost_after.as_millis() as i64;
@@ -272,6 +292,10 @@ impl Fleet {
                     .map(|j| j.job_id);
                 let state = if agent.last_heartbeat_ms < lost_before {
                     "lost"
+                } else if agent.draining && running.is_some() {
+                    "draining"
+                } else if agent.draining {
+                    "drained"
                 } else if running.is_some() {
                     "busy"
                 } else {
