@@ -412,6 +412,23 @@ impl Store {
     ) -> Result<AppendOutcome, CoordinatorError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
+            if accept_new {
+                // Checked again inside the transaction: the job may have been requeued and
+                // leased anew (its kept cells fixed) since the caller read it, and a cell of
+                // the old attempt stored now would be measured twice.
+                let (current, state): (u32, String) = tx.query_row(
+                    "SELECT attempt, state FROM jobs WHERE job_id = ?1",
+                    params![job_id.to_string()],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )?;
+                let live = [JobState::Leased.as_str(), JobState::Cancelled.as_str()];
+                if current != attempt || !live.contains(&state.as_str()) {
+                    return Err(CoordinatorError::LeaseLost {
+                        job_id: job_id.to_string(),
+                        attempt,
+                    });
+                }
+            }
             let mut outcome = AppendOutcome::default();
             for event in events {
                 if !accept_new {
@@ -1025,6 +1042,27 @@ mod tests {
         let run = store.run(run_id).await.unwrap().unwrap();
         assert_eq!(run.trigger, "release");
         assert_eq!(run.spec, spec);
+    }
+
+    #[tokio::test]
+    async fn events_of_an_attempt_replaced_since_the_caller_looked_are_refused_in_the_transaction()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (_, job_id, agent_id) = queued_run(&store, &spec(), "manual").await;
+        store.lease_job(job_id, agent_id, 10, 1).await.unwrap();
+        store
+            .release_job(job_id, 3, "agent restarted".into())
+            .await
+            .unwrap();
+        // Between the intake's read (attempt 1, leased) and its write, attempt 2 was leased.
+        store.lease_job(job_id, agent_id, 10, 2).await.unwrap();
+        let late = store.append_events(job_id, 1, vec![log(0)], true).await;
+        assert!(
+            matches!(late, Err(CoordinatorError::LeaseLost { attempt: 1, .. })),
+            "{late:?}"
+        );
+        assert_eq!(store.event_count(job_id, 1).await.unwrap(), 0);
     }
 
     #[tokio::test]
