@@ -538,3 +538,151 @@ async fn a_drained_agent_finishes_its_job_and_takes_no_new_one_until_resumed() {
 async fn report_state(client: &mut ControlServiceClient<Channel>, run_id: &str) -> String {
     report(client, run_id).await.status
 }
+
+/// A small deterministic generator (xorshift64*), so a failing soak replays with its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_three_agents_twelve_runs_random_sigkills_lose_and_repeat_no_cell() {
+    const AGENTS: usize = 3;
+    const RUNS: usize = 12;
+    const KILLS: usize = 20;
+    const MAX_ATTEMPTS: u32 = 6;
+    let seed = std::env::var("ABFLEET_SOAK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_ab_f1ee7_u64);
+    let mut rng = Rng(seed | 1);
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = SpecOptions {
+        workloads: &["psnr", "float_ssim", "motion"],
+        runs: 3,
+        frames: 120,
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "spec.toml");
+    let cells_per_job = 3u32;
+    let data_dir = tmp.path().join("data");
+    let config = CoordinatorConfig {
+        max_attempts: MAX_ATTEMPTS,
+        ..CoordinatorConfig::default()
+    };
+    let coordinator = TestCoordinator::start(&data_dir, config).await;
+    let url = coordinator.url();
+    let work_dirs: Vec<PathBuf> = (0..AGENTS)
+        .map(|i| tmp.path().join(format!("agent-{i}")))
+        .collect();
+    let mut agents: Vec<Process> = work_dirs.iter().map(|w| spawn_agent(&url, w)).collect();
+    let mut client = coordinator.control().await;
+    wait_for_agents(&client, AGENTS).await;
+    let started = Instant::now();
+    let mut run_ids = Vec::new();
+    for _ in 0..RUNS {
+        run_ids.push(submit(&mut client, &spec).await);
+    }
+    let store = Store::open(&data_dir).unwrap();
+
+    // Kill a random agent now and then, restarting it at once on its work dir (the same
+    // agent id), until the kills are spent; then let the fleet finish.
+    let mut kills = 0;
+    let all_finished = |client: ControlServiceClient<Channel>, run_ids: Vec<String>| async move {
+        for run_id in &run_ids {
+            let mut client = client.clone();
+            let status = report(&mut client, run_id).await.status;
+            if !matches!(status.as_str(), "done" | "failed" | "cancelled") {
+                return false;
+            }
+        }
+        true
+    };
+    while kills < KILLS && !all_finished(client.clone(), run_ids.clone()).await {
+        tokio::time::sleep(Duration::from_millis(700 + rng.below(1500))).await;
+        let victim = rng.below(AGENTS as u64) as usize;
+        agents[victim].kill();
+        agents[victim] = spawn_agent(&url, &work_dirs[victim]);
+        kills += 1;
+    }
+    let deadline = Duration::from_secs(110);
+    wait_until(deadline, "every run to finish", || {
+        let finished = all_finished(client.clone(), run_ids.clone());
+        async move { finished.await.then_some(()) }
+    })
+    .await;
+    let elapsed = started.elapsed();
+
+    let (mut done, mut failed, mut attempts, mut resumed, mut cells) = (0, 0, 0, 0, 0);
+    for run_id in &run_ids {
+        let report = report(&mut client, run_id).await;
+        let job_id = only_job(&store, run_id).await;
+        let stored = store.stored_cells(job_id).await.unwrap();
+        let mut indexes: Vec<u32> = stored.iter().map(|(_, i)| *i).collect();
+        indexes.sort_unstable();
+        let distinct = {
+            let mut d = indexes.clone();
+            d.dedup();
+            d
+        };
+        assert_eq!(
+            indexes, distinct,
+            "run {run_id}: a cell stored twice: {stored:?}"
+        );
+        attempts += report.attempts;
+        resumed += report
+            .attempt_history
+            .iter()
+            .filter(|a| !a.kept_cells.is_empty())
+            .count();
+        cells += stored.len();
+        match report.status.as_str() {
+            "done" => {
+                done += 1;
+                assert_eq!(
+                    indexes,
+                    (0..cells_per_job).collect::<Vec<_>>(),
+                    "run {run_id}: every cell stored once"
+                );
+                assert_eq!(report.cells.len() as u32, cells_per_job);
+            }
+            "failed" => {
+                // Explicitly failed: the kills hit its agent on every attempt it had.
+                failed += 1;
+                let history: Vec<String> =
+                    report.attempt_history.iter().map(|a| a.line()).collect();
+                eprintln!("run {run_id} failed: {:?}; {history:#?}", report.errors);
+                assert_eq!(report.attempts, MAX_ATTEMPTS, "{history:#?}");
+                assert!(
+                    report
+                        .errors
+                        .iter()
+                        .any(|e| e.contains(&format!("gave up after {MAX_ATTEMPTS} attempt(s)"))),
+                    "a failed run says why: {:?}",
+                    report.errors
+                );
+            }
+            other => panic!("run {run_id} ended {other}"),
+        }
+    }
+    eprintln!(
+        "soak (seed {seed:#x}): {RUNS} runs on {AGENTS} agents, {kills} SIGKILLs each restarted at once, \
+         {:.1} s; {done} done, {failed} failed; {attempts} attempts, {resumed} resumed with kept cells; \
+         {cells} cells stored, 0 duplicated, 0 missing in done runs",
+        elapsed.as_secs_f64()
+    );
+    assert!(
+        attempts as usize > RUNS,
+        "the kills must have cost attempts"
+    );
+}
