@@ -1,6 +1,6 @@
-//! The durable store: runs, jobs, events, cells and agents in one SQLite file under the data
-//! directory. Every state change is one transaction, so a coordinator killed at any point
-//! restarts into a consistent store. The store knows rows, not scheduling policy. Its schema
+//! The durable store: runs, jobs, attempts, events, cells and agents in one SQLite file
+//! under the data directory. Every state change is one transaction, so a coordinator killed
+//! at any point restarts into a consistent store. The store knows rows, not scheduling policy. Its schema
 //! is versioned: [`migrations`] brings any data directory abfleet ever made up to date on open.
 
 mod migrations;
@@ -16,7 +16,7 @@ use abfleet_core::inventory::Inventory;
 use abfleet_core::report::{AttemptRecord, JobRecord, JobState, RunRecord, RunState};
 use abfleet_core::spec::JobSpec;
 use abfleet_core::{AgentId, JobId, RunId};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::CoordinatorError;
 
@@ -319,11 +319,7 @@ impl Store {
                     params![job_id.to_string(), attempt],
                     |row| row.get(0),
                 )
-                .map(Some)
-                .or_else(|err| match err {
-                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                    err => Err(err),
-                })?;
+                .optional()?;
             kept_cells_of(&job_id, attempt, json.as_deref())
         })
         .await
@@ -480,15 +476,19 @@ impl Store {
                                 None => state.as_str().to_string(),
                             };
                             end_attempt(&tx, job_id, attempt, &reason)?;
+                            // A leased job that completes clears the reason an earlier
+                            // attempt ended (its agent was lost): the attempt history keeps
+                            // it, and it is no problem of the finished job.
                             tx.execute(
-                                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = COALESCE(error, ?4) WHERE job_id = ?1 AND attempt = ?2 AND state IN (?5, ?6)",
+                                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = CASE WHEN state = ?5 AND ?3 = ?7 THEN ?4 ELSE COALESCE(error, ?4) END WHERE job_id = ?1 AND attempt = ?2 AND state IN (?5, ?6)",
                                 params![
                                     job_id.to_string(),
                                     attempt,
                                     state.as_str(),
                                     error,
                                     JobState::Leased.as_str(),
-                                    JobState::Cancelled.as_str()
+                                    JobState::Cancelled.as_str(),
+                                    JobState::Done.as_str()
                                 ],
                             )?;
                         }
