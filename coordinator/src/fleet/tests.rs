@@ -802,3 +802,36 @@ async fn a_session_silent_past_agent_lost_after_may_be_replaced_by_the_restarted
     let (sender, _new) = mpsc::channel(16);
     h.fleet.open_session(h.agent, sender).unwrap();
 }
+
+#[tokio::test]
+async fn a_draining_agent_keeps_its_job_and_is_offered_nothing_until_resumed() {
+    let mut h = Harness::new(3).await;
+    let first = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    assert_eq!(h.fleet.drain(h.agent, false).await.unwrap(), "draining");
+    let second = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.done(&offer, 0, JobOutcome::Completed).await;
+    assert_eq!(h.run_state(first).await.0, RunState::Done);
+    h.fleet.ready(h.agent).await.unwrap();
+    h.no_message();
+    assert_eq!(h.job_state(second).await, JobState::Queued);
+    let states: Vec<&str> = h
+        .fleet
+        .agents()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, state, _)| state)
+        .collect();
+    assert_eq!(states, vec!["drained"]);
+    assert_eq!(h.fleet.drain(h.agent, true).await.unwrap(), "busy");
+    match h.session.try_recv() {
+        Ok(SessionMessage::Offer(next)) => assert_eq!(next.run_id, second),
+        other => panic!("expected an offer, got {other:?}"),
+    }
+    let unknown = h.fleet.drain(AgentId::new_random(), false).await;
+    assert!(
+        matches!(unknown, Err(super::FleetError::UnknownAgent(_))),
+        "{unknown:?}"
+    );
+}

@@ -314,9 +314,7 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
     for &job in jobs {
         report.attempts = report.attempts.max(job.attempt);
         report.agent_id = job.agent_id.clone().or(report.agent_id.take());
-        report
-            .attempt_history
-            .extend(attempt_history(job, &job.attempts));
+        report.attempt_history.extend(attempt_history(job));
         for (attempt, cell) in &job.kept_cells {
             let mut cell = cell.clone();
             cell.attempt = Some(*attempt);
@@ -430,7 +428,8 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
 
 /// A job's attempts as the report lists them: for each, the earlier attempts its kept
 /// cells came from (the latest earlier attempt that stored each).
-fn attempt_history(job: &JobRecord, attempts: &[AttemptRecord]) -> Vec<AttemptSummary> {
+fn attempt_history(job: &JobRecord) -> Vec<AttemptSummary> {
+    let attempts = &job.attempts;
     attempts
         .iter()
         .map(|record| {
