@@ -389,6 +389,78 @@ async fn an_outage_longer_than_the_lease_gives_the_lease_back_when_nobody_took_t
     agent.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_longer_than_the_lease_while_another_agent_takes_the_job_repeats_only_the_cut_off_work(
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = slow_spec(tmp.path());
+    let data_dir = tmp.path().join("data");
+    let config = CoordinatorConfig {
+        lease: Duration::from_secs(3),
+        heartbeat_interval: Duration::from_millis(500),
+        max_attempts: 3,
+        agent_lost_after: Duration::from_secs(2),
+    };
+    let coordinator = TestCoordinator::start(&data_dir, config).await;
+    let proxy = Proxy::start(coordinator.addr).await;
+    let cut_off = TestAgent::start(&proxy.url(), &tmp.path().join("cut-off"));
+    let mut client = coordinator.control().await;
+    let run_id = submit(&mut client, &spec).await;
+    let store = Store::open(&data_dir).unwrap();
+    let job_id = only_job(&store, &run_id).await;
+
+    wait_for_a_stored_cell(&store, job_id).await;
+    proxy.outage();
+    let before_outage: Vec<u32> = store
+        .stored_cells(job_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, index)| index)
+        .collect();
+    // Another agent is there when the lease lapses, and takes the job as attempt 2.
+    let _other = TestAgent::start(&coordinator.url(), &tmp.path().join("other"));
+    wait_until(Duration::from_secs(30), "attempt 2 to be leased", || {
+        let store = store.clone();
+        async move { (store.job(job_id).await.unwrap().unwrap().attempt == 2).then_some(()) }
+    })
+    .await;
+    // Still cut off, it goes on measuring attempt 1 into its spool.
+    wait_until(
+        Duration::from_secs(30),
+        "a cell spooled while cut off",
+        || {
+            let work_dir = cut_off.work_dir.clone();
+            async move { spool_holds_a_cell(&work_dir).then_some(()) }
+        },
+    )
+    .await;
+    proxy.restore();
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
+
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    assert_eq!(report.attempts, 2);
+    assert_eq!(report.cells.len(), 4);
+    // What the cut-off agent measured after the cut is refused and measured again by
+    // attempt 2; what was stored before the cut is kept.
+    assert_each_cell_stored_once(&store, job_id, 4).await;
+    let history = &report.attempt_history;
+    assert_eq!(history.len(), 2, "{history:?}");
+    assert_eq!(history[1].kept_cells, history[0].measured_cells);
+    assert!(history[0].measured_cells.len() >= before_outage.len());
+    assert_eq!(history[1].ended.as_deref(), Some("done"));
+    // The cut-off agent learns it lost the lease and drops its spool.
+    wait_until(
+        Duration::from_secs(30),
+        "the cut-off agent's spool to go",
+        || {
+            let work_dir = cut_off.work_dir.clone();
+            async move { (!spool_holds_a_cell(&work_dir)).then_some(()) }
+        },
+    )
+    .await;
+}
+
 /// `abfleet ARGS…` as an operator types it; its stdout, after asserting it succeeded.
 async fn abfleet(args: &[&str]) -> String {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_abfleet"))
