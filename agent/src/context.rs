@@ -30,6 +30,9 @@ pub struct JobContext {
     /// The generation key the coordinator matched this job to (`cuda/sm_90`); empty when
     /// the spec names no targets. Its backend decides what the job does.
     pub generation: String,
+    /// Indexes of A/B cells earlier attempts of this job stored: the coordinator keeps them,
+    /// so this attempt does not measure them again.
+    pub kept_cells: std::collections::BTreeSet<u32>,
     pub sink: EventSink,
     pub cancel: watch::Receiver<bool>,
 }

@@ -330,6 +330,7 @@ fn start_job(
                 work_dir: config.work_dir.clone(),
                 host: inventory.clone(),
                 generation: offer.generation.clone(),
+                kept_cells: offer.kept_cells.iter().copied().collect(),
                 sink: sink.clone(),
                 cancel: cancel_rx,
             }),

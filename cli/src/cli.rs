@@ -146,7 +146,7 @@ pub enum Command {
         #[command(flatten)]
         source: StoreSource,
     },
-    /// List agents with their state (idle, busy, lost) and last heartbeat.
+    /// List agents with their state (idle, busy, draining, drained, lost) and last heartbeat.
     Agents {
         #[arg(long, default_value = "http://127.0.0.1:7700")]
         coordinator: String,
@@ -165,6 +165,21 @@ pub enum Command {
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+    /// Drain an agent: it finishes the job it runs and is offered no new one.
+    ///
+    /// For taking its host down or re-tuning it. The drain is kept in the coordinator's store
+    /// (it survives restarts of either side); `--resume` lets the agent take jobs again.
+    Drain {
+        /// The agent's id, as `abfleet agents` lists it.
+        agent_id: String,
+        /// Undo the drain: the agent takes jobs again.
+        #[arg(long)]
+        resume: bool,
+        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        coordinator: String,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// The fleet's certificates: a CA and the certificates it signs for each role.
     ///

@@ -3,7 +3,7 @@
 use std::pin::Pin;
 
 use abfleet_core::spec::JobSpec;
-use abfleet_core::RunId;
+use abfleet_core::{AgentId, RunId};
 use abfleet_proto::{parse_id, pb};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
@@ -165,6 +165,18 @@ impl pb::control_service_server::ControlService for ControlService {
         };
         let cancelled = self.fleet.cancel(run_id, &reason).await?;
         Ok(Response::new(pb::CancelRunResponse { cancelled }))
+    }
+
+    async fn drain_agent(
+        &self,
+        request: Request<pb::DrainAgentRequest>,
+    ) -> Result<Response<pb::DrainAgentResponse>, Status> {
+        let request = request.into_inner();
+        let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
+        let state = self.fleet.drain(agent_id, request.resume).await?;
+        Ok(Response::new(pb::DrainAgentResponse {
+            state: state.to_string(),
+        }))
     }
 }
 

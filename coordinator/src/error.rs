@@ -69,7 +69,7 @@ impl From<FleetError> for tonic::Status {
     fn from(err: FleetError) -> Self {
         use tonic::Status;
         match err {
-            FleetError::UnknownRun(_) | FleetError::UnknownJob(_) => {
+            FleetError::UnknownRun(_) | FleetError::UnknownJob(_) | FleetError::UnknownAgent(_) => {
                 Status::not_found(err.to_string())
             }
             FleetError::LeaseLost { .. } => Status::failed_precondition(err.to_string()),
@@ -99,6 +99,10 @@ mod tests {
         let cases = [
             (FleetError::UnknownRun(RunId::new_random()), Code::NotFound),
             (FleetError::UnknownJob(job_id), Code::NotFound),
+            (
+                FleetError::UnknownAgent(AgentId::new_random()),
+                Code::NotFound,
+            ),
             (
                 FleetError::LeaseLost { job_id, attempt: 2 },
                 Code::FailedPrecondition,

@@ -1,17 +1,19 @@
-//! The durable store: runs, jobs, events, cells and agents in one SQLite file under the data
-//! directory. Every state change is one transaction, so a coordinator killed at any point
-//! restarts into a consistent store. The store knows rows, not scheduling policy. Its schema
+//! The durable store: runs, jobs, attempts, events, cells and agents in one SQLite file
+//! under the data directory. Every state change is one transaction, so a coordinator killed
+//! at any point restarts into a consistent store. The store knows rows, not scheduling policy. Its schema
 //! is versioned: [`migrations`] brings any data directory abfleet ever made up to date on open.
 
 mod migrations;
 mod previous;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use abfleet_core::cell::CellResult;
 use abfleet_core::events::JobEventPayload;
 use abfleet_core::inventory::Inventory;
-use abfleet_core::report::{JobRecord, JobState, RunRecord, RunState};
+use abfleet_core::report::{AttemptRecord, JobRecord, JobState, RunRecord, RunState};
 use abfleet_core::spec::JobSpec;
 use abfleet_core::{AgentId, JobId, RunId};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -87,6 +89,8 @@ pub struct AgentRow {
     pub agent_id: AgentId,
     pub inventory: Inventory,
     pub last_heartbeat_ms: i64,
+    /// `abfleet drain` asked that it finish its job and be offered no new one.
+    pub draining: bool,
 }
 
 /// What storing a batch of events did.
@@ -261,13 +265,15 @@ impl Store {
             .await
     }
 
-    /// Leases a queued job to an agent: a new attempt begins. `false` when the job is no
-    /// longer queued (someone else took it).
+    /// Leases a queued job to an agent: a new attempt begins, recorded in `attempts` with
+    /// the cells earlier attempts stored (which it keeps; [`Store::kept_cells`]). `None` when
+    /// the job is no longer queued (someone else took it).
     pub async fn lease_job(
         &self,
         job_id: JobId,
         agent_id: AgentId,
         lease_expires_ms: i64,
+        now_ms: i64,
     ) -> Result<Option<u32>, CoordinatorError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
@@ -288,6 +294,19 @@ impl Store {
                 "SELECT attempt FROM jobs WHERE job_id = ?1",
                 params![job_id.to_string()],
                 |row| row.get(0),
+            )?;
+            let kept: Vec<u32> = {
+                let mut stmt = tx.prepare(
+                    "SELECT DISTINCT cell_index FROM cells WHERE job_id = ?1 AND attempt < ?2 ORDER BY cell_index",
+                )?;
+                let rows = stmt.query_map(params![job_id.to_string(), attempt], |row| row.get(0))?;
+                rows.collect::<Result<_, _>>()?
+            };
+            let kept_json = serde_json::to_string(&kept)
+                .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
+            tx.execute(
+                "INSERT OR REPLACE INTO attempts (job_id, attempt, agent_id, leased_ms, kept_cells_json) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![job_id.to_string(), attempt, agent_id.to_string(), now_ms, kept_json],
             )?;
             tx.execute(
                 "UPDATE runs SET state = ?2 WHERE run_id = (SELECT run_id FROM jobs WHERE job_id = ?1) AND state = ?3",
@@ -324,6 +343,62 @@ impl Store {
         .await
     }
 
+    /// The cells an attempt keeps from earlier attempts (stored before it was leased), in
+    /// index order; empty for an attempt leased before the store kept attempts.
+    pub async fn kept_cells(
+        &self,
+        job_id: JobId,
+        attempt: u32,
+    ) -> Result<BTreeSet<u32>, CoordinatorError> {
+        self.with(move |conn| {
+            let json: Option<String> = conn
+                .query_row(
+                    "SELECT kept_cells_json FROM attempts WHERE job_id = ?1 AND attempt = ?2",
+                    params![job_id.to_string(), attempt],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            kept_cells_of(&job_id, attempt, json.as_deref())
+        })
+        .await
+    }
+
+    /// Gives a lapsed lease back to the agent that held it: the job was requeued when the
+    /// lease expired, but no other agent has taken it, so the same attempt goes on and its
+    /// events are still accepted. `false` when the job is not queued at that attempt with
+    /// that agent as its last holder (another agent took it, it failed, it was cancelled).
+    pub async fn reclaim_lapsed_lease(
+        &self,
+        job_id: JobId,
+        agent_id: AgentId,
+        attempt: u32,
+        lease_expires_ms: i64,
+    ) -> Result<bool, CoordinatorError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let changed = tx.execute(
+                "UPDATE jobs SET state = ?5, lease_expires_ms = ?4, error = NULL WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = ?6",
+                params![
+                    job_id.to_string(),
+                    agent_id.to_string(),
+                    attempt,
+                    lease_expires_ms,
+                    JobState::Leased.as_str(),
+                    JobState::Queued.as_str()
+                ],
+            )?;
+            if changed == 1 {
+                tx.execute(
+                    "UPDATE attempts SET end_reason = NULL WHERE job_id = ?1 AND attempt = ?2",
+                    params![job_id.to_string(), attempt],
+                )?;
+            }
+            tx.commit()?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
     /// Puts a leased job back in the queue (its lease expired or its agent came back idle),
     /// or fails it when it has used up its attempts.
     pub async fn release_job(
@@ -353,6 +428,7 @@ impl Store {
                 "UPDATE jobs SET state = ?2, lease_expires_ms = NULL, error = ?3 WHERE job_id = ?1 AND state = ?4",
                 params![job_id.to_string(), state.as_str(), error, JobState::Leased.as_str()],
             )?;
+            end_attempt(&tx, job_id, attempt, &error)?;
             tx.commit()?;
             Ok(state)
         })
@@ -370,6 +446,23 @@ impl Store {
     ) -> Result<AppendOutcome, CoordinatorError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
+            if accept_new {
+                // Checked again inside the transaction: the job may have been requeued and
+                // leased anew (its kept cells fixed) since the caller read it, and a cell of
+                // the old attempt stored now would be measured twice.
+                let (current, state): (u32, String) = tx.query_row(
+                    "SELECT attempt, state FROM jobs WHERE job_id = ?1",
+                    params![job_id.to_string()],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )?;
+                let live = [JobState::Leased.as_str(), JobState::Cancelled.as_str()];
+                if current != attempt || !live.contains(&state.as_str()) {
+                    return Err(CoordinatorError::LeaseLost {
+                        job_id: job_id.to_string(),
+                        attempt,
+                    });
+                }
+            }
             let mut outcome = AppendOutcome::default();
             for event in events {
                 if !accept_new {
@@ -416,15 +509,24 @@ impl Store {
                                 abfleet_core::events::JobOutcome::Failed => JobState::Failed,
                                 abfleet_core::events::JobOutcome::Cancelled => JobState::Cancelled,
                             };
+                            let reason = match error {
+                                Some(error) => format!("{}: {error}", state.as_str()),
+                                None => state.as_str().to_string(),
+                            };
+                            end_attempt(&tx, job_id, attempt, &reason)?;
+                            // A leased job that completes clears the reason an earlier
+                            // attempt ended (its agent was lost): the attempt history keeps
+                            // it, and it is no problem of the finished job.
                             tx.execute(
-                                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = COALESCE(error, ?4) WHERE job_id = ?1 AND attempt = ?2 AND state IN (?5, ?6)",
+                                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = CASE WHEN state = ?5 AND ?3 = ?7 THEN ?4 ELSE COALESCE(error, ?4) END WHERE job_id = ?1 AND attempt = ?2 AND state IN (?5, ?6)",
                                 params![
                                     job_id.to_string(),
                                     attempt,
                                     state.as_str(),
                                     error,
                                     JobState::Leased.as_str(),
-                                    JobState::Cancelled.as_str()
+                                    JobState::Cancelled.as_str(),
+                                    JobState::Done.as_str()
                                 ],
                             )?;
                         }
@@ -499,6 +601,21 @@ impl Store {
         .await
     }
 
+    /// Every stored cell of a job across its attempts, as `(attempt, cell index)` in that
+    /// order: what "each cell stored exactly once" is checked against.
+    pub async fn stored_cells(&self, job_id: JobId) -> Result<Vec<(u32, u32)>, CoordinatorError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT attempt, cell_index FROM cells WHERE job_id = ?1 ORDER BY attempt, cell_index",
+            )?;
+            let rows = stmt.query_map(params![job_id.to_string()], |row| {
+                Ok((row.get::<_, u32>(0)?, row.get::<_, u32>(1)?))
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .await
+    }
+
     /// Ends a run before any job ran (nothing matched its targets); it leaves nothing for
     /// later runs.
     pub async fn fail_run(
@@ -533,6 +650,9 @@ impl Store {
                 "run_id = ?1 AND state = ?2",
                 params![run_id.to_string(), JobState::Leased.as_str()],
             )?;
+            for job in &leased {
+                end_attempt(&tx, job.job_id, job.attempt, &reason)?;
+            }
             tx.execute(
                 "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = ?2 WHERE run_id = ?1 AND state IN (?4, ?5)",
                 params![
@@ -650,23 +770,45 @@ impl Store {
     ) -> Result<Vec<AgentRow>, CoordinatorError> {
         self.with(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT agent_id, inventory_json, last_heartbeat_ms FROM agents ORDER BY registered_ms, agent_id LIMIT ?1 OFFSET ?2",
+                "SELECT agent_id, inventory_json, last_heartbeat_ms, draining FROM agents ORDER BY registered_ms, agent_id LIMIT ?1 OFFSET ?2",
             )?;
             let rows = stmt.query_map(params![i64::from(limit), offset as i64], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, i64>(2)?))
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, bool>(3)?,
+                ))
             })?;
             let mut agents = Vec::new();
             for row in rows {
-                let (agent_id, inventory_json, last_heartbeat_ms) = row?;
+                let (agent_id, inventory_json, last_heartbeat_ms, draining) = row?;
                 agents.push(AgentRow {
                     agent_id: parse_stored_id(&agent_id)?,
                     inventory: serde_json::from_str(&inventory_json).map_err(|err| {
                         CoordinatorError::Corrupt(format!("inventory of agent {agent_id}: {err}"))
                     })?,
                     last_heartbeat_ms,
+                    draining,
                 });
             }
             Ok(agents)
+        })
+        .await
+    }
+
+    /// Marks an agent draining (or not); `false` when no such agent registered.
+    pub async fn set_draining(
+        &self,
+        agent_id: AgentId,
+        draining: bool,
+    ) -> Result<bool, CoordinatorError> {
+        self.with(move |conn| {
+            let changed = conn.execute(
+                "UPDATE agents SET draining = ?2 WHERE agent_id = ?1",
+                params![agent_id.to_string(), draining],
+            )?;
+            Ok(changed == 1)
         })
         .await
     }
@@ -682,7 +824,10 @@ impl Store {
         let mut jobs = Vec::new();
         for job in self.jobs_of_run(run_id).await? {
             let events = self.events(job.job_id, job.attempt).await?;
+            let (attempts, kept_cells) = self.attempts_of(job.job_id, job.attempt).await?;
             jobs.push(JobRecord {
+                attempts,
+                kept_cells,
                 generation: job.generation,
                 job_id: job.job_id.to_string(),
                 state: job.state,
@@ -703,6 +848,120 @@ impl Store {
             },
             jobs,
         )))
+    }
+}
+
+impl Store {
+    /// A job's recorded attempts, oldest first, and the cells its latest attempt (`latest`)
+    /// keeps, each as the earlier attempt that measured it stored it.
+    async fn attempts_of(
+        &self,
+        job_id: JobId,
+        latest: u32,
+    ) -> Result<(Vec<AttemptRecord>, Vec<(u32, CellResult)>), CoordinatorError> {
+        self.with(move |conn| {
+            let mut measured: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+            {
+                let mut stmt = conn.prepare(
+                    "SELECT attempt, cell_index FROM cells WHERE job_id = ?1 ORDER BY attempt, cell_index",
+                )?;
+                let rows = stmt.query_map(params![job_id.to_string()], |row| {
+                    Ok((row.get::<_, u32>(0)?, row.get::<_, u32>(1)?))
+                })?;
+                for row in rows {
+                    let (attempt, index) = row?;
+                    measured.entry(attempt).or_default().push(index);
+                }
+            }
+            let mut attempts = Vec::new();
+            {
+                let mut stmt = conn.prepare(
+                    "SELECT attempt, agent_id, leased_ms, kept_cells_json, end_reason FROM attempts WHERE job_id = ?1 ORDER BY attempt",
+                )?;
+                let rows = stmt.query_map(params![job_id.to_string()], |row| {
+                    Ok((
+                        row.get::<_, u32>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, String>(3)?,
+                        row.get::<_, Option<String>>(4)?,
+                    ))
+                })?;
+                for row in rows {
+                    let (attempt, agent_id, leased_ms, kept_json, end_reason) = row?;
+                    attempts.push(AttemptRecord {
+                        attempt,
+                        agent_id,
+                        leased_ms,
+                        kept_cells: kept_cells_of(&job_id, attempt, Some(&kept_json))?
+                            .into_iter()
+                            .collect(),
+                        measured_cells: measured.get(&attempt).cloned().unwrap_or_default(),
+                        end_reason,
+                    });
+                }
+            }
+            let keep: BTreeSet<u32> = attempts
+                .iter()
+                .find(|a| a.attempt == latest)
+                .map(|a| a.kept_cells.iter().copied().collect())
+                .unwrap_or_default();
+            let mut kept: BTreeMap<u32, (u32, CellResult)> = BTreeMap::new();
+            if !keep.is_empty() {
+                let mut stmt = conn.prepare(
+                    "SELECT attempt, seq, payload_json FROM events WHERE job_id = ?1 AND attempt < ?2 AND kind = 'cell' ORDER BY attempt, seq",
+                )?;
+                let rows = stmt.query_map(params![job_id.to_string(), latest], |row| {
+                    Ok((row.get::<_, u32>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?))
+                })?;
+                for row in rows {
+                    let (attempt, seq, payload_json) = row?;
+                    let payload: JobEventPayload =
+                        serde_json::from_str(&payload_json).map_err(|err| {
+                            CoordinatorError::Corrupt(format!(
+                                "event {seq} of job {job_id} attempt {attempt} does not parse: {err}"
+                            ))
+                        })?;
+                    if let JobEventPayload::Cell(cell) = payload {
+                        if keep.contains(&cell.index) {
+                            // The latest earlier attempt that stored the cell is the one kept.
+                            kept.insert(cell.index, (attempt, *cell));
+                        }
+                    }
+                }
+            }
+            Ok((attempts, kept.into_values().collect()))
+        })
+        .await
+    }
+}
+
+/// Records how an attempt ended, unless it already has an end.
+fn end_attempt(
+    conn: &Connection,
+    job_id: JobId,
+    attempt: u32,
+    reason: &str,
+) -> Result<(), CoordinatorError> {
+    conn.execute(
+        "UPDATE attempts SET end_reason = ?3 WHERE job_id = ?1 AND attempt = ?2 AND end_reason IS NULL",
+        params![job_id.to_string(), attempt, reason],
+    )?;
+    Ok(())
+}
+
+fn kept_cells_of(
+    job_id: &JobId,
+    attempt: u32,
+    json: Option<&str>,
+) -> Result<BTreeSet<u32>, CoordinatorError> {
+    match json {
+        None => Ok(BTreeSet::new()),
+        Some(json) => serde_json::from_str(json).map_err(|err| {
+            CoordinatorError::Corrupt(format!(
+                "kept cells of job {job_id} attempt {attempt} do not parse: {err}"
+            ))
+        }),
     }
 }
 
@@ -822,7 +1081,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let (_, job_id, agent_id) = queued_run(&store, &spec(), "manual").await;
         let attempt = store
-            .lease_job(job_id, agent_id, 10_000)
+            .lease_job(job_id, agent_id, 10_000, 1)
             .await
             .unwrap()
             .unwrap();
@@ -850,7 +1109,7 @@ mod tests {
             let store = Store::open(dir.path()).unwrap();
             let (run_id, job_id, agent_id) = queued_run(&store, &spec, "release").await;
             let attempt = store
-                .lease_job(job_id, agent_id, 10_000)
+                .lease_job(job_id, agent_id, 10_000, 1)
                 .await
                 .unwrap()
                 .unwrap();
@@ -877,11 +1136,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn events_of_an_attempt_replaced_since_the_caller_looked_are_refused_in_the_transaction()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (_, job_id, agent_id) = queued_run(&store, &spec(), "manual").await;
+        store.lease_job(job_id, agent_id, 10, 1).await.unwrap();
+        store
+            .release_job(job_id, 3, "agent restarted".into())
+            .await
+            .unwrap();
+        // Between the intake's read (attempt 1, leased) and its write, attempt 2 was leased.
+        store.lease_job(job_id, agent_id, 10, 2).await.unwrap();
+        let late = store.append_events(job_id, 1, vec![log(0)], true).await;
+        assert!(
+            matches!(late, Err(CoordinatorError::LeaseLost { attempt: 1, .. })),
+            "{late:?}"
+        );
+        assert_eq!(store.event_count(job_id, 1).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
     async fn an_expired_lease_requeues_until_the_attempts_are_used_up() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let (_, job_id, agent_id) = queued_run(&store, &spec(), "manual").await;
-        store.lease_job(job_id, agent_id, 10).await.unwrap();
+        store.lease_job(job_id, agent_id, 10, 1).await.unwrap();
         assert_eq!(
             store
                 .release_job(job_id, 2, "lease expired".into())
@@ -890,7 +1170,7 @@ mod tests {
             JobState::Queued
         );
         assert_eq!(
-            store.lease_job(job_id, agent_id, 10).await.unwrap(),
+            store.lease_job(job_id, agent_id, 10, 1).await.unwrap(),
             Some(2)
         );
         assert!(

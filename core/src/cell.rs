@@ -172,6 +172,10 @@ pub struct CellResult {
     /// The hardware generation that measured it (set when the report is assembled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<String>,
+    /// The attempt of the job that measured it (set when the report is assembled): an
+    /// earlier one than the job's last when a resumed attempt kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
     pub fixture: String,
     pub workload: String,
     pub upstream: SideResult,
@@ -275,6 +279,7 @@ impl CellResult {
         let mut cell = CellResult {
             index: input.index,
             generation: None,
+            attempt: None,
             fixture: input.fixture.clone(),
             workload: input.workload.clone(),
             speedup,

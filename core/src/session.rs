@@ -2,6 +2,7 @@
 //! a job cancelled, a lease lost. The coordinator's state machine speaks these; `proto`
 //! converts them to and from the wire.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::spec::JobSpec;
@@ -21,6 +22,9 @@ pub struct JobOffer {
     pub next_seq: u64,
     /// The generation key the job measures; `None` when the spec names no targets.
     pub generation: Option<String>,
+    /// Indexes of the job's A/B cells that earlier attempts stored: kept, not measured
+    /// again. Empty on a first attempt.
+    pub kept_cells: BTreeSet<u32>,
 }
 
 /// One message from the coordinator to an agent.

@@ -171,6 +171,7 @@ impl From<JobOffer> for pb::JobOffer {
             lease_ms: offer.lease.as_millis() as u64,
             next_seq: offer.next_seq,
             generation: offer.generation.unwrap_or_default(),
+            kept_cells: offer.kept_cells.into_iter().collect(),
         }
     }
 }
@@ -190,6 +191,7 @@ impl TryFrom<pb::JobOffer> for JobOffer {
             lease: Duration::from_millis(offer.lease_ms),
             next_seq: offer.next_seq,
             generation: non_empty(offer.generation),
+            kept_cells: offer.kept_cells.into_iter().collect(),
         })
     }
 }
@@ -381,10 +383,11 @@ mod tests {
                 lease_ms in any::<u64>(),
                 next_seq in any::<u64>(),
                 generation in optional_text(),
+                kept_cells in proptest::collection::btree_set(any::<u32>(), 0..8),
             ) -> JobOffer {
                 JobOffer {
                     job_id, run_id, attempt, spec: demo_spec(),
-                    lease: Duration::from_millis(lease_ms), next_seq, generation,
+                    lease: Duration::from_millis(lease_ms), next_seq, generation, kept_cells,
                 }
             }
         }
@@ -439,6 +442,7 @@ mod tests {
                 lease: Duration::from_secs(30),
                 next_seq: 0,
                 generation: None,
+                kept_cells: Default::default(),
             });
             offer.spec_json = "{".into();
             let err = JobOffer::try_from(offer).unwrap_err().to_string();

@@ -2,7 +2,8 @@
 //! discipline (a discarded warm-up per side, then pairs of one run of each side in a seeded
 //! balanced order, more pairs while the verdict is unsure), the load average and host noise
 //! sampled around the cell, the scores parsed, parity evaluated, and each finished cell
-//! emitted as an event.
+//! emitted as an event. A resumed attempt skips the cells the coordinator kept from earlier
+//! attempts (`JobContext::kept_cells`) and measures the rest.
 
 use std::path::Path;
 use std::time::Duration;
@@ -31,6 +32,8 @@ const STDERR_TAIL_BYTES: u64 = 1500;
 pub(crate) struct CellsSummary {
     pub cells: u32,
     pub not_measured: u32,
+    /// Cells earlier attempts stored, not measured again.
+    pub kept: u32,
 }
 
 impl CellsSummary {
@@ -39,8 +42,14 @@ impl CellsSummary {
         let CellsSummary {
             cells,
             not_measured,
+            kept,
         } = *self;
-        if not_measured == 0 {
+        if kept > 0 {
+            format!(
+                "{kept} of {cells} cells kept from earlier attempts, {} measured, {not_measured} not",
+                cells - kept - not_measured
+            )
+        } else if not_measured == 0 {
             format!("all {cells} cells measured")
         } else {
             format!(
@@ -61,8 +70,31 @@ pub(crate) async fn run_cells(
     let (upstream, fork) = (&built[0], &built[1]);
     let mut index = 0u32;
     let mut not_measured = 0u32;
+    let mut kept = 0u32;
+    if !ctx.kept_cells.is_empty() {
+        let line = format!(
+            "resuming attempt {}: {} cell(s) kept from earlier attempts ({:?}), measuring the other {}",
+            ctx.attempt,
+            ctx.kept_cells.len(),
+            ctx.kept_cells,
+            spec.cell_count().saturating_sub(ctx.kept_cells.len())
+        );
+        info!(job_id = %ctx.job_id, attempt = ctx.attempt, kept = ctx.kept_cells.len(), "resuming");
+        emit(
+            ctx,
+            JobEventPayload::Log {
+                level: abfleet_core::events::LogLevel::Info,
+                line,
+            },
+        )?;
+    }
     for (fixture, paths) in spec.fixtures.iter().zip(prepared) {
         for workload in &spec.workloads {
+            if ctx.kept_cells.contains(&index) {
+                kept += 1;
+                index += 1;
+                continue;
+            }
             check_cancel(ctx)?;
             settle_uploads(ctx).await?;
             let label = format!("{}/{}", fixture.name, workload.name);
@@ -86,6 +118,7 @@ pub(crate) async fn run_cells(
     Ok(CellsSummary {
         cells: index,
         not_measured,
+        kept,
     })
 }
 
@@ -527,15 +560,26 @@ mod tests {
         let all = CellsSummary {
             cells: 24,
             not_measured: 0,
+            kept: 0,
         };
         assert_eq!(all.summary(), "all 24 cells measured");
         let some = CellsSummary {
             cells: 24,
             not_measured: 24,
+            kept: 0,
         };
         assert_eq!(
             some.summary(),
             "0 of 24 cells measured, 24 not (the report says why)"
+        );
+        let resumed = CellsSummary {
+            cells: 4,
+            not_measured: 0,
+            kept: 2,
+        };
+        assert_eq!(
+            resumed.summary(),
+            "2 of 4 cells kept from earlier attempts, 2 measured, 0 not"
         );
     }
 }

@@ -1,7 +1,7 @@
 //! `abfleet runs`, `abfleet agents`, `abfleet cancel`.
 
 use abfleet_core::report::format_utc;
-use abfleet_core::RunId;
+use abfleet_core::{AgentId, RunId};
 use abfleet_proto::pb;
 
 use super::{control_client, status_error};
@@ -87,7 +87,7 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
         page_token = page.next_page_token;
     }
     println!(
-        "{:<36}  {:<6}  {:<20}  {:<30}  generations",
+        "{:<36}  {:<8}  {:<20}  {:<30}  generations",
         "agent", "state", "last heartbeat", "host"
     );
     for agent in agents {
@@ -104,7 +104,7 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
             })
             .collect();
         println!(
-            "{:<36}  {:<6}  {:<20}  {:<30}  {}",
+            "{:<36}  {:<8}  {:<20}  {:<30}  {}",
             agent.agent_id,
             agent.state,
             format_utc(agent.last_heartbeat_ms),
@@ -135,6 +135,31 @@ pub async fn cancel(run_id: &str, coordinator: &str, tls: &TlsArgs) -> Result<i3
         println!("run {run_id} cancelled");
     } else {
         println!("run {run_id} had already finished; nothing to cancel");
+    }
+    Ok(0)
+}
+
+pub async fn drain(
+    agent_id: &str,
+    resume: bool,
+    coordinator: &str,
+    tls: &TlsArgs,
+) -> Result<i32, Failure> {
+    let _: AgentId = agent_id.parse().usage()?;
+    let mut client = control_client(coordinator, tls).await?;
+    let state = client
+        .drain_agent(pb::DrainAgentRequest {
+            agent_id: agent_id.to_string(),
+            resume,
+        })
+        .await
+        .map_err(|s| status_error("failed to drain the agent", s))?
+        .into_inner()
+        .state;
+    if resume {
+        println!("agent {agent_id} takes jobs again ({state})");
+    } else {
+        println!("agent {agent_id} is {state}: it finishes its job and takes no new one");
     }
     Ok(0)
 }

@@ -94,6 +94,12 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         Command::Config {
             command: ConfigCommand::Check { file },
         } => Ok(crate::config::check_file(&file)),
+        Command::Drain {
+            agent_id,
+            resume,
+            coordinator,
+            tls,
+        } => lists::drain(&agent_id, resume, &coordinator, &tls).await,
         Command::Certs { command } => certs::run(command),
         Command::Occupancy {
             arch,

@@ -414,6 +414,8 @@ pub async fn wait_for_report(
 pub struct Proxy {
     pub addr: SocketAddr,
     target: Arc<Mutex<SocketAddr>>,
+    /// While set, every new connection is closed as soon as it is accepted.
+    refusing: Arc<std::sync::atomic::AtomicBool>,
     connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
     accept: JoinHandle<()>,
 }
@@ -424,14 +426,20 @@ impl Proxy {
         let addr = listener.local_addr().unwrap();
         let target = Arc::new(Mutex::new(target));
         let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let refusing: Arc<std::sync::atomic::AtomicBool> = Arc::default();
         let accept = {
             let target = target.clone();
             let connections = connections.clone();
+            let refusing = refusing.clone();
             tokio::spawn(async move {
                 loop {
                     let Ok((mut inbound, _)) = listener.accept().await else {
                         return;
                     };
+                    if refusing.load(std::sync::atomic::Ordering::SeqCst) {
+                        drop(inbound);
+                        continue;
+                    }
                     let to = *target.lock().unwrap();
                     let handle = tokio::spawn(async move {
                         if let Ok(mut outbound) = TcpStream::connect(to).await {
@@ -446,6 +454,7 @@ impl Proxy {
         Proxy {
             addr,
             target,
+            refusing,
             connections,
             accept,
         }
@@ -460,6 +469,19 @@ impl Proxy {
         for handle in self.connections.lock().unwrap().drain(..) {
             handle.abort();
         }
+    }
+
+    /// A network outage: every open connection cut, and new ones closed at once, until
+    /// [`Proxy::restore`].
+    pub fn outage(&self) {
+        self.refusing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.cut();
+    }
+
+    pub fn restore(&self) {
+        self.refusing
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn retarget(&self, target: SocketAddr) {

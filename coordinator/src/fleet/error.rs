@@ -12,6 +12,8 @@ pub enum FleetError {
     UnknownRun(RunId),
     #[error("job {0} does not exist")]
     UnknownJob(JobId),
+    #[error("agent {0} has never registered; list agents with `abfleet agents`")]
+    UnknownAgent(AgentId),
     #[error("job {job_id} attempt {attempt} is no longer leased to this agent; drop it")]
     LeaseLost { job_id: JobId, attempt: u32 },
     /// An event the coordinator will not store: its sequence number or cell index is out of

@@ -1,5 +1,6 @@
 //! Event intake: a leased job's numbered events stored exactly once, progress published
-//! from them, and the run finished when its last job is done.
+//! from them, and the run finished when its last job is done. Events of an attempt whose
+//! lease lapsed are accepted when nobody else took the job (the lease is given back).
 
 use abfleet_core::events::JobEventPayload;
 use abfleet_core::progress::RunProgress;
@@ -38,12 +39,25 @@ impl Fleet {
         attempt: u32,
         events: Vec<StoredEvent>,
     ) -> Result<Vec<u64>, FleetError> {
-        let job = self
+        let mut job = self
             .inner
             .store
             .job(job_id)
             .await?
             .ok_or_else(|| FleetError::UnknownJob(job_id))?;
+        if job.state == JobState::Queued
+            && job.attempt == attempt
+            && job.agent_id == Some(agent_id)
+            && self.reclaim_lapsed(job_id, agent_id, attempt).await?
+        {
+            // Cut off longer than the lease, but nobody took the job: its events still count.
+            job = self
+                .inner
+                .store
+                .job(job_id)
+                .await?
+                .ok_or_else(|| FleetError::UnknownJob(job_id))?;
+        }
         if job.attempt == attempt
             && job.state != JobState::Queued
             && job.agent_id.is_some_and(|holder| holder != agent_id)

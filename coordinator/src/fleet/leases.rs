@@ -1,5 +1,7 @@
 //! Leases: renewed by heartbeats, released when they expire or their agent comes back idle,
-//! and the job requeued until it has used up its attempts.
+//! and the job requeued until it has used up its attempts. A lease that lapsed while its
+//! agent was cut off is given back to that agent when it returns, if no other agent took the
+//! job meanwhile: the attempt goes on and what it measured while away is accepted.
 
 use abfleet_core::progress::RunProgress;
 use abfleet_core::report::JobState;
@@ -44,7 +46,8 @@ impl Fleet {
                 .inner
                 .store
                 .renew_lease(job_id, agent_id, attempt, self.lease_expiry())
-                .await?;
+                .await?
+                || self.reclaim_lapsed(job_id, agent_id, attempt).await?;
             if !renewed {
                 let job = self.inner.store.job(job_id).await?;
                 // A job that finished or was cancelled by this attempt is not "lost".
@@ -66,6 +69,34 @@ impl Fleet {
             }
         }
         Ok(())
+    }
+
+    /// Gives a lapsed lease back to the agent that held it, when its job was requeued and no
+    /// other agent has taken it since (`true` then): the agent was cut off longer than the
+    /// lease but kept measuring, and its spooled events still belong to a live attempt.
+    pub(super) async fn reclaim_lapsed(
+        &self,
+        job_id: JobId,
+        agent_id: AgentId,
+        attempt: u32,
+    ) -> Result<bool, FleetError> {
+        let reclaimed = self
+            .inner
+            .store
+            .reclaim_lapsed_lease(job_id, agent_id, attempt, self.lease_expiry())
+            .await?;
+        if reclaimed {
+            warn!(agent_id = %agent_id, job_id = %job_id, attempt, "the agent came back after its lease lapsed and nobody took the job: the attempt goes on");
+            if let Some(job) = self.inner.store.job(job_id).await? {
+                self.publish(RunProgress::new(
+                    job.run_id,
+                    Some(job_id),
+                    "running",
+                    &format!("agent {agent_id} came back: attempt {attempt} goes on"),
+                ));
+            }
+        }
+        Ok(reclaimed)
     }
 
     pub(super) async fn release(

@@ -58,9 +58,10 @@ impl Fleet {
         let by_state = |state: &str| agents.iter().filter(|(_, s, _)| *s == state).count() as u64;
         gauge(
             "abfleet_agents",
-            "Registered agents by state (idle, busy, lost).",
+            "Registered agents by state (idle, busy, draining, drained, lost).",
             "gauge",
-            &["idle", "busy", "lost"].map(|s| (format!("{{state=\"{s}\"}}"), by_state(s))),
+            &["idle", "busy", "draining", "drained", "lost"]
+                .map(|s| (format!("{{state=\"{s}\"}}"), by_state(s))),
         );
         gauge(
             "abfleet_jobs",

@@ -177,11 +177,14 @@ impl Fleet {
         if queued.is_empty() {
             return Ok(());
         }
-        let generations: HashMap<AgentId, Vec<String>> = self
-            .inner
-            .store
-            .agents()
-            .await?
+        let agents = self.inner.store.agents().await?;
+        // A draining agent finishes what it runs and is offered nothing new.
+        let draining: Vec<AgentId> = agents
+            .iter()
+            .filter(|a| a.draining)
+            .map(|a| a.agent_id)
+            .collect();
+        let generations: HashMap<AgentId, Vec<String>> = agents
             .into_iter()
             .map(|a| {
                 (
@@ -201,6 +204,7 @@ impl Fleet {
                     .iter()
                     .filter_map(|(id, s)| s.waiting.map(|ticket| (ticket, *id)))
                     .filter(|(_, id)| job.pinned_agent.is_none_or(|pinned| pinned == *id))
+                    .filter(|(_, id)| !draining.contains(id))
                     .filter(|(_, id)| {
                         job.generation.as_ref().is_none_or(|key| {
                             generations.get(id).is_some_and(|keys| keys.contains(key))
@@ -217,13 +221,14 @@ impl Fleet {
             let Some(attempt) = self
                 .inner
                 .store
-                .lease_job(job.job_id, agent_id, self.lease_expiry())
+                .lease_job(job.job_id, agent_id, self.lease_expiry(), self.now_ms())
                 .await?
             else {
                 continue;
             };
             let run = self.run_row(job.run_id).await?;
             let next_seq = self.inner.store.event_count(job.job_id, attempt).await?;
+            let kept_cells = self.inner.store.kept_cells(job.job_id, attempt).await?;
             let offer = JobOffer {
                 job_id: job.job_id,
                 run_id: job.run_id,
@@ -232,6 +237,7 @@ impl Fleet {
                 lease: self.inner.config.lease,
                 next_seq,
                 generation: job.generation.clone(),
+                kept_cells,
             };
             let sent = {
                 let mut sessions = self
@@ -271,7 +277,27 @@ impl Fleet {
         Ok(())
     }
 
-    /// Agents with their state: busy (holds a lease), lost (silent too long), idle.
+    /// Drains an agent (`resume`: undoes it): a draining agent finishes the job it runs and
+    /// is offered no new one. Kept in the store, so a restarted coordinator or agent stays
+    /// drained. Returns the agent's state afterwards.
+    pub async fn drain(&self, agent_id: AgentId, resume: bool) -> Result<&'static str, FleetError> {
+        if !self.inner.store.set_draining(agent_id, !resume).await? {
+            return Err(FleetError::UnknownAgent(agent_id));
+        }
+        info!(agent_id = %agent_id, resume, "agent drain changed");
+        if resume {
+            self.dispatch().await?;
+        }
+        Ok(self
+            .agents()
+            .await?
+            .into_iter()
+            .find(|(agent, _, _)| agent.agent_id == agent_id)
+            .map_or("lost", |(_, state, _)| state))
+    }
+
+    /// Agents with their state: busy (holds a lease), lost (silent too long), draining (busy,
+    /// offered nothing once done), drained (idle, offered nothing), idle.
     pub async fn agents(&self) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, FleetError> {
         self.agents_page(0, u32::MAX).await
     }
@@ -294,6 +320,10 @@ impl Fleet {
                     .map(|j| j.job_id);
                 let state = if agent.last_heartbeat_ms < lost_before {
                     "lost"
+                } else if agent.draining && running.is_some() {
+                    "draining"
+                } else if agent.draining {
+                    "drained"
                 } else if running.is_some() {
                     "busy"
                 } else {

@@ -230,7 +230,30 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
     h.fleet.reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
 
-    // The old attempt's heartbeat now learns it lost the lease.
+    // Nobody took the job: the agent that comes back (cut off longer than its lease) gets
+    // the lease back and the same attempt goes on.
+    h.fleet
+        .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
+        .await
+        .unwrap();
+    h.no_message();
+    assert_eq!(h.job_state(run_id).await, JobState::Leased);
+    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    assert_eq!((job.attempt, job.error), (1, None));
+
+    // Once another agent has taken the job, the old attempt learns it lost the lease, and
+    // its events are refused.
+    h.clock.advance(LEASE + Duration::from_millis(1));
+    h.fleet.reap_expired_leases().await.unwrap();
+    let other = AgentId::new_random();
+    h.fleet.register(other, &inventory()).await.unwrap();
+    let (sender, mut other_session) = mpsc::unbounded_channel();
+    h.fleet.open_session(other, sender).unwrap();
+    h.fleet.ready(other).await.unwrap();
+    match other_session.try_recv() {
+        Ok(SessionMessage::Offer(second)) => assert_eq!(second.attempt, 2),
+        other => panic!("expected an offer, got {other:?}"),
+    }
     h.fleet
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
@@ -241,6 +264,69 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
         }
         other => panic!("expected LeaseLost, got {other:?}"),
     }
+    let late = h
+        .fleet
+        .push_events(h.agent, offer.job_id, 1, vec![cell(0, 0)])
+        .await;
+    assert!(
+        matches!(late, Err(super::FleetError::LeaseLost { .. })),
+        "{late:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_resumed_attempt_is_offered_the_cells_earlier_attempts_stored() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let first = h.ready_and_take_offer().await;
+    assert!(first.kept_cells.is_empty());
+    h.fleet
+        .push_events(h.agent, first.job_id, 1, vec![cell(0, 0), cell(2, 1)])
+        .await
+        .unwrap();
+    h.clock.advance(LEASE + Duration::from_millis(1));
+    h.fleet.reap_expired_leases().await.unwrap();
+    let second = h.ready_and_take_offer().await;
+    assert_eq!(second.attempt, 2);
+    assert_eq!(
+        second.kept_cells.into_iter().collect::<Vec<_>>(),
+        vec![0, 2]
+    );
+    h.fleet
+        .push_events(h.agent, second.job_id, 2, vec![cell(1, 0)])
+        .await
+        .unwrap();
+    // The agent restarts: attempt 3 keeps what both earlier attempts stored.
+    h.fleet.ready(h.agent).await.unwrap();
+    let third = match h.session.try_recv() {
+        Ok(SessionMessage::Offer(offer)) => *offer,
+        other => panic!("expected an offer, got {other:?}"),
+    };
+    assert_eq!(third.attempt, 3);
+    assert_eq!(
+        third.kept_cells.into_iter().collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
+    let report = h.fleet.report(run_id).await.unwrap();
+    let lines: Vec<String> = report.attempt_history.iter().map(|a| a.line()).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(
+        lines[0].contains("): 2 cells measured; agent")
+            && lines[0].ends_with("lease of attempt 1 expired"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].contains("resumed: 2 cells kept from attempt 1, 1 measured; agent")
+            && lines[1].ends_with("restarted during attempt 2"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[2].ends_with("resumed: 3 cells kept from attempts 1, 2, 0 measured; running"),
+        "{lines:?}"
+    );
+    let attempts: Vec<(u32, Option<u32>)> =
+        report.cells.iter().map(|c| (c.index, c.attempt)).collect();
+    assert_eq!(attempts, vec![(0, Some(1)), (1, Some(2)), (2, Some(1))]);
 }
 
 #[tokio::test]
@@ -753,4 +839,37 @@ async fn a_session_silent_past_agent_lost_after_may_be_replaced_by_the_restarted
     h.clock.advance(Duration::from_secs(11));
     let (sender, _new) = mpsc::unbounded_channel();
     h.fleet.open_session(h.agent, sender).unwrap();
+}
+
+#[tokio::test]
+async fn a_draining_agent_keeps_its_job_and_is_offered_nothing_until_resumed() {
+    let mut h = Harness::new(3).await;
+    let first = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    assert_eq!(h.fleet.drain(h.agent, false).await.unwrap(), "draining");
+    let second = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.done(&offer, 0, JobOutcome::Completed).await;
+    assert_eq!(h.run_state(first).await.0, RunState::Done);
+    h.fleet.ready(h.agent).await.unwrap();
+    h.no_message();
+    assert_eq!(h.job_state(second).await, JobState::Queued);
+    let states: Vec<&str> = h
+        .fleet
+        .agents()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, state, _)| state)
+        .collect();
+    assert_eq!(states, vec!["drained"]);
+    assert_eq!(h.fleet.drain(h.agent, true).await.unwrap(), "busy");
+    match h.session.try_recv() {
+        Ok(SessionMessage::Offer(next)) => assert_eq!(next.run_id, second),
+        other => panic!("expected an offer, got {other:?}"),
+    }
+    let unknown = h.fleet.drain(AgentId::new_random(), false).await;
+    assert!(
+        matches!(unknown, Err(super::FleetError::UnknownAgent(_))),
+        "{unknown:?}"
+    );
 }

@@ -120,6 +120,28 @@ ALTER TABLE runs ADD COLUMN results_recorded INTEGER NOT NULL DEFAULT 0;
     },
     Migration {
         version: 5,
+        summary: "attempts: per (job, attempt), the agent that held it, the cells it kept from earlier attempts and how it ended (resumable jobs)",
+        sql: r#"
+CREATE TABLE attempts (
+    job_id          TEXT NOT NULL REFERENCES jobs(job_id),
+    attempt         INTEGER NOT NULL,
+    agent_id        TEXT NOT NULL,
+    leased_ms       INTEGER NOT NULL,
+    kept_cells_json TEXT NOT NULL,
+    end_reason      TEXT,
+    PRIMARY KEY (job_id, attempt)
+);
+"#,
+    },
+    Migration {
+        version: 6,
+        summary: "agents.draining: an agent being drained finishes its job and is offered no new one",
+        sql: r#"
+ALTER TABLE agents ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
+"#,
+    },
+    Migration {
+        version: 7,
         summary: "agent_certificates: which certificate name each agent id is bound to under mutual TLS",
         sql: r#"
 CREATE TABLE agent_certificates (

@@ -1,5 +1,6 @@
-//! Builds a [`Report`] from what the store holds about a run: the spec, the jobs, and the
-//! events of each job's latest attempt.
+//! Builds a [`Report`] from what the store holds about a run: the spec, the jobs, the
+//! events of each job's latest attempt, the cells it kept from earlier attempts (a resumed
+//! attempt measures only the others) and every attempt's record (the attempt history).
 
 use std::collections::BTreeMap;
 
@@ -10,7 +11,7 @@ use crate::finding::Severity;
 use crate::spec::JobSpec;
 use crate::stats;
 
-use super::model::{GenerationSection, Report, ScoreParity, SideInfo};
+use super::model::{AttemptSummary, GenerationSection, Report, ScoreParity, SideInfo};
 use super::time::format_utc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +132,21 @@ pub struct RunRecord {
     pub error: Option<String>,
 }
 
+/// One attempt of a job as the store recorded it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    pub attempt: u32,
+    pub agent_id: String,
+    /// Unix milliseconds when it was leased.
+    pub leased_ms: i64,
+    /// Cells earlier attempts stored, which this one was told to keep.
+    pub kept_cells: Vec<u32>,
+    /// Cells this attempt stored.
+    pub measured_cells: Vec<u32>,
+    /// How it ended, once it has.
+    pub end_reason: Option<String>,
+}
+
 pub struct JobRecord {
     pub job_id: String,
     /// The generation key the job measures; `None` when the spec names no targets.
@@ -142,6 +158,11 @@ pub struct JobRecord {
     pub error: Option<String>,
     /// Events of the latest attempt, in sequence order.
     pub events: Vec<JobEventPayload>,
+    /// Every recorded attempt, oldest first (none for jobs leased before the store kept
+    /// attempts).
+    pub attempts: Vec<AttemptRecord>,
+    /// The cells the latest attempt kept, each with the earlier attempt that stored it.
+    pub kept_cells: Vec<(u32, CellResult)>,
 }
 
 /// Assembles the report of a run: one section per hardware generation, and the top level
@@ -203,6 +224,9 @@ fn merge(run: &RunRecord, sections: &[(Option<String>, Report)]) -> Report {
                 .map(|l| format!("{key}: {l}")),
         );
         report.attempts = report.attempts.max(sub.attempts);
+        report
+            .attempt_history
+            .extend(sub.attempt_history.iter().cloned());
         if report.upstream.resolved.is_none() {
             report.upstream.resolved = sub.upstream.resolved.clone();
             report.fork.resolved = sub.fork.resolved.clone();
@@ -280,6 +304,7 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         startup_note: None,
         errors: Vec::new(),
         attempts: 0,
+        attempt_history: Vec::new(),
         findings: Vec::new(),
         skipped_checks: Vec::new(),
         backend_cells: Vec::new(),
@@ -289,6 +314,12 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
     for &job in jobs {
         report.attempts = report.attempts.max(job.attempt);
         report.agent_id = job.agent_id.clone().or(report.agent_id.take());
+        report.attempt_history.extend(attempt_history(job));
+        for (attempt, cell) in &job.kept_cells {
+            let mut cell = cell.clone();
+            cell.attempt = Some(*attempt);
+            cells.insert(cell.index, cell);
+        }
         let mut saw_done = false;
         for event in &job.events {
             match event {
@@ -315,7 +346,9 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
                     side_mut(&mut report, build.side).build = Some(build.clone());
                 }
                 JobEventPayload::Cell(cell) => {
-                    cells.insert(cell.index, (**cell).clone());
+                    let mut cell = (**cell).clone();
+                    cell.attempt = Some(job.attempt);
+                    cells.insert(cell.index, cell);
                 }
                 JobEventPayload::Done { outcome, error } => {
                     saw_done = true;
@@ -391,6 +424,41 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
     summarise(&mut report);
     report.exit_code = exit_code(&report, run.state, job_finished_cleanly);
     report
+}
+
+/// A job's attempts as the report lists them: for each, the earlier attempts its kept
+/// cells came from (the latest earlier attempt that stored each).
+fn attempt_history(job: &JobRecord) -> Vec<AttemptSummary> {
+    let attempts = &job.attempts;
+    attempts
+        .iter()
+        .map(|record| {
+            let mut kept_from: Vec<u32> = record
+                .kept_cells
+                .iter()
+                .filter_map(|index| {
+                    attempts
+                        .iter()
+                        .filter(|a| a.attempt < record.attempt && a.measured_cells.contains(index))
+                        .map(|a| a.attempt)
+                        .max()
+                })
+                .collect();
+            kept_from.sort_unstable();
+            kept_from.dedup();
+            AttemptSummary {
+                job_id: job.job_id.clone(),
+                generation: job.generation.clone(),
+                attempt: record.attempt,
+                agent_id: record.agent_id.clone(),
+                leased: format_utc(record.leased_ms),
+                kept_cells: record.kept_cells.clone(),
+                kept_from,
+                measured_cells: record.measured_cells.clone(),
+                ended: record.end_reason.clone(),
+            }
+        })
+        .collect()
 }
 
 fn side_info(spec: &JobSpec, side: Side) -> SideInfo {

@@ -230,6 +230,20 @@ pub fn render_markdown(report: &Report) -> String {
         }
         out.push('\n');
     }
+    // One attempt that ran everything says nothing new; a retried or resumed job says what
+    // each attempt did.
+    if report.attempt_history.len() > 1 {
+        let _ = writeln!(out, "**Attempts:**\n");
+        for attempt in &report.attempt_history {
+            let generation = attempt
+                .generation
+                .as_deref()
+                .map(|g| format!("`{g}` "))
+                .unwrap_or_default();
+            let _ = writeln!(out, "- {generation}{}", attempt.line());
+        }
+        out.push('\n');
+    }
     render_reproduce(&mut out, &report.cells);
     for (name, side) in [("upstream", &report.upstream), ("fork", &report.fork)] {
         if let Some(build) = &side.build {
@@ -720,6 +734,8 @@ mod tests {
                 agent_id: Some("a".into()),
                 error: None,
                 events,
+                attempts: Vec::new(),
+                kept_cells: Vec::new(),
             }],
         );
         assert_eq!(report.exit_code, 0);

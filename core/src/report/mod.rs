@@ -8,7 +8,7 @@ mod model;
 mod retune_markdown;
 mod time;
 
-pub use assemble::{assemble, JobRecord, JobState, RunRecord, RunState};
+pub use assemble::{assemble, AttemptRecord, JobRecord, JobState, RunRecord, RunState};
 pub use markdown::render_markdown;
-pub use model::{backend_of, GenerationSection, Report, ScoreParity, SideInfo};
+pub use model::{backend_of, AttemptSummary, GenerationSection, Report, ScoreParity, SideInfo};
 pub use time::format_utc;

@@ -66,6 +66,11 @@ pub struct Report {
     /// Why the run, or part of it, could not be carried out.
     pub errors: Vec<String>,
     pub attempts: u32,
+    /// Every attempt of every job, oldest first: who held it, what it kept from earlier
+    /// attempts, what it measured and how it ended. Empty in reports of runs whose jobs were
+    /// leased before the store recorded attempts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempt_history: Vec<AttemptSummary>,
     /// The retuning checks' output of a one-generation assembly; it is shown in
     /// `generations[].findings` (and friends), not at the top level.
     #[serde(skip)]
@@ -74,6 +79,65 @@ pub struct Report {
     pub skipped_checks: Vec<SkippedCheck>,
     #[serde(skip)]
     pub backend_cells: Vec<BackendCell>,
+}
+
+/// One attempt of one job, as the report's attempt history lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptSummary {
+    pub job_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<String>,
+    pub attempt: u32,
+    pub agent_id: String,
+    /// When the coordinator leased it, UTC.
+    pub leased: String,
+    /// Cells earlier attempts stored that this one kept instead of measuring them again.
+    pub kept_cells: Vec<u32>,
+    /// The earlier attempts those cells were measured in.
+    pub kept_from: Vec<u32>,
+    /// Cells this attempt measured and the coordinator stored.
+    pub measured_cells: Vec<u32>,
+    /// How it ended (`done`, `failed: …`, `agent … lost: lease of attempt 1 expired`, …);
+    /// `None` while it runs.
+    pub ended: Option<String>,
+}
+
+impl AttemptSummary {
+    /// `attempt 2: resumed: 2 cells kept from attempt 1, 2 measured; done`.
+    pub fn line(&self) -> String {
+        let from = match self.kept_from.as_slice() {
+            [one] => format!("attempt {one}"),
+            many => format!(
+                "attempts {}",
+                many.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        let work = if self.kept_cells.is_empty() {
+            format!("{} measured", cells(self.measured_cells.len()))
+        } else {
+            format!(
+                "resumed: {} kept from {from}, {} measured",
+                cells(self.kept_cells.len()),
+                self.measured_cells.len()
+            )
+        };
+        let ended = self.ended.as_deref().unwrap_or("running");
+        format!(
+            "attempt {} (agent {}): {work}; {ended}",
+            self.attempt, self.agent_id
+        )
+    }
+}
+
+fn cells(count: usize) -> String {
+    if count == 1 {
+        "1 cell".to_string()
+    } else {
+        format!("{count} cells")
+    }
 }
 
 /// The results of one hardware generation.
@@ -318,6 +382,8 @@ mod tests {
                 agent_id: Some("a".into()),
                 error: None,
                 events,
+                attempts: Vec::new(),
+                kept_cells: Vec::new(),
             }
         };
         assemble(

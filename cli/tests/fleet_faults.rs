@@ -1,0 +1,765 @@
+//! Faults provoked for real (docs/reliability.md): agents and coordinators as real `abfleet`
+//! processes killed with SIGKILL, connections cut by a TCP proxy on loopback, real SQLite
+//! files read back to check that every cell is stored exactly once.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use abfleet_coordinator::store::Store;
+use abfleet_coordinator::CoordinatorConfig;
+use abfleet_core::report::render_markdown;
+use abfleet_core::JobId;
+use abfleet_proto::pb::control_service_client::ControlServiceClient;
+use support::*;
+use tonic::transport::Channel;
+
+/// Four cells (one fork-only) of 240 frames and 5 pairs each: slow enough (a few seconds a
+/// cell here) that an agent can be killed between the first stored cell and the last.
+fn slow_spec(dir: &Path) -> PathBuf {
+    SpecOptions {
+        workloads: &["psnr", "motion", "float_ssim", "motion_v2"],
+        runs: 5,
+        frames: 240,
+        ..SpecOptions::path()
+    }
+    .write(dir, "spec.toml")
+}
+
+/// A real `abfleet` process, SIGKILLed (no goodbye, the way hosts die) by [`Process::kill`]
+/// or when dropped, so a failing test leaves none behind.
+struct Process(Child);
+
+impl Process {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn spawn_agent(url: &str, work_dir: &Path) -> Process {
+    Process(
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args(["agent", "--coordinator", url, "--work-dir"])
+            .arg(work_dir)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// `abfleet coordinator` with its default lease and heartbeat, on a fixed port.
+fn spawn_coordinator(port: u16, data_dir: &Path) -> Process {
+    Process(
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args(["coordinator", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn control_at(url: &str) -> ControlServiceClient<Channel> {
+    wait_until(Duration::from_secs(30), "the coordinator to listen", || {
+        let url = url.to_string();
+        async move { ControlServiceClient::connect(url).await.ok() }
+    })
+    .await
+}
+
+/// The events of one attempt have sequence numbers 0..n: no gap, no duplicate.
+async fn assert_events_contiguous(store: &Store, job_id: JobId, attempt: u32) {
+    let events = store.events(job_id, attempt).await.unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>());
+}
+
+/// Whether the agent's spool holds a cell the coordinator has not acknowledged: the agent
+/// measured it while cut off.
+fn spool_holds_a_cell(work_dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(work_dir.join("spool")) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        std::fs::read_to_string(entry.path())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|event| event["payload_json"].as_str().map(str::to_string))
+            .filter_map(|payload| serde_json::from_str::<serde_json::Value>(&payload).ok())
+            .any(|payload| payload["kind"] == "cell")
+    })
+}
+
+/// The only job of a run.
+async fn only_job(store: &Store, run_id: &str) -> JobId {
+    let jobs = store.jobs_of_run(run_id.parse().unwrap()).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    jobs[0].job_id
+}
+
+/// Waits until the coordinator has stored at least one cell of the job.
+async fn wait_for_a_stored_cell(store: &Store, job_id: JobId) {
+    wait_until(Duration::from_secs(180), "the first stored cell", || {
+        let store = store.clone();
+        async move { (!store.stored_cells(job_id).await.unwrap().is_empty()).then_some(()) }
+    })
+    .await;
+}
+
+/// Every cell index of the job stored exactly once, across all its attempts.
+async fn assert_each_cell_stored_once(store: &Store, job_id: JobId, cells: u32) {
+    let stored = store.stored_cells(job_id).await.unwrap();
+    let mut indexes: Vec<u32> = stored.iter().map(|(_, index)| *index).collect();
+    indexes.sort_unstable();
+    assert_eq!(
+        indexes,
+        (0..cells).collect::<Vec<_>>(),
+        "each cell stored exactly once across attempts: {stored:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_agents_job_resumes_elsewhere_keeping_the_cells_already_stored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = slow_spec(tmp.path());
+    let data_dir = tmp.path().join("data");
+    // Default settings: the requeue time measured here is the one operators get.
+    let config = CoordinatorConfig::default();
+    let lease = config.lease;
+    let coordinator = TestCoordinator::start(&data_dir, config).await;
+    let mut doomed = spawn_agent(&coordinator.url(), &tmp.path().join("doomed"));
+    let mut client = coordinator.control().await;
+    let run_id = submit(&mut client, &spec).await;
+    let store = Store::open(&data_dir).unwrap();
+    let job_id = only_job(&store, &run_id).await;
+
+    wait_for_a_stored_cell(&store, job_id).await;
+    doomed.kill();
+    let killed_at = Instant::now();
+    let at_kill: Vec<u32> = store
+        .stored_cells(job_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(attempt, index)| {
+            assert_eq!(attempt, 1);
+            index
+        })
+        .collect();
+    assert!(
+        !at_kill.is_empty() && at_kill.len() < 4,
+        "the job must be part-way when its agent dies: {at_kill:?}"
+    );
+
+    let _rescuer = TestAgent::start(&coordinator.url(), &tmp.path().join("rescuer"));
+    let requeued_after = wait_until(Duration::from_secs(90), "attempt 2 to be leased", || {
+        let store = store.clone();
+        async move {
+            let job = store.job(job_id).await.unwrap().unwrap();
+            (job.attempt >= 2).then(|| killed_at.elapsed())
+        }
+    })
+    .await;
+    eprintln!(
+        "requeue after SIGKILL with default settings (lease {lease:?}): {:.1} s",
+        requeued_after.as_secs_f64()
+    );
+    // The lease runs out (at most `lease` after the last heartbeat), then the reaper, which
+    // looks every lease/4, requeues it and the waiting agent is offered it at once.
+    assert!(
+        requeued_after <= lease + lease / 4 + Duration::from_secs(3),
+        "requeued after {requeued_after:?}"
+    );
+
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    assert_eq!(report.exit_code, 0, "{:?}", report.errors);
+    assert_eq!(report.attempts, 2);
+    assert!(
+        report.errors.is_empty(),
+        "the lost attempt is history, not a problem of the finished run: {:?}",
+        report.errors
+    );
+    assert_eq!(report.cells.len(), 4);
+    assert_each_cell_stored_once(&store, job_id, 4).await;
+    // The kept cells are attempt 1's measurements; attempt 2 measured only the others.
+    for cell in &report.cells {
+        let expected = if at_kill.contains(&cell.index) { 1 } else { 2 };
+        assert_eq!(cell.attempt, Some(expected), "cell {}", cell.index);
+    }
+    let rest: Vec<u32> = (0..4).filter(|i| !at_kill.contains(i)).collect();
+    let history = &report.attempt_history;
+    assert_eq!(history.len(), 2, "{history:?}");
+    assert_eq!(history[0].measured_cells, at_kill);
+    assert!(history[0].kept_cells.is_empty());
+    assert!(
+        history[0]
+            .ended
+            .as_deref()
+            .is_some_and(|e| e.contains("lease of attempt 1 expired")),
+        "{history:?}"
+    );
+    assert_eq!(history[1].kept_cells, at_kill);
+    assert_eq!(history[1].kept_from, vec![1]);
+    assert_eq!(history[1].measured_cells, rest);
+    assert_eq!(history[1].ended.as_deref(), Some("done"));
+    assert_ne!(history[0].agent_id, history[1].agent_id);
+    let markdown = render_markdown(&report);
+    let line = format!(
+        "resumed: {} kept from attempt 1, {} measured; done",
+        if at_kill.len() == 1 {
+            "1 cell".to_string()
+        } else {
+            format!("{} cells", at_kill.len())
+        },
+        rest.len()
+    );
+    assert!(markdown.contains(&line), "{line} not in:\n{markdown}");
+    // The resumed attempt still built both sides: the builds are needed for its cells.
+    assert!(report.upstream.build.is_some() && report.fork.build.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_killed_mid_run_restarts_on_its_data_dir_and_the_run_completes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = slow_spec(tmp.path());
+    let data_dir = tmp.path().join("data");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut coordinator = spawn_coordinator(port, &data_dir);
+    let mut client = control_at(&url).await;
+    // In this process, so the test can look at its spool; it redials by itself.
+    let agent = TestAgent::start(&url, &tmp.path().join("agent"));
+    let run_id = submit(&mut client, &spec).await;
+    let store = Store::open(&data_dir).unwrap();
+    let job_id = only_job(&store, &run_id).await;
+
+    wait_for_a_stored_cell(&store, job_id).await;
+    coordinator.kill();
+    let at_kill = store.stored_cells(job_id).await.unwrap();
+    assert!(at_kill.len() < 4, "the run must be part-way: {at_kill:?}");
+    // The agent keeps timing; what it measures waits in its spool.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let restarted_at = Instant::now();
+    let _coordinator = spawn_coordinator(port, &data_dir);
+    let mut client = control_at(&url).await;
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
+    eprintln!(
+        "coordinator restart: run finished {:.1} s after the new process started",
+        restarted_at.elapsed().as_secs_f64()
+    );
+
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    assert_eq!(report.exit_code, 0, "{:?}", report.errors);
+    assert_eq!(report.cells.len(), 4);
+    assert_eq!(
+        report.attempts, 1,
+        "the lease survived the restart in the store: the job was not requeued"
+    );
+    assert_each_cell_stored_once(&store, job_id, 4).await;
+    assert_events_contiguous(&store, job_id, 1).await;
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_network_outage_shorter_than_the_lease_loses_nothing_and_repeats_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = slow_spec(tmp.path());
+    let data_dir = tmp.path().join("data");
+    let config = CoordinatorConfig::default();
+    let lease = config.lease;
+    let coordinator = TestCoordinator::start(&data_dir, config).await;
+    let proxy = Proxy::start(coordinator.addr).await;
+    let agent = TestAgent::start(&proxy.url(), &tmp.path().join("agent"));
+    let mut client = coordinator.control().await;
+    let run_id = submit(&mut client, &spec).await;
+    let store = Store::open(&data_dir).unwrap();
+    let job_id = only_job(&store, &run_id).await;
+
+    wait_for_a_stored_cell(&store, job_id).await;
+    let cut_at = Instant::now();
+    proxy.outage();
+    // At least 5 s, and until the agent has measured a cell it could not deliver.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    wait_until(
+        Duration::from_secs(20),
+        "a cell spooled while cut off",
+        || {
+            let work_dir = agent.work_dir.clone();
+            async move { spool_holds_a_cell(&work_dir).then_some(()) }
+        },
+    )
+    .await;
+    let outage = cut_at.elapsed();
+    assert!(
+        outage < lease,
+        "the outage must stay shorter than the lease"
+    );
+    proxy.restore();
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
+    eprintln!(
+        "network outage of {:.1} s: run finished {:.1} s after the cut",
+        outage.as_secs_f64(),
+        cut_at.elapsed().as_secs_f64()
+    );
+
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    assert_eq!(report.exit_code, 0, "{:?}", report.errors);
+    assert_eq!(report.cells.len(), 4);
+    assert_eq!(
+        report.attempts, 1,
+        "an outage inside the lease requeues nothing"
+    );
+    assert_each_cell_stored_once(&store, job_id, 4).await;
+    assert_events_contiguous(&store, job_id, 1).await;
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_longer_than_the_lease_gives_the_lease_back_when_nobody_took_the_job() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = slow_spec(tmp.path());
+    let data_dir = tmp.path().join("data");
+    let config = CoordinatorConfig {
+        lease: Duration::from_secs(3),
+        heartbeat_interval: Duration::from_millis(500),
+        max_attempts: 3,
+        agent_lost_after: Duration::from_secs(2),
+    };
+    let coordinator = TestCoordinator::start(&data_dir, config).await;
+    let proxy = Proxy::start(coordinator.addr).await;
+    let agent = TestAgent::start(&proxy.url(), &tmp.path().join("agent"));
+    let mut client = coordinator.control().await;
+    let run_id = submit(&mut client, &spec).await;
+    let store = Store::open(&data_dir).unwrap();
+    let job_id = only_job(&store, &run_id).await;
+
+    wait_for_a_stored_cell(&store, job_id).await;
+    proxy.outage();
+    // The lease runs out and the reaper requeues the job; no other agent is there to take it.
+    wait_until(Duration::from_secs(30), "the lease to lapse", || {
+        let store = store.clone();
+        async move {
+            let job = store.job(job_id).await.unwrap().unwrap();
+            (job.state == abfleet_core::report::JobState::Queued).then_some(())
+        }
+    })
+    .await;
+    wait_until(
+        Duration::from_secs(30),
+        "a cell spooled while cut off",
+        || {
+            let work_dir = agent.work_dir.clone();
+            async move { spool_holds_a_cell(&work_dir).then_some(()) }
+        },
+    )
+    .await;
+    proxy.restore();
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
+
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    assert_eq!(report.exit_code, 0, "{:?}", report.errors);
+    assert_eq!(report.cells.len(), 4);
+    assert_eq!(
+        report.attempts, 1,
+        "the same attempt went on: nothing was measured twice"
+    );
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_each_cell_stored_once(&store, job_id, 4).await;
+    assert_events_contiguous(&store, job_id, 1).await;
+    assert_eq!(report.attempt_history.len(), 1);
+    assert_eq!(report.attempt_history[0].ended.as_deref(), Some("done"));
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_longer_than_the_lease_while_another_agent_takes_the_job_repeats_only_the_cut_off_work(
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = slow_spec(tmp.path());
+    let data_dir = tmp.path().join("data");
+    let config = CoordinatorConfig {
+        lease: Duration::from_secs(3),
+        heartbeat_interval: Duration::from_millis(500),
+        max_attempts: 3,
+        agent_lost_after: Duration::from_secs(2),
+    };
+    let coordinator = TestCoordinator::start(&data_dir, config).await;
+    let proxy = Proxy::start(coordinator.addr).await;
+    let cut_off = TestAgent::start(&proxy.url(), &tmp.path().join("cut-off"));
+    let mut client = coordinator.control().await;
+    let run_id = submit(&mut client, &spec).await;
+    let store = Store::open(&data_dir).unwrap();
+    let job_id = only_job(&store, &run_id).await;
+
+    wait_for_a_stored_cell(&store, job_id).await;
+    proxy.outage();
+    let before_outage: Vec<u32> = store
+        .stored_cells(job_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, index)| index)
+        .collect();
+    // Another agent is there when the lease lapses, and takes the job as attempt 2.
+    let _other = TestAgent::start(&coordinator.url(), &tmp.path().join("other"));
+    wait_until(Duration::from_secs(30), "attempt 2 to be leased", || {
+        let store = store.clone();
+        async move { (store.job(job_id).await.unwrap().unwrap().attempt == 2).then_some(()) }
+    })
+    .await;
+    // Still cut off, it goes on measuring attempt 1 into its spool.
+    wait_until(
+        Duration::from_secs(30),
+        "a cell spooled while cut off",
+        || {
+            let work_dir = cut_off.work_dir.clone();
+            async move { spool_holds_a_cell(&work_dir).then_some(()) }
+        },
+    )
+    .await;
+    proxy.restore();
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
+
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    assert_eq!(report.attempts, 2);
+    assert_eq!(report.cells.len(), 4);
+    // What the cut-off agent measured after the cut is refused and measured again by
+    // attempt 2; what was stored before the cut is kept.
+    assert_each_cell_stored_once(&store, job_id, 4).await;
+    let history = &report.attempt_history;
+    assert_eq!(history.len(), 2, "{history:?}");
+    assert_eq!(history[1].kept_cells, history[0].measured_cells);
+    assert!(history[0].measured_cells.len() >= before_outage.len());
+    assert_eq!(history[1].ended.as_deref(), Some("done"));
+    // The cut-off agent learns it lost the lease and drops its spool.
+    wait_until(
+        Duration::from_secs(30),
+        "the cut-off agent's spool to go",
+        || {
+            let work_dir = cut_off.work_dir.clone();
+            async move { (!spool_holds_a_cell(&work_dir)).then_some(()) }
+        },
+    )
+    .await;
+}
+
+/// `abfleet ARGS…` as an operator types it; its stdout, after asserting it succeeded.
+async fn abfleet(args: &[&str]) -> String {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "abfleet {args:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).to_string()
+}
+
+/// The line of `abfleet agents` for one agent.
+async fn agents_line(url: &str, agent_id: &str) -> String {
+    abfleet(&["agents", "--coordinator", url])
+        .await
+        .lines()
+        .find(|line| line.starts_with(agent_id))
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn process_is_gone(pid: u32) -> bool {
+    // A zombie still has its /proc entry: gone means reaped too.
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_the_job_and_kills_its_hanging_benchmark() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pid_file = tmp.path().join("benchmark.pid");
+    // The fork's "binary" says its pid and hangs: only the cancel can end it before the
+    // spec's 60 s timeout.
+    let fork_build = format!(
+        r#"commands = [["sh", "-c", "mkdir -p build && printf '#!/bin/sh\\necho $$ > {}\\nexec sleep 600\\n' > build/vmaf && chmod +x build/vmaf"]]"#,
+        pid_file.display()
+    );
+    let spec = SpecOptions {
+        fork_build: &fork_build,
+        workloads: &["psnr"],
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "spec.toml");
+    let data_dir = tmp.path().join("data");
+    let coordinator = TestCoordinator::start(&data_dir, CoordinatorConfig::default()).await;
+    let agent = TestAgent::start(&coordinator.url(), &tmp.path().join("agent"));
+    let mut client = coordinator.control().await;
+    let run_id = submit(&mut client, &spec).await;
+    let pid: u32 = wait_until(
+        Duration::from_secs(120),
+        "the hanging benchmark to start",
+        || {
+            let pid_file = pid_file.clone();
+            async move {
+                let pid = std::fs::read_to_string(&pid_file)
+                    .ok()?
+                    .trim()
+                    .parse()
+                    .ok()?;
+                (!process_is_gone(pid)).then_some(pid)
+            }
+        },
+    )
+    .await;
+
+    let said = abfleet(&["cancel", &run_id, "--coordinator", &coordinator.url()]).await;
+    assert!(said.contains("cancelled"), "{said}");
+    let cancelled_at = Instant::now();
+    wait_until(
+        Duration::from_secs(15),
+        "the benchmark to be killed",
+        || async move { process_is_gone(pid).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "cancel: the hanging benchmark was gone {:.2} s after `abfleet cancel` returned",
+        cancelled_at.elapsed().as_secs_f64()
+    );
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(30)).await;
+    assert_eq!(report.status, "cancelled");
+    assert_eq!(report.exit_code, abfleet_core::exit::CANCELLED);
+    // The agent is free again: it reports idle, holding nothing.
+    let agents = list_agents(&client).await;
+    wait_until(Duration::from_secs(15), "the agent to be idle", || {
+        let client = client.clone();
+        async move {
+            list_agents(&client)
+                .await
+                .iter()
+                .all(|a| a.state == "idle")
+                .then_some(())
+        }
+    })
+    .await;
+    assert_eq!(agents.len(), 1);
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_agent_finishes_its_job_and_takes_no_new_one_until_resumed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let long = slow_spec(tmp.path());
+    let short = SpecOptions {
+        workloads: &["psnr"],
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "short.toml");
+    let data_dir = tmp.path().join("data");
+    let coordinator = TestCoordinator::start(&data_dir, CoordinatorConfig::default()).await;
+    let url = coordinator.url();
+    let _agent = spawn_agent(&url, &tmp.path().join("agent"));
+    let mut client = coordinator.control().await;
+    wait_for_agents(&client, 1).await;
+    let agent_id = list_agents(&client).await[0].agent_id.clone();
+    let first = submit(&mut client, &long).await;
+    wait_until(Duration::from_secs(60), "the agent to be busy", || {
+        let client = client.clone();
+        async move { (list_agents(&client).await[0].state == "busy").then_some(()) }
+    })
+    .await;
+
+    let said = abfleet(&["drain", &agent_id, "--coordinator", &url]).await;
+    assert!(said.contains("is draining"), "{said}");
+    let line = agents_line(&url, &agent_id).await;
+    assert!(line.contains(" draining "), "{line}");
+    let second = submit(&mut client, &short).await;
+
+    // The job it runs finishes; the next one waits.
+    let report = wait_for_report(&mut client, &first, Duration::from_secs(240)).await;
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    wait_until(Duration::from_secs(30), "the agent to be drained", || {
+        let client = client.clone();
+        async move { (list_agents(&client).await[0].state == "drained").then_some(()) }
+    })
+    .await;
+    // Long enough for its "ready" to have been answered with an offer, were it not drained.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(report_state(&mut client, &second).await, "queued");
+    let line = agents_line(&url, &agent_id).await;
+    assert!(line.contains(" drained "), "{line}");
+
+    let said = abfleet(&["drain", &agent_id, "--resume", "--coordinator", &url]).await;
+    assert!(said.contains("takes jobs again"), "{said}");
+    let report = wait_for_report(&mut client, &second, Duration::from_secs(120)).await;
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+}
+
+async fn report_state(client: &mut ControlServiceClient<Channel>, run_id: &str) -> String {
+    report(client, run_id).await.status
+}
+
+/// A small deterministic generator (xorshift64*), so a failing soak replays with its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_three_agents_twelve_runs_random_sigkills_lose_and_repeat_no_cell() {
+    const AGENTS: usize = 3;
+    const RUNS: usize = 12;
+    const KILLS: usize = 20;
+    const MAX_ATTEMPTS: u32 = 6;
+    let seed = std::env::var("ABFLEET_SOAK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x05ee_dabf_1ee7_u64);
+    let mut rng = Rng(seed | 1);
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = SpecOptions {
+        workloads: &["psnr", "float_ssim", "motion"],
+        runs: 3,
+        frames: 120,
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "spec.toml");
+    let cells_per_job = 3u32;
+    let data_dir = tmp.path().join("data");
+    let config = CoordinatorConfig {
+        max_attempts: MAX_ATTEMPTS,
+        ..CoordinatorConfig::default()
+    };
+    let coordinator = TestCoordinator::start(&data_dir, config).await;
+    let url = coordinator.url();
+    let work_dirs: Vec<PathBuf> = (0..AGENTS)
+        .map(|i| tmp.path().join(format!("agent-{i}")))
+        .collect();
+    let mut agents: Vec<Process> = work_dirs.iter().map(|w| spawn_agent(&url, w)).collect();
+    let mut client = coordinator.control().await;
+    wait_for_agents(&client, AGENTS).await;
+    let started = Instant::now();
+    let mut run_ids = Vec::new();
+    for _ in 0..RUNS {
+        run_ids.push(submit(&mut client, &spec).await);
+    }
+    let store = Store::open(&data_dir).unwrap();
+
+    // Kill a random agent now and then, restarting it at once on its work dir (the same
+    // agent id), until the kills are spent; then let the fleet finish.
+    let mut kills = 0;
+    let all_finished = |client: ControlServiceClient<Channel>, run_ids: Vec<String>| async move {
+        for run_id in &run_ids {
+            let mut client = client.clone();
+            let status = report(&mut client, run_id).await.status;
+            if !matches!(status.as_str(), "done" | "failed" | "cancelled") {
+                return false;
+            }
+        }
+        true
+    };
+    while kills < KILLS && !all_finished(client.clone(), run_ids.clone()).await {
+        tokio::time::sleep(Duration::from_millis(700 + rng.below(1500))).await;
+        let victim = rng.below(AGENTS as u64) as usize;
+        agents[victim].kill();
+        agents[victim] = spawn_agent(&url, &work_dirs[victim]);
+        kills += 1;
+    }
+    let deadline = Duration::from_secs(110);
+    wait_until(deadline, "every run to finish", || {
+        let finished = all_finished(client.clone(), run_ids.clone());
+        async move { finished.await.then_some(()) }
+    })
+    .await;
+    let elapsed = started.elapsed();
+
+    let (mut done, mut failed, mut attempts, mut resumed, mut cells) = (0, 0, 0, 0, 0);
+    for run_id in &run_ids {
+        let report = report(&mut client, run_id).await;
+        let job_id = only_job(&store, run_id).await;
+        let stored = store.stored_cells(job_id).await.unwrap();
+        let mut indexes: Vec<u32> = stored.iter().map(|(_, i)| *i).collect();
+        indexes.sort_unstable();
+        let distinct = {
+            let mut d = indexes.clone();
+            d.dedup();
+            d
+        };
+        assert_eq!(
+            indexes, distinct,
+            "run {run_id}: a cell stored twice: {stored:?}"
+        );
+        attempts += report.attempts;
+        resumed += report
+            .attempt_history
+            .iter()
+            .filter(|a| !a.kept_cells.is_empty())
+            .count();
+        cells += stored.len();
+        match report.status.as_str() {
+            "done" => {
+                done += 1;
+                assert_eq!(
+                    indexes,
+                    (0..cells_per_job).collect::<Vec<_>>(),
+                    "run {run_id}: every cell stored once"
+                );
+                assert_eq!(report.cells.len() as u32, cells_per_job);
+            }
+            "failed" => {
+                // Explicitly failed: the kills hit its agent on every attempt it had.
+                failed += 1;
+                let history: Vec<String> =
+                    report.attempt_history.iter().map(|a| a.line()).collect();
+                eprintln!("run {run_id} failed: {:?}; {history:#?}", report.errors);
+                assert_eq!(report.attempts, MAX_ATTEMPTS, "{history:#?}");
+                assert!(
+                    report
+                        .errors
+                        .iter()
+                        .any(|e| e.contains(&format!("gave up after {MAX_ATTEMPTS} attempt(s)"))),
+                    "a failed run says why: {:?}",
+                    report.errors
+                );
+            }
+            other => panic!("run {run_id} ended {other}"),
+        }
+    }
+    eprintln!(
+        "soak (seed {seed:#x}): {RUNS} runs on {AGENTS} agents, {kills} SIGKILLs each restarted at once, \
+         {:.1} s; {done} done, {failed} failed; {attempts} attempts, {resumed} resumed with kept cells; \
+         {cells} cells stored, 0 duplicated, 0 missing in done runs",
+        elapsed.as_secs_f64()
+    );
+    assert!(
+        attempts as usize > RUNS,
+        "the kills must have cost attempts"
+    );
+}
