@@ -4,6 +4,12 @@
 //! the job passes before it may send "done". An event the spool could not write (the work
 //! dir is full) is still kept and sent, and the sink remembers the failure
 //! (`spool_failure`): the job fails with it rather than run on without a durable record.
+//!
+//! Sizes: an upload batch stays under [`MAX_BATCH_JSON_BYTES`] (well below the
+//! coordinator's message limit); a cell event over [`MAX_EVENT_JSON_BYTES`] (the per-frame
+//! scores of a long clip) is sent without its per-frame scores — times, pooled scores, deltas
+//! and the parity verdict, all computed here, are kept, and a warning says so — and any other
+//! event that large fails the job instead of being retried forever.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,6 +25,10 @@ use crate::backoff::Backoff;
 use crate::spool::{Spool, SpooledEvent};
 
 const BATCH: usize = 64;
+/// The most event JSON one upload carries (the coordinator takes up to 16 MiB a message).
+pub const MAX_BATCH_JSON_BYTES: usize = 8 * 1024 * 1024;
+/// The largest single event sent as it is; a larger cell event loses its per-frame scores.
+pub const MAX_EVENT_JSON_BYTES: usize = 8 * 1024 * 1024;
 
 /// The coordinator no longer holds this attempt for us; its events have nowhere to go.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -33,7 +43,8 @@ struct State {
     spool: Spool,
     next_seq: u64,
     lease_lost: Option<LeaseLost>,
-    /// The first failed spool write, as the message the job fails with.
+    /// The first failed spool write, or an event too large to send, as the message the job
+    /// fails with.
     spool_failure: Option<String>,
     closed: bool,
 }
@@ -95,7 +106,22 @@ impl EventSink {
 
     /// Numbers an event and makes it durable; the uploader sends it when it can.
     pub fn emit(&self, payload: &JobEventPayload) -> Result<u64, LeaseLost> {
-        let payload_json = serde_json::to_string(payload).expect("events serialise");
+        let (payload_json, slimmed) = match fit_event(payload) {
+            Ok(fitted) => fitted,
+            Err(message) => {
+                error!(job_id = %self.inner.job_id, "{message}");
+                let mut state = self.lock();
+                if let Some(lost) = &state.lease_lost {
+                    return Err(lost.clone());
+                }
+                state.spool_failure.get_or_insert(message);
+                // Nothing was numbered: the next event takes this number.
+                let next = state.next_seq;
+                drop(state);
+                self.bump();
+                return Ok(next);
+            }
+        };
         let seq = {
             let mut state = self.lock();
             if let Some(lost) = &state.lease_lost {
@@ -116,6 +142,13 @@ impl EventSink {
             seq
         };
         self.bump();
+        if let Some(note) = slimmed {
+            warn!(job_id = %self.inner.job_id, seq, "{note}");
+            self.emit(&JobEventPayload::Log {
+                level: abfleet_core::events::LogLevel::Warn,
+                line: note,
+            })?;
+        }
         Ok(seq)
     }
 
@@ -181,6 +214,8 @@ impl EventSink {
         let mut quiet = self.inner.quiet.subscribe();
         // Jittered: after a coordinator restart, agents do not retry in the same instants.
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+        // Halved when a coordinator with a smaller message limit refuses a batch as too large.
+        let mut budget = MAX_BATCH_JSON_BYTES;
         loop {
             // Never compete with a timed run.
             while *quiet.borrow_and_update() {
@@ -193,7 +228,10 @@ impl EventSink {
                 if state.lease_lost.is_some() {
                     return;
                 }
-                (state.spool.pending(BATCH), state.closed)
+                (
+                    within_bytes(state.spool.pending(BATCH), budget),
+                    state.closed,
+                )
             };
             if batch.is_empty() {
                 if closed {
@@ -240,6 +278,29 @@ impl EventSink {
                     self.mark_lost(status.message());
                     return;
                 }
+                Err(status) if status.code() == tonic::Code::OutOfRange && batch.len() > 1 => {
+                    budget = (batch.iter().map(|e| e.payload_json.len()).sum::<usize>() / 2).max(1);
+                    warn!(job_id = %self.inner.job_id, %status, budget, "the coordinator refused a batch as too large; sending smaller ones");
+                }
+                Err(status) if status.code() == tonic::Code::OutOfRange => {
+                    // One event the coordinator will never take: drop it and fail the job
+                    // (its "done" still goes), rather than retry it forever.
+                    let message = format!(
+                        "the coordinator refused event {} ({} bytes) as too large: {}; the job stops",
+                        batch[0].seq,
+                        batch[0].payload_json.len(),
+                        status.message()
+                    );
+                    error!(job_id = %self.inner.job_id, "{message}");
+                    {
+                        let mut state = self.lock();
+                        if let Err(err) = state.spool.acknowledge(&[batch[0].seq]) {
+                            warn!(error = %err, "failed to rewrite the spool");
+                        }
+                        state.spool_failure.get_or_insert(message);
+                    }
+                    self.bump();
+                }
                 Err(status) => {
                     debug!(job_id = %self.inner.job_id, %status, "upload failed; retrying");
                     tokio::time::sleep(backoff.next_delay()).await;
@@ -247,6 +308,59 @@ impl EventSink {
             }
         }
     }
+}
+
+/// The event as JSON, small enough to send: a cell event too large as it is goes without
+/// its per-frame scores (with the note to log); any other event too large is an error the
+/// job fails with.
+fn fit_event(payload: &JobEventPayload) -> Result<(String, Option<String>), String> {
+    let json = serde_json::to_string(payload).expect("events serialise");
+    if json.len() <= MAX_EVENT_JSON_BYTES {
+        return Ok((json, None));
+    }
+    let mib = |bytes: usize| bytes as f64 / (1024.0 * 1024.0);
+    if let JobEventPayload::Cell(cell) = payload {
+        let mut slim = cell.clone();
+        let mut frames = 0;
+        for side in [&mut slim.upstream, &mut slim.fork] {
+            if let Some(scores) = &mut side.scores {
+                frames = frames.max(scores.frames.len());
+                scores.frames.clear();
+            }
+        }
+        let slim_json =
+            serde_json::to_string(&JobEventPayload::Cell(slim)).expect("events serialise");
+        if slim_json.len() <= MAX_EVENT_JSON_BYTES {
+            let note = format!(
+                "cell {} ({}/{}): its {frames} frames of per-frame scores make the event {:.1} MiB, over the {:.0} MiB an event may carry; they are left out of the report. Times, pooled scores, the deltas and the parity verdict (computed on the agent over every frame) are kept; each side's output file is in the agent's work dir",
+                cell.index,
+                cell.fixture,
+                cell.workload,
+                mib(json.len()),
+                mib(MAX_EVENT_JSON_BYTES)
+            );
+            return Ok((slim_json, Some(note)));
+        }
+    }
+    Err(format!(
+        "an event of {:.1} MiB is over the {:.0} MiB an event may carry and cannot be made smaller; the job stops rather than retry it forever",
+        mib(json.len()),
+        mib(MAX_EVENT_JSON_BYTES)
+    ))
+}
+
+/// The oldest events whose JSON adds up to at most `budget` bytes (always at least one).
+fn within_bytes(events: Vec<SpooledEvent>, budget: usize) -> Vec<SpooledEvent> {
+    let mut total = 0;
+    let mut kept = Vec::with_capacity(events.len());
+    for event in events {
+        total += event.payload_json.len();
+        if !kept.is_empty() && total > budget {
+            break;
+        }
+        kept.push(event);
+    }
+    kept
 }
 
 /// What the job fails with when its spool cannot be written.
@@ -310,5 +424,136 @@ mod tests {
             "the event must stay pending, to be sent"
         );
         assert_eq!(state.next_seq, 1);
+    }
+
+    /// A side of a cell with `frames` frames of three metrics each.
+    fn side(frames: u32) -> abfleet_core::cell::SideMeasurement {
+        use abfleet_core::scores::{FrameScores, Scores};
+        let metrics = ["psnr_y", "psnr_cb", "psnr_cr"];
+        abfleet_core::cell::SideMeasurement {
+            status: abfleet_core::cell::SideStatus::Ok,
+            times: vec![1.0, 1.1, 0.9],
+            cpu_times: vec![1.0, 1.1, 0.9],
+            warmup_times: vec![1.0],
+            scores: Some(Scores {
+                frames: (0..frames)
+                    .map(|n| FrameScores {
+                        frame_num: u64::from(n),
+                        metrics: metrics
+                            .iter()
+                            .map(|m| (m.to_string(), 30.0 + f64::from(n % 97) / 7.0))
+                            .collect(),
+                    })
+                    .collect(),
+                ..Scores::default()
+            }),
+            returncode: Some(0),
+            error: None,
+            stderr_tail: None,
+            command: None,
+        }
+    }
+
+    fn cell(frames: u32) -> abfleet_core::cell::CellResult {
+        let spec = abfleet_core::spec::JobSpec::load(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fixtures/jobs/demo.toml"
+        )))
+        .unwrap();
+        abfleet_core::cell::CellResult::evaluate(
+            abfleet_core::cell::CellInput {
+                index: 0,
+                fixture: "clip".into(),
+                workload: "psnr".into(),
+                upstream: side(frames),
+                fork: side(frames),
+                load_avg_1min: [0.1, 0.1],
+                idle_cores: 1.0,
+                host_flags: Vec::new(),
+                seed: 1,
+                run_order: Vec::new(),
+                stop_reason: abfleet_core::paired::StopReason::NotAdaptive,
+            },
+            &spec,
+        )
+    }
+
+    /// Issue 11: one cell of a long clip was over the coordinator's message limit and was
+    /// retried forever. Now it goes without its per-frame scores, and the log says so.
+    #[test]
+    fn a_cell_too_large_to_send_goes_without_its_frames_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = EventSink::open(dir.path(), "agent", "job", 1, 0).unwrap();
+        let big = cell(100_000);
+        assert!(
+            serde_json::to_string(&JobEventPayload::Cell(Box::new(big.clone())))
+                .unwrap()
+                .len()
+                > MAX_EVENT_JSON_BYTES
+        );
+        sink.emit(&JobEventPayload::Cell(Box::new(big.clone()))).unwrap();
+        assert!(sink.spool_failure().is_none());
+        let pending = sink.lock().spool.pending(10);
+        assert_eq!(pending.len(), 2, "the cell and a warning");
+        assert!(pending[0].payload_json.len() <= MAX_EVENT_JSON_BYTES);
+        let JobEventPayload::Cell(sent) = serde_json::from_str(&pending[0].payload_json).unwrap()
+        else {
+            panic!("not a cell: {}", &pending[0].payload_json[..200]);
+        };
+        assert!(sent.upstream.scores.as_ref().unwrap().frames.is_empty());
+        assert_eq!(
+            sent.parity, big.parity,
+            "the verdict computed over all frames stays"
+        );
+        assert_eq!(sent.score_delta, big.score_delta);
+        assert_eq!(sent.upstream.times, big.upstream.times);
+        let JobEventPayload::Log { level, line } =
+            serde_json::from_str(&pending[1].payload_json).unwrap()
+        else {
+            panic!("not a log line");
+        };
+        assert_eq!(level, LogLevel::Warn);
+        assert!(line.contains("100000 frames of per-frame scores"), "{line}");
+
+        // A small cell goes as it is.
+        let small = cell(10);
+        sink.emit(&JobEventPayload::Cell(Box::new(small.clone()))).unwrap();
+        let pending = sink.lock().spool.pending(10);
+        let JobEventPayload::Cell(sent) = serde_json::from_str(&pending[2].payload_json).unwrap()
+        else {
+            panic!("not a cell");
+        };
+        assert_eq!(sent.upstream.scores.unwrap().frames.len(), 10);
+    }
+
+    #[test]
+    fn an_event_that_cannot_be_made_small_enough_fails_the_job_and_is_not_spooled() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = EventSink::open(dir.path(), "agent", "job", 1, 0).unwrap();
+        sink.emit(&JobEventPayload::Log {
+            level: LogLevel::Info,
+            line: "z".repeat(MAX_EVENT_JSON_BYTES + 1),
+        })
+        .unwrap();
+        let failure = sink.spool_failure().expect("the job must fail");
+        assert!(failure.contains("cannot be made smaller"), "{failure}");
+        assert_eq!(sink.lock().spool.len(), 0, "nothing blocks the uploader");
+    }
+
+    #[test]
+    fn upload_batches_stay_under_the_byte_budget_but_always_carry_one_event() {
+        let event = |seq, bytes| SpooledEvent {
+            seq,
+            at_ms: 0,
+            payload_json: "x".repeat(bytes),
+        };
+        let batch = within_bytes(vec![event(0, 5), event(1, 5), event(2, 5)], 10);
+        assert_eq!(batch.iter().map(|e| e.seq).collect::<Vec<_>>(), [0, 1]);
+        let batch = within_bytes(vec![event(0, 50), event(1, 5)], 10);
+        assert_eq!(
+            batch.len(),
+            1,
+            "a lone event larger than the budget still goes"
+        );
     }
 }

@@ -59,7 +59,12 @@ fn spawn_agent(url: &str, work_dir: &Path) -> Process {
 fn spawn_coordinator(port: u16, data_dir: &Path) -> Process {
     Process(
         Command::new(env!("CARGO_BIN_EXE_abfleet"))
-            .args(["coordinator", "--listen", &format!("127.0.0.1:{port}")])
+            .args([
+                "coordinator",
+                "--plaintext",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ])
             .arg("--data-dir")
             .arg(data_dir)
             .spawn()
@@ -342,6 +347,7 @@ async fn an_outage_longer_than_the_lease_gives_the_lease_back_when_nobody_took_t
         heartbeat_interval: Duration::from_millis(500),
         max_attempts: 3,
         agent_lost_after: Duration::from_secs(2),
+        ..CoordinatorConfig::default()
     };
     let coordinator = TestCoordinator::start(&data_dir, config).await;
     let proxy = Proxy::start(coordinator.addr).await;
@@ -400,6 +406,7 @@ async fn an_outage_longer_than_the_lease_while_another_agent_takes_the_job_repea
         heartbeat_interval: Duration::from_millis(500),
         max_attempts: 3,
         agent_lost_after: Duration::from_secs(2),
+        ..CoordinatorConfig::default()
     };
     let coordinator = TestCoordinator::start(&data_dir, config).await;
     let proxy = Proxy::start(coordinator.addr).await;

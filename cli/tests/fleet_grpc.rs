@@ -358,6 +358,7 @@ async fn a_dead_agent_loses_its_lease_and_another_agent_finishes_the_job() {
         heartbeat_interval: Duration::from_millis(200),
         max_attempts: 3,
         agent_lost_after: Duration::from_secs(1),
+        ..CoordinatorConfig::default()
     };
     let coordinator = TestCoordinator::start(&tmp.path().join("data"), config).await;
     // A real agent process, so that it can die the way hosts die: SIGKILL, no goodbye.

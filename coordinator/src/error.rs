@@ -79,7 +79,9 @@ impl From<FleetError> for tonic::Status {
             FleetError::NotLeaseHolder { .. } | FleetError::CertificateMismatch { .. } => {
                 Status::permission_denied(err.to_string())
             }
-            FleetError::NotRegistered(_) => Status::failed_precondition(err.to_string()),
+            FleetError::NotRegistered(_) | FleetError::TooManyEvents { .. } => {
+                Status::failed_precondition(err.to_string())
+            }
             FleetError::AgentConnected(_) => Status::already_exists(err.to_string()),
             FleetError::Store(inner) => inner.into(),
         }

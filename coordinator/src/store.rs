@@ -247,6 +247,19 @@ impl Store {
         .await
     }
 
+    /// Events stored for a job, all attempts.
+    pub async fn count_events(&self, job_id: JobId) -> Result<u64, CoordinatorError> {
+        self.with(move |conn| {
+            let n: i64 = conn.query_row(
+                "SELECT COUNT(*) FROM events WHERE job_id = ?1",
+                params![job_id.to_string()],
+                |row| row.get(0),
+            )?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
     pub async fn jobs_of_run(&self, run_id: RunId) -> Result<Vec<JobRow>, CoordinatorError> {
         self.with(move |conn| select_jobs(conn, "run_id = ?1", params![run_id.to_string()]))
             .await

@@ -55,6 +55,7 @@ pub async fn coordinator(
         heartbeat_interval: Duration::from_secs_f64(heartbeat_seconds),
         max_attempts: max_attempts.max(1),
         agent_lost_after: Duration::from_secs_f64(heartbeat_seconds * 5.0),
+        ..CoordinatorConfig::default()
     };
     let coordinator = Coordinator::open(data_dir, config).infra()?;
     let listener = tokio::net::TcpListener::bind(listen)

@@ -42,6 +42,9 @@ pub enum FleetError {
         bytes: usize,
         limit: usize,
     },
+    /// A job that sent more events than the coordinator keeps for one job; it has failed.
+    #[error("job {job_id} sent more than {limit} events, the most the coordinator keeps for one job; the job has failed (split a spec with that many cells into several runs)")]
+    TooManyEvents { job_id: JobId, limit: u64 },
     /// A call under an agent id that belongs to another certificate.
     #[error("agent id {agent_id} belongs to the certificate `{bound}`, not to `{presented}`; each agent has its own certificate and work dir")]
     CertificateMismatch {

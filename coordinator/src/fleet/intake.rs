@@ -10,6 +10,7 @@ use abfleet_core::{AgentId, JobId};
 use super::Fleet;
 use super::FleetError;
 use crate::store::StoredEvent;
+use tracing::warn;
 
 impl Fleet {
     /// Stores events of a leased job; returns the acknowledged sequence numbers.
@@ -75,6 +76,16 @@ impl Fleet {
         }
         let run = self.run_row(job.run_id).await?;
         check_events(job_id, attempt, run.spec.cell_count(), &events)?;
+        let limit = self.inner.config.max_events_per_job;
+        let stored = self.inner.store.count_events(job_id).await?;
+        if stored + events.len() as u64 > limit {
+            // Re-sends of stored events count here too; near the limit that errs by a
+            // batch, which a limit this far above any real job can afford.
+            let error = FleetError::TooManyEvents { job_id, limit };
+            warn!(job_id = %job_id, stored, limit, "job over its event limit; failing it");
+            self.fail_job(job_id, job.run_id, error.to_string()).await?;
+            return Err(error);
+        }
         // After "done" nothing new can legitimately arrive: only re-sends are acknowledged.
         let accept_new = matches!(job.state, JobState::Leased | JobState::Cancelled);
         let outcome = self

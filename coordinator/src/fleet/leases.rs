@@ -122,6 +122,28 @@ impl Fleet {
         Ok(())
     }
 
+    /// Ends a leased job as failed, whatever attempts it has left.
+    pub(super) async fn fail_job(
+        &self,
+        job_id: JobId,
+        run_id: RunId,
+        reason: String,
+    ) -> Result<(), FleetError> {
+        let state = self
+            .inner
+            .store
+            .release_job(job_id, 0, reason.clone())
+            .await?;
+        self.publish(RunProgress::new(
+            run_id,
+            Some(job_id),
+            state.as_str(),
+            &reason,
+        ));
+        self.finish_run_if_complete(run_id).await?;
+        Ok(())
+    }
+
     /// Frees every job whose lease has expired. Run by a background task.
     pub async fn reap_expired_leases(&self) -> Result<(), FleetError> {
         let now = self.now_ms();

@@ -25,6 +25,9 @@ pub struct CoordinatorConfig {
     pub max_attempts: u32,
     /// An agent silent for this long is listed as lost.
     pub agent_lost_after: Duration,
+    /// Events the store keeps for one job, all attempts together; a job that sends more
+    /// fails (a runaway agent cannot fill the store).
+    pub max_events_per_job: u64,
 }
 
 impl Default for CoordinatorConfig {
@@ -34,6 +37,7 @@ impl Default for CoordinatorConfig {
             heartbeat_interval: Duration::from_secs(2),
             max_attempts: 3,
             agent_lost_after: Duration::from_secs(10),
+            max_events_per_job: 200_000,
         }
     }
 }

@@ -53,15 +53,20 @@ struct Harness {
 
 impl Harness {
     async fn new(max_attempts: u32) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let clock = ManualClock::starting_at_ms(1_700_000_000_000);
-        let config = CoordinatorConfig {
+        Harness::with_config(CoordinatorConfig {
             lease: LEASE,
             heartbeat_interval: Duration::from_secs(2),
             max_attempts,
             agent_lost_after: Duration::from_secs(10),
-        };
+            ..CoordinatorConfig::default()
+        })
+        .await
+    }
+
+    async fn with_config(config: CoordinatorConfig) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let clock = ManualClock::starting_at_ms(1_700_000_000_000);
         let fleet = Fleet::with_clock(store, config, std::sync::Arc::new(clock.clone()));
         let agent = AgentId::new_random();
         fleet.register(agent, &inventory()).await.unwrap();
@@ -693,6 +698,59 @@ async fn sequence_numbers_above_i64_max_are_refused_and_nothing_of_the_batch_is_
         .await
         .unwrap();
     assert_eq!(acked, vec![0, i64::MAX as u64]);
+}
+
+#[tokio::test]
+async fn a_job_over_its_event_limit_fails_with_the_limit_named_and_stores_nothing_more() {
+    let mut h = Harness::with_config(CoordinatorConfig {
+        lease: LEASE,
+        max_events_per_job: 5,
+        ..CoordinatorConfig::default()
+    })
+    .await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    let acked = h
+        .fleet
+        .push_events(
+            h.agent,
+            offer.job_id,
+            offer.attempt,
+            vec![cell(0, 0), cell(1, 1)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(acked, vec![0, 1]);
+    let logs = (2..6)
+        .map(|seq| StoredEvent {
+            seq,
+            at_ms: 0,
+            payload: JobEventPayload::Log {
+                level: abfleet_core::events::LogLevel::Info,
+                line: "chatty".into(),
+            },
+        })
+        .collect();
+    match h
+        .fleet
+        .push_events(h.agent, offer.job_id, offer.attempt, logs)
+        .await
+    {
+        Err(super::FleetError::TooManyEvents { limit, .. }) => assert_eq!(limit, 5),
+        other => panic!("expected TooManyEvents, got {other:?}"),
+    }
+    assert_eq!(h.job_state(run_id).await, JobState::Failed);
+    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    assert!(
+        job.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("more than 5 events"),
+        "{:?}",
+        job.error
+    );
+    assert_eq!(h.fleet.store().count_events(offer.job_id).await.unwrap(), 2);
+    assert_eq!(h.run_state(run_id).await.0, RunState::Failed);
 }
 
 #[tokio::test]
