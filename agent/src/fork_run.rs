@@ -203,6 +203,69 @@ mod tests {
         out.flush().unwrap();
     }
 
+    /// The child half of the memory test below: parses the output named by the
+    /// environment and prints its peak resident set. Run only by that test.
+    #[test]
+    #[ignore = "run by a_million_frame_output_parses_in_bounded_memory in its own process"]
+    fn parse_child_reports_its_peak_memory() {
+        let Some(path) = std::env::var_os("ABFLEET_PARSE_CHILD") else {
+            return;
+        };
+        let scores = read_scores_blocking(
+            OutputFormat::Json,
+            Path::new(&path),
+            abfleet_core::spec::DEFAULT_MAX_OUTPUT_BYTES,
+        )
+        .unwrap();
+        assert_eq!(scores.frames.len(), 1_000_000);
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let peak = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        println!("PEAK {peak}");
+    }
+
+    /// Issue 11's target: a one-million-frame output parses with the agent "under a few
+    /// hundred MB". The parse runs in a process of its own (this test binary, re-run on the
+    /// ignored child test) so other tests cannot inflate its peak; it held ~470 MB with a
+    /// `BTreeMap` per frame, ~110 MB with `MetricValues`.
+    #[test]
+    fn a_million_frame_output_parses_in_bounded_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.json");
+        write_output(&path, 1_000_000);
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "fork_run::tests::parse_child_reports_its_peak_memory",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("ABFLEET_PARSE_CHILD", &path)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let peak_kb: u64 = stdout
+            .lines()
+            .find_map(|l| l.split_once("PEAK ").map(|(_, v)| v))
+            .and_then(|v| v.trim_end_matches(" kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no PEAK line in:\n{stdout}"));
+        assert!(
+            peak_kb < 300 * 1024,
+            "parsing 1,000,000 frames peaked at {} MB, over 300 MB",
+            peak_kb / 1024
+        );
+    }
+
     /// Issue 11: a one-million-frame output (about 80 MB) drove the agent to 1.8 GB: read
     /// whole, parsed, and parsed again into a value tree. Now a limit refuses it unread, and
     /// under the limit it streams.

@@ -148,7 +148,7 @@ pub fn compare(upstream: &Scores, fork: &Scores, spec: &ParitySpec, gates: Gates
         .cloned()
         .collect();
 
-    let fork_frames: BTreeMap<u64, &BTreeMap<String, f64>> = fork
+    let fork_frames: BTreeMap<u64, &crate::scores::MetricValues> = fork
         .frames
         .iter()
         .map(|f| (f.frame_num, &f.metrics))
@@ -261,7 +261,7 @@ pub fn compare(upstream: &Scores, fork: &Scores, spec: &ParitySpec, gates: Gates
 fn compare_frame_numbers(
     upstream: &Scores,
     fork: &Scores,
-    fork_frames: &BTreeMap<u64, &BTreeMap<String, f64>>,
+    fork_frames: &BTreeMap<u64, &crate::scores::MetricValues>,
     outcome: &mut ParityOutcome,
 ) {
     let count = |n: usize| Some(n as f64);

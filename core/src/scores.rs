@@ -10,6 +10,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod metric_values;
+
+pub use metric_values::{MetricValues, NameInterner};
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Scores {
     pub tool_version: Option<String>,
@@ -29,8 +33,7 @@ pub const NULL_SCORE: f64 = f64::INFINITY;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FrameScores {
     pub frame_num: u64,
-    #[serde(with = "nullable::map")]
-    pub metrics: BTreeMap<String, f64>,
+    pub metrics: MetricValues,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -112,7 +115,7 @@ impl Scores {
     pub fn metric_names(&self) -> std::collections::BTreeSet<String> {
         let mut names: std::collections::BTreeSet<String> = self.pooled.keys().cloned().collect();
         for frame in &self.frames {
-            names.extend(frame.metrics.keys().cloned());
+            names.extend(frame.metrics.keys().map(str::to_string));
         }
         names
     }

@@ -3,8 +3,6 @@
 //! Every line the tools write ends with a comma; a line without one is accepted too, and
 //! `\r\n` line ends are. Blank lines are skipped.
 
-use std::collections::BTreeMap;
-
 use super::parse::number;
 use super::{OutputError, OutputFormat, Position, Site};
 use crate::scores::{FrameScores, Scores};
@@ -95,7 +93,7 @@ fn frame(line: usize, row: &str, names: &[String]) -> Result<FrameScores, Output
         .iter()
         .zip(&fields[1..])
         .map(|(name, field)| metric(line, frame_num, name, field))
-        .collect::<Result<BTreeMap<_, _>, _>>()?;
+        .collect::<Result<crate::scores::MetricValues, _>>()?;
     Ok(FrameScores { frame_num, metrics })
 }
 

@@ -197,9 +197,28 @@ impl<'de> Visitor<'de> for Frame<'_> {
         }
         Ok(FrameScores {
             frame_num: frame_num.ok_or_else(|| de::Error::missing_field("frameNum"))?,
-            metrics: metrics.ok_or_else(|| de::Error::missing_field("metrics"))?,
+            metrics: shared_names(metrics.ok_or_else(|| de::Error::missing_field("metrics"))?),
         })
     }
+}
+
+thread_local! {
+    /// The metric names seen by this thread's parses, one allocation each: a million frames
+    /// share a handful of names (see `scores::MetricValues`).
+    static NAMES: std::cell::RefCell<crate::scores::NameInterner> = Default::default();
+}
+
+/// A frame's metrics with names shared between frames.
+fn shared_names(metrics: BTreeMap<String, f64>) -> crate::scores::MetricValues {
+    NAMES.with(|names| {
+        let mut names = names.borrow_mut();
+        let mut values: crate::scores::MetricValues = metrics
+            .into_iter()
+            .map(|(name, value)| (names.intern(&name), value))
+            .collect();
+        values.shrink_to_fit();
+        values
+    })
 }
 
 /// `pooled_metrics: { name: { min, max, mean, harmonic_mean } }`.

@@ -231,7 +231,12 @@ mod tests {
             .frames
             .iter()
             .map(|frame| {
-                let metrics = json_members(&frame.metrics, 8, |value| format!("{value:.6}"));
+                let metrics: BTreeMap<String, f64> = frame
+                    .metrics
+                    .iter()
+                    .map(|(name, value)| (name.to_string(), *value))
+                    .collect();
+                let metrics = json_members(&metrics, 8, |value| format!("{value:.6}"));
                 format!(
                     "    {{\n      \"frameNum\": {},\n      \"metrics\": {{\n{metrics}\n      }}\n    }}",
                     frame.frame_num

@@ -5,7 +5,6 @@
 //! information only: a value that is not a finite number (C's printf writes `nan` or `inf`
 //! when no frame was scored) reads as no fps rather than an error.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 use quick_xml::errors::SyntaxError;
@@ -203,7 +202,7 @@ impl Element<'_> {
                 let value = self.number(value, key, key, Site::Frame(frame_num))?;
                 Ok((key.clone(), value))
             })
-            .collect::<Result<BTreeMap<_, _>, _>>()?;
+            .collect::<Result<crate::scores::MetricValues, _>>()?;
         Ok(FrameScores { frame_num, metrics })
     }
 

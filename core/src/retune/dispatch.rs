@@ -280,7 +280,7 @@ fn max_delta(a: &Scores, b: &Scores) -> (f64, String) {
     for (fa, fb) in a.frames.iter().zip(&b.frames) {
         for (name, va) in &fa.metrics {
             let Some(vb) = fb.metrics.get(name) else {
-                return (f64::NAN, name.clone());
+                return (f64::NAN, name.to_string());
             };
             let delta = (va - vb).abs();
             if delta > worst.0 || delta.is_nan() {
