@@ -135,12 +135,14 @@ async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: B
     }
     let payload: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(payload) => payload,
-        Err(err) => return reply(
-            StatusCode::BAD_REQUEST,
-            &format!(
+        Err(err) => {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                &format!(
                 "the body is not JSON: {err}; set the webhook's content type to application/json"
             ),
-        ),
+            )
+        }
     };
     let store = state.fleet.store();
     let now_ms = state.fleet.now_ms();
