@@ -333,6 +333,11 @@ pub struct MilestoneArgs {
     /// first start one run; later ones are recorded as debounced into it.
     #[arg(long, default_value_t = 600.0)]
     pub debounce_seconds: f64,
+    /// Poll the milestone spec's upstream (`git ls-remote --tags`) this often; each new
+    /// release tag (`v3.1.0`, not `v3.1.0-rc1`) starts a run with the upstream pin moved to
+    /// it [default: off].
+    #[arg(long, value_name = "SECONDS")]
+    pub watch_upstream_interval: Option<f64>,
 }
 
 impl Trigger {

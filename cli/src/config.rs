@@ -50,6 +50,7 @@ pub struct CoordinatorFile {
     pub milestone_spec: Option<PathBuf>,
     pub webhook_secret_file: Option<PathBuf>,
     pub debounce_seconds: Option<f64>,
+    pub watch_upstream_interval: Option<f64>,
 }
 
 /// The `[agent]` table; each key is the flag of the same name.
@@ -225,6 +226,8 @@ pub struct CoordinatorSettings {
     /// The GitHub webhook secret; `POST /hooks/github` is off when `None`.
     pub webhook_secret_file: Option<PathBuf>,
     pub debounce_seconds: f64,
+    /// Seconds between polls of the milestone spec's upstream; off when `None`.
+    pub watch_upstream_interval: Option<f64>,
 }
 
 impl Default for CoordinatorSettings {
@@ -245,6 +248,7 @@ impl Default for CoordinatorSettings {
             milestone_spec: None,
             webhook_secret_file: None,
             debounce_seconds: DEFAULT_DEBOUNCE_SECONDS,
+            watch_upstream_interval: None,
         }
     }
 }
@@ -332,6 +336,11 @@ impl CoordinatorSettings {
             &file.debounce_seconds,
             given("debounce_seconds"),
         );
+        fill_option(
+            &mut self.watch_upstream_interval,
+            &file.watch_upstream_interval,
+            given("watch_upstream_interval"),
+        );
     }
 
     /// What would stop this coordinator from starting, and notes on what it will need.
@@ -359,6 +368,19 @@ impl CoordinatorSettings {
                 "`debounce_seconds` is {}; it must be 0 or more seconds",
                 self.debounce_seconds
             ));
+        }
+        if let Some(seconds) = self.watch_upstream_interval {
+            if !(seconds.is_finite() && seconds > 0.0) {
+                findings.problem(format!(
+                    "`watch_upstream_interval` is {seconds}; it must be a positive number of seconds"
+                ));
+            }
+            if self.milestone_spec.is_none() {
+                findings.problem(
+                    "`watch_upstream_interval` is set but `milestone_spec` is not: the watcher polls the milestone spec's upstream"
+                        .to_string(),
+                );
+            }
         }
         if self.webhook_secret_file.is_some() && self.http.is_none() {
             findings.problem(
@@ -443,6 +465,11 @@ impl CoordinatorSettings {
             &mut out,
             "debounce_seconds",
             Some(self.debounce_seconds.into()),
+        );
+        line(
+            &mut out,
+            "watch_upstream_interval",
+            self.watch_upstream_interval.map(Into::into),
         );
         out
     }
@@ -673,6 +700,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 milestone_spec: milestone.milestone_spec.clone(),
                 webhook_secret_file: milestone.webhook_secret_file.clone(),
                 debounce_seconds: milestone.debounce_seconds,
+                watch_upstream_interval: milestone.watch_upstream_interval,
             };
             settings.overlay(&section, given_in(matches, "coordinator"));
             *listen = settings.listen;
@@ -688,6 +716,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             milestone.milestone_spec = settings.milestone_spec;
             milestone.webhook_secret_file = settings.webhook_secret_file;
             milestone.debounce_seconds = settings.debounce_seconds;
+            milestone.watch_upstream_interval = settings.watch_upstream_interval;
         }
         Command::Agent {
             config: Some(path),

@@ -440,6 +440,8 @@ async fn a_replayed_delivery_is_ignored_even_after_a_restart() {
         runs[0].trigger_note.as_deref(),
         Some("tag v3.1.0 of Netflix/vmaf")
     );
+    // The milestone spec pins v3.0.0; the run is of the pushed tag.
+    assert_eq!(runs[0].spec.upstream.source.requested(), "v3.1.0");
     hooked.stop().await;
 }
 
@@ -493,9 +495,9 @@ async fn deliveries_for_one_tag_within_the_window_start_one_run() {
     assert_eq!(
         recorded,
         [
-            ("Netflix/vmaf@v3.1.0".to_string(), false, run_id.clone()),
-            ("Netflix/vmaf@v3.1.0".to_string(), true, run_id.clone()),
-            ("Netflix/vmaf@v3.1.1".to_string(), false, other_run),
+            ("tag v3.1.0".to_string(), false, run_id.clone()),
+            ("tag v3.1.0".to_string(), true, run_id.clone()),
+            ("tag v3.1.1".to_string(), false, other_run),
         ]
     );
     hooked.stop().await;
@@ -620,5 +622,111 @@ async fn abfleet_trigger_records_reason_and_note_of_a_spec_or_the_milestone_spec
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("--milestone-spec"), "{stderr}");
     assert!(hooked.runs().await.is_empty());
+    hooked.stop().await;
+}
+
+/// `git -C dir args…`, which must succeed.
+fn git_in(dir: &Path, args: &[&str]) {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "abfleet test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "abfleet test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_watcher_runs_a_new_release_tag_with_the_pin_moved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repos = make_repos(&tmp.path().join("repos"));
+    let milestone = SpecOptions::git(&repos).write(tmp.path(), "milestone.toml");
+    let data_dir = tmp.path().join("data");
+    let hooked = Hooked::start(&data_dir, Some(milestone.clone()), None).await;
+    let upstream_url = repos.upstream.display().to_string();
+
+    let (stop, stopped) = oneshot::channel::<()>();
+    let watcher = tokio::spawn(abfleet_coordinator::watcher::watch_upstream(
+        hooked.fleet.clone(),
+        Duration::from_millis(100),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // The first poll records the tags upstream has (v1.0.0) and runs none of them.
+    let fleet = hooked.fleet.clone();
+    let url = upstream_url.clone();
+    wait_until(Duration::from_secs(30), "the watcher's first poll", || {
+        let (fleet, url) = (fleet.clone(), url.clone());
+        async move {
+            let known = fleet.store().known_upstream_tags(&url).await.unwrap();
+            known.contains("v1.0.0").then_some(())
+        }
+    })
+    .await;
+    assert!(hooked.runs().await.is_empty());
+
+    // Upstream gains tags: a nightly, a release candidate and a release.
+    git_in(
+        &repos.upstream,
+        &["commit", "--allow-empty", "-qm", "1.1.0"],
+    );
+    git_in(&repos.upstream, &["tag", "nightly-20261204"]);
+    git_in(&repos.upstream, &["tag", "v1.1.0-rc1"]);
+    git_in(
+        &repos.upstream,
+        &["tag", "-a", "v1.1.0", "-m", "release 1.1.0"],
+    );
+    let run = wait_until(Duration::from_secs(30), "a run of v1.1.0", || {
+        let fleet = hooked.fleet.clone();
+        async move { fleet.runs().await.unwrap().into_iter().next() }
+    })
+    .await;
+    assert_eq!(run.trigger, "upstream-tag");
+    let note = run.trigger_note.clone().unwrap();
+    assert!(
+        note.starts_with(&format!("tag v1.1.0 of {upstream_url} (")),
+        "{note}"
+    );
+    assert_eq!(run.spec.upstream.source.requested(), "v1.1.0");
+    // Let a few more polls pass: the other tags start nothing, v1.1.0 nothing more.
+    let fleet = hooked.fleet.clone();
+    let url = upstream_url.clone();
+    wait_until(
+        Duration::from_secs(30),
+        "the watcher to see every tag",
+        || {
+            let (fleet, url) = (fleet.clone(), url.clone());
+            async move {
+                let known = fleet.store().known_upstream_tags(&url).await.unwrap();
+                (known.len() == 4).then_some(())
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(hooked.runs().await.len(), 1);
+    let _ = stop.send(());
+    watcher.await.unwrap();
+    hooked.stop().await;
+
+    // After a restart the tags are still known: a poll runs nothing again.
+    let hooked = Hooked::start(&data_dir, Some(milestone), None).await;
+    let outcome = abfleet_coordinator::watcher::poll_upstream_once(&hooked.fleet)
+        .await
+        .unwrap();
+    assert!(
+        !outcome.baseline && outcome.triggered.is_empty(),
+        "{outcome:?}"
+    );
+    assert_eq!(hooked.runs().await.len(), 1);
     hooked.stop().await;
 }

@@ -72,6 +72,7 @@ impl pb::control_service_server::ControlService for ControlService {
                     note: note.unwrap_or_default(),
                     source: "cli",
                     spec,
+                    upstream_rev: None,
                 })
                 .await?
                 .run_id(),

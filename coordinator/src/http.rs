@@ -180,22 +180,25 @@ async fn handle(fleet: &Fleet, event: &str, payload: &serde_json::Value) -> Resp
     } else {
         None
     };
-    let (reason, debounce_key, note) = match decide(event, payload, upstream.as_deref()) {
-        HookDecision::Ignored(why) => {
-            return reply(StatusCode::ACCEPTED, &format!("ignored: {why}"));
-        }
-        HookDecision::Trigger {
-            reason,
-            debounce_key,
-            note,
-        } => (reason, debounce_key, note),
-    };
+    let (reason, debounce_key, note, upstream_rev) =
+        match decide(event, payload, upstream.as_deref()) {
+            HookDecision::Ignored(why) => {
+                return reply(StatusCode::ACCEPTED, &format!("ignored: {why}"));
+            }
+            HookDecision::Trigger {
+                reason,
+                debounce_key,
+                note,
+                upstream_rev,
+            } => (reason, debounce_key, note, upstream_rev),
+        };
     let request = TriggerRequest {
         reason: reason.to_string(),
         debounce_key: Some(debounce_key),
         note: note.clone(),
         source: "webhook",
         spec: None,
+        upstream_rev,
     };
     match fleet.trigger(request).await {
         Ok(TriggerOutcome::Started(run_id)) => reply(

@@ -15,6 +15,7 @@ mod fleet;
 pub mod http;
 mod server;
 pub mod store;
+pub mod watcher;
 pub mod webhook;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -84,7 +84,7 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
 }
 
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())
@@ -101,6 +101,8 @@ pub enum HookDecision {
         reason: &'static str,
         debounce_key: String,
         note: String,
+        /// Run with the milestone spec's upstream pin moved here (a pushed tag).
+        upstream_rev: Option<String>,
     },
     /// Not a trigger; the text says why.
     Ignored(String),
@@ -135,6 +137,7 @@ pub fn decide(event: &str, payload: &Value, upstream_git_url: Option<&str>) -> H
                 reason: "release",
                 debounce_key: format!("{repo}@{tag}"),
                 note: format!("release {shown} of {repo}"),
+                upstream_rev: None,
             }
         }
         "release" => HookDecision::Ignored(format!("release action `{action}`")),
@@ -149,8 +152,10 @@ pub fn decide(event: &str, payload: &Value, upstream_git_url: Option<&str>) -> H
             match upstream_git_url {
                 Some(url) if same_repository(url, &repo) => HookDecision::Trigger {
                     reason: "upstream-tag",
-                    debounce_key: format!("{repo}@{tag}"),
+                    // The tag alone: the upstream watcher sees the same tag by its URL.
+                    debounce_key: crate::watcher::tag_debounce_key(tag),
                     note: format!("tag {tag} of {repo}"),
+                    upstream_rev: Some(tag.to_string()),
                 },
                 Some(url) => HookDecision::Ignored(format!(
                     "tag `{tag}` pushed to {repo}, not to the milestone spec's upstream `{url}`"
@@ -175,6 +180,7 @@ pub fn decide(event: &str, payload: &Value, upstream_git_url: Option<&str>) -> H
                         reason: "performance-pr",
                         debounce_key: key,
                         note: format!("PR {repo}#{number}: {title}"),
+                        upstream_rev: None,
                     };
                 }
                 return HookDecision::Ignored(format!(
@@ -189,6 +195,7 @@ pub fn decide(event: &str, payload: &Value, upstream_git_url: Option<&str>) -> H
                         reason: "toolchain-bump",
                         debounce_key: key,
                         note: format!("PR {repo}#{number} by {login} ({word}): {title}"),
+                        upstream_rev: None,
                     };
                 }
                 return HookDecision::Ignored(format!(
@@ -285,8 +292,9 @@ mod tests {
             decide("push", &fixture("push.tag.json"), UPSTREAM),
             HookDecision::Trigger {
                 reason: "upstream-tag",
-                debounce_key: "Netflix/vmaf@v3.1.0".into(),
+                debounce_key: "tag v3.1.0".into(),
                 note: "tag v3.1.0 of Netflix/vmaf".into(),
+                upstream_rev: Some("v3.1.0".into()),
             }
         );
         let HookDecision::Trigger { note, .. } = decide(

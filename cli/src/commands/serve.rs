@@ -56,6 +56,20 @@ pub async fn coordinator(
             "--debounce-seconds must be 0 or more"
         )));
     }
+    let watch_interval = match milestone.watch_upstream_interval {
+        Some(seconds) if !(seconds.is_finite() && seconds > 0.0) => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--watch-upstream-interval must be a positive number of seconds"
+            )))
+        }
+        Some(_) if milestone.milestone_spec.is_none() => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--watch-upstream-interval needs --milestone-spec: the watcher polls the milestone spec's upstream"
+            )))
+        }
+        Some(seconds) => Some(Duration::from_secs_f64(seconds)),
+        None => None,
+    };
     let webhook = match &milestone.webhook_secret_file {
         Some(path) => {
             if http.is_none() {
@@ -133,12 +147,27 @@ pub async fn coordinator(
         }
         None => None,
     };
+    let (stop_watcher, watcher_stopped) = tokio::sync::oneshot::channel::<()>();
+    let watcher_task = watch_interval.map(|interval| {
+        eprintln!("abfleet coordinator watching the milestone spec's upstream every {interval:?}");
+        tokio::spawn(abfleet_coordinator::watcher::watch_upstream(
+            coordinator.fleet.clone(),
+            interval,
+            async {
+                let _ = watcher_stopped.await;
+            },
+        ))
+    });
     let result = serve(coordinator, listener, transport, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await;
     let _ = stop_http.send(());
+    let _ = stop_watcher.send(());
     if let Some(task) = http_task {
+        let _ = task.await;
+    }
+    if let Some(task) = watcher_task {
         let _ = task.await;
     }
     result.infra()?;

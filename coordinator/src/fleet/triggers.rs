@@ -31,6 +31,8 @@ pub struct TriggerRequest {
     pub source: &'static str,
     /// The spec and where it came from; `None`: the milestone spec.
     pub spec: Option<(JobSpec, String)>,
+    /// Move the spec's upstream pin (`[upstream] rev`) here: the tag a run is about.
+    pub upstream_rev: Option<String>,
 }
 
 /// What a trigger did.
@@ -68,10 +70,16 @@ impl Fleet {
                 return Ok(TriggerOutcome::Debounced(run_id));
             }
         }
-        let (spec, origin) = match request.spec.clone() {
+        let (mut spec, origin) = match request.spec.clone() {
             Some(given) => given,
             None => self.milestone_spec().await?,
         };
+        if let Some(rev) = &request.upstream_rev {
+            spec = moved_upstream_pin(spec, rev).map_err(|reason| FleetError::MilestoneSpec {
+                path: origin.clone(),
+                reason,
+            })?;
+        }
         let run_id = self
             .submit_noted(spec, &request.reason, Some(&request.note), &origin)
             .await?;
@@ -122,4 +130,19 @@ impl Fleet {
             .await?;
         Ok(())
     }
+}
+
+/// `spec` with its upstream at `rev`, read back through validation (the JSON form), so the
+/// moved spec is as checked as any other.
+fn moved_upstream_pin(spec: JobSpec, rev: &str) -> Result<JobSpec, String> {
+    let mut moved = spec;
+    match &mut moved.upstream.source {
+        abfleet_core::spec::SourceSpec::Git { rev: pinned, .. } => *pinned = rev.to_string(),
+        abfleet_core::spec::SourceSpec::Path { .. } => {
+            return Err(format!(
+                "its upstream is a path, which cannot be moved to `{rev}`; make it git = \"URL\" with a rev"
+            ))
+        }
+    }
+    JobSpec::from_json(&moved.to_json()).map_err(|err| format!("with upstream at `{rev}`: {err}"))
 }

@@ -174,6 +174,19 @@ CREATE TABLE webhook_deliveries (
 );
 "#,
     },
+    Migration {
+        version: 9,
+        summary: "upstream_tags: the tags the upstream watcher has seen per repository URL",
+        sql: r#"
+CREATE TABLE upstream_tags (
+    url     TEXT NOT NULL,
+    tag     TEXT NOT NULL,
+    sha     TEXT NOT NULL,
+    seen_ms INTEGER NOT NULL,
+    PRIMARY KEY (url, tag)
+);
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.

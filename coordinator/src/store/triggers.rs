@@ -1,7 +1,8 @@
 //! Why runs happen: every trigger (from `abfleet trigger` or a webhook), with its reason, its
 //! debounce key and note, and the run it started or was debounced into (`triggers`,
 //! migration 8); and the webhook deliveries already received (`webhook_deliveries`), so a
-//! replayed delivery is ignored, across restarts too.
+//! replayed delivery is ignored, across restarts too; and the upstream tags the watcher has
+//! seen (`upstream_tags`, migration 9).
 
 use abfleet_core::RunId;
 use rusqlite::{params, OptionalExtension};
@@ -126,6 +127,42 @@ impl Store {
                 "DELETE FROM webhook_deliveries WHERE delivery_id = ?1",
                 params![delivery_id],
             )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The tags of `url` the upstream watcher has seen.
+    pub async fn known_upstream_tags(
+        &self,
+        url: &str,
+    ) -> Result<std::collections::BTreeSet<String>, CoordinatorError> {
+        let url = url.to_string();
+        self.with(move |conn| {
+            let mut stmt = conn.prepare("SELECT tag FROM upstream_tags WHERE url = ?1")?;
+            let tags = stmt.query_map(params![url], |row| row.get::<_, String>(0))?;
+            Ok(tags.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+    }
+
+    /// Records tags (name, commit) of `url` as seen.
+    pub async fn record_upstream_tags(
+        &self,
+        url: &str,
+        tags: Vec<(String, String)>,
+        now_ms: i64,
+    ) -> Result<(), CoordinatorError> {
+        let url = url.to_string();
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            for (tag, sha) in tags {
+                tx.execute(
+                    "INSERT OR IGNORE INTO upstream_tags (url, tag, sha, seen_ms) VALUES (?1, ?2, ?3, ?4)",
+                    params![url, tag, sha, now_ms],
+                )?;
+            }
+            tx.commit()?;
             Ok(())
         })
         .await
