@@ -730,3 +730,94 @@ async fn the_upstream_watcher_runs_a_new_release_tag_with_the_pin_moved() {
     assert_eq!(hooked.runs().await.len(), 1);
     hooked.stop().await;
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The settings reach the coordinator from its config file: `milestone_spec` and
+/// `webhook_secret_file` (relative to the file), and `debounce_seconds = 0`, under which two
+/// deliveries for one tag are two runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let etc = tmp.path().join("etc");
+    std::fs::create_dir(&etc).unwrap();
+    write_milestone_spec(&etc);
+    std::fs::write(etc.join("webhook-secret"), [SECRET, b"\n"].concat()).unwrap();
+    let (grpc_port, http_port) = (free_port(), free_port());
+    std::fs::write(
+        etc.join("coordinator.toml"),
+        format!(
+            "[coordinator]\nlisten = \"127.0.0.1:{grpc_port}\"\nhttp = \"127.0.0.1:{http_port}\"\ndata_dir = \"store\"\nplaintext = true\nmilestone_spec = \"milestone.toml\"\nwebhook_secret_file = \"webhook-secret\"\ndebounce_seconds = 0.0\n"
+        ),
+    )
+    .unwrap();
+    let checked = abfleet(
+        tmp.path(),
+        &[
+            "config",
+            "check",
+            etc.join("coordinator.toml").to_str().unwrap(),
+        ],
+    );
+    assert!(checked.status.success(), "{checked:?}");
+    let _coordinator = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .current_dir(tmp.path())
+            .args(["coordinator", "--config", "etc/coordinator.toml"])
+            .env_remove("ABFLEET_TLS_CERT")
+            .env_remove("ABFLEET_TLS_KEY")
+            .env_remove("ABFLEET_TLS_CA")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let http: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
+    let url = format!("http://127.0.0.1:{grpc_port}");
+    let post = |delivery: &'static str| {
+        let body = fixture("push.tag.json");
+        let headers = vec![
+            ("X-GitHub-Event".to_string(), "push".to_string()),
+            ("X-GitHub-Delivery".to_string(), delivery.to_string()),
+            ("X-Hub-Signature-256".to_string(), sign(SECRET, &body)),
+        ];
+        tokio::task::spawn_blocking(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while TcpStream::connect(http).is_err() {
+                assert!(std::time::Instant::now() < deadline, "no http listener");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            http_post(http, "/hooks/github", &headers, &body)
+        })
+    };
+    let (status, first) = post("config-1").await.unwrap();
+    assert_eq!(status, 202, "{first}");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (status, second) = post("config-2").await.unwrap();
+    assert_eq!(status, 202, "{second}");
+    assert_ne!(started_run_id(&first), started_run_id(&second));
+    let listing =
+        tokio::task::spawn_blocking(move || abfleet(tmp.path(), &["runs", "--coordinator", &url]))
+            .await
+            .unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout).to_string();
+    assert_eq!(
+        listing.matches("tag v3.1.0 of Netflix/vmaf").count(),
+        2,
+        "{listing}"
+    );
+}
