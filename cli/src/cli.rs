@@ -86,6 +86,8 @@ pub enum Command {
         /// states only; off by default.
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
+        #[command(flatten)]
+        milestone: MilestoneArgs,
         /// Serve without TLS. Allowed on a loopback --listen only: every local process may
         /// then submit jobs and act as an agent.
         #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "tls_ca"])]
@@ -132,6 +134,31 @@ pub enum Command {
         out: Option<PathBuf>,
         #[command(flatten)]
         trigger: TriggerArg,
+    },
+    /// Start a run for a reason, with a note kept on the run (release, toolchain bump, tag, PR).
+    ///
+    /// The note is shown in the run's report and `abfleet runs`. Runs SPEC, or without it the coordinator's milestone spec (`abfleet coordinator
+    /// --milestone-spec`). See docs/milestone.md.
+    #[command(after_help = AFTER_HELP)]
+    Trigger {
+        /// Why this run happens.
+        #[arg(long, value_enum)]
+        reason: Trigger,
+        /// What it is about: the tag, the release, the PR (`v3.1.0`, `PR #412: AVX-512 VIF`).
+        #[arg(long)]
+        note: String,
+        /// The job spec [default: the coordinator's milestone spec].
+        spec: Option<PathBuf>,
+        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        coordinator: String,
+        #[command(flatten)]
+        tls: TlsArgs,
+        /// Wait for the run to end, show progress, write the report and exit with its code.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: where report.md and report.json go [default: ./abfleet-out/<run-id>/].
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Print the report of a run.
     Report {
@@ -287,7 +314,30 @@ pub enum Trigger {
     Release,
     ToolchainBump,
     UpstreamTag,
+    #[value(alias = "perf-pr")]
     PerformancePr,
+}
+
+/// The coordinator's triggers (docs/milestone.md).
+#[derive(clap::Args, Clone, Default)]
+pub struct MilestoneArgs {
+    /// The job spec a trigger without one runs (`abfleet trigger` with no SPEC, webhooks),
+    /// read when the trigger comes.
+    #[arg(long, value_name = "PATH")]
+    pub milestone_spec: Option<PathBuf>,
+    /// Serve `POST /hooks/github` on --http: GitHub webhooks signed with the secret in this
+    /// file (release, tag push, performance PR, toolchain bump) start milestone runs.
+    #[arg(long, value_name = "PATH")]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Triggers of one reason for one thing (a tag, a PR) within this many seconds of the
+    /// first start one run; later ones are recorded as debounced into it.
+    #[arg(long, default_value_t = 600.0)]
+    pub debounce_seconds: f64,
+    /// Poll the milestone spec's upstream (`git ls-remote --tags`) this often; each new
+    /// release tag (`v3.1.0`, not `v3.1.0-rc1`) starts a run with the upstream pin moved to
+    /// it [default: off].
+    #[arg(long, value_name = "SECONDS")]
+    pub watch_upstream_interval: Option<f64>,
 }
 
 impl Trigger {

@@ -22,6 +22,7 @@ pub const DEFAULT_DATA_DIR: &str = "abfleet-data";
 pub const DEFAULT_LEASE_SECONDS: f64 = 30.0;
 pub const DEFAULT_HEARTBEAT_SECONDS: f64 = 2.0;
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+pub const DEFAULT_DEBOUNCE_SECONDS: f64 = 600.0;
 pub const DEFAULT_COORDINATOR_URL: &str = "http://127.0.0.1:7700";
 pub const DEFAULT_WORK_DIR: &str = "abfleet-agent";
 
@@ -46,6 +47,10 @@ pub struct CoordinatorFile {
     pub tls_ca: Option<PathBuf>,
     pub plaintext: Option<bool>,
     pub http: Option<SocketAddr>,
+    pub milestone_spec: Option<PathBuf>,
+    pub webhook_secret_file: Option<PathBuf>,
+    pub debounce_seconds: Option<f64>,
+    pub watch_upstream_interval: Option<f64>,
 }
 
 /// The `[agent]` table; each key is the flag of the same name.
@@ -112,6 +117,8 @@ impl ConfigFile {
                                 &mut section.tls_cert,
                                 &mut section.tls_key,
                                 &mut section.tls_ca,
+                                &mut section.milestone_spec,
+                                &mut section.webhook_secret_file,
                             ] {
                                 resolve(base, slot);
                             }
@@ -214,6 +221,13 @@ pub struct CoordinatorSettings {
     pub plaintext: bool,
     /// `/metrics` and `/healthz` over plain HTTP; off when `None`.
     pub http: Option<SocketAddr>,
+    /// The spec a trigger without one runs (docs/milestone.md).
+    pub milestone_spec: Option<PathBuf>,
+    /// The GitHub webhook secret; `POST /hooks/github` is off when `None`.
+    pub webhook_secret_file: Option<PathBuf>,
+    pub debounce_seconds: f64,
+    /// Seconds between polls of the milestone spec's upstream; off when `None`.
+    pub watch_upstream_interval: Option<f64>,
 }
 
 impl Default for CoordinatorSettings {
@@ -231,6 +245,10 @@ impl Default for CoordinatorSettings {
             tls_ca: None,
             plaintext: false,
             http: None,
+            milestone_spec: None,
+            webhook_secret_file: None,
+            debounce_seconds: DEFAULT_DEBOUNCE_SECONDS,
+            watch_upstream_interval: None,
         }
     }
 }
@@ -303,6 +321,26 @@ impl CoordinatorSettings {
         }
         fill(&mut self.plaintext, &file.plaintext, given("plaintext"));
         fill_option(&mut self.http, &file.http, given("http"));
+        fill_option(
+            &mut self.milestone_spec,
+            &file.milestone_spec,
+            given("milestone_spec"),
+        );
+        fill_option(
+            &mut self.webhook_secret_file,
+            &file.webhook_secret_file,
+            given("webhook_secret_file"),
+        );
+        fill(
+            &mut self.debounce_seconds,
+            &file.debounce_seconds,
+            given("debounce_seconds"),
+        );
+        fill_option(
+            &mut self.watch_upstream_interval,
+            &file.watch_upstream_interval,
+            given("watch_upstream_interval"),
+        );
     }
 
     /// What would stop this coordinator from starting, and notes on what it will need.
@@ -324,6 +362,41 @@ impl CoordinatorSettings {
                 "`heartbeat_seconds` ({}) must be shorter than `lease_seconds` ({}): a lease would expire between two heartbeats",
                 self.heartbeat_seconds, self.lease_seconds
             ));
+        }
+        if !(self.debounce_seconds.is_finite() && self.debounce_seconds >= 0.0) {
+            findings.problem(format!(
+                "`debounce_seconds` is {}; it must be 0 or more seconds",
+                self.debounce_seconds
+            ));
+        }
+        if let Some(seconds) = self.watch_upstream_interval {
+            if !(seconds.is_finite() && seconds > 0.0) {
+                findings.problem(format!(
+                    "`watch_upstream_interval` is {seconds}; it must be a positive number of seconds"
+                ));
+            }
+            if self.milestone_spec.is_none() {
+                findings.problem(
+                    "`watch_upstream_interval` is set but `milestone_spec` is not: the watcher polls the milestone spec's upstream"
+                        .to_string(),
+                );
+            }
+        }
+        if self.webhook_secret_file.is_some() && self.http.is_none() {
+            findings.problem(
+                "`webhook_secret_file` is set but `http` is not: webhooks arrive on the HTTP listener"
+                    .to_string(),
+            );
+        }
+        if let Some(path) = &self.webhook_secret_file {
+            if let Err(err) = abfleet_coordinator::webhook::WebhookConfig::load(path) {
+                findings.problem(format!("`webhook_secret_file`: {err}"));
+            }
+        }
+        if let Some(path) = &self.milestone_spec {
+            if let Err(err) = abfleet_core::spec::JobSpec::load(path) {
+                findings.problem(format!("`milestone_spec`: {err:#}"));
+            }
         }
         if self.max_attempts == 0 {
             findings.problem("`max_attempts` is 0; a job needs at least 1 attempt".to_string());
@@ -377,6 +450,26 @@ impl CoordinatorSettings {
             &mut out,
             "http",
             self.http.map(|addr| addr.to_string().into()),
+        );
+        line(
+            &mut out,
+            "milestone_spec",
+            self.milestone_spec.as_deref().map(path_value),
+        );
+        line(
+            &mut out,
+            "webhook_secret_file",
+            self.webhook_secret_file.as_deref().map(path_value),
+        );
+        line(
+            &mut out,
+            "debounce_seconds",
+            Some(self.debounce_seconds.into()),
+        );
+        line(
+            &mut out,
+            "watch_upstream_interval",
+            self.watch_upstream_interval.map(Into::into),
         );
         out
     }
@@ -586,6 +679,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             tls,
             plaintext,
             http,
+            milestone,
         } => {
             let file = ConfigFile::load(path)?;
             let section = file.coordinator.ok_or_else(|| ConfigError::NoTable {
@@ -603,6 +697,10 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 tls_ca: tls.tls_ca.clone(),
                 plaintext: *plaintext,
                 http: *http,
+                milestone_spec: milestone.milestone_spec.clone(),
+                webhook_secret_file: milestone.webhook_secret_file.clone(),
+                debounce_seconds: milestone.debounce_seconds,
+                watch_upstream_interval: milestone.watch_upstream_interval,
             };
             settings.overlay(&section, given_in(matches, "coordinator"));
             *listen = settings.listen;
@@ -615,6 +713,10 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             tls.tls_ca = settings.tls_ca;
             *plaintext = settings.plaintext;
             *http = settings.http;
+            milestone.milestone_spec = settings.milestone_spec;
+            milestone.webhook_secret_file = settings.webhook_secret_file;
+            milestone.debounce_seconds = settings.debounce_seconds;
+            milestone.watch_upstream_interval = settings.watch_upstream_interval;
         }
         Command::Agent {
             config: Some(path),
@@ -700,6 +802,7 @@ mod tests {
             heartbeat_seconds,
             max_attempts,
             plaintext,
+            milestone,
             ..
         } = command
         else {
@@ -712,6 +815,7 @@ mod tests {
         assert_eq!(heartbeat_seconds, defaults.heartbeat_seconds);
         assert_eq!(max_attempts, defaults.max_attempts);
         assert_eq!(plaintext, defaults.plaintext);
+        assert_eq!(milestone.debounce_seconds, defaults.debounce_seconds);
         let (command, _) = parse_args(&["abfleet", "agent"]);
         let Command::Agent {
             coordinator,

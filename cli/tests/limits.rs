@@ -136,6 +136,7 @@ async fn runs_page_oldest_first_and_an_oversize_spec_is_refused_naming_the_limit
             spec_json: json.to_string(),
             trigger: "manual".into(),
             spec_origin: "big".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -152,6 +153,7 @@ async fn runs_page_oldest_first_and_an_oversize_spec_is_refused_naming_the_limit
             spec_json: json.to_string(),
             trigger: "manual".into(),
             spec_origin: "bigger".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err();

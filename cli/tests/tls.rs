@@ -151,6 +151,7 @@ async fn a_run_completes_over_mutual_tls_and_each_role_does_only_its_part() {
                 spec_json,
                 trigger: "manual".into(),
                 spec_origin: "attack".into(),
+                ..Default::default()
             })
             .await,
         Code::PermissionDenied,

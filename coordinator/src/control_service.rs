@@ -35,20 +35,48 @@ impl pb::control_service_server::ControlService for ControlService {
                 MAX_SPEC_JSON_BYTES
             )));
         }
-        let spec = JobSpec::from_json(&request.spec_json).map_err(|err| {
-            Status::invalid_argument(format!(
-                "the job spec is not valid: {err}; submit it with `abfleet submit SPEC.toml`, which validates it first"
-            ))
-        })?;
         let trigger = if request.trigger.is_empty() {
             "manual"
         } else {
             request.trigger.as_str()
         };
-        let run_id = self
-            .fleet
-            .submit(spec, trigger, &request.spec_origin)
-            .await?;
+        if !crate::TRIGGER_REASONS.contains(&trigger) {
+            return Err(Status::invalid_argument(format!(
+                "trigger `{trigger}` is not one of {}",
+                crate::TRIGGER_REASONS.join(", ")
+            )));
+        }
+        let spec = if request.milestone {
+            if !request.spec_json.is_empty() {
+                return Err(Status::invalid_argument(
+                    "a milestone run takes the coordinator's spec; send either `milestone` or a spec, not both",
+                ));
+            }
+            None
+        } else {
+            let spec = JobSpec::from_json(&request.spec_json).map_err(|err| {
+                Status::invalid_argument(format!(
+                    "the job spec is not valid: {err}; submit it with `abfleet submit SPEC.toml`, which validates it first"
+                ))
+            })?;
+            Some((spec, request.spec_origin.clone()))
+        };
+        let note = (!request.trigger_note.is_empty()).then_some(request.trigger_note);
+        let run_id = match (spec, note) {
+            (Some((spec, origin)), None) => self.fleet.submit(spec, trigger, &origin).await?,
+            (spec, note) => self
+                .fleet
+                .trigger(crate::TriggerRequest {
+                    reason: trigger.to_string(),
+                    debounce_key: None,
+                    note: note.unwrap_or_default(),
+                    source: "cli",
+                    spec,
+                    upstream_rev: None,
+                })
+                .await?
+                .run_id(),
+        };
         Ok(Response::new(pb::SubmitRunResponse {
             run_id: run_id.to_string(),
         }))
@@ -231,6 +259,7 @@ pub fn run_summary(run: RunRow) -> pb::RunSummary {
         trigger: run.trigger,
         created_ms: run.created_ms,
         exit_code: run.exit_code.unwrap_or(-1),
+        trigger_note: run.trigger_note.unwrap_or_default(),
     }
 }
 

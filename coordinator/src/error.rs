@@ -83,6 +83,9 @@ impl From<FleetError> for tonic::Status {
                 Status::failed_precondition(err.to_string())
             }
             FleetError::AgentConnected(_) => Status::already_exists(err.to_string()),
+            FleetError::NoMilestoneSpec | FleetError::MilestoneSpec { .. } => {
+                Status::failed_precondition(err.to_string())
+            }
             FleetError::Store(inner) => inner.into(),
         }
     }

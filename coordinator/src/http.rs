@@ -1,25 +1,60 @@
 //! The coordinator's plain-HTTP side listener (`abfleet coordinator --http ADDR`, off by
 //! default): `/metrics` in Prometheus' text format and `/healthz` (200 when the store
-//! answers). Read-only and free of job data: counts and states only. It binds where it is
-//! told; the start-up log says whether that is loopback.
+//! answers), read-only and free of job data: counts and states only; and, with
+//! `--webhook-secret-file`, `POST /hooks/github`, GitHub webhooks as triggers (signed
+//! requests only; `webhook.rs` decides what an event means). It binds where it is told; the
+//! start-up log says whether that is loopback.
 
 use std::future::Future;
+use std::sync::Arc;
 
-use axum::extract::State;
-use axum::http::{header, StatusCode};
+use abfleet_core::spec::SourceSpec;
+use axum::body::Bytes;
+use axum::extract::{FromRef, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use crate::fleet::Fleet;
+use crate::fleet::{Fleet, FleetError, TriggerOutcome, TriggerRequest};
+use crate::webhook::{decide, verify_signature, HookDecision, WebhookConfig};
 use crate::CoordinatorError;
+
+/// What the HTTP listener serves beyond `/metrics` and `/healthz`.
+#[derive(Debug, Clone, Default)]
+pub struct HttpConfig {
+    /// `POST /hooks/github`; `None`: that path answers 404.
+    pub webhook: Option<WebhookConfig>,
+}
+
+#[derive(Clone)]
+struct HttpState {
+    fleet: Fleet,
+    webhook: Option<Arc<WebhookConfig>>,
+}
+
+impl FromRef<HttpState> for Fleet {
+    fn from_ref(state: &HttpState) -> Fleet {
+        state.fleet.clone()
+    }
+}
 
 /// Serves `/metrics` and `/healthz` on `listener` until `shutdown` resolves.
 pub async fn serve_http(
     fleet: Fleet,
     listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), CoordinatorError> {
+    serve_http_with(fleet, listener, HttpConfig::default(), shutdown).await
+}
+
+/// [`serve_http`], and the webhook endpoint when `config` has one.
+pub async fn serve_http_with(
+    fleet: Fleet,
+    listener: TcpListener,
+    config: HttpConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), CoordinatorError> {
     let addr = listener
@@ -30,10 +65,17 @@ pub async fn serve_http(
     } else {
         warn!(%addr, "metrics and health on http, reachable from the network (counts and states only, no job data)");
     }
+    if config.webhook.is_some() {
+        info!(%addr, "GitHub webhooks on POST /hooks/github (signed deliveries only)");
+    }
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
-        .with_state(fleet);
+        .route("/hooks/github", post(github_hook))
+        .with_state(HttpState {
+            fleet,
+            webhook: config.webhook.map(Arc::new),
+        });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
@@ -63,4 +105,125 @@ async fn healthz(State(fleet): State<Fleet>) -> Response {
         )
             .into_response(),
     }
+}
+
+/// `POST /hooks/github`: a signed delivery becomes a trigger of the milestone spec, once per
+/// delivery id; see docs/milestone.md.
+async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+    let Some(webhook) = state.webhook else {
+        return reply(
+            StatusCode::NOT_FOUND,
+            "webhooks are disabled; start the coordinator with --webhook-secret-file PATH",
+        );
+    };
+    let header_text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let delivery = header_text("x-github-delivery")
+        .unwrap_or_default()
+        .to_string();
+    let event = header_text("x-github-event")
+        .unwrap_or_default()
+        .to_string();
+    if let Err(err) = verify_signature(&webhook.secret, &body, header_text("x-hub-signature-256")) {
+        warn!(%delivery, %event, bytes = body.len(), %err, "webhook delivery refused");
+        return reply(StatusCode::UNAUTHORIZED, &format!("refused: {err}"));
+    }
+    if delivery.is_empty() || event.is_empty() {
+        return reply(
+            StatusCode::BAD_REQUEST,
+            "a GitHub delivery has X-GitHub-Delivery and X-GitHub-Event headers",
+        );
+    }
+    let payload: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(payload) => payload,
+        Err(err) => {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                "the body is not JSON: {err}; set the webhook's content type to application/json"
+            ),
+            )
+        }
+    };
+    let store = state.fleet.store();
+    let now_ms = state.fleet.now_ms();
+    match store.remember_delivery(&delivery, &event, now_ms).await {
+        Ok(true) => {}
+        Ok(false) => {
+            info!(%delivery, %event, "webhook delivery replayed; ignored");
+            return reply(
+                StatusCode::OK,
+                &format!("ignored: delivery {delivery} was already received"),
+            );
+        }
+        Err(err) => return reply(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
+    }
+    let response = handle(&state.fleet, &event, &payload).await;
+    if !response.status().is_success() {
+        // Not handled: a redelivery (after the fix) is handled, not taken for a replay.
+        if let Err(err) = store.forget_delivery(&delivery).await {
+            warn!(%delivery, %err, "failed to forget an unhandled webhook delivery");
+        }
+    }
+    info!(%delivery, %event, status = response.status().as_u16(), "webhook delivery");
+    response
+}
+
+async fn handle(fleet: &Fleet, event: &str, payload: &serde_json::Value) -> Response {
+    let upstream = if event == "push" {
+        match fleet.milestone_spec().await {
+            Ok((spec, _)) => match spec.upstream.source {
+                SourceSpec::Git { url, .. } => Some(url),
+                SourceSpec::Path { .. } => None,
+            },
+            Err(err) => return trigger_error(err),
+        }
+    } else {
+        None
+    };
+    let (reason, debounce_key, note, upstream_rev) =
+        match decide(event, payload, upstream.as_deref()) {
+            HookDecision::Ignored(why) => {
+                return reply(StatusCode::ACCEPTED, &format!("ignored: {why}"));
+            }
+            HookDecision::Trigger {
+                reason,
+                debounce_key,
+                note,
+                upstream_rev,
+            } => (reason, debounce_key, note, upstream_rev),
+        };
+    let request = TriggerRequest {
+        reason: reason.to_string(),
+        debounce_key: Some(debounce_key),
+        note: note.clone(),
+        source: "webhook",
+        spec: None,
+        upstream_rev,
+    };
+    match fleet.trigger(request).await {
+        Ok(TriggerOutcome::Started(run_id)) => reply(
+            StatusCode::ACCEPTED,
+            &format!("started run {run_id}: {reason}, {note}"),
+        ),
+        Ok(TriggerOutcome::Debounced(run_id)) => reply(
+            StatusCode::ACCEPTED,
+            &format!("debounced into run {run_id}: {reason}, {note}"),
+        ),
+        Err(err) => trigger_error(err),
+    }
+}
+
+fn trigger_error(err: FleetError) -> Response {
+    warn!(%err, "webhook trigger failed");
+    let status = match err {
+        FleetError::NoMilestoneSpec | FleetError::MilestoneSpec { .. } => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    reply(status, &err.to_string())
+}
+
+fn reply(status: StatusCode, text: &str) -> Response {
+    (status, format!("{text}\n")).into_response()
 }

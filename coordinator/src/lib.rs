@@ -15,11 +15,15 @@ mod fleet;
 pub mod http;
 mod server;
 pub mod store;
+pub mod watcher;
+pub mod webhook;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control_service::{run_summary, MAX_SPEC_JSON_BYTES};
 pub use error::CoordinatorError;
-pub use fleet::{CoordinatorConfig, Counters, Fleet, FleetError};
+pub use fleet::{
+    CoordinatorConfig, Counters, Fleet, FleetError, TriggerOutcome, TriggerRequest, TRIGGER_REASONS,
+};
 pub use server::{
     serve, Coordinator, ServerTransport, MAX_AGENT_MESSAGE_BYTES, MAX_CONTROL_MESSAGE_BYTES,
     MAX_REPLY_BYTES,

@@ -5,6 +5,8 @@
 
 mod migrations;
 mod previous;
+mod triggers;
+pub use triggers::TriggerRow;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -76,6 +78,8 @@ pub struct RunRow {
     pub run_id: RunId,
     pub name: String,
     pub trigger: String,
+    /// What the trigger said about itself (the tag, the PR, the release), when it said anything.
+    pub trigger_note: Option<String>,
     pub spec: JobSpec,
     pub state: RunState,
     pub created_ms: i64,
@@ -162,15 +166,32 @@ impl Store {
         jobs: Vec<NewJob>,
         now_ms: i64,
     ) -> Result<(), CoordinatorError> {
+        self.insert_noted_run(run_id, spec, trigger, None, spec_origin, jobs, now_ms)
+            .await
+    }
+
+    /// [`Store::insert_run`] with the trigger's note (`runs.trigger_note`).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn insert_noted_run(
+        &self,
+        run_id: RunId,
+        spec: &JobSpec,
+        trigger: &str,
+        trigger_note: Option<&str>,
+        spec_origin: &str,
+        jobs: Vec<NewJob>,
+        now_ms: i64,
+    ) -> Result<(), CoordinatorError> {
         let spec_json = spec.to_json();
         let name = spec.name.clone();
         let trigger = trigger.to_string();
+        let trigger_note = trigger_note.map(str::to_string);
         let spec_origin = spec_origin.to_string();
         self.with(move |conn| {
             let tx = conn.transaction()?;
             tx.execute(
-                "INSERT INTO runs (run_id, name, trigger, spec_json, spec_origin, state, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![run_id.to_string(), name, trigger, spec_json, spec_origin, RunState::Queued.as_str(), now_ms],
+                "INSERT INTO runs (run_id, name, trigger, trigger_note, spec_json, spec_origin, state, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![run_id.to_string(), name, trigger, trigger_note, spec_json, spec_origin, RunState::Queued.as_str(), now_ms],
             )?;
             for job in jobs {
                 tx.execute(
@@ -854,6 +875,7 @@ impl Store {
             RunRecord {
                 run_id: run.run_id.to_string(),
                 trigger: run.trigger,
+                trigger_note: run.trigger_note,
                 created_ms: run.created_ms,
                 state: run.state,
                 spec: run.spec,
@@ -980,7 +1002,7 @@ fn kept_cells_of(
 
 /// The columns [`run_row`] reads, before a `WHERE` or `ORDER BY`.
 const SELECT_RUNS: &str =
-    "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code, error FROM runs";
+    "SELECT run_id, name, trigger, spec_json, state, created_ms, exit_code, error, trigger_note FROM runs";
 
 /// Jobs matching a filter (a `WHERE` clause over `params`), oldest first.
 fn select_jobs(
@@ -1011,12 +1033,14 @@ fn run_row(row: &rusqlite::Row<'_>) -> RowResult<RunRow> {
     let created_ms: i64 = row.get(5)?;
     let exit_code: Option<i32> = row.get(6)?;
     let error: Option<String> = row.get(7)?;
+    let trigger_note: Option<String> = row.get(8)?;
     Ok((|| {
         Ok(RunRow {
             error,
             run_id: parse_stored_id(&run_id)?,
             name,
             trigger,
+            trigger_note,
             spec: JobSpec::from_json(&spec_json)
                 .map_err(|err| CoordinatorError::Corrupt(format!("spec of run {run_id}: {err}")))?,
             state: state.parse().map_err(|err| {

@@ -45,8 +45,8 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
         }
     };
     println!(
-        "{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  name",
-        "run", "submitted", "state", "trigger", "exit"
+        "{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  {:<20}  note",
+        "run", "submitted", "state", "trigger", "exit", "name"
     );
     for run in runs {
         let exit = if run.exit_code < 0 {
@@ -54,15 +54,17 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
         } else {
             run.exit_code.to_string()
         };
-        println!(
-            "{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  {}",
+        let line = format!(
+            "{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  {:<20}  {}",
             run.run_id,
             format_utc(run.created_ms),
             run.state,
             run.trigger,
             exit,
-            run.name
+            run.name,
+            run.trigger_note
         );
+        println!("{}", line.trim_end());
     }
     Ok(0)
 }

@@ -86,6 +86,7 @@ pub async fn run_spec(
                 spec_json: spec.to_json(),
                 trigger: trigger.as_str().to_string(),
                 spec_origin: origin.to_string(),
+                ..Default::default()
             })
             .await
             .map_err(|s| status_error("failed to submit the run", s))?

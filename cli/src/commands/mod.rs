@@ -38,6 +38,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             tls,
             plaintext,
             http,
+            milestone,
             config: _,
         } => {
             serve::coordinator(
@@ -51,6 +52,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                 },
                 &tls,
                 plaintext,
+                &milestone,
             )
             .await
         }
@@ -79,6 +81,28 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             out,
             trigger,
         } => submit::run(&spec, &coordinator, &tls, wait, out, trigger.trigger).await,
+        Command::Trigger {
+            reason,
+            note,
+            spec,
+            coordinator,
+            tls,
+            wait,
+            out,
+        } => {
+            submit::trigger(
+                submit::TriggerRun {
+                    reason,
+                    note: &note,
+                    spec: spec.as_deref(),
+                },
+                &coordinator,
+                &tls,
+                wait,
+                out,
+            )
+            .await
+        }
         Command::Report {
             run_id,
             format,

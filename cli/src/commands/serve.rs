@@ -8,7 +8,7 @@ use abfleet_agent::policy::AgentPolicy;
 use abfleet_agent::{inventory, run_agent, AgentConfig, AgentError};
 use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 
-use crate::cli::TlsArgs;
+use crate::cli::{MilestoneArgs, TlsArgs};
 use crate::failure::{Classify, Failure};
 
 /// The coordinator's lease and heartbeat settings, as given on its command line.
@@ -25,6 +25,7 @@ pub async fn coordinator(
     timing: Timing,
     tls: &TlsArgs,
     plaintext: bool,
+    milestone: &MilestoneArgs,
 ) -> Result<i32, Failure> {
     let Timing {
         lease_seconds,
@@ -50,11 +51,56 @@ pub async fn coordinator(
             "--heartbeat-seconds must be positive and shorter than --lease-seconds"
         )));
     }
+    if !(milestone.debounce_seconds.is_finite() && milestone.debounce_seconds >= 0.0) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--debounce-seconds must be 0 or more"
+        )));
+    }
+    let watch_interval = match milestone.watch_upstream_interval {
+        Some(seconds) if !(seconds.is_finite() && seconds > 0.0) => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--watch-upstream-interval must be a positive number of seconds"
+            )))
+        }
+        Some(_) if milestone.milestone_spec.is_none() => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--watch-upstream-interval needs --milestone-spec: the watcher polls the milestone spec's upstream"
+            )))
+        }
+        Some(seconds) => Some(Duration::from_secs_f64(seconds)),
+        None => None,
+    };
+    let webhook = match &milestone.webhook_secret_file {
+        Some(path) => {
+            if http.is_none() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--webhook-secret-file needs --http ADDR: webhooks arrive on the HTTP listener"
+                )));
+            }
+            Some(
+                abfleet_coordinator::webhook::WebhookConfig::load(path)
+                    .map_err(|err| anyhow::anyhow!(err))
+                    .usage()?,
+            )
+        }
+        None => None,
+    };
+    if let Some(path) = &milestone.milestone_spec {
+        // Read again at each trigger; a broken file is worth knowing about now.
+        if let Err(err) = abfleet_core::spec::JobSpec::load(path) {
+            eprintln!(
+                "warning: the milestone spec {} does not load yet ({err:#}); triggers without a spec fail until it does",
+                path.display()
+            );
+        }
+    }
     let config = CoordinatorConfig {
         lease: Duration::from_secs_f64(lease_seconds),
         heartbeat_interval: Duration::from_secs_f64(heartbeat_seconds),
         max_attempts: max_attempts.max(1),
         agent_lost_after: Duration::from_secs_f64(heartbeat_seconds * 5.0),
+        milestone_spec: milestone.milestone_spec.clone(),
+        trigger_debounce: Duration::from_secs_f64(milestone.debounce_seconds),
         ..CoordinatorConfig::default()
     };
     let coordinator = Coordinator::open(data_dir, config).infra()?;
@@ -82,10 +128,18 @@ pub async fn coordinator(
                     )
                 })
                 .usage()?;
-            eprintln!("abfleet coordinator serving /metrics and /healthz on http://{addr}");
-            Some(tokio::spawn(abfleet_coordinator::http::serve_http(
+            eprintln!(
+                "abfleet coordinator serving /metrics and /healthz{} on http://{addr}",
+                if webhook.is_some() {
+                    " and POST /hooks/github"
+                } else {
+                    ""
+                }
+            );
+            Some(tokio::spawn(abfleet_coordinator::http::serve_http_with(
                 coordinator.fleet.clone(),
                 http_listener,
+                abfleet_coordinator::http::HttpConfig { webhook },
                 async {
                     let _ = http_stopped.await;
                 },
@@ -93,12 +147,27 @@ pub async fn coordinator(
         }
         None => None,
     };
+    let (stop_watcher, watcher_stopped) = tokio::sync::oneshot::channel::<()>();
+    let watcher_task = watch_interval.map(|interval| {
+        eprintln!("abfleet coordinator watching the milestone spec's upstream every {interval:?}");
+        tokio::spawn(abfleet_coordinator::watcher::watch_upstream(
+            coordinator.fleet.clone(),
+            interval,
+            async {
+                let _ = watcher_stopped.await;
+            },
+        ))
+    });
     let result = serve(coordinator, listener, transport, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await;
     let _ = stop_http.send(());
+    let _ = stop_watcher.send(());
     if let Some(task) = http_task {
+        let _ = task.await;
+    }
+    if let Some(task) = watcher_task {
         let _ = task.await;
     }
     result.infra()?;

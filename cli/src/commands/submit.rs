@@ -1,4 +1,5 @@
-//! `abfleet submit`: validate a spec here, send it to a coordinator, optionally follow it.
+//! `abfleet submit` and `abfleet trigger`: validate a spec here (or name the coordinator's
+//! milestone spec), send it to a coordinator, optionally follow it.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +19,29 @@ pub async fn run(
     out: Option<PathBuf>,
     trigger: Trigger,
 ) -> Result<i32, Failure> {
+    let spec_json = load_spec(spec_path)?;
+    let mut client = control_client(coordinator, tls).await?;
+    let run_id = client
+        .submit_run(pb::SubmitRunRequest {
+            spec_json,
+            trigger: trigger.as_str().to_string(),
+            spec_origin: spec_path.display().to_string(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|s| status_error("failed to submit the run", s))?
+        .into_inner()
+        .run_id;
+    if !wait {
+        println!("{run_id}");
+        return Ok(0);
+    }
+    eprintln!("submitted run {run_id}");
+    follow(&mut client, &run_id, out, OnInterrupt::Detach).await
+}
+
+/// A spec read and validated here, as JSON the coordinator takes.
+fn load_spec(spec_path: &Path) -> Result<String, Failure> {
     // Loading resolves relative paths against the spec's directory, so agents get absolute ones.
     let spec = JobSpec::load(spec_path).usage()?;
     if let Some(warning) = spec.measure.verdict_limit_warning() {
@@ -32,21 +56,49 @@ pub async fn run(
             abfleet_coordinator::MAX_SPEC_JSON_BYTES
         )));
     }
+    Ok(spec_json)
+}
+
+/// What `abfleet trigger` asks for.
+pub struct TriggerRun<'a> {
+    pub reason: Trigger,
+    pub note: &'a str,
+    /// `None`: the coordinator's milestone spec.
+    pub spec: Option<&'a Path>,
+}
+
+pub async fn trigger(
+    run: TriggerRun<'_>,
+    coordinator: &str,
+    tls: &TlsArgs,
+    wait: bool,
+    out: Option<PathBuf>,
+) -> Result<i32, Failure> {
+    let (spec_json, spec_origin) = match run.spec {
+        Some(path) => (load_spec(path)?, path.display().to_string()),
+        None => (String::new(), String::new()),
+    };
     let mut client = control_client(coordinator, tls).await?;
     let run_id = client
         .submit_run(pb::SubmitRunRequest {
             spec_json,
-            trigger: trigger.as_str().to_string(),
-            spec_origin: spec_path.display().to_string(),
+            trigger: run.reason.as_str().to_string(),
+            spec_origin,
+            trigger_note: run.note.to_string(),
+            milestone: run.spec.is_none(),
         })
         .await
-        .map_err(|s| status_error("failed to submit the run", s))?
+        .map_err(|s| status_error("failed to trigger the run", s))?
         .into_inner()
         .run_id;
     if !wait {
         println!("{run_id}");
         return Ok(0);
     }
-    eprintln!("submitted run {run_id}");
+    eprintln!(
+        "triggered run {run_id} ({}: {})",
+        run.reason.as_str(),
+        run.note
+    );
     follow(&mut client, &run_id, out, OnInterrupt::Detach).await
 }

@@ -373,6 +373,7 @@ pub async fn submit(client: &mut ControlServiceClient<Channel>, spec_path: &Path
             spec_json: spec.to_json(),
             trigger: "manual".into(),
             spec_origin: spec_path.display().to_string(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -56,6 +56,12 @@ pub enum FleetError {
     /// (it never registered, or the coordinator's data dir was replaced under it).
     #[error("agent {0} has not registered with this coordinator: register first (an agent registers before it opens a session or reports; the abfleet agent registers again when it reconnects)")]
     NotRegistered(AgentId),
+    /// A trigger without a spec on a coordinator started without `--milestone-spec`.
+    #[error("this coordinator has no milestone spec; start it with `--milestone-spec PATH` (or `milestone_spec` in its config file), or name the spec: `abfleet trigger --reason R SPEC.toml`")]
+    NoMilestoneSpec,
+    /// The milestone spec file could not be read or is not a valid spec.
+    #[error("the milestone spec `{path}` cannot be used: {reason}; fix the file (check it with `abfleet local {path}`)")]
+    MilestoneSpec { path: String, reason: String },
     #[error(transparent)]
     Store(#[from] CoordinatorError),
 }

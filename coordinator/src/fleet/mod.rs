@@ -4,7 +4,8 @@
 //!
 //! One handle, [`Fleet`] (in `state`), with its methods split by concern: `runs` (submit,
 //! cancel, finish), `sessions` (agents, sessions, dispatch), `leases` (heartbeats, expiry,
-//! requeue), `certificates` (agent id ↔ certificate), `intake` (events), `progress` (watchers), `reports` and `metrics` (counters and gauges for `/metrics`).
+//! requeue), `certificates` (agent id ↔ certificate), `intake` (events), `progress` (watchers), `reports`, `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
+//! the milestone spec, debounce).
 
 mod certificates;
 mod error;
@@ -18,7 +19,9 @@ mod sessions;
 mod state;
 #[cfg(test)]
 mod tests;
+mod triggers;
 
 pub use error::FleetError;
 pub use metrics::Counters;
 pub use state::{CoordinatorConfig, Fleet};
+pub use triggers::{TriggerOutcome, TriggerRequest, TRIGGER_REASONS};

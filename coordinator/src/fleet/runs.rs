@@ -23,11 +23,31 @@ impl Fleet {
         trigger: &str,
         origin: &str,
     ) -> Result<RunId, FleetError> {
+        self.submit_noted(spec, trigger, None, origin).await
+    }
+
+    /// [`Fleet::submit`] with what the trigger said about itself (kept as `runs.trigger_note`,
+    /// shown in the report's header and `abfleet runs`).
+    pub async fn submit_noted(
+        &self,
+        spec: JobSpec,
+        trigger: &str,
+        trigger_note: Option<&str>,
+        origin: &str,
+    ) -> Result<RunId, FleetError> {
         let run_id = RunId::new_random();
         let (jobs, unmatched) = self.plan_jobs(&spec).await?;
         self.inner
             .store
-            .insert_run(run_id, &spec, trigger, origin, jobs.clone(), self.now_ms())
+            .insert_noted_run(
+                run_id,
+                &spec,
+                trigger,
+                trigger_note,
+                origin,
+                jobs.clone(),
+                self.now_ms(),
+            )
             .await?;
         info!(run_id = %run_id, jobs = jobs.len(), name = %spec.name, trigger, "run submitted");
         if let Some(error) = unmatched {

@@ -28,6 +28,11 @@ pub struct CoordinatorConfig {
     /// Events the store keeps for one job, all attempts together; a job that sends more
     /// fails (a runaway agent cannot fill the store).
     pub max_events_per_job: u64,
+    /// The spec a trigger without one runs (`--milestone-spec`): read when the trigger comes,
+    /// so an edited file is picked up without a restart.
+    pub milestone_spec: Option<std::path::PathBuf>,
+    /// Triggers of one reason and key within this window start one run (`--debounce-seconds`).
+    pub trigger_debounce: Duration,
 }
 
 impl Default for CoordinatorConfig {
@@ -38,6 +43,8 @@ impl Default for CoordinatorConfig {
             max_attempts: 3,
             agent_lost_after: Duration::from_secs(10),
             max_events_per_job: 200_000,
+            milestone_spec: None,
+            trigger_debounce: Duration::from_secs(600),
         }
     }
 }
@@ -72,6 +79,9 @@ pub(super) struct Inner {
     /// Agent id → the certificate name it is bound to (a cache of the store's table).
     pub(super) certificates: Mutex<HashMap<AgentId, String>>,
     pub(super) counters: super::metrics::Counters,
+    /// Held from a trigger's debounce check to its record, so two deliveries for one tag
+    /// never both start a run.
+    pub(super) triggers: tokio::sync::Mutex<()>,
 }
 
 /// A cheap handle on the coordinator's state.
@@ -100,6 +110,7 @@ impl Fleet {
                 dispatch: tokio::sync::Mutex::new(()),
                 certificates: Mutex::new(HashMap::new()),
                 counters: Default::default(),
+                triggers: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -113,7 +124,7 @@ impl Fleet {
     }
 
     /// Unix milliseconds now, by the fleet's clock.
-    pub(super) fn now_ms(&self) -> i64 {
+    pub(crate) fn now_ms(&self) -> i64 {
         self.inner.clock.now_ms()
     }
 

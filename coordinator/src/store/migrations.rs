@@ -151,6 +151,42 @@ CREATE TABLE agent_certificates (
 );
 "#,
     },
+    Migration {
+        version: 8,
+        summary: "runs.trigger_note, triggers (each trigger and the run it started or was debounced into) and webhook_deliveries (replayed deliveries are ignored)",
+        sql: r#"
+ALTER TABLE runs ADD COLUMN trigger_note TEXT;
+CREATE TABLE triggers (
+    trigger_id   INTEGER PRIMARY KEY AUTOINCREMENT,
+    reason       TEXT NOT NULL,
+    debounce_key TEXT,
+    note         TEXT NOT NULL,
+    source       TEXT NOT NULL,
+    received_ms  INTEGER NOT NULL,
+    run_id       TEXT NOT NULL REFERENCES runs(run_id),
+    debounced    INTEGER NOT NULL
+);
+CREATE INDEX triggers_by_key ON triggers(reason, debounce_key, received_ms);
+CREATE TABLE webhook_deliveries (
+    delivery_id TEXT PRIMARY KEY,
+    event       TEXT NOT NULL,
+    received_ms INTEGER NOT NULL
+);
+"#,
+    },
+    Migration {
+        version: 9,
+        summary: "upstream_tags: the tags the upstream watcher has seen per repository URL",
+        sql: r#"
+CREATE TABLE upstream_tags (
+    url     TEXT NOT NULL,
+    tag     TEXT NOT NULL,
+    sha     TEXT NOT NULL,
+    seen_ms INTEGER NOT NULL,
+    PRIMARY KEY (url, tag)
+);
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.

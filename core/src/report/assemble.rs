@@ -125,6 +125,7 @@ impl std::str::FromStr for JobState {
 pub struct RunRecord {
     pub run_id: String,
     pub trigger: String,
+    pub trigger_note: Option<String>,
     pub created_ms: i64,
     pub state: RunState,
     pub spec: JobSpec,
@@ -272,6 +273,7 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         run_id: run.run_id.clone(),
         name: spec.name.clone(),
         trigger: run.trigger.clone(),
+        trigger_note: run.trigger_note.clone(),
         date: format_utc(run.created_ms),
         status: run.state.as_str().to_string(),
         exit_code: exit::OK,

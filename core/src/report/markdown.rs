@@ -28,10 +28,15 @@ pub fn render_markdown(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "Run `{}` (`{}`), trigger `{}`, status **{}**. Per side and cell: {} discarded warm-up run(s), then {} timed pairs (one run of each side; up to {} while a verdict is unsure) in a seeded balanced random order; median wall time with min/max spread; speedup with its 95% bootstrap interval and verdict (±{:.0}% counts as the same). Parity gate: every shared metric's pooled-mean delta ≤ {:e}{}, compared at the output's printed precision; a metric upstream writes must be in the fork's output too.\n",
+        "Run `{}` (`{}`), trigger `{}`{}, status **{}**. Per side and cell: {} discarded warm-up run(s), then {} timed pairs (one run of each side; up to {} while a verdict is unsure) in a seeded balanced random order; median wall time with min/max spread; speedup with its 95% bootstrap interval and verdict (±{:.0}% counts as the same). Parity gate: every shared metric's pooled-mean delta ≤ {:e}{}, compared at the output's printed precision; a metric upstream writes must be in the fork's output too.\n",
         report.run_id,
         report.name,
         report.trigger,
+        report
+            .trigger_note
+            .as_deref()
+            .map(|note| format!(" ({})", note.replace('`', "'")))
+            .unwrap_or_default(),
         report.status,
         report.warmup,
         report.runs,
@@ -721,6 +726,7 @@ mod tests {
             &RunRecord {
                 run_id: "00000000-0000-0000-0000-000000000001".into(),
                 trigger: "release".into(),
+                trigger_note: None,
                 created_ms: 1_788_365_205_000,
                 state: RunState::Done,
                 spec,

@@ -17,6 +17,9 @@ pub struct Report {
     pub run_id: String,
     pub name: String,
     pub trigger: String,
+    /// What the trigger said about itself (a tag, a PR, a release name), when it said anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_note: Option<String>,
     /// When the run was submitted, UTC.
     pub date: String,
     /// queued, running, done, failed, cancelled.
@@ -390,6 +393,7 @@ mod tests {
             &RunRecord {
                 run_id: "00000000-0000-0000-0000-000000000002".into(),
                 trigger: "manual".into(),
+                trigger_note: None,
                 created_ms: 0,
                 state: RunState::Done,
                 spec: spec.clone(),

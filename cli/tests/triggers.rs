@@ -1,0 +1,823 @@
+//! Triggers (docs/milestone.md): `abfleet trigger` with a reason and note, of a spec or of the
+//! coordinator's milestone spec; GitHub webhooks on `POST /hooks/github` (signature, replay,
+//! event mapping, debounce), sent as raw HTTP/1.1 over loopback to a real coordinator with a
+//! real SQLite store.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use abfleet_coordinator::http::{serve_http_with, HttpConfig};
+use abfleet_coordinator::store::RunRow;
+use abfleet_coordinator::webhook::{sign, WebhookConfig};
+use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, Fleet, ServerTransport};
+use support::*;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const SECRET: &[u8] = b"a shared secret for the tests";
+
+/// A coordinator serving gRPC and the HTTP listener (with or without the webhook endpoint).
+struct Hooked {
+    fleet: Fleet,
+    grpc: SocketAddr,
+    http: SocketAddr,
+    stops: Vec<oneshot::Sender<()>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Hooked {
+    async fn start(data_dir: &Path, milestone: Option<PathBuf>, secret: Option<&[u8]>) -> Hooked {
+        let config = CoordinatorConfig {
+            milestone_spec: milestone,
+            ..CoordinatorConfig::default()
+        };
+        let coordinator = Coordinator::open(data_dir, config).unwrap();
+        let fleet = coordinator.fleet.clone();
+        let grpc_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let grpc = grpc_listener.local_addr().unwrap();
+        let http = http_listener.local_addr().unwrap();
+        let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
+        let (stop_http, http_stopped) = oneshot::channel::<()>();
+        let grpc_task = tokio::spawn(async move {
+            serve(
+                coordinator,
+                grpc_listener,
+                ServerTransport::LoopbackPlaintext,
+                async {
+                    let _ = grpc_stopped.await;
+                },
+            )
+            .await
+            .unwrap();
+        });
+        let http_config = HttpConfig {
+            webhook: secret.map(|secret| WebhookConfig {
+                secret: secret.to_vec(),
+            }),
+        };
+        let http_fleet = fleet.clone();
+        let http_task = tokio::spawn(async move {
+            serve_http_with(http_fleet, http_listener, http_config, async {
+                let _ = http_stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        Hooked {
+            fleet,
+            grpc,
+            http,
+            stops: vec![stop_grpc, stop_http],
+            tasks: vec![grpc_task, http_task],
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.grpc)
+    }
+
+    async fn runs(&self) -> Vec<RunRow> {
+        self.fleet.runs().await.unwrap()
+    }
+
+    /// Posts a GitHub delivery: `event`, `delivery` id, the fixture's body, signed with
+    /// `signature` (`None`: no signature header).
+    async fn deliver(
+        &self,
+        event: &str,
+        delivery: &str,
+        body: Vec<u8>,
+        signature: Option<String>,
+    ) -> (u16, String) {
+        let addr = self.http;
+        let mut headers = vec![
+            ("X-GitHub-Event".to_string(), event.to_string()),
+            ("X-GitHub-Delivery".to_string(), delivery.to_string()),
+            ("Content-Type".to_string(), "application/json".to_string()),
+        ];
+        if let Some(signature) = signature {
+            headers.push(("X-Hub-Signature-256".to_string(), signature));
+        }
+        tokio::task::spawn_blocking(move || http_post(addr, "/hooks/github", &headers, &body))
+            .await
+            .unwrap()
+    }
+
+    /// Posts `body` signed with the right secret.
+    async fn deliver_signed(&self, event: &str, delivery: &str, body: Vec<u8>) -> (u16, String) {
+        let signature = sign(SECRET, &body);
+        self.deliver(event, delivery, body, Some(signature)).await
+    }
+
+    async fn stop(mut self) {
+        for stop in self.stops.drain(..) {
+            let _ = stop.send(());
+        }
+        for task in self.tasks.drain(..) {
+            tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .expect("the coordinator stops")
+                .unwrap();
+        }
+    }
+}
+
+/// POST `body` to `path` on `addr` with `headers`; the status code and the body.
+fn http_post(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/webhooks")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+/// A fixture with one JSON field replaced (`pointer` as in `serde_json::Value::pointer_mut`).
+fn fixture_with(name: &str, pointer: &str, value: serde_json::Value) -> Vec<u8> {
+    let mut json: serde_json::Value = serde_json::from_slice(&fixture(name)).unwrap();
+    *json.pointer_mut(pointer).unwrap() = value;
+    serde_json::to_vec(&json).unwrap()
+}
+
+/// The milestone spec: upstream is the repository the push fixture names (never fetched: no
+/// agent is connected, so its runs stay queued).
+fn write_milestone_spec(dir: &Path) -> PathBuf {
+    let options = SpecOptions {
+        upstream_source: "git = \"https://github.com/Netflix/vmaf.git\"\nrev = \"v3.0.0\"\n[upstream.build]\ncommands = [[\"make\", \"-s\", \"VARIANT=upstream\"]]".to_string(),
+        ..SpecOptions::path()
+    };
+    let path = dir.join("milestone.toml");
+    std::fs::write(
+        &path,
+        options
+            .render()
+            .replace("name = \"test\"", "name = \"milestone\""),
+    )
+    .unwrap();
+    path
+}
+
+fn abfleet(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("abfleet runs")
+}
+
+fn started_run_id(body: &str) -> String {
+    body.strip_prefix("started run ")
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("not a started run: {body}"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_release_starts_a_milestone_run_with_its_reason_and_note() {
+    let tmp = tempfile::tempdir().unwrap();
+    let milestone = write_milestone_spec(tmp.path());
+    let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
+
+    let (status, body) = hooked
+        .deliver_signed(
+            "release",
+            "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+            fixture("release.published.json"),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let run_id = started_run_id(&body);
+    let runs = hooked.runs().await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].run_id.to_string(), run_id);
+    assert_eq!(runs[0].name, "milestone");
+    assert_eq!(runs[0].trigger, "release");
+    assert_eq!(
+        runs[0].trigger_note.as_deref(),
+        Some("release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf")
+    );
+
+    // The note is in the report's header, JSON and Markdown.
+    let mut client =
+        abfleet_proto::pb::control_service_client::ControlServiceClient::connect(hooked.url())
+            .await
+            .unwrap();
+    let report = report(&mut client, &run_id).await;
+    assert_eq!(report.trigger, "release");
+    assert_eq!(
+        report.trigger_note.as_deref(),
+        Some("release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf")
+    );
+    let markdown = abfleet_core::report::render_markdown(&report);
+    assert!(
+        markdown.contains("trigger `release` (release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf)"),
+        "{markdown}"
+    );
+
+    // A labelled PR and a dependency bot's CUDA bump start runs with their reasons.
+    let (status, body) = hooked
+        .deliver_signed(
+            "pull_request",
+            "pr-labeled-1",
+            fixture("pull_request.labeled.json"),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = hooked
+        .deliver_signed(
+            "pull_request",
+            "pr-dependabot-1",
+            fixture("pull_request.dependabot.json"),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let runs = hooked.runs().await;
+    let reasons: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|run| (run.trigger.as_str(), run.trigger_note.as_deref().unwrap()))
+        .collect();
+    assert_eq!(
+        reasons[1..],
+        [
+            (
+                "performance-pr",
+                "PR lusoris/vmaf#412: AVX-512 path for the integer VIF filter"
+            ),
+            (
+                "toolchain-bump",
+                "PR lusoris/vmaf#418 by dependabot[bot] (cuda): Bump nvidia/cuda from 12.6.3-devel-ubuntu24.04 to 12.8.1-devel-ubuntu24.04 in /docker"
+            ),
+        ]
+    );
+
+    // `abfleet runs` shows the note.
+    let listing = abfleet(tmp.path(), &["runs", "--coordinator", &hooked.url()]);
+    let listing = String::from_utf8_lossy(&listing.stdout).to_string();
+    assert!(
+        listing.contains("release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf"),
+        "{listing}"
+    );
+    hooked.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsigned_or_badly_signed_deliveries_are_refused_and_start_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let milestone = write_milestone_spec(tmp.path());
+    let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
+    let body = fixture("release.published.json");
+
+    let (status, text) = hooked
+        .deliver("release", "unsigned", body.clone(), None)
+        .await;
+    assert_eq!(status, 401, "{text}");
+    assert!(text.contains("no X-Hub-Signature-256"), "{text}");
+
+    let wrong_secret = sign(b"not the secret", &body);
+    let (status, text) = hooked
+        .deliver("release", "wrong-secret", body.clone(), Some(wrong_secret))
+        .await;
+    assert_eq!(status, 401, "{text}");
+    assert!(text.contains("does not match"), "{text}");
+
+    // Signed right, then changed: the signature covers the raw body.
+    let signature = sign(SECRET, &body);
+    let tampered = fixture_with(
+        "release.published.json",
+        "/release/tag_name",
+        "v9.9.9".into(),
+    );
+    let (status, text) = hooked
+        .deliver("release", "tampered", tampered, Some(signature))
+        .await;
+    assert_eq!(status, 401, "{text}");
+
+    let (status, text) = hooked
+        .deliver("release", "garbled", body.clone(), Some("sha256=zz".into()))
+        .await;
+    assert_eq!(status, 401, "{text}");
+
+    assert!(hooked.runs().await.is_empty());
+    // A refused delivery is not remembered: the same id, signed right, is handled.
+    let (status, text) = hooked.deliver_signed("release", "unsigned", body).await;
+    assert_eq!(status, 202, "{text}");
+    assert_eq!(hooked.runs().await.len(), 1);
+    hooked.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_that_are_not_triggers_are_answered_202_and_start_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let milestone = write_milestone_spec(tmp.path());
+    let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
+
+    let cases = [
+        (
+            "ping",
+            br#"{"zen":"Design for failure.","hook_id":1}"#.to_vec(),
+            "event `ping`",
+        ),
+        (
+            "release",
+            fixture_with("release.published.json", "/action", "created".into()),
+            "release action `created`",
+        ),
+        (
+            "push",
+            fixture_with("push.tag.json", "/ref", "refs/heads/master".into()),
+            "not a tag",
+        ),
+        (
+            "push",
+            fixture_with(
+                "push.tag.json",
+                "/repository/full_name",
+                "someone/else".into(),
+            ),
+            "not to the milestone spec's upstream",
+        ),
+        (
+            "pull_request",
+            fixture_with(
+                "pull_request.labeled.json",
+                "/label/name",
+                "documentation".into(),
+            ),
+            "labelled `documentation`",
+        ),
+        (
+            "pull_request",
+            fixture_with(
+                "pull_request.dependabot.json",
+                "/pull_request/user/login",
+                "octocat".into(),
+            ),
+            "action `opened` by `octocat`",
+        ),
+    ];
+    for (i, (event, body, why)) in cases.into_iter().enumerate() {
+        let (status, text) = hooked
+            .deliver_signed(event, &format!("ignored-{i}"), body)
+            .await;
+        assert_eq!(status, 202, "{event}: {text}");
+        assert!(text.starts_with("ignored: "), "{event}: {text}");
+        assert!(text.contains(why), "{event}: {text} should say {why}");
+    }
+    assert!(hooked.runs().await.is_empty());
+    hooked.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_delivery_is_ignored_even_after_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data_dir = tmp.path().join("data");
+    let milestone = write_milestone_spec(tmp.path());
+    let hooked = Hooked::start(&data_dir, Some(milestone.clone()), Some(SECRET)).await;
+    let delivery = "a1b2c3d4-0000-11ef-8000-000000000001";
+
+    let (status, text) = hooked
+        .deliver_signed("push", delivery, fixture("push.tag.json"))
+        .await;
+    assert_eq!(status, 202, "{text}");
+    let (status, text) = hooked
+        .deliver_signed("push", delivery, fixture("push.tag.json"))
+        .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("already received"), "{text}");
+    assert_eq!(hooked.runs().await.len(), 1);
+    hooked.stop().await;
+
+    // Restarted: the store still knows the id (the answer is a replay's, not a debounce's).
+    let hooked = Hooked::start(&data_dir, Some(milestone), Some(SECRET)).await;
+    let (status, text) = hooked
+        .deliver_signed("push", delivery, fixture("push.tag.json"))
+        .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("already received"), "{text}");
+    let runs = hooked.runs().await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].trigger, "upstream-tag");
+    assert_eq!(
+        runs[0].trigger_note.as_deref(),
+        Some("tag v3.1.0 of Netflix/vmaf")
+    );
+    // The milestone spec pins v3.0.0; the run is of the pushed tag.
+    assert_eq!(runs[0].spec.upstream.source.requested(), "v3.1.0");
+    hooked.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_for_one_tag_within_the_window_start_one_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let milestone = write_milestone_spec(tmp.path());
+    let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
+
+    // The tag push and, a moment later, another delivery for the same tag.
+    let (status, first) = hooked
+        .deliver_signed("push", "push-1", fixture("push.tag.json"))
+        .await;
+    assert_eq!(status, 202, "{first}");
+    let run_id = started_run_id(&first);
+    let (status, second) = hooked
+        .deliver_signed("push", "push-2", fixture("push.tag.json"))
+        .await;
+    assert_eq!(status, 202, "{second}");
+    assert!(
+        second.starts_with(&format!("debounced into run {run_id}")),
+        "{second}"
+    );
+    assert_eq!(hooked.runs().await.len(), 1);
+
+    // Another tag is another thing: its own run.
+    let (status, other) = hooked
+        .deliver_signed(
+            "push",
+            "push-3",
+            fixture_with("push.tag.json", "/ref", "refs/tags/v3.1.1".into()),
+        )
+        .await;
+    assert_eq!(status, 202, "{other}");
+    let other_run = started_run_id(&other);
+    assert_ne!(other_run, run_id);
+    assert_eq!(hooked.runs().await.len(), 2);
+
+    // Every trigger is recorded, the debounced one with the run it went into.
+    let triggers = hooked.fleet.store().list_triggers().await.unwrap();
+    let recorded: Vec<(String, bool, String)> = triggers
+        .iter()
+        .map(|t| {
+            (
+                t.debounce_key.clone().unwrap(),
+                t.debounced,
+                t.run_id.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            ("tag v3.1.0".to_string(), false, run_id.clone()),
+            ("tag v3.1.0".to_string(), true, run_id.clone()),
+            ("tag v3.1.1".to_string(), false, other_run),
+        ]
+    );
+    hooked.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_secret_the_endpoint_is_off() {
+    let tmp = tempfile::tempdir().unwrap();
+    let milestone = write_milestone_spec(tmp.path());
+    let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), None).await;
+    let (status, text) = hooked
+        .deliver_signed("release", "no-secret", fixture("release.published.json"))
+        .await;
+    assert_eq!(status, 404, "{text}");
+    assert!(text.contains("--webhook-secret-file"), "{text}");
+    assert!(hooked.runs().await.is_empty());
+    hooked.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abfleet_trigger_records_reason_and_note_of_a_spec_or_the_milestone_spec() {
+    let tmp = tempfile::tempdir().unwrap();
+    let milestone = write_milestone_spec(tmp.path());
+    let spec = SpecOptions::path().write(tmp.path(), "spec.toml");
+    let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), None).await;
+    let url = hooked.url();
+
+    let dir = tmp.path().to_path_buf();
+    let given = {
+        let (dir, url, spec) = (dir.clone(), url.clone(), spec.clone());
+        tokio::task::spawn_blocking(move || {
+            abfleet(
+                &dir,
+                &[
+                    "trigger",
+                    "--coordinator",
+                    &url,
+                    "--reason",
+                    "release",
+                    "--note",
+                    "v3.1.0 by hand",
+                    spec.to_str().unwrap(),
+                ],
+            )
+        })
+        .await
+        .unwrap()
+    };
+    assert!(given.status.success(), "{given:?}");
+    let given_run = String::from_utf8_lossy(&given.stdout).trim().to_string();
+
+    let from_milestone = {
+        let (dir, url) = (dir.clone(), url.clone());
+        tokio::task::spawn_blocking(move || {
+            abfleet(
+                &dir,
+                &[
+                    "trigger",
+                    "--coordinator",
+                    &url,
+                    "--reason",
+                    "perf-pr",
+                    "--note",
+                    "PR #412",
+                ],
+            )
+        })
+        .await
+        .unwrap()
+    };
+    assert!(from_milestone.status.success(), "{from_milestone:?}");
+    let milestone_run = String::from_utf8_lossy(&from_milestone.stdout)
+        .trim()
+        .to_string();
+
+    let runs = hooked.runs().await;
+    let seen: Vec<(String, &str, &str, Option<&str>)> = runs
+        .iter()
+        .map(|run| {
+            (
+                run.run_id.to_string(),
+                run.name.as_str(),
+                run.trigger.as_str(),
+                run.trigger_note.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (given_run, "test", "release", Some("v3.1.0 by hand")),
+            (
+                milestone_run,
+                "milestone",
+                "performance-pr",
+                Some("PR #412")
+            ),
+        ]
+    );
+    hooked.stop().await;
+
+    // A coordinator without a milestone spec says how to give it one.
+    let hooked = Hooked::start(&tmp.path().join("data2"), None, None).await;
+    let url = hooked.url();
+    let refused = tokio::task::spawn_blocking(move || {
+        abfleet(
+            &dir,
+            &[
+                "trigger",
+                "--coordinator",
+                &url,
+                "--reason",
+                "release",
+                "--note",
+                "v3.1.0",
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(!refused.status.success(), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--milestone-spec"), "{stderr}");
+    assert!(hooked.runs().await.is_empty());
+    hooked.stop().await;
+}
+
+/// `git -C dir args…`, which must succeed.
+fn git_in(dir: &Path, args: &[&str]) {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "abfleet test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "abfleet test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_watcher_runs_a_new_release_tag_with_the_pin_moved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repos = make_repos(&tmp.path().join("repos"));
+    let milestone = SpecOptions::git(&repos).write(tmp.path(), "milestone.toml");
+    let data_dir = tmp.path().join("data");
+    let hooked = Hooked::start(&data_dir, Some(milestone.clone()), None).await;
+    let upstream_url = repos.upstream.display().to_string();
+
+    let (stop, stopped) = oneshot::channel::<()>();
+    let watcher = tokio::spawn(abfleet_coordinator::watcher::watch_upstream(
+        hooked.fleet.clone(),
+        Duration::from_millis(100),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // The first poll records the tags upstream has (v1.0.0) and runs none of them.
+    let fleet = hooked.fleet.clone();
+    let url = upstream_url.clone();
+    wait_until(Duration::from_secs(30), "the watcher's first poll", || {
+        let (fleet, url) = (fleet.clone(), url.clone());
+        async move {
+            let known = fleet.store().known_upstream_tags(&url).await.unwrap();
+            known.contains("v1.0.0").then_some(())
+        }
+    })
+    .await;
+    assert!(hooked.runs().await.is_empty());
+
+    // Upstream gains tags: a nightly, a release candidate and a release.
+    git_in(
+        &repos.upstream,
+        &["commit", "--allow-empty", "-qm", "1.1.0"],
+    );
+    git_in(&repos.upstream, &["tag", "nightly-20261204"]);
+    git_in(&repos.upstream, &["tag", "v1.1.0-rc1"]);
+    git_in(
+        &repos.upstream,
+        &["tag", "-a", "v1.1.0", "-m", "release 1.1.0"],
+    );
+    let run = wait_until(Duration::from_secs(30), "a run of v1.1.0", || {
+        let fleet = hooked.fleet.clone();
+        async move { fleet.runs().await.unwrap().into_iter().next() }
+    })
+    .await;
+    assert_eq!(run.trigger, "upstream-tag");
+    let note = run.trigger_note.clone().unwrap();
+    assert!(
+        note.starts_with(&format!("tag v1.1.0 of {upstream_url} (")),
+        "{note}"
+    );
+    assert_eq!(run.spec.upstream.source.requested(), "v1.1.0");
+    // Let a few more polls pass: the other tags start nothing, v1.1.0 nothing more.
+    let fleet = hooked.fleet.clone();
+    let url = upstream_url.clone();
+    wait_until(
+        Duration::from_secs(30),
+        "the watcher to see every tag",
+        || {
+            let (fleet, url) = (fleet.clone(), url.clone());
+            async move {
+                let known = fleet.store().known_upstream_tags(&url).await.unwrap();
+                (known.len() == 4).then_some(())
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(hooked.runs().await.len(), 1);
+    let _ = stop.send(());
+    watcher.await.unwrap();
+    hooked.stop().await;
+
+    // After a restart the tags are still known: a poll runs nothing again.
+    let hooked = Hooked::start(&data_dir, Some(milestone), None).await;
+    let outcome = abfleet_coordinator::watcher::poll_upstream_once(&hooked.fleet)
+        .await
+        .unwrap();
+    assert!(
+        !outcome.baseline && outcome.triggered.is_empty(),
+        "{outcome:?}"
+    );
+    assert_eq!(hooked.runs().await.len(), 1);
+    hooked.stop().await;
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The settings reach the coordinator from its config file: `milestone_spec` and
+/// `webhook_secret_file` (relative to the file), and `debounce_seconds = 0`, under which two
+/// deliveries for one tag are two runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let etc = tmp.path().join("etc");
+    std::fs::create_dir(&etc).unwrap();
+    write_milestone_spec(&etc);
+    std::fs::write(etc.join("webhook-secret"), [SECRET, b"\n"].concat()).unwrap();
+    let (grpc_port, http_port) = (free_port(), free_port());
+    std::fs::write(
+        etc.join("coordinator.toml"),
+        format!(
+            "[coordinator]\nlisten = \"127.0.0.1:{grpc_port}\"\nhttp = \"127.0.0.1:{http_port}\"\ndata_dir = \"store\"\nplaintext = true\nmilestone_spec = \"milestone.toml\"\nwebhook_secret_file = \"webhook-secret\"\ndebounce_seconds = 0.0\n"
+        ),
+    )
+    .unwrap();
+    let checked = abfleet(
+        tmp.path(),
+        &[
+            "config",
+            "check",
+            etc.join("coordinator.toml").to_str().unwrap(),
+        ],
+    );
+    assert!(checked.status.success(), "{checked:?}");
+    let _coordinator = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .current_dir(tmp.path())
+            .args(["coordinator", "--config", "etc/coordinator.toml"])
+            .env_remove("ABFLEET_TLS_CERT")
+            .env_remove("ABFLEET_TLS_KEY")
+            .env_remove("ABFLEET_TLS_CA")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let http: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
+    let url = format!("http://127.0.0.1:{grpc_port}");
+    let post = |delivery: &'static str| {
+        let body = fixture("push.tag.json");
+        let headers = vec![
+            ("X-GitHub-Event".to_string(), "push".to_string()),
+            ("X-GitHub-Delivery".to_string(), delivery.to_string()),
+            ("X-Hub-Signature-256".to_string(), sign(SECRET, &body)),
+        ];
+        tokio::task::spawn_blocking(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while TcpStream::connect(http).is_err() {
+                assert!(std::time::Instant::now() < deadline, "no http listener");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            http_post(http, "/hooks/github", &headers, &body)
+        })
+    };
+    let (status, first) = post("config-1").await.unwrap();
+    assert_eq!(status, 202, "{first}");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (status, second) = post("config-2").await.unwrap();
+    assert_eq!(status, 202, "{second}");
+    assert_ne!(started_run_id(&first), started_run_id(&second));
+    let listing =
+        tokio::task::spawn_blocking(move || abfleet(tmp.path(), &["runs", "--coordinator", &url]))
+            .await
+            .unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout).to_string();
+    assert_eq!(
+        listing.matches("tag v3.1.0 of Netflix/vmaf").count(),
+        2,
+        "{listing}"
+    );
+}
