@@ -408,4 +408,6 @@ impl TlsArgs {
 pub enum ReportFormat {
     Md,
     Json,
+    /// JUnit XML: a case per cell, a parity failure as a failure (for release pipelines).
+    Junit,
 }

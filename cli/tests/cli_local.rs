@@ -133,6 +133,19 @@ fn a_drifting_fork_fails_the_parity_gate_with_exit_1_naming_metric_rule_and_delt
             .parity,
         CellParity::Ok
     );
+    // A release pipeline reads the same verdict from junit.xml: one failure per failed cell.
+    let junit = std::fs::read_to_string(tmp.path().join("out/junit.xml")).unwrap();
+    let failed = report
+        .cells
+        .iter()
+        .filter(|c| c.parity == CellParity::Fail)
+        .count();
+    assert_eq!(
+        junit.matches("<failure type=\"parity\"").count(),
+        failed,
+        "{junit}"
+    );
+    assert!(junit.contains("/float_ssim\""), "{junit}");
     let markdown = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
     assert!(markdown.contains("**Score parity: FAIL**"), "{markdown}");
     assert!(

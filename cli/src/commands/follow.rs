@@ -116,6 +116,12 @@ pub fn write_report(report: &Report, out_dir: &Path) -> Result<(), Failure> {
     std::fs::create_dir_all(out_dir)
         .and_then(|()| std::fs::write(out_dir.join("report.json"), report.to_json_pretty()))
         .and_then(|()| std::fs::write(out_dir.join("report.md"), render_markdown(report)))
+        .and_then(|()| {
+            std::fs::write(
+                out_dir.join("junit.xml"),
+                abfleet_core::report::render_junit(report),
+            )
+        })
         .map_err(|err| {
             anyhow::anyhow!(
                 "failed to write the report into `{}`: {err}; pass a writable --out",

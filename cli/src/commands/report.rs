@@ -1,7 +1,7 @@
-//! `abfleet report`: a stored run's report as Markdown or JSON, from a coordinator or
+//! `abfleet report`: a stored run's report as Markdown, JSON or JUnit XML, from a coordinator or
 //! straight from a data dir (works with no coordinator running).
 
-use abfleet_core::report::{render_markdown, Report};
+use abfleet_core::report::{render_junit, render_markdown, Report};
 use abfleet_core::RunId;
 
 use super::control_client;
@@ -15,6 +15,7 @@ pub async fn run(run_id: &str, format: ReportFormat, source: &StoreSource) -> Re
     match format {
         ReportFormat::Md => print!("{}", render_markdown(&report)),
         ReportFormat::Json => println!("{}", report.to_json_pretty()),
+        ReportFormat::Junit => print!("{}", render_junit(&report)),
     }
     Ok(0)
 }

@@ -538,7 +538,7 @@ fn speedup_cell(cell: &CellResult) -> String {
     }
 }
 
-fn verdict_word(verdict: crate::paired::Verdict) -> &'static str {
+pub(super) fn verdict_word(verdict: crate::paired::Verdict) -> &'static str {
     match verdict {
         crate::paired::Verdict::Faster => "faster",
         crate::paired::Verdict::Slower => "slower",
@@ -577,7 +577,7 @@ fn delta_cell(cell: &CellResult) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::cell::{CellInput, CellResult, SideMeasurement, SideStatus};
     use crate::events::{BuildRecord, JobEventPayload, JobOutcome, Side};
@@ -627,6 +627,13 @@ mod tests {
     /// The rendered Markdown of a fixed run: the format the fork's docs paste.
     #[test]
     fn report_markdown_snapshot() {
+        let report = sample_report();
+        assert_eq!(report.exit_code, 0);
+        insta::assert_snapshot!(render_markdown(&report));
+    }
+
+    /// A fixed run of four cells (one fork-only), as the renderers' tests use it.
+    pub(in crate::report) fn sample_report() -> Report {
         let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
         let mut spec = JobSpec::load(&dir.join("demo.toml")).unwrap();
         spec.upstream.source = SourceSpec::Git {
@@ -722,7 +729,7 @@ mod tests {
                 error: None,
             },
         ];
-        let report = assemble(
+        assemble(
             &RunRecord {
                 run_id: "00000000-0000-0000-0000-000000000001".into(),
                 trigger: "release".into(),
@@ -743,8 +750,6 @@ mod tests {
                 attempts: Vec::new(),
                 kept_cells: Vec::new(),
             }],
-        );
-        assert_eq!(report.exit_code, 0);
-        insta::assert_snapshot!(render_markdown(&report));
+        )
     }
 }

@@ -3,12 +3,14 @@
 //! docs). The report code never touches the network or the store: it is handed events.
 
 mod assemble;
+mod junit;
 mod markdown;
 mod model;
 mod retune_markdown;
 mod time;
 
 pub use assemble::{assemble, AttemptRecord, JobRecord, JobState, RunRecord, RunState};
+pub use junit::render_junit;
 pub use markdown::render_markdown;
 pub use model::{backend_of, AttemptSummary, GenerationSection, Report, ScoreParity, SideInfo};
 pub use time::format_utc;
