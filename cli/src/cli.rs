@@ -165,6 +165,10 @@ pub enum Command {
         run_id: String,
         #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
         format: ReportFormat,
+        /// Compare with this earlier run instead (Markdown): what changed (commits,
+        /// toolchains), each matched cell's speedup then and now, and the parity ratchet.
+        #[arg(long, value_name = "RUN")]
+        against: Option<String>,
         #[command(flatten)]
         source: StoreSource,
     },

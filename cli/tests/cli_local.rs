@@ -645,3 +645,43 @@ fn a_coordinator_that_accepts_but_never_answers_ends_the_cli_with_a_clear_error(
         "{stderr}"
     );
 }
+
+/// `abfleet report RUN --against EARLIER`: the drifting fork's run against the demo's, read
+/// straight from the shared data dir: the fork commit changed, and float_ssim's pooled delta
+/// grew (the parity ratchet flags growth even where a gate would pass).
+#[test]
+fn report_against_an_earlier_run_flags_a_grown_parity_delta() {
+    let tmp = tempfile::tempdir().unwrap();
+    let jobs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jobs");
+    let (output, demo) = local(tmp.path(), &jobs.join("demo.toml"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let (output, drift) = local(tmp.path(), &jobs.join("demo-drift.toml"));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let (demo, drift) = (demo.unwrap(), drift.unwrap());
+    let output = abfleet(
+        tmp.path(),
+        &[
+            "report",
+            &drift.run_id,
+            "--against",
+            &demo.run_id,
+            "--data-dir",
+            "abfleet-out/.coordinator",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let markdown = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        markdown.contains(&format!("run {} against run {}", drift.run_id, demo.run_id)),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("**parity delta grew**: `float_ssim`"),
+        "{markdown}"
+    );
+    let psnr_row = markdown
+        .lines()
+        .find(|l| l.contains("| pattern_320x180 | psnr |"))
+        .unwrap_or_else(|| panic!("no psnr row in {markdown}"));
+    assert!(!psnr_row.contains("grew"), "{psnr_row}");
+}

@@ -106,6 +106,13 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         Command::Report {
             run_id,
             format,
+            against: Some(earlier),
+            source,
+        } => report::against(&run_id, &earlier, format, &source).await,
+        Command::Report {
+            run_id,
+            format,
+            against: None,
             source,
         } => report::run(&run_id, format, &source).await,
         Command::Runs { source } => lists::runs(&source).await,

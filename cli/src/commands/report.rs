@@ -20,6 +20,24 @@ pub async fn run(run_id: &str, format: ReportFormat, source: &StoreSource) -> Re
     Ok(0)
 }
 
+/// `abfleet report RUN --against EARLIER`: the two runs compared, as Markdown.
+pub async fn against(
+    run_id: &str,
+    earlier: &str,
+    format: ReportFormat,
+    source: &StoreSource,
+) -> Result<i32, Failure> {
+    if !matches!(format, ReportFormat::Md) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--against renders Markdown only; drop --format"
+        )));
+    }
+    let now = load(run_id.parse().usage()?, source).await?;
+    let before = load(earlier.parse().usage()?, source).await?;
+    print!("{}", abfleet_core::report::render_comparison(&now, &before));
+    Ok(0)
+}
+
 pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure> {
     match &source.data_dir {
         Some(dir) => {

@@ -3,6 +3,7 @@
 //! docs). The report code never touches the network or the store: it is handed events.
 
 mod assemble;
+mod compare;
 mod junit;
 mod markdown;
 mod model;
@@ -10,6 +11,7 @@ mod retune_markdown;
 mod time;
 
 pub use assemble::{assemble, AttemptRecord, JobRecord, JobState, RunRecord, RunState};
+pub use compare::{compare_reports, render_comparison, CellChange};
 pub use junit::render_junit;
 pub use markdown::render_markdown;
 pub use model::{backend_of, AttemptSummary, GenerationSection, Report, ScoreParity, SideInfo};
