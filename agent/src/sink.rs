@@ -473,6 +473,7 @@ mod tests {
                 seed: 1,
                 run_order: Vec::new(),
                 stop_reason: abfleet_core::paired::StopReason::NotAdaptive,
+                overhead_seconds: None,
             },
             &spec,
         )
@@ -491,7 +492,8 @@ mod tests {
                 .len()
                 > MAX_EVENT_JSON_BYTES
         );
-        sink.emit(&JobEventPayload::Cell(Box::new(big.clone()))).unwrap();
+        sink.emit(&JobEventPayload::Cell(Box::new(big.clone())))
+            .unwrap();
         assert!(sink.spool_failure().is_none());
         let pending = sink.lock().spool.pending(10);
         assert_eq!(pending.len(), 2, "the cell and a warning");
@@ -517,7 +519,8 @@ mod tests {
 
         // A small cell goes as it is.
         let small = cell(10);
-        sink.emit(&JobEventPayload::Cell(Box::new(small.clone()))).unwrap();
+        sink.emit(&JobEventPayload::Cell(Box::new(small.clone())))
+            .unwrap();
         let pending = sink.lock().spool.pending(10);
         let JobEventPayload::Cell(sent) = serde_json::from_str(&pending[2].payload_json).unwrap()
         else {
