@@ -223,8 +223,8 @@ pub enum Command {
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// The same commands timed through the agent's runner and by a bare spawn and wait,
-    /// interleaved: a short one (`sh -c :`) and a long busy loop calibrated to about
-    /// --long-seconds; the agent's own CPU time while the long one runs.
+    /// interleaved: a short one (`sh -c :`) and a long one (`sleep --long-seconds`, or a busy
+    /// loop calibrated to it); the agent's own CPU time while the long one runs.
     Runner {
         /// Few runs of short commands, in seconds (CI): checks the benchmark works, not the figures.
         #[arg(long)]
@@ -235,9 +235,13 @@ pub enum BenchCommand {
         /// Pairs (direct, runner) of the long command [default: 10; 2 with --smoke].
         #[arg(long)]
         long_pairs: Option<u32>,
-        /// What the long command's busy loop is calibrated to take [default: 1.0; 0.05 with --smoke].
+        /// How long the long command takes [default: 1.0; 0.05 with --smoke].
         #[arg(long)]
         long_seconds: Option<f64>,
+        /// A shell busy loop calibrated to --long-seconds as the long command, instead of
+        /// `sleep`: CPU-bound like a benchmark, so it competes with the host's other load.
+        #[arg(long)]
+        busy_loop: bool,
     },
     /// A vmaf JSON output of a 4K 10-minute clip (14,400 frames × 30 metrics) written to a
     /// temporary file and parsed as the agent parses one (streamed), a few times.

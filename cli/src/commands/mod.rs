@@ -108,6 +108,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                     short_pairs,
                     long_pairs,
                     long_seconds,
+                    busy_loop,
                 },
         } => {
             bench::runner::run(bench::runner::RunnerArgs::new(
@@ -115,6 +116,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                 short_pairs,
                 long_pairs,
                 long_seconds,
+                busy_loop,
             ))
             .await
         }
