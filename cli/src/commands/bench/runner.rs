@@ -1,7 +1,8 @@
 //! `abfleet bench runner`: what the agent's runner (`abfleet_agent::runner::run`, the call
 //! every timed run of a cell goes through) adds to a timed run. The same command is timed
 //! through it and by a bare `std::process::Command` spawn and wait in this process,
-//! interleaved (direct, runner, direct, runner, …), on a short command (`sh -c :`, where the
+//! interleaved, the pairs alternating which goes first (direct then runner, runner then
+//! direct, …: an order effect cancels out), on a short command (`sh -c :`, where the
 //! runner's fixed cost shows as added milliseconds) and a long one of about a second (where
 //! it shows as a ratio): `sleep`, whose length the host's load barely changes, or with
 //! `--busy-loop` a shell loop calibrated to it, CPU-bound like a benchmark (on a loaded host
@@ -215,7 +216,8 @@ fn time_direct(argv: &[String]) -> anyhow::Result<f64> {
     Ok(wall_s)
 }
 
-/// A warm-up of each, then `pairs` pairs: direct, then through the runner.
+/// A warm-up of each, then `pairs` pairs of a direct run and one through the runner, the
+/// direct one first in even pairs and second in odd ones.
 async fn time_interleaved(argv: &[String], pairs: u32, work_dir: &Path) -> anyhow::Result<Timings> {
     let log = work_dir.join("run.log");
     let env = BTreeMap::new();
@@ -223,7 +225,9 @@ async fn time_interleaved(argv: &[String], pairs: u32, work_dir: &Path) -> anyho
     let mut timings = Timings::default();
     for pair in 0..=pairs {
         // The direct spawn blocks this worker thread, as a bare harness would.
-        let direct_s = tokio::task::block_in_place(|| time_direct(argv))?;
+        let direct = || tokio::task::block_in_place(|| time_direct(argv));
+        let direct_first = pair % 2 == 0;
+        let mut direct_s = if direct_first { direct()? } else { 0.0 };
         let _ = std::fs::remove_file(&log);
         let cpu_before = self_cpu_s();
         let started = Instant::now();
@@ -240,6 +244,9 @@ async fn time_interleaved(argv: &[String], pairs: u32, work_dir: &Path) -> anyho
         .await;
         let call_s = started.elapsed().as_secs_f64();
         let cpu_s = self_cpu_s() - cpu_before;
+        if !direct_first {
+            direct_s = direct()?;
+        }
         anyhow::ensure!(
             outcome.exit.success(),
             "`{}` through the runner {}",
