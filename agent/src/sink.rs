@@ -473,6 +473,7 @@ mod tests {
                 seed: 1,
                 run_order: Vec::new(),
                 stop_reason: abfleet_core::paired::StopReason::NotAdaptive,
+                overhead_seconds: None,
             },
             &spec,
         )

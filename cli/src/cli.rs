@@ -221,6 +221,12 @@ pub enum Command {
         #[command(subcommand)]
         command: CertsCommand,
     },
+    /// abfleet's own cost, measured: what the agent's runner adds to a timed run, how fast an
+    /// output is parsed. Prints a table and one JSON line; figures go in docs/performance.md.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
     /// Theoretical occupancy of one kernel launch and its limiter:
     /// `--arch sm_89 --block 128 --regs 255 [--smem BYTES]`, or `--arch gfx942 --vgprs N`.
     Occupancy {
@@ -242,6 +248,44 @@ pub enum Command {
         /// Static shared memory (LDS) per block, bytes.
         #[arg(long, default_value_t = 0)]
         smem: u32,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// The same commands timed through the agent's runner and by a bare spawn and wait,
+    /// interleaved: a short one (`sh -c :`) and a long one (`sleep --long-seconds`, or a busy
+    /// loop calibrated to it); the agent's own CPU time while the long one runs.
+    Runner {
+        /// Few runs of short commands, in seconds (CI): checks the benchmark works, not the figures.
+        #[arg(long)]
+        smoke: bool,
+        /// Pairs (direct, runner) of the short command [default: 200; 10 with --smoke].
+        #[arg(long)]
+        short_pairs: Option<u32>,
+        /// Pairs (direct, runner) of the long command [default: 10; 2 with --smoke].
+        #[arg(long)]
+        long_pairs: Option<u32>,
+        /// How long the long command takes [default: 1.0; 0.05 with --smoke].
+        #[arg(long)]
+        long_seconds: Option<f64>,
+        /// A shell busy loop calibrated to --long-seconds as the long command, instead of
+        /// `sleep`: CPU-bound like a benchmark, so it competes with the host's other load.
+        #[arg(long)]
+        busy_loop: bool,
+    },
+    /// A vmaf JSON output of a 4K 10-minute clip (14,400 frames × 30 metrics) written to a
+    /// temporary file and parsed as the agent parses one (streamed), a few times.
+    Parse {
+        /// A small output (240 frames), in seconds (CI).
+        #[arg(long)]
+        smoke: bool,
+        /// Frames in the generated output [default: 14400; 240 with --smoke].
+        #[arg(long)]
+        frames: Option<u32>,
+        /// Times it is parsed [default: 5; 2 with --smoke].
+        #[arg(long)]
+        runs: Option<u32>,
     },
 }
 

@@ -54,6 +54,23 @@ fn the_demo_spec_passes_parity_and_writes_both_reports() {
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let report = report.expect("report.json is written");
     assert_eq!(report.cells.len(), 8);
+    // Issue 15: each cell says what the agent spent on it besides the runs.
+    for cell in &report.cells {
+        let overhead_s = cell
+            .overhead_seconds
+            .unwrap_or_else(|| panic!("cell {} has no overhead_seconds", cell.index));
+        let runs_s: f64 = [&cell.upstream, &cell.fork]
+            .iter()
+            .flat_map(|side| side.times.iter().chain(&side.warmup_times))
+            .sum();
+        assert!(runs_s > 0.0, "cell {} recorded no run times", cell.index);
+        let cell_wall_s = overhead_s + runs_s;
+        assert!(
+            (0.0..cell_wall_s).contains(&overhead_s),
+            "cell {}: overhead {overhead_s} s of a {cell_wall_s} s cell",
+            cell.index
+        );
+    }
     let float_ssim = report
         .cells
         .iter()

@@ -218,6 +218,13 @@ pub struct CellResult {
     /// the host was calibrated: a fraction, e.g. 0.012 for ±1.2%.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_resolution: Option<f64>,
+    /// What the agent spent on the cell besides its timed runs: the cell's wall time (from
+    /// the first host sample before the warm-ups to the last after the timed runs) minus the
+    /// wall time of every run (warm-ups included), in seconds. Spawning and reaping, reading
+    /// each output, the statistics between pairs. `None` in reports from before it was
+    /// measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_seconds: Option<f64>,
 }
 
 /// Something that may have disturbed a cell's timings, with what was measured.
@@ -265,6 +272,8 @@ pub struct CellInput {
     pub seed: u64,
     pub run_order: Vec<Order>,
     pub stop_reason: StopReason,
+    /// The cell's wall time minus that of its runs (see [`CellResult::overhead_seconds`]).
+    pub overhead_seconds: Option<f64>,
 }
 
 impl CellResult {
@@ -305,6 +314,7 @@ impl CellResult {
             run_order: input.run_order.clone(),
             stop_reason: input.stop_reason,
             host_resolution: None,
+            overhead_seconds: input.overhead_seconds,
             upstream,
             fork,
         };
@@ -531,6 +541,7 @@ mod tests {
                 seed: 7,
                 run_order: Vec::new(),
                 stop_reason: StopReason::NotAdaptive,
+                overhead_seconds: None,
             },
             &spec(),
         )

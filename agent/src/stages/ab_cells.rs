@@ -128,6 +128,8 @@ struct SideRun<'a> {
     built: &'a BuiltSide,
     measurement: SideMeasurement,
     active: bool,
+    /// Wall seconds of every run of this side in the cell, warm-ups and failed runs included.
+    runs_wall_s: f64,
 }
 
 async fn measure_cell(
@@ -165,6 +167,7 @@ async fn measure_cell(
             built,
             measurement,
             active,
+            runs_wall_s: 0.0,
         }
     });
     // A cell with one side unbuildable is not timed at all: it would compare nothing. Both
@@ -179,6 +182,8 @@ async fn measure_cell(
             side.active = false;
         }
     }
+    // The cell's overhead is timed from here to after the last host sample.
+    let cell_started = std::time::Instant::now();
     // /proc is read off the async runtime, before the warm-ups and after the last run.
     let (load_before, host_sample) =
         off_runtime(|| (loadavg::one_minute(), noise::HostSample::take())).await?;
@@ -201,6 +206,8 @@ async fn measure_cell(
     let timed = time_pairs(ctx, index, &runner_ctx, &mut sides).await?;
     let (load_after, host_flags) =
         off_runtime(move || (loadavg::one_minute(), host_sample.flags_since())).await?;
+    let overhead_seconds =
+        cell_started.elapsed().as_secs_f64() - sides.iter().map(|s| s.runs_wall_s).sum::<f64>();
     let [upstream_run, fork_run] = sides;
     Ok(CellInput {
         index,
@@ -218,6 +225,7 @@ async fn measure_cell(
         seed: timed.seed,
         run_order: timed.order,
         stop_reason: timed.stop_reason,
+        overhead_seconds: Some(overhead_seconds),
     })
 }
 
@@ -395,6 +403,8 @@ struct RunContext<'a> {
 struct RunOutcome {
     command: RunCommand,
     result: RunResult,
+    /// The run's wall seconds as the runner timed it, whatever its result.
+    wall_s: f64,
 }
 
 enum RunResult {
@@ -415,7 +425,12 @@ enum RunResult {
 }
 
 fn record(side: &mut SideRun<'_>, run: RunOutcome, warmup: bool) {
-    let RunOutcome { command, result } = run;
+    let RunOutcome {
+        command,
+        result,
+        wall_s: run_wall_s,
+    } = run;
+    side.runs_wall_s += run_wall_s;
     let keep_command = !warmup || !matches!(result, RunResult::Scored { .. });
     let m = &mut side.measurement;
     match result {
@@ -529,7 +544,11 @@ async fn run_once(
             },
         },
     };
-    Ok(RunOutcome { command, result })
+    Ok(RunOutcome {
+        command,
+        result,
+        wall_s: outcome.wall_s,
+    })
 }
 
 /// The command template with its placeholders filled, then the workload's arguments.

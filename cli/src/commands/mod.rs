@@ -1,5 +1,6 @@
 //! One module per subcommand; `run` dispatches.
 
+mod bench;
 mod calibrate;
 mod certs;
 mod follow;
@@ -10,7 +11,7 @@ mod report;
 mod serve;
 mod submit;
 
-use crate::cli::{Command, ConfigCommand};
+use crate::cli::{BenchCommand, Command, ConfigCommand};
 use crate::failure::{Classify, Failure};
 
 pub async fn run(command: Command) -> Result<i32, Failure> {
@@ -131,6 +132,33 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             coordinator,
             tls,
         } => lists::drain(&agent_id, resume, &coordinator, &tls).await,
+        Command::Bench {
+            command:
+                BenchCommand::Runner {
+                    smoke,
+                    short_pairs,
+                    long_pairs,
+                    long_seconds,
+                    busy_loop,
+                },
+        } => {
+            bench::runner::run(bench::runner::RunnerArgs::new(
+                smoke,
+                short_pairs,
+                long_pairs,
+                long_seconds,
+                busy_loop,
+            ))
+            .await
+        }
+        Command::Bench {
+            command:
+                BenchCommand::Parse {
+                    smoke,
+                    frames,
+                    runs,
+                },
+        } => bench::parse::run(bench::parse::ParseArgs::new(smoke, frames, runs)),
         Command::Certs { command } => certs::run(command),
         Command::Occupancy {
             arch,

@@ -653,6 +653,7 @@ fn cell(index: u32, seq: u64) -> StoredEvent {
             seed: 1,
             run_order: Vec::new(),
             stop_reason: abfleet_core::paired::StopReason::MaxPairs,
+            overhead_seconds: None,
         },
         &spec,
     );

@@ -660,6 +660,7 @@ pub(super) mod tests {
                         seed: 7 + u64::from(index),
                         run_order: Vec::new(),
                         stop_reason: crate::paired::StopReason::NotAdaptive,
+                        overhead_seconds: None,
                     },
                     &spec,
                 )))

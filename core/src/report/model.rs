@@ -368,6 +368,7 @@ mod tests {
                             seed: 1,
                             run_order: Vec::new(),
                             stop_reason: crate::paired::StopReason::NotAdaptive,
+                            overhead_seconds: None,
                         },
                         &spec,
                     )))

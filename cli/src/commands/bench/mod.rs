@@ -1,0 +1,7 @@
+//! `abfleet bench`: abfleet's own cost, measured in-process (docs/performance.md). Each
+//! benchmark prints a small table and one JSON line (`{"bench": NAME, …}`) and exits 0
+//! whether or not a target is met: figures are read and recorded, never asserted on.
+
+pub mod parse;
+pub mod runner;
+mod summary;

@@ -1,0 +1,232 @@
+//! `abfleet bench parse`: how long the agent takes to read a big output. A vmaf JSON output
+//! of a 4K 10-minute clip at 24 fps (14,400 frames × 30 metrics, in the shape and `%.6f`
+//! precision vmaf writes) is generated into a temporary file, then parsed as the agent parses
+//! every timed run's output (`abfleet_core::output::parse_reader` over a `BufReader` of the
+//! file, streamed), a few times. Also the peak resident set's growth over the first parse
+//! (`VmHWM`): the cost of the parsed scores, since the text is never held.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use abfleet_core::output::{parse_reader, OutputFormat};
+use serde::Serialize;
+
+use super::summary::{peak_rss_kib, Summary};
+use crate::failure::{Classify, Failure};
+
+/// The target: a 10-minute 4K output parsed in under 100 ms.
+pub const PARSE_MS_TARGET: f64 = 100.0;
+
+/// 10 minutes at 24 fps.
+const FULL_FRAMES: u32 = 14_400;
+
+/// The per-frame metrics: a vmaf model's features plus the common extra features.
+const METRICS: [&str; 30] = [
+    "integer_adm2",
+    "integer_aim",
+    "integer_adm3",
+    "integer_adm_scale0",
+    "integer_adm_scale1",
+    "integer_adm_scale2",
+    "integer_adm_scale3",
+    "integer_motion2",
+    "integer_motion",
+    "integer_vif_scale0",
+    "integer_vif_scale1",
+    "integer_vif_scale2",
+    "integer_vif_scale3",
+    "integer_motion3",
+    "vmaf",
+    "float_ssim",
+    "float_ms_ssim",
+    "psnr_y",
+    "psnr_cb",
+    "psnr_cr",
+    "psnr_hvs_y",
+    "psnr_hvs_cb",
+    "psnr_hvs_cr",
+    "psnr_hvs",
+    "cambi",
+    "ciede2000",
+    "ssimulacra2",
+    "float_vif_scale0",
+    "float_adm2",
+    "float_motion",
+];
+
+pub struct ParseArgs {
+    pub smoke: bool,
+    pub frames: u32,
+    pub runs: u32,
+}
+
+impl ParseArgs {
+    /// The flags' values, their defaults depending on `--smoke`.
+    pub fn new(smoke: bool, frames: Option<u32>, runs: Option<u32>) -> ParseArgs {
+        ParseArgs {
+            smoke,
+            frames: frames
+                .unwrap_or(if smoke { 240 } else { FULL_FRAMES })
+                .max(1),
+            runs: runs.unwrap_or(if smoke { 2 } else { 5 }).max(1),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ParseReport {
+    bench: &'static str,
+    smoke: bool,
+    frames: u32,
+    metrics: usize,
+    file_bytes: u64,
+    parse: Summary,
+    frames_per_s: f64,
+    mib_per_s: f64,
+    /// Growth of the peak resident set over the first parse, KiB; `null` without /proc.
+    peak_rss_delta_kib: Option<u64>,
+    target_ms_max: f64,
+    /// Whether the median met the target (judged on a full-size run only: `null` otherwise).
+    target_met: Option<bool>,
+}
+
+pub fn run(args: ParseArgs) -> Result<i32, Failure> {
+    let dir = tempfile::tempdir()
+        .map_err(|err| anyhow::anyhow!("failed to create a temporary directory: {err}"))
+        .infra()?;
+    let path = dir.path().join("vmaf.json");
+    write_output(&path, args.frames)
+        .map_err(|err| anyhow::anyhow!("failed to write `{}`: {err}", path.display()))
+        .infra()?;
+    let file_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let rss_before = peak_rss_kib();
+    let mut times = Vec::new();
+    let mut rss_after = None;
+    for _ in 0..args.runs {
+        let file = std::fs::File::open(&path)
+            .map_err(|err| anyhow::anyhow!("failed to open `{}`: {err}", path.display()))
+            .infra()?;
+        let started = Instant::now();
+        let scores = parse_reader(OutputFormat::Json, std::io::BufReader::new(file))
+            .map_err(|err| anyhow::anyhow!("failed to parse the generated output: {err}"))
+            .infra()?;
+        times.push(started.elapsed().as_secs_f64());
+        if rss_after.is_none() {
+            rss_after = peak_rss_kib();
+        }
+        let metrics = scores.frames.first().map_or(0, |f| f.metrics.len());
+        if scores.frames.len() != args.frames as usize || metrics != METRICS.len() {
+            return Err(Failure::infra(anyhow::anyhow!(
+                "the generated output parsed to {} frames of {metrics} metrics, not {} of {}",
+                scores.frames.len(),
+                args.frames,
+                METRICS.len()
+            )));
+        }
+        drop(scores);
+    }
+    let parse = Summary::of(&times).expect("at least one run");
+    let full = args.frames >= FULL_FRAMES;
+    let report = ParseReport {
+        bench: "parse",
+        smoke: args.smoke,
+        frames: args.frames,
+        metrics: METRICS.len(),
+        file_bytes,
+        frames_per_s: f64::from(args.frames) / parse.median_s,
+        mib_per_s: file_bytes as f64 / (1024.0 * 1024.0) / parse.median_s,
+        parse,
+        peak_rss_delta_kib: rss_before
+            .zip(rss_after)
+            .map(|(before, after)| after.saturating_sub(before)),
+        target_ms_max: PARSE_MS_TARGET,
+        target_met: full.then_some(parse.median_s * 1e3 < PARSE_MS_TARGET),
+    };
+    println!(
+        "{:<40} {:>6} {:>11} {:>11} {:>11}",
+        "what", "runs", "median", "min", "max"
+    );
+    println!(
+        "{:<40} {:>6} {:>9.2}ms {:>9.2}ms {:>9.2}ms",
+        format!(
+            "parse {} frames × {} metrics ({:.1} MiB)",
+            report.frames,
+            report.metrics,
+            file_bytes as f64 / (1024.0 * 1024.0)
+        ),
+        parse.n,
+        parse.median_s * 1e3,
+        parse.min_s * 1e3,
+        parse.max_s * 1e3
+    );
+    let verdict = match report.target_met {
+        Some(true) => "met",
+        Some(false) => "NOT met",
+        None => "not judged: fewer frames than a 10-minute clip",
+    };
+    println!(
+        "{:.0} frames/s, {:.1} MiB/s; peak RSS +{} KiB (target median < {PARSE_MS_TARGET} ms: {verdict})",
+        report.frames_per_s,
+        report.mib_per_s,
+        report
+            .peak_rss_delta_kib
+            .map_or("?".to_string(), |kib| kib.to_string()),
+    );
+    let line = serde_json::to_string(&report)
+        .map_err(|err| anyhow::anyhow!("failed to write the JSON line: {err}"))
+        .infra()?;
+    println!("{line}");
+    Ok(abfleet_core::exit::OK)
+}
+
+/// Writes a vmaf JSON output of `frames` frames as vmaf prints it (`--json`, `%.6f`): the
+/// frames, then the pooled block (min, max, mean, harmonic mean per metric), then an empty
+/// `aggregate_metrics`. Values come from a seeded xorshift, so every run parses the same text.
+fn write_output(path: &Path, frames: u32) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut pooled = [(f64::INFINITY, f64::NEG_INFINITY, 0.0f64, 0.0f64); METRICS.len()];
+    writeln!(
+        out,
+        "{{\n  \"version\": \"3.0.0\",\n  \"fps\": 14.87,\n  \"frames\": ["
+    )?;
+    for frame in 0..frames {
+        writeln!(
+            out,
+            "    {{\n      \"frameNum\": {frame},\n      \"metrics\": {{"
+        )?;
+        for (i, metric) in METRICS.iter().enumerate() {
+            let value = 0.5 + next() * 99.5;
+            let (min, max, sum, inv_sum) = &mut pooled[i];
+            *min = min.min(value);
+            *max = max.max(value);
+            *sum += value;
+            *inv_sum += 1.0 / value;
+            let comma = if i + 1 < METRICS.len() { "," } else { "" };
+            writeln!(out, "        \"{metric}\": {value:.6}{comma}")?;
+        }
+        let comma = if frame + 1 < frames { "," } else { "" };
+        writeln!(out, "      }}\n    }}{comma}")?;
+    }
+    writeln!(out, "  ],\n  \"pooled_metrics\": {{")?;
+    let n = f64::from(frames);
+    for (i, metric) in METRICS.iter().enumerate() {
+        let (min, max, sum, inv_sum) = pooled[i];
+        let comma = if i + 1 < METRICS.len() { "," } else { "" };
+        writeln!(
+            out,
+            "    \"{metric}\": {{\n      \"min\": {min:.6},\n      \"max\": {max:.6},\n      \"mean\": {:.6},\n      \"harmonic_mean\": {:.6}\n    }}{comma}",
+            sum / n,
+            n / inv_sum
+        )?;
+    }
+    writeln!(out, "  }},\n  \"aggregate_metrics\": {{\n  }}\n}}")?;
+    out.flush()
+}

@@ -1,0 +1,87 @@
+//! `abfleet bench … --smoke` as CI runs it: each benchmark exits 0 and its JSON line carries
+//! the figures it promises, as positive numbers. Never its times against a target: this is a
+//! shared, noisy machine, and the figures are recorded in docs/performance.md, not asserted.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Runs `abfleet bench NAME --smoke`, checks it succeeded, and returns its JSON line.
+fn bench_smoke(name: &str) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(["bench", name, "--smoke"])
+        .output()
+        .expect("abfleet runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "status {:?}\n--- stdout\n{stdout}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = stdout
+        .lines()
+        .rfind(|line| line.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON line in:\n{stdout}"));
+    let json: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(json["bench"], name, "{json}");
+    assert_eq!(json["smoke"], true, "{json}");
+    json
+}
+
+/// The number at a JSON pointer, which must be finite and positive.
+fn positive(json: &Value, pointer: &str) -> f64 {
+    let value = json
+        .pointer(pointer)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("no number at {pointer} in {json}"));
+    assert!(
+        value.is_finite() && value > 0.0,
+        "{pointer} = {value} in {json}"
+    );
+    value
+}
+
+#[test]
+fn bench_runner_smoke_times_both_commands_both_ways() {
+    let json = bench_smoke("runner");
+    for command in ["short", "long"] {
+        for how in ["direct", "recorded", "call"] {
+            let min = positive(&json, &format!("/{command}/{how}/min_s"));
+            let median = positive(&json, &format!("/{command}/{how}/median_s"));
+            let max = positive(&json, &format!("/{command}/{how}/max_s"));
+            assert!(min <= median && median <= max, "{command} {how}: {json}");
+            assert!(positive(&json, &format!("/{command}/{how}/n")) >= 1.0);
+        }
+        positive(&json, &format!("/{command}/ratio_recorded"));
+        positive(&json, &format!("/{command}/ratio_call"));
+        // An added time may come out negative on a noisy machine; it must be a number.
+        for key in ["added_recorded_ms", "added_call_ms"] {
+            let added = json[command][key].as_f64();
+            assert!(added.is_some_and(f64::is_finite), "{command}.{key}: {json}");
+        }
+    }
+    assert_eq!(json["long"]["argv"][0], "sleep", "{json}");
+    positive(&json, "/agent_cpu/wall_s");
+    let cpu_s = json["agent_cpu"]["cpu_s"].as_f64().unwrap();
+    assert!(cpu_s >= 0.0 && cpu_s.is_finite(), "{json}");
+    for key in ["long_ratio_met", "short_added_ms_met", "agent_cpu_pct_met"] {
+        assert!(json["targets"][key].is_boolean(), "targets.{key}: {json}");
+    }
+}
+
+#[test]
+fn bench_parse_smoke_parses_the_generated_output() {
+    let json = bench_smoke("parse");
+    assert_eq!(json["frames"], 240, "{json}");
+    assert_eq!(json["metrics"], 30, "{json}");
+    positive(&json, "/file_bytes");
+    let min = positive(&json, "/parse/min_s");
+    let median = positive(&json, "/parse/median_s");
+    assert!(min <= median && median <= positive(&json, "/parse/max_s"));
+    positive(&json, "/frames_per_s");
+    positive(&json, "/mib_per_s");
+    assert!(json["peak_rss_delta_kib"].is_u64(), "{json}");
+    // A smoke run is too small to judge against the 10-minute target.
+    assert!(json["target_met"].is_null(), "{json}");
+}
