@@ -86,9 +86,10 @@ pub async fn follow(
     write_report(&report, &out_dir)?;
     print!("{}", table::render(&report));
     println!(
-        "report: {} and {}",
+        "report: {}, {} and {}",
         out_dir.join("report.md").display(),
-        out_dir.join("report.json").display()
+        out_dir.join("report.json").display(),
+        out_dir.join("junit.xml").display()
     );
     Ok(if interrupted {
         abfleet_core::exit::CANCELLED

@@ -197,7 +197,7 @@ impl<'de> Visitor<'de> for Frame<'_> {
         }
         Ok(FrameScores {
             frame_num: frame_num.ok_or_else(|| de::Error::missing_field("frameNum"))?,
-            metrics: shared_names(metrics.ok_or_else(|| de::Error::missing_field("metrics"))?),
+            metrics: metrics.ok_or_else(|| de::Error::missing_field("metrics"))?,
         })
     }
 }
@@ -208,17 +208,27 @@ thread_local! {
     static NAMES: std::cell::RefCell<crate::scores::NameInterner> = Default::default();
 }
 
-/// A frame's metrics with names shared between frames.
-fn shared_names(metrics: BTreeMap<String, f64>) -> crate::scores::MetricValues {
-    NAMES.with(|names| {
-        let mut names = names.borrow_mut();
-        let mut values: crate::scores::MetricValues = metrics
-            .into_iter()
-            .map(|(name, value)| (names.intern(&name), value))
-            .collect();
-        values.shrink_to_fit();
-        values
-    })
+/// A metric name, read straight into this thread's shared names: no `String` per key.
+struct SharedName;
+
+impl<'de> DeserializeSeed<'de> for SharedName {
+    type Value = std::sync::Arc<str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SharedName {
+    type Value = std::sync::Arc<str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a metric name")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<Self::Value, E> {
+        Ok(NAMES.with(|names| names.borrow_mut().intern(name)))
+    }
 }
 
 /// `pooled_metrics: { name: { min, max, mean, harmonic_mean } }`.
@@ -234,10 +244,11 @@ impl<'de> Visitor<'de> for AllPooled<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut pooled = BTreeMap::new();
         while let Some(metric) = map.next_key::<String>()? {
-            let mut stats = map.next_value_seed(Seed(Numbers::Stats(self.0, &metric)))?;
-            let mut take = |stat| {
+            let stats = map.next_value_seed(Seed(Numbers::Stats(self.0, &metric)))?;
+            let take = |stat| {
                 stats
-                    .remove(stat)
+                    .get(stat)
+                    .copied()
                     .ok_or_else(|| de::Error::missing_field(stat))
             };
             let stats = Pooled {
@@ -260,7 +271,7 @@ enum Numbers<'a> {
 }
 
 impl<'de> Visitor<'de> for Numbers<'_> {
-    type Value = BTreeMap<String, f64>;
+    type Value = crate::scores::MetricValues;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -275,8 +286,9 @@ impl<'de> Visitor<'de> for Numbers<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut numbers = BTreeMap::new();
-        while let Some(key) = map.next_key::<String>()? {
+        let width = NAMES.with(|names| names.borrow().width());
+        let mut numbers = Vec::with_capacity(width);
+        while let Some(key) = map.next_key_seed(SharedName)? {
             let value: Value = map.next_value()?;
             // `null` is how vmaf writes a score that is not a finite number: a value.
             let number = if value.is_null() {
@@ -286,8 +298,10 @@ impl<'de> Visitor<'de> for Numbers<'_> {
             };
             let Some(number) = number else {
                 let (bad, metric, site) = match &self {
-                    Numbers::Metrics(bad, site) => (bad, key, site.clone()),
-                    Numbers::Stats(bad, metric) => (bad, metric.to_string(), Site::Pooled(key)),
+                    Numbers::Metrics(bad, site) => (bad, key.to_string(), site.clone()),
+                    Numbers::Stats(bad, metric) => {
+                        (bad, metric.to_string(), Site::Pooled(key.to_string()))
+                    }
                 };
                 let found = match value {
                     Value::String(text) => format!("the string {text:?}"),
@@ -304,9 +318,10 @@ impl<'de> Visitor<'de> for Numbers<'_> {
                 });
                 return Err(de::Error::custom(message));
             };
-            numbers.insert(key, number);
+            numbers.push((key, number));
         }
-        Ok(numbers)
+        numbers.shrink_to_fit();
+        Ok(crate::scores::MetricValues::from_unsorted(numbers))
     }
 }
 

@@ -21,6 +21,10 @@ impl MetricValues {
         MetricValues(Vec::new())
     }
 
+    pub fn with_capacity(capacity: usize) -> MetricValues {
+        MetricValues(Vec::with_capacity(capacity))
+    }
+
     fn position(&self, name: &str) -> Result<usize, usize> {
         self.0.binary_search_by(|(n, _)| (**n).cmp(name))
     }
@@ -43,6 +47,24 @@ impl MetricValues {
                 None
             }
         }
+    }
+
+    /// Builds from pairs in any order, faster than inserting one by one: sorted once, and
+    /// of a name given twice the last value is kept (as a JSON object's last key wins).
+    pub fn from_unsorted(mut pairs: Vec<(Arc<str>, f64)>) -> MetricValues {
+        if !pairs.windows(2).all(|w| w[0].0 < w[1].0) {
+            pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            // A stable sort keeps the order of equal names: keep the last of each run.
+            let mut kept: Vec<(Arc<str>, f64)> = Vec::with_capacity(pairs.len());
+            for pair in pairs {
+                match kept.last_mut() {
+                    Some(last) if last.0 == pair.0 => *last = pair,
+                    _ => kept.push(pair),
+                }
+            }
+            pairs = kept;
+        }
+        MetricValues(pairs)
     }
 
     pub fn len(&self) -> usize {
@@ -117,18 +139,46 @@ impl fmt::Debug for MetricValues {
     }
 }
 
-/// Shares one `Arc<str>` per metric name across the frames of one parse.
+/// Shares one `Arc<str>` per metric name across the frames of one parse. Frames list their
+/// metrics in the same order, so the name after the last one handed out is tried first (a
+/// string compare, no hashing); the map is the fallback.
 #[derive(Default)]
-pub struct NameInterner(HashMap<Box<str>, Arc<str>>);
+pub struct NameInterner {
+    names: HashMap<Box<str>, Arc<str>>,
+    /// The names in the order they were last asked for, and where the next one probably is.
+    order: Vec<Arc<str>>,
+    next: usize,
+}
 
 impl NameInterner {
     pub fn intern(&mut self, name: &str) -> Arc<str> {
-        if let Some(shared) = self.0.get(name) {
-            return shared.clone();
+        if let Some(expected) = self.order.get(self.next) {
+            if **expected == *name {
+                self.next = (self.next + 1) % self.order.len();
+                return expected.clone();
+            }
         }
-        let shared: Arc<str> = Arc::from(name);
-        self.0.insert(name.into(), shared.clone());
+        let shared = match self.names.get(name) {
+            Some(shared) => shared.clone(),
+            None => {
+                let shared: Arc<str> = Arc::from(name);
+                self.names.insert(name.into(), shared.clone());
+                shared
+            }
+        };
+        match self.order.iter().position(|n| Arc::ptr_eq(n, &shared)) {
+            Some(at) => self.next = (at + 1) % self.order.len(),
+            None => {
+                self.order.push(shared.clone());
+                self.next = 0;
+            }
+        }
         shared
+    }
+
+    /// How many metrics the frames had so far (a capacity hint for the next frame).
+    pub fn width(&self) -> usize {
+        self.order.len()
     }
 }
 
@@ -184,5 +234,25 @@ mod tests {
         let mut names = NameInterner::default();
         let (a, b) = (names.intern("vmaf"), names.intern("vmaf"));
         assert!(Arc::ptr_eq(&a, &b), "one allocation per name");
+        // Frames in a steady order and out of it get the same shared names.
+        let first: Vec<Arc<str>> = ["adm2", "motion", "vmaf"].map(|n| names.intern(n)).into();
+        for order in [["adm2", "motion", "vmaf"], ["vmaf", "adm2", "motion"]] {
+            for name in order {
+                let shared = names.intern(name);
+                let same = first.iter().find(|n| ***n == *name).unwrap();
+                assert!(Arc::ptr_eq(&shared, same), "{name}");
+            }
+        }
+        assert_eq!(names.width(), 3);
+
+        let pairs = |list: &[(&str, f64)]| -> Vec<(Arc<str>, f64)> {
+            list.iter().map(|(n, v)| (Arc::from(*n), *v)).collect()
+        };
+        let built =
+            MetricValues::from_unsorted(pairs(&[("vmaf", 1.0), ("adm2", 2.0), ("vmaf", 3.0)]));
+        assert_eq!(
+            built.iter().collect::<Vec<_>>(),
+            [("adm2", &2.0), ("vmaf", &3.0)]
+        );
     }
 }
