@@ -595,16 +595,6 @@ fn submit_wait_against_separate_coordinator_and_agent_processes() {
     );
 }
 
-/// A child process that dies with the test, even when an assertion fails first.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn wait_for_coordinator(dir: &Path, url: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !abfleet(dir, &["runs", "--coordinator", url])

@@ -5,10 +5,9 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 use support::*;
@@ -17,27 +16,7 @@ use tokio_stream::StreamExt;
 
 /// GET `path` on `addr`; the status code and the body.
 fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default();
-    (status, body)
+    http_request(addr, "GET", path, &[], b"")
 }
 
 /// The value of an unlabelled or labelled sample line `name{labels} value`.
@@ -171,16 +150,6 @@ async fn metrics_health_and_reflection_show_a_run_as_it_happened() {
         assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
     }
     agent.stop().await;
-}
-
-/// Kills the child when the test ends, passed or not, so no coordinator outlives it.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]

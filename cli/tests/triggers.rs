@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -105,9 +104,11 @@ impl Hooked {
         if let Some(signature) = signature {
             headers.push(("X-Hub-Signature-256".to_string(), signature));
         }
-        tokio::task::spawn_blocking(move || http_post(addr, "/hooks/github", &headers, &body))
-            .await
-            .unwrap()
+        tokio::task::spawn_blocking(move || {
+            http_request(addr, "POST", "/hooks/github", &headers, &body)
+        })
+        .await
+        .unwrap()
     }
 
     /// Posts `body` signed with the right secret.
@@ -127,41 +128,6 @@ impl Hooked {
                 .unwrap();
         }
     }
-}
-
-/// POST `body` to `path` on `addr` with `headers`; the status code and the body.
-fn http_post(
-    addr: SocketAddr,
-    path: &str,
-    headers: &[(String, String)],
-    body: &[u8],
-) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).unwrap();
-    stream.write_all(body).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default();
-    (status, body)
 }
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -625,25 +591,6 @@ async fn abfleet_trigger_records_reason_and_note_of_a_spec_or_the_milestone_spec
     hooked.stop().await;
 }
 
-/// `git -C dir args…`, which must succeed.
-fn git_in(dir: &Path, args: &[&str]) {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "abfleet test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-        .env("GIT_COMMITTER_NAME", "abfleet test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
-        .output()
-        .expect("git runs");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upstream_watcher_runs_a_new_release_tag_with_the_pin_moved() {
     let tmp = tempfile::tempdir().unwrap();
@@ -675,13 +622,13 @@ async fn the_upstream_watcher_runs_a_new_release_tag_with_the_pin_moved() {
     assert!(hooked.runs().await.is_empty());
 
     // Upstream gains tags: a nightly, a release candidate and a release.
-    git_in(
+    git(
         &repos.upstream,
         &["commit", "--allow-empty", "-qm", "1.1.0"],
     );
-    git_in(&repos.upstream, &["tag", "nightly-20261204"]);
-    git_in(&repos.upstream, &["tag", "v1.1.0-rc1"]);
-    git_in(
+    git(&repos.upstream, &["tag", "nightly-20261204"]);
+    git(&repos.upstream, &["tag", "v1.1.0-rc1"]);
+    git(
         &repos.upstream,
         &["tag", "-a", "v1.1.0", "-m", "release 1.1.0"],
     );
@@ -739,15 +686,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The settings reach the coordinator from its config file: `milestone_spec` and
 /// `webhook_secret_file` (relative to the file), and `debounce_seconds = 0`, under which two
 /// deliveries for one tag are two runs.
@@ -801,7 +739,7 @@ async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
                 assert!(std::time::Instant::now() < deadline, "no http listener");
                 std::thread::sleep(Duration::from_millis(100));
             }
-            http_post(http, "/hooks/github", &headers, &body)
+            http_request(http, "POST", "/hooks/github", &headers, &body)
         })
     };
     let (status, first) = post("config-1").await.unwrap();
