@@ -77,12 +77,13 @@ impl Fleet {
         let run = self.run_row(job.run_id).await?;
         check_events(job_id, attempt, run.spec.cell_count(), &events)?;
         let limit = self.inner.config.max_events_per_job;
-        let stored = self.inner.store.count_events(job_id).await?;
+        let stored = self.events_stored(job_id).await?;
         if stored + events.len() as u64 > limit {
             // Re-sends of stored events count here too; near the limit that errs by a
             // batch, which a limit this far above any real job can afford.
             let error = FleetError::TooManyEvents { job_id, limit };
             warn!(job_id = %job_id, stored, limit, "job over its event limit; failing it");
+            self.forget_event_count(job_id);
             self.fail_job(job_id, job.run_id, error.to_string()).await?;
             return Err(error);
         }
@@ -97,6 +98,7 @@ impl Fleet {
             &self.inner.counters.events_ingested,
             outcome.new_events.len() as u64,
         );
+        self.count_new_events(job_id, stored, outcome.new_events.len() as u64);
         let mut finished = false;
         for event in &outcome.new_events {
             match &event.payload {
@@ -137,10 +139,41 @@ impl Fleet {
             self.record_results_of(job.run_id).await?;
         }
         if finished {
+            // After "done" only re-sends arrive: the count is no longer needed.
+            self.forget_event_count(job_id);
             self.finish_run_if_complete(job.run_id).await?;
             self.dispatch().await?;
         }
         Ok(outcome.acked)
+    }
+}
+
+impl Fleet {
+    /// Events the store holds for `job_id` (all attempts): counted in the store once per
+    /// job and coordinator lifetime, then kept up to date here, so event intake does not
+    /// count the job's events again on every batch.
+    async fn events_stored(&self, job_id: JobId) -> Result<u64, FleetError> {
+        if let Some(n) = self.event_counts().get(&job_id) {
+            return Ok(*n);
+        }
+        let n = self.inner.store.count_events(job_id).await?;
+        self.event_counts().insert(job_id, n);
+        Ok(n)
+    }
+
+    fn count_new_events(&self, job_id: JobId, before: u64, new: u64) {
+        self.event_counts().insert(job_id, before + new);
+    }
+
+    fn forget_event_count(&self, job_id: JobId) {
+        self.event_counts().remove(&job_id);
+    }
+
+    fn event_counts(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<JobId, u64>> {
+        self.inner
+            .event_counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use abfleet_core::progress::RunProgress;
 use abfleet_core::session::SessionMessage;
-use abfleet_core::AgentId;
+use abfleet_core::{AgentId, JobId};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::clock::{Clock, SystemClock};
@@ -82,6 +82,8 @@ pub(super) struct Inner {
     /// Held from a trigger's debounce check to its record, so two deliveries for one tag
     /// never both start a run.
     pub(super) triggers: tokio::sync::Mutex<()>,
+    /// Events stored per job still taking events (see `intake::events_stored`).
+    pub(super) event_counts: Mutex<HashMap<JobId, u64>>,
 }
 
 /// A cheap handle on the coordinator's state.
@@ -111,6 +113,7 @@ impl Fleet {
                 certificates: Mutex::new(HashMap::new()),
                 counters: Default::default(),
                 triggers: tokio::sync::Mutex::new(()),
+                event_counts: Mutex::new(HashMap::new()),
             }),
         }
     }
