@@ -54,7 +54,7 @@ pub enum TransportError {
     CertificateWithoutHttps { url: String, rest: String },
     #[error("the coordinator would listen on {addr} in plaintext; plaintext is allowed on loopback only (127.0.0.1 or ::1): give it --tls-cert, --tls-key and --tls-ca")]
     PlaintextListenOffLoopback { addr: SocketAddr },
-    #[error("TLS setup failed: {0}")]
+    #[error("TLS setup failed: {0}; check that --tls-cert and --tls-key are one pair from `abfleet certs issue` and --tls-ca is the fleet's ca.pem (`abfleet certs show CERT` reads a certificate back)")]
     Tls(String),
 }
 
