@@ -172,6 +172,31 @@ pub enum Command {
         #[command(flatten)]
         source: StoreSource,
     },
+    /// One workload's speedup and the fork's own median over time on a hardware generation.
+    ///
+    /// Every finished run on that generation key (of every spec, or of `--name`), oldest
+    /// first, with the regression flags against the run before it on the same silicon and
+    /// what changed in between (fork commit, upstream pin, toolchain).
+    History {
+        /// The generation key, exactly as `abfleet agents` shows it (`cpu/x86-64-v4/zen4`).
+        #[arg(long, value_name = "KEY")]
+        generation: String,
+        #[arg(long, value_name = "W")]
+        workload: String,
+        /// Only this fixture (default: every fixture of the workload).
+        #[arg(long, value_name = "F")]
+        fixture: Option<String>,
+        /// Only runs of this spec name.
+        #[arg(long)]
+        name: Option<String>,
+        /// The newest this many runs (at most 5000).
+        #[arg(long, default_value_t = 200)]
+        limit: u32,
+        #[arg(long, value_enum, default_value_t = HistoryFormat::Md)]
+        format: HistoryFormat,
+        #[command(flatten)]
+        source: StoreSource,
+    },
     /// List runs.
     Runs {
         #[command(flatten)]
@@ -403,6 +428,15 @@ impl Trigger {
 #[derive(Clone, Copy, ValueEnum)]
 pub enum LogFormat {
     Text,
+    Json,
+}
+
+/// How `abfleet history` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HistoryFormat {
+    /// A Markdown table, one row per run.
+    Md,
+    /// The points as JSON (docs/milestone.md).
     Json,
 }
 

@@ -140,6 +140,33 @@ impl pb::control_service_server::ControlService for ControlService {
         }))
     }
 
+    async fn get_history(
+        &self,
+        request: Request<pb::GetHistoryRequest>,
+    ) -> Result<Response<pb::GetHistoryResponse>, Status> {
+        let request = request.into_inner();
+        if request.generation.is_empty() || request.workload.is_empty() {
+            return Err(Status::invalid_argument(
+                "a history needs a generation key and a workload (`abfleet history --generation KEY --workload W`)",
+            ));
+        }
+        let non_empty = |s: String| (!s.is_empty()).then_some(s);
+        let points = self
+            .fleet
+            .history(crate::fleet::HistoryQuery {
+                generation: request.generation,
+                workload: request.workload,
+                fixture: non_empty(request.fixture),
+                name: non_empty(request.name),
+                limit: request.limit,
+            })
+            .await?;
+        Ok(Response::new(pb::GetHistoryResponse {
+            points_json: serde_json::to_string(&points)
+                .map_err(|err| Status::internal(err.to_string()))?,
+        }))
+    }
+
     async fn list_runs(
         &self,
         request: Request<pb::ListRunsRequest>,

@@ -116,6 +116,28 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             against: None,
             source,
         } => report::run(&run_id, format, &source).await,
+        Command::History {
+            generation,
+            workload,
+            fixture,
+            name,
+            limit,
+            format,
+            source,
+        } => {
+            report::history(
+                report::HistoryArgs {
+                    generation,
+                    workload,
+                    fixture,
+                    name,
+                    limit,
+                    format,
+                },
+                &source,
+            )
+            .await
+        }
         Command::Runs { source } => lists::runs(&source).await,
         Command::Agents { coordinator, tls } => lists::agents(&coordinator, &tls).await,
         Command::Cancel {

@@ -58,3 +58,63 @@ pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure
         }
     }
 }
+
+/// What `abfleet history` asks for.
+pub struct HistoryArgs {
+    pub generation: String,
+    pub workload: String,
+    pub fixture: Option<String>,
+    pub name: Option<String>,
+    pub limit: u32,
+    pub format: crate::cli::HistoryFormat,
+}
+
+/// `abfleet history --generation KEY --workload W`: from a coordinator or a data dir.
+pub async fn history(args: HistoryArgs, source: &StoreSource) -> Result<i32, Failure> {
+    let points = match &source.data_dir {
+        Some(dir) => {
+            let coordinator =
+                abfleet_coordinator::Coordinator::open(dir, Default::default()).infra()?;
+            coordinator
+                .fleet
+                .history(abfleet_coordinator::HistoryQuery {
+                    generation: args.generation.clone(),
+                    workload: args.workload.clone(),
+                    fixture: args.fixture.clone(),
+                    name: args.name.clone(),
+                    limit: args.limit,
+                })
+                .await
+                .infra()?
+        }
+        None => {
+            let mut client = control_client(&source.coordinator, &source.tls).await?;
+            let response = client
+                .get_history(abfleet_proto::pb::GetHistoryRequest {
+                    generation: args.generation.clone(),
+                    workload: args.workload.clone(),
+                    fixture: args.fixture.clone().unwrap_or_default(),
+                    name: args.name.clone().unwrap_or_default(),
+                    limit: args.limit,
+                })
+                .await
+                .map_err(|s| super::status_error("failed to get the history", s))?
+                .into_inner();
+            serde_json::from_str(&response.points_json).infra()?
+        }
+    };
+    match args.format {
+        crate::cli::HistoryFormat::Md => print!(
+            "{}",
+            abfleet_core::report::history::render_history(
+                &points,
+                &args.generation,
+                &args.workload
+            )
+        ),
+        crate::cli::HistoryFormat::Json => {
+            println!("{}", serde_json::to_string_pretty(&points).infra()?)
+        }
+    }
+    Ok(0)
+}

@@ -4,11 +4,12 @@
 //!
 //! One handle, [`Fleet`] (in `state`), with its methods split by concern: `runs` (submit,
 //! cancel, finish), `sessions` (agents, sessions, dispatch), `leases` (heartbeats, expiry,
-//! requeue), `certificates` (agent id ↔ certificate), `intake` (events), `progress` (watchers), `reports`, `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
+//! requeue), `certificates` (agent id ↔ certificate), `intake` (events), `progress` (watchers), `reports`, `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
 //! the milestone spec, debounce).
 
 mod certificates;
 mod error;
+mod history;
 mod intake;
 mod leases;
 mod metrics;
@@ -22,6 +23,7 @@ mod tests;
 mod triggers;
 
 pub use error::FleetError;
+pub use history::HistoryQuery;
 pub use metrics::Counters;
 pub use state::{CoordinatorConfig, Fleet};
 pub use triggers::{TriggerOutcome, TriggerRequest, TRIGGER_REASONS};

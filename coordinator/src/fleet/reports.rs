@@ -4,6 +4,7 @@
 //! store when it finishes, so finding "the previous run" is one indexed read, not a
 //! re-assembly of every earlier run of the name.
 
+use abfleet_core::report::history::{self, GenerationSnapshot};
 use abfleet_core::report::{self, Report, RunState};
 use abfleet_core::RunId;
 
@@ -97,6 +98,37 @@ impl Fleet {
             section.previous_run = Some(previous_run);
             section.previous_toolchain = previous.result.toolchain;
         }
+        self.attach_since_previous(report, created_ms).await
+    }
+
+    /// Each generation compared with the previous comparable run (same name, generation and
+    /// silicon): what changed and the regression flags.
+    async fn attach_since_previous(
+        &self,
+        report: &mut Report,
+        created_ms: i64,
+    ) -> Result<(), FleetError> {
+        for index in 0..report.generations.len() {
+            let section = &report.generations[index];
+            if section.toolchain.is_empty() {
+                continue;
+            }
+            let now = GenerationSnapshot::of(report, section);
+            let Some(then) = self
+                .inner
+                .store
+                .previous_comparable(
+                    &report.name,
+                    &section.key,
+                    now.silicon_id.as_deref(),
+                    created_ms,
+                )
+                .await?
+            else {
+                continue;
+            };
+            report.generations[index].since_previous = Some(history::since_previous(&now, &then));
+        }
         Ok(())
     }
 }
@@ -113,6 +145,7 @@ pub(super) fn results_for_later_runs(report: &Report) -> Vec<GenerationResult> {
             toolchain: section.toolchain.clone(),
             findings: section.findings.clone(),
             backend_cells: section.backend_cells.clone(),
+            snapshot: Some(GenerationSnapshot::of(report, section)),
         })
         .collect()
 }

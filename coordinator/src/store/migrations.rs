@@ -187,6 +187,16 @@ CREATE TABLE upstream_tags (
 );
 "#,
     },
+    Migration {
+        version: 10,
+        summary: "generation_results.snapshot_json and silicon_id: each finished run's cells per generation, for regression flags and `abfleet history`; earlier runs are recorded again when a later report needs them",
+        sql: r#"
+ALTER TABLE generation_results ADD COLUMN snapshot_json TEXT;
+ALTER TABLE generation_results ADD COLUMN silicon_id TEXT;
+CREATE INDEX generation_results_by_generation ON generation_results(generation, created_ms, run_id);
+UPDATE runs SET results_recorded = 0;
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.

@@ -1,12 +1,15 @@
 //! What a run leaves for the next run of the same spec: per generation, its toolchain, its
 //! retuning findings and its backend timings, in `generation_results` keyed by (spec name,
 //! generation). Written when a run finishes, so a report finds "the previous run" with one
-//! indexed read instead of re-assembling every earlier run of its name.
+//! indexed read instead of re-assembling every earlier run of its name. Each row also keeps
+//! the generation's `GenerationSnapshot` (migration 10: commits, silicon, a summary of each
+//! cell), which the regression flags and `abfleet history` read.
 
 use std::collections::BTreeMap;
 
 use abfleet_core::backend_cell::BackendCell;
 use abfleet_core::finding::Finding;
+use abfleet_core::report::history::GenerationSnapshot;
 use abfleet_core::report::RunState;
 use abfleet_core::RunId;
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -22,6 +25,8 @@ pub struct GenerationResult {
     pub toolchain: BTreeMap<String, String>,
     pub findings: Vec<Finding>,
     pub backend_cells: Vec<BackendCell>,
+    /// The cells and what they were measured with (absent in rows written before migration 10).
+    pub snapshot: Option<GenerationSnapshot>,
 }
 
 /// The latest earlier result on a generation, and the run it came from.
@@ -109,7 +114,7 @@ impl Store {
         self.with(move |conn| {
             let row = conn
                 .query_row(
-                    "SELECT run_id, toolchain_json, findings_json, backend_cells_json FROM generation_results
+                    "SELECT run_id, toolchain_json, findings_json, backend_cells_json, snapshot_json FROM generation_results
                      WHERE name = ?1 AND generation = ?2 AND created_ms < ?3
                      ORDER BY created_ms DESC, run_id DESC LIMIT 1",
                     params![name, generation, before_ms],
@@ -119,11 +124,12 @@ impl Store {
                             row.get::<_, String>(1)?,
                             row.get::<_, String>(2)?,
                             row.get::<_, String>(3)?,
+                            row.get::<_, Option<String>>(4)?,
                         ))
                     },
                 )
                 .optional()?;
-            let Some((run_id, toolchain, findings, backend_cells)) = row else {
+            let Some((run_id, toolchain, findings, backend_cells, snapshot)) = row else {
                 return Ok(None);
             };
             let corrupt = |what: &str, err: serde_json::Error| {
@@ -139,11 +145,113 @@ impl Store {
                         .map_err(|err| corrupt("findings", err))?,
                     backend_cells: serde_json::from_str(&backend_cells)
                         .map_err(|err| corrupt("backend cells", err))?,
+                    snapshot: snapshot
+                        .map(|s| serde_json::from_str(&s))
+                        .transpose()
+                        .map_err(|err| corrupt("snapshot", err))?,
                 },
             }))
         })
         .await
     }
+}
+
+impl Store {
+    /// The snapshot of the latest run of `name` on `generation` with the same silicon
+    /// identity, created before `before_ms`: the run a new one's regression flags compare with.
+    pub async fn previous_comparable(
+        &self,
+        name: &str,
+        generation: &str,
+        silicon_id: Option<&str>,
+        before_ms: i64,
+    ) -> Result<Option<GenerationSnapshot>, CoordinatorError> {
+        let (name, generation) = (name.to_string(), generation.to_string());
+        let silicon_id = silicon_id.map(str::to_string);
+        self.with(move |conn| {
+            let row = conn
+                .query_row(
+                    "SELECT run_id, snapshot_json FROM generation_results
+                     WHERE name = ?1 AND generation = ?2 AND created_ms < ?3
+                       AND snapshot_json IS NOT NULL AND silicon_id IS ?4
+                     ORDER BY created_ms DESC, run_id DESC LIMIT 1",
+                    params![name, generation, before_ms, silicon_id],
+                    |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)),
+                )
+                .optional()?;
+            row.map(|(run_id, snapshot)| parse_snapshot(&run_id, &generation, &snapshot))
+                .transpose()
+        })
+        .await
+    }
+
+    /// The snapshots of `generation` (of one spec name, or every name), oldest first: the
+    /// newest `limit` of them.
+    pub async fn generation_history(
+        &self,
+        generation: &str,
+        name: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, GenerationSnapshot)>, CoordinatorError> {
+        let generation = generation.to_string();
+        let name = name.map(str::to_string);
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT name, run_id, snapshot_json FROM generation_results
+                 WHERE generation = ?1 AND (?2 IS NULL OR name = ?2) AND snapshot_json IS NOT NULL
+                 ORDER BY created_ms DESC, run_id DESC LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![generation, name, limit], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                ))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (name, run_id, snapshot) = row?;
+                out.push((name, parse_snapshot(&run_id, &generation, &snapshot)?));
+            }
+            out.reverse();
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Finished runs (of one name, or all) whose results were never recorded, oldest first.
+    pub async fn unrecorded_runs_of(
+        &self,
+        name: Option<&str>,
+    ) -> Result<Vec<RunId>, CoordinatorError> {
+        let name = name.map(str::to_string);
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT run_id FROM runs WHERE (?1 IS NULL OR name = ?1) AND results_recorded = 0 AND state IN (?2, ?3, ?4) ORDER BY created_ms, run_id",
+            )?;
+            let rows = stmt.query_map(
+                params![
+                    name,
+                    RunState::Done.as_str(),
+                    RunState::Failed.as_str(),
+                    RunState::Cancelled.as_str()
+                ],
+                |row| row.get::<_, String>(0),
+            )?;
+            rows.map(|row| parse_stored_id(&row?)).collect()
+        })
+        .await
+    }
+}
+
+fn parse_snapshot(
+    run_id: &str,
+    generation: &str,
+    json: &str,
+) -> Result<GenerationSnapshot, CoordinatorError> {
+    serde_json::from_str(json).map_err(|err| {
+        CoordinatorError::Corrupt(format!("snapshot of run {run_id} on {generation}: {err}"))
+    })
 }
 
 fn replace_results(
@@ -160,14 +268,20 @@ fn replace_results(
     )?;
     for result in results {
         tx.execute(
-            "INSERT INTO generation_results (name, generation, run_id, created_ms, toolchain_json, findings_json, backend_cells_json)
-             SELECT name, ?2, run_id, created_ms, ?3, ?4, ?5 FROM runs WHERE run_id = ?1",
+            "INSERT INTO generation_results (name, generation, run_id, created_ms, toolchain_json, findings_json, backend_cells_json, snapshot_json, silicon_id)
+             SELECT name, ?2, run_id, created_ms, ?3, ?4, ?5, ?6, ?7 FROM runs WHERE run_id = ?1",
             params![
                 run_id.to_string(),
                 result.generation,
                 json(serde_json::to_string(&result.toolchain))?,
                 json(serde_json::to_string(&result.findings))?,
-                json(serde_json::to_string(&result.backend_cells))?
+                json(serde_json::to_string(&result.backend_cells))?,
+                result
+                    .snapshot
+                    .as_ref()
+                    .map(|s| json(serde_json::to_string(s)))
+                    .transpose()?,
+                result.snapshot.as_ref().and_then(|s| s.silicon_id.clone())
             ],
         )?;
     }

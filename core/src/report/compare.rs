@@ -4,7 +4,8 @@
 //! the intervals do not overlap and the new one lies lower — and the parity ratchet: a
 //! metric's pooled delta that grew past the earlier one by more than half a printed unit
 //! (5e-7 at vmaf's six decimals), even while still under the gate. Shrinking deltas are
-//! listed too, so the allowance can be ratcheted down.
+//! listed too, so the allowance can be ratcheted down. The per-cell rule is
+//! `history::compare_cell`, shared with every report's comparison with its previous run.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -12,8 +13,7 @@ use std::fmt::Write;
 use super::Report;
 use crate::cell::CellResult;
 
-/// Half a unit of six printed decimals: growth below it is rounding, not a change.
-const RATCHET_SLACK: f64 = 0.5e-6;
+use super::history::{compare_cell, CellSummary, FlagKind};
 
 type CellKey = (String, String, String);
 
@@ -35,13 +35,16 @@ pub struct CellChange {
     pub speedup: Option<f64>,
     /// The new interval lies wholly below the earlier one.
     pub regression: bool,
+    /// The fork's own timed runs all got slower than the earlier ones.
+    pub fork_slower: bool,
     /// Metrics whose pooled |delta| grew past the earlier one: (metric, earlier, now).
     pub parity_growth: Vec<(String, f64, f64)>,
     /// Metrics whose pooled |delta| shrank: (metric, earlier, now).
     pub parity_shrink: Vec<(String, f64, f64)>,
 }
 
-/// The matched cells of `now` against `earlier`.
+/// The matched cells of `now` against `earlier`, by the same rule as each report's own
+/// comparison with its previous run (`history::compare_cell`).
 pub fn compare_reports(now: &Report, earlier: &Report) -> Vec<CellChange> {
     let before: BTreeMap<CellKey, &CellResult> =
         earlier.cells.iter().map(|c| (key(c), c)).collect();
@@ -50,34 +53,25 @@ pub fn compare_reports(now: &Report, earlier: &Report) -> Vec<CellChange> {
         let Some(old) = before.get(&key(cell)) else {
             continue;
         };
-        let regression = match (cell.speedup_ci95, old.speedup_ci95) {
-            (Some([_, hi]), Some([lo, _])) => hi < lo,
-            _ => false,
-        };
-        let mut parity_growth = Vec::new();
-        let mut parity_shrink = Vec::new();
-        for (metric, delta) in &cell.score_delta {
-            let Some(old_delta) = old.score_delta.get(metric) else {
-                continue;
-            };
-            let (a, b) = (old_delta.abs(), delta.abs());
-            if !a.is_finite() || !b.is_finite() {
-                continue;
-            }
-            if b > a + RATCHET_SLACK {
-                parity_growth.push((metric.clone(), *old_delta, *delta));
-            } else if b + RATCHET_SLACK < a {
-                parity_shrink.push((metric.clone(), *old_delta, *delta));
-            }
-        }
+        let (flags, parity_shrink) = compare_cell(
+            &CellSummary::of(cell),
+            &CellSummary::of(old),
+            now.practical_threshold,
+        );
+        let has = |kind| flags.iter().any(|f| f.kind == kind);
         changes.push(CellChange {
             generation: key(cell).0,
             fixture: cell.fixture.clone(),
             workload: cell.workload.clone(),
             earlier_speedup: old.speedup,
             speedup: cell.speedup,
-            regression,
-            parity_growth,
+            regression: has(FlagKind::SpeedupShrank),
+            fork_slower: has(FlagKind::ForkSlower),
+            parity_growth: flags
+                .iter()
+                .filter(|f| f.kind == FlagKind::ParityGrowth)
+                .map(|f| (f.metric.clone().unwrap_or_default(), f.then, f.now))
+                .collect(),
             parity_shrink,
         });
     }
@@ -145,6 +139,9 @@ pub fn render_comparison(now: &Report, earlier: &Report) -> String {
         let mut flags = Vec::new();
         if change.regression {
             flags.push("**slower** (intervals apart)".to_string());
+        }
+        if change.fork_slower {
+            flags.push("**fork slower** (every run slower than before)".to_string());
         }
         for (metric, a, b) in &change.parity_growth {
             flags.push(format!("**parity delta grew**: `{metric}` {a:e} → {b:e}"));

@@ -4,8 +4,10 @@
 //! the score is a regression), a cell that could not be measured an `<error>`, a workload
 //! one tree does not have `<skipped>`; run-level problems are an `<error>` on a `run`
 //! case. Speed is reported, never gated here: a slower cell passes with its verdict in
-//! `<system-out>` (regressions need a previous run to compare with). Every name and message
-//! is XML-escaped.
+//! `<system-out>`. A generation compared with its previous comparable run gets a
+//! `since previous run` case: a `<failure type="regression">` listing the regression flags
+//! (a speedup that shrank, a fork that got slower, a parity delta that grew), passed when
+//! there are none. Every name and message is XML-escaped.
 
 use std::fmt::Write;
 
@@ -17,7 +19,8 @@ use crate::cell::{CellParity, CellResult};
 /// One case's outcome.
 enum Outcome {
     Passed,
-    Failure(String),
+    /// The failure's type (`parity`, `regression`) and message.
+    Failure(&'static str, String),
     Error(String),
     Skipped(String),
 }
@@ -38,6 +41,31 @@ pub fn render_junit(report: &Report) -> String {
     } else {
         for section in &report.generations {
             let mut cases: Vec<Case> = report.cells_of(section).map(case).collect();
+            if let Some(since) = &section.since_previous {
+                let flags: Vec<String> = since
+                    .flags
+                    .iter()
+                    .map(|f| {
+                        format!(
+                            "{}/{}: {} ({})",
+                            f.fixture,
+                            f.workload,
+                            f.detail,
+                            f.kind.as_str()
+                        )
+                    })
+                    .collect();
+                cases.push(Case {
+                    name: format!("since previous run {}", since.run_id),
+                    seconds: 0.0,
+                    outcome: if flags.is_empty() {
+                        Outcome::Passed
+                    } else {
+                        Outcome::Failure("regression", flags.join("; "))
+                    },
+                    out: since.changes.join("\n"),
+                });
+            }
             if !section.errors.is_empty() {
                 cases.push(Case {
                     name: "generation".into(),
@@ -67,7 +95,7 @@ pub fn render_junit(report: &Report) -> String {
     };
     let all: Vec<&Case> = suites.iter().flat_map(|(_, cases)| cases).collect();
     let total = |pick: fn(&Outcome) -> bool| all.iter().filter(|c| pick(&c.outcome)).count();
-    let failure = |o: &Outcome| matches!(o, Outcome::Failure(_));
+    let failure = |o: &Outcome| matches!(o, Outcome::Failure(..));
     let error = |o: &Outcome| matches!(o, Outcome::Error(_));
     let skipped = |o: &Outcome| matches!(o, Outcome::Skipped(_));
 
@@ -102,8 +130,8 @@ pub fn render_junit(report: &Report) -> String {
             );
             let body = match &case.outcome {
                 Outcome::Passed => String::new(),
-                Outcome::Failure(message) => format!(
-                    "      <failure type=\"parity\" message=\"{}\"/>\n",
+                Outcome::Failure(kind, message) => format!(
+                    "      <failure type=\"{kind}\" message=\"{}\"/>\n",
                     escape(message.as_str())
                 ),
                 Outcome::Error(message) => format!(
@@ -143,6 +171,7 @@ fn case(cell: &CellResult) -> Case {
     let outcome = match cell.parity {
         CellParity::Ok => Outcome::Passed,
         CellParity::Fail => Outcome::Failure(
+            "parity",
             cell.parity_failures
                 .iter()
                 .map(|f| f.message.clone())

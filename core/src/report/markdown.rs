@@ -102,6 +102,9 @@ pub fn render_markdown(report: &Report) -> String {
                 "**Toolchain changed** since the previous run: {change}\n"
             );
         }
+        if let Some(since) = &only.since_previous {
+            super::history::render_since_previous(&mut out, since);
+        }
     }
     if report.generations.len() > 1 {
         render_generations(&mut out, report);
@@ -313,6 +316,9 @@ fn render_generations(out: &mut String, report: &Report) {
             );
         }
         out.push('\n');
+        if let Some(since) = &section.since_previous {
+            super::history::render_since_previous(out, since);
+        }
         let cells: Vec<&CellResult> = report.cells_of(section).collect();
         render_cell_tables(out, &cells, "#####");
         super::retune_markdown::render_retune(out, section, "#####");

@@ -4,6 +4,7 @@
 
 mod assemble;
 mod compare;
+pub mod history;
 mod junit;
 mod markdown;
 mod model;

@@ -190,6 +190,10 @@ pub struct GenerationSection {
     /// here is a toolchain bump (and a reason to re-check the tuning).
     pub previous_run: Option<String>,
     pub previous_toolchain: std::collections::BTreeMap<String, String>,
+    /// The comparison with the previous comparable run (same spec name, generation key and
+    /// silicon): what changed in between and the regression flags (docs/milestone.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_previous: Option<super::history::SincePrevious>,
 }
 
 impl GenerationSection {
@@ -238,6 +242,7 @@ impl GenerationSection {
             backend_cells: report.backend_cells.clone(),
             previous_run: None,
             previous_toolchain: std::collections::BTreeMap::new(),
+            since_previous: None,
         }
     }
 }
