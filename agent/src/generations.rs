@@ -65,7 +65,65 @@ pub fn of(hardware: &HardwareInventory, simulated: bool) -> Vec<Generation> {
     if let Some(gpus) = hardware.intel.found() {
         all.extend(intel(gpus, simulated));
     }
+    for generation in &mut all {
+        generation.toolchain = toolchain_of(hardware, &generation.backend, &generation.key);
+    }
     dedup(all)
+}
+
+/// The tools each backend builds with; their version lines are the generation's toolchain.
+const BACKEND_TOOLS: &[(&str, &[&str])] = &[
+    ("cpu", &["cc", "gcc", "clang"]),
+    ("cuda", &["nvcc"]),
+    ("hip", &["hipcc"]),
+    ("sycl", &["icpx"]),
+];
+
+/// A generation's toolchain: the version line of each of its backend's compilers on the
+/// host, and for a GPU the driver (NVIDIA) or runtime (ROCm) its devices report.
+fn toolchain_of(
+    hardware: &HardwareInventory,
+    backend: &str,
+    key: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let tools = BACKEND_TOOLS
+        .iter()
+        .find(|(b, _)| *b == backend)
+        .map_or(&[][..], |(_, tools)| tools);
+    let mut toolchain: std::collections::BTreeMap<String, String> = hardware
+        .toolchain
+        .iter()
+        .filter(|t| tools.contains(&t.tool.as_str()))
+        .map(|t| (t.tool.clone(), t.line.clone()))
+        .collect();
+    match backend {
+        "cuda" => {
+            if let Some(driver) = hardware.nvidia.found().and_then(|gpus| {
+                gpus.iter()
+                    .filter(|g| {
+                        g.compute_capability
+                            .as_deref()
+                            .map(|sm| format!("cuda/{sm}"))
+                            .as_deref()
+                            == Some(key)
+                    })
+                    .find_map(|g| g.driver_version.clone())
+            }) {
+                toolchain.insert("nvidia-driver".into(), driver);
+            }
+        }
+        "hip" => {
+            if let Some(runtime) = hardware.amd.found().and_then(|gpus| {
+                gpus.iter()
+                    .filter(|g| format!("hip/{}", g.gfx_target) == key)
+                    .find_map(|g| g.runtime_version.clone())
+            }) {
+                toolchain.insert("rocm-runtime".into(), runtime);
+            }
+        }
+        _ => {}
+    }
+    toolchain
 }
 
 /// `cpu/x86-64-v<level>/<uarch>` or `cpu/arm/<uarch>`. Silicon id: the key, model name,
@@ -130,6 +188,7 @@ pub fn cpu(info: &CpuInfo, simulated: bool) -> Generation {
         backend: "cpu".into(),
         vendor,
         simulated,
+        toolchain: Default::default(),
     }
 }
 
@@ -167,6 +226,7 @@ pub fn nvidia(gpus: &[NvidiaGpu], simulated: bool) -> Vec<Generation> {
                 backend: "cuda".into(),
                 vendor: "nvidia".into(),
                 simulated,
+                toolchain: Default::default(),
             })
         })
         .collect()
@@ -205,6 +265,7 @@ pub fn amd(gpus: &[AmdGpu], simulated: bool) -> Vec<Generation> {
                 backend: "hip".into(),
                 vendor: "amd".into(),
                 simulated,
+                toolchain: Default::default(),
             }
         })
         .collect()
@@ -234,6 +295,7 @@ pub fn intel(gpus: &[IntelGpu], simulated: bool) -> Vec<Generation> {
                 backend: "sycl".into(),
                 vendor: "intel".into(),
                 simulated,
+                toolchain: Default::default(),
             }
         })
         .collect()

@@ -398,6 +398,10 @@ pub struct MilestoneArgs {
     /// read when the trigger comes.
     #[arg(long, value_name = "PATH")]
     pub milestone_spec: Option<PathBuf>,
+    /// The job spec the toolchain watcher runs, narrowed to the one generation whose
+    /// toolchain changed on an agent (default: the milestone spec; with neither, no watcher).
+    #[arg(long, value_name = "PATH")]
+    pub retune_spec: Option<PathBuf>,
     /// Serve `POST /hooks/github` on --http: GitHub webhooks signed with the secret in this
     /// file (release, tag push, performance PR, toolchain bump) start milestone runs.
     #[arg(long, value_name = "PATH")]

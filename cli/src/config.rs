@@ -48,6 +48,7 @@ pub struct CoordinatorFile {
     pub plaintext: Option<bool>,
     pub http: Option<SocketAddr>,
     pub milestone_spec: Option<PathBuf>,
+    pub retune_spec: Option<PathBuf>,
     pub webhook_secret_file: Option<PathBuf>,
     pub debounce_seconds: Option<f64>,
     pub watch_upstream_interval: Option<f64>,
@@ -118,6 +119,7 @@ impl ConfigFile {
                                 &mut section.tls_key,
                                 &mut section.tls_ca,
                                 &mut section.milestone_spec,
+                                &mut section.retune_spec,
                                 &mut section.webhook_secret_file,
                             ] {
                                 resolve(base, slot);
@@ -223,6 +225,8 @@ pub struct CoordinatorSettings {
     pub http: Option<SocketAddr>,
     /// The spec a trigger without one runs (docs/milestone.md).
     pub milestone_spec: Option<PathBuf>,
+    /// The spec the toolchain watcher runs (default: the milestone spec).
+    pub retune_spec: Option<PathBuf>,
     /// The GitHub webhook secret; `POST /hooks/github` is off when `None`.
     pub webhook_secret_file: Option<PathBuf>,
     pub debounce_seconds: f64,
@@ -246,6 +250,7 @@ impl Default for CoordinatorSettings {
             plaintext: false,
             http: None,
             milestone_spec: None,
+            retune_spec: None,
             webhook_secret_file: None,
             debounce_seconds: DEFAULT_DEBOUNCE_SECONDS,
             watch_upstream_interval: None,
@@ -327,6 +332,11 @@ impl CoordinatorSettings {
             given("milestone_spec"),
         );
         fill_option(
+            &mut self.retune_spec,
+            &file.retune_spec,
+            given("retune_spec"),
+        );
+        fill_option(
             &mut self.webhook_secret_file,
             &file.webhook_secret_file,
             given("webhook_secret_file"),
@@ -398,6 +408,11 @@ impl CoordinatorSettings {
                 findings.problem(format!("`milestone_spec`: {err:#}"));
             }
         }
+        if let Some(path) = &self.retune_spec {
+            if let Err(err) = abfleet_core::spec::JobSpec::load(path) {
+                findings.problem(format!("`retune_spec`: {err:#}"));
+            }
+        }
         if self.max_attempts == 0 {
             findings.problem("`max_attempts` is 0; a job needs at least 1 attempt".to_string());
         }
@@ -455,6 +470,11 @@ impl CoordinatorSettings {
             &mut out,
             "milestone_spec",
             self.milestone_spec.as_deref().map(path_value),
+        );
+        line(
+            &mut out,
+            "retune_spec",
+            self.retune_spec.as_deref().map(path_value),
         );
         line(
             &mut out,
@@ -698,6 +718,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 plaintext: *plaintext,
                 http: *http,
                 milestone_spec: milestone.milestone_spec.clone(),
+                retune_spec: milestone.retune_spec.clone(),
                 webhook_secret_file: milestone.webhook_secret_file.clone(),
                 debounce_seconds: milestone.debounce_seconds,
                 watch_upstream_interval: milestone.watch_upstream_interval,
@@ -714,6 +735,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             *plaintext = settings.plaintext;
             *http = settings.http;
             milestone.milestone_spec = settings.milestone_spec;
+            milestone.retune_spec = settings.retune_spec;
             milestone.webhook_secret_file = settings.webhook_secret_file;
             milestone.debounce_seconds = settings.debounce_seconds;
             milestone.watch_upstream_interval = settings.watch_upstream_interval;

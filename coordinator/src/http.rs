@@ -199,6 +199,7 @@ async fn handle(fleet: &Fleet, event: &str, payload: &serde_json::Value) -> Resp
         source: "webhook",
         spec: None,
         upstream_rev,
+        once: false,
     };
     match fleet.trigger(request).await {
         Ok(TriggerOutcome::Started(run_id)) => reply(

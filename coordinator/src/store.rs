@@ -714,21 +714,32 @@ impl Store {
         .await
     }
 
+    /// Records an agent's inventory; returns the one it registered with before, if any (an
+    /// unreadable earlier one counts as none).
     pub async fn upsert_agent(
         &self,
         agent_id: AgentId,
         inventory: &Inventory,
         now_ms: i64,
-    ) -> Result<(), CoordinatorError> {
+    ) -> Result<Option<Inventory>, CoordinatorError> {
         let inventory_json = serde_json::to_string(inventory)
             .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
         self.with(move |conn| {
-            conn.execute(
+            let tx = conn.transaction()?;
+            let earlier: Option<String> = tx
+                .query_row(
+                    "SELECT inventory_json FROM agents WHERE agent_id = ?1",
+                    params![agent_id.to_string()],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            tx.execute(
                 "INSERT INTO agents (agent_id, inventory_json, registered_ms, last_heartbeat_ms) VALUES (?1, ?2, ?3, ?3)
                  ON CONFLICT(agent_id) DO UPDATE SET inventory_json = excluded.inventory_json, last_heartbeat_ms = excluded.last_heartbeat_ms",
                 params![agent_id.to_string(), inventory_json, now_ms],
             )?;
-            Ok(())
+            tx.commit()?;
+            Ok(earlier.and_then(|json| serde_json::from_str(&json).ok()))
         })
         .await
     }

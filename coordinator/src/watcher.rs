@@ -133,6 +133,7 @@ pub async fn poll_upstream_once(fleet: &Fleet) -> Result<PollOutcome, WatchError
                     source: "watcher",
                     spec: None,
                     upstream_rev: Some(tag.clone()),
+                    once: false,
                 })
                 .await?;
             outcome.triggered.push((tag.clone(), triggered));

@@ -23,6 +23,37 @@ pub struct Generation {
     /// the agent's timed CPU cells still ran on its real CPU.
     #[serde(default)]
     pub simulated: bool,
+    /// The toolchain this generation builds with, tool → version line (`nvcc` → `Cuda
+    /// compilation tools, release 12.4, V12.4.131`, `cc` → `cc (Debian 12.2.0-14) 12.2.0`,
+    /// the GPU driver): a change is a toolchain bump, and the coordinator's toolchain watcher
+    /// starts a retuning run for the generation (docs/milestone.md).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub toolchain: std::collections::BTreeMap<String, String>,
+}
+
+impl Generation {
+    /// `tool: old → new` for each tool whose version differs from `earlier`'s (a tool that
+    /// appeared or went away counts); empty when either side reports no toolchain.
+    pub fn toolchain_changes(&self, earlier: &Generation) -> Vec<String> {
+        if self.toolchain.is_empty() || earlier.toolchain.is_empty() {
+            return Vec::new();
+        }
+        let tools: std::collections::BTreeSet<&String> = self
+            .toolchain
+            .keys()
+            .chain(earlier.toolchain.keys())
+            .collect();
+        tools
+            .into_iter()
+            .filter_map(|tool| {
+                let (old, new) = (earlier.toolchain.get(tool), self.toolchain.get(tool));
+                (old != new).then(|| {
+                    let show = |v: Option<&String>| v.map_or("(none)".to_string(), |v| v.clone());
+                    format!("{tool}: {} → {}", show(old), show(new))
+                })
+            })
+            .collect()
+    }
 }
 
 /// `*` matches any run of characters (including `/`), `?` one character.

@@ -73,6 +73,7 @@ impl From<Inventory> for pb::Inventory {
                     silicon_id: g.silicon_id,
                     description: g.description,
                     simulated: g.simulated,
+                    toolchain: g.toolchain.into_iter().collect(),
                 })
                 .collect(),
         }
@@ -114,6 +115,7 @@ impl TryFrom<pb::Inventory> for Inventory {
                         silicon_id: g.silicon_id,
                         description: g.description,
                         simulated: g.simulated,
+                        toolchain: g.toolchain.into_iter().collect(),
                     })
                 })
                 .collect::<Result<_, _>>()?,
@@ -258,6 +260,7 @@ mod tests {
                 silicon_id: "abc".into(),
                 description: "AMD EPYC 9R14".into(),
                 simulated: true,
+                toolchain: [("cc".to_string(), "cc (Debian 12.2.0-14) 12.2.0".to_string())].into(),
             }],
         };
         let back = Inventory::try_from(pb::Inventory::from(inv.clone())).unwrap();
@@ -316,15 +319,19 @@ mod tests {
                 ".{0,8}",
                 ".{0,16}",
                 any::<bool>(),
+                proptest::collection::btree_map(".{1,6}", ".{0,12}", 0..3),
             )
                 .prop_map(
-                    |(key, backend, vendor, silicon_id, description, simulated)| Generation {
-                        key,
-                        backend,
-                        vendor,
-                        silicon_id,
-                        description,
-                        simulated,
+                    |(key, backend, vendor, silicon_id, description, simulated, toolchain)| {
+                        Generation {
+                            key,
+                            backend,
+                            vendor,
+                            silicon_id,
+                            description,
+                            simulated,
+                            toolchain,
+                        }
                     },
                 )
         }

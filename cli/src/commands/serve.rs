@@ -100,6 +100,7 @@ pub async fn coordinator(
         max_attempts: max_attempts.max(1),
         agent_lost_after: Duration::from_secs_f64(heartbeat_seconds * 5.0),
         milestone_spec: milestone.milestone_spec.clone(),
+        retune_spec: milestone.retune_spec.clone(),
         trigger_debounce: Duration::from_secs_f64(milestone.debounce_seconds),
         ..CoordinatorConfig::default()
     };

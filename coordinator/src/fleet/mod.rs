@@ -20,6 +20,7 @@ mod sessions;
 mod state;
 #[cfg(test)]
 mod tests;
+mod toolchain_watch;
 mod triggers;
 
 pub use error::FleetError;

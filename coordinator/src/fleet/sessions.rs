@@ -34,12 +34,16 @@ impl Fleet {
                 limit: MAX_INVENTORY_BYTES,
             });
         }
-        self.inner
+        let earlier = self
+            .inner
             .store
             .upsert_agent(agent_id, inventory, self.now_ms())
             .await?;
         info!(agent_id = %agent_id, host = %inventory.hostname, "agent registered");
         super::metrics::Counters::add(&self.inner.counters.registrations, 1);
+        if let Some(earlier) = earlier {
+            self.watch_toolchains(agent_id, inventory, &earlier).await;
+        }
         Ok(())
     }
 

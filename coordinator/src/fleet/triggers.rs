@@ -33,6 +33,9 @@ pub struct TriggerRequest {
     pub spec: Option<(JobSpec, String)>,
     /// Move the spec's upstream pin (`[upstream] rev`) here: the tag a run is about.
     pub upstream_rev: Option<String>,
+    /// Debounce against every earlier trigger of this reason and key, not only those within
+    /// the window: the toolchain watcher starts one run per new toolchain of a generation.
+    pub once: bool,
 }
 
 /// What a trigger did.
@@ -59,10 +62,15 @@ impl Fleet {
         let now_ms = self.now_ms();
         if let Some(key) = &request.debounce_key {
             let window_ms = self.inner.config.trigger_debounce.as_millis() as i64;
+            let since_ms = if request.once {
+                i64::MIN
+            } else {
+                now_ms - window_ms
+            };
             if let Some(run_id) = self
                 .inner
                 .store
-                .debounce_target(&request.reason, key, now_ms - window_ms)
+                .debounce_target(&request.reason, key, since_ms)
                 .await?
             {
                 info!(run_id = %run_id, reason = %request.reason, key = %key, "trigger debounced");
@@ -95,6 +103,13 @@ impl Fleet {
             .milestone_spec
             .clone()
             .ok_or(FleetError::NoMilestoneSpec)?;
+        spec_file(path).await
+    }
+}
+
+/// A spec file read now (off the runtime), and its path as shown in errors and origins.
+pub(super) async fn spec_file(path: std::path::PathBuf) -> Result<(JobSpec, String), FleetError> {
+    {
         let shown = path.display().to_string();
         let loaded = tokio::task::spawn_blocking(move || JobSpec::load(&path))
             .await
@@ -108,7 +123,9 @@ impl Fleet {
         })?;
         Ok((spec, shown))
     }
+}
 
+impl Fleet {
     async fn record(
         &self,
         request: &TriggerRequest,

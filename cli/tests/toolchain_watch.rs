@@ -1,0 +1,143 @@
+//! The toolchain watcher over the wire: an agent on recorded probes of an H100 host registers
+//! with CUDA 11.8, then again (same agent id, same work dir) with CUDA 12.4 — recorded `nvcc
+//! -V` outputs of both. The coordinator starts one `toolchain-bump` retuning run for
+//! `cuda/sm_90`, narrowed to that generation; registering again with 12.4, or a second H100
+//! agent making the same move, starts no other run.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use abfleet_agent::inventory;
+use abfleet_coordinator::CoordinatorConfig;
+use abfleet_proto::pb;
+use support::*;
+
+const PROBES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/probes");
+
+/// The H100's nvidia-smi and the Genoa's cpuinfo, with `nvcc -V` of `toolkit`.
+fn probe_set(dir: &Path, toolkit: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    for (from, name) in [
+        ("h100-sxm5-della-pli/nvidia-smi-q.txt", "nvidia-smi-q.txt"),
+        ("epyc9r14-genoa-m7a/cpuinfo.txt", "cpuinfo.txt"),
+        (
+            &format!("{toolkit}/nvcc-version.txt") as &str,
+            "nvcc-version.txt",
+        ),
+    ] {
+        std::fs::copy(Path::new(PROBES).join(from), dir.join(name)).unwrap();
+    }
+    dir.to_path_buf()
+}
+
+async fn runs(
+    client: &mut abfleet_proto::pb::control_service_client::ControlServiceClient<
+        tonic::transport::Channel,
+    >,
+) -> Vec<pb::RunSummary> {
+    client
+        .list_runs(pb::ListRunsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .runs
+}
+
+async fn register(url: &str, work_dir: &Path, probes: &Path) {
+    let agent = TestAgent::start_with_inventory(
+        url,
+        work_dir,
+        inventory::from_recorded_probes(probes).unwrap(),
+    );
+    // Registration is the first thing an agent does; its session follows.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut options = SpecOptions::path();
+    options.extra = "\n[targets]\nbackends = [\"cpu\", \"cuda\"]\ngenerations = [\"*\"]\n";
+    let retune = options.write(tmp.path(), "retune.toml");
+    let coordinator = TestCoordinator::start(
+        &tmp.path().join("data"),
+        CoordinatorConfig {
+            retune_spec: Some(retune),
+            ..CoordinatorConfig::default()
+        },
+    )
+    .await;
+    let url = coordinator.url();
+    let mut client = coordinator.control().await;
+    let old = probe_set(
+        &tmp.path().join("probes-11.8"),
+        "toolchain-cuda-11.8-debian",
+    );
+    let new = probe_set(&tmp.path().join("probes-12.4"), "toolchain-cuda-12.4-conda");
+    let recorded = inventory::from_recorded_probes(&new).unwrap();
+    let cuda = recorded
+        .generations
+        .iter()
+        .find(|g| g.backend == "cuda")
+        .expect("the H100 probes give a cuda generation");
+    assert_eq!(cuda.key, "cuda/sm_90");
+    assert!(
+        cuda.toolchain["nvcc"].contains("release 12.4"),
+        "{:?}",
+        cuda.toolchain
+    );
+
+    // First registration: nothing to compare with.
+    let host_a = tmp.path().join("agent-a");
+    register(&url, &host_a, &old).await;
+    assert!(runs(&mut client).await.is_empty());
+    // The same toolchain again: nothing changed.
+    register(&url, &host_a, &old).await;
+    assert!(runs(&mut client).await.is_empty());
+
+    // CUDA 11.8 → 12.4 on the same agent: one retuning run.
+    register(&url, &host_a, &new).await;
+    let started = runs(&mut client).await;
+    assert_eq!(started.len(), 1, "{started:?}");
+    let run = &started[0];
+    assert_eq!(run.trigger, "toolchain-bump");
+    assert!(
+        run.trigger_note.contains("cuda/sm_90")
+            && run.trigger_note.contains("release 11.8")
+            && run.trigger_note.contains("release 12.4"),
+        "{}",
+        run.trigger_note
+    );
+    // The CPU generation's compilers did not change: no run for it.
+    assert!(!run.trigger_note.contains("cpu/"), "{}", run.trigger_note);
+
+    // Narrowed to the generation: the report's only section is cuda/sm_90 (or none yet).
+    let report = support::report(&mut client, &run.run_id).await;
+    assert!(
+        report.generations.iter().all(|g| g.key == "cuda/sm_90"),
+        "{:?}",
+        report
+            .generations
+            .iter()
+            .map(|g| &g.key)
+            .collect::<Vec<_>>()
+    );
+    client
+        .cancel_run(pb::CancelRunRequest {
+            run_id: run.run_id.clone(),
+            reason: "the test saw what it needed".into(),
+        })
+        .await
+        .unwrap();
+
+    // Again on 12.4, and a second H100 host moving 11.8 → 12.4: still one run.
+    register(&url, &host_a, &new).await;
+    let host_b = tmp.path().join("agent-b");
+    register(&url, &host_b, &old).await;
+    register(&url, &host_b, &new).await;
+    let after = runs(&mut client).await;
+    assert_eq!(after.len(), 1, "{after:?}");
+}
