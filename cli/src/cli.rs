@@ -217,6 +217,11 @@ pub enum Command {
         #[command(flatten)]
         tls: TlsArgs,
     },
+    /// Keep the fork's own docs current with a run's results.
+    Docs {
+        #[command(subcommand)]
+        command: DocsCommand,
+    },
     /// Config files of `coordinator --config` and `agent --config`.
     Config {
         #[command(subcommand)]
@@ -321,6 +326,30 @@ pub enum ConfigCommand {
     /// plaintext off loopback, TLS files incomplete, unreadable or with a key others can
     /// read) and exit 2.
     Check { file: PathBuf },
+}
+
+#[derive(Subcommand)]
+pub enum DocsCommand {
+    /// Write a run into the fork's docs: its dated section in `--benchmarks` (the page's
+    /// table style, per generation, newest first) and a row in `--state` for each
+    /// unexplained delta (a regression against the previous comparable run, a parity
+    /// failure). Idempotent: running it again changes nothing.
+    Update {
+        /// The run; or `--report FILE` (a report.json) instead.
+        #[arg(required_unless_present = "report")]
+        run_id: Option<String>,
+        /// A report.json written by `abfleet local`, `submit --wait` or `report --format json`.
+        #[arg(long, value_name = "FILE", conflicts_with = "run_id")]
+        report: Option<PathBuf>,
+        /// The fork's docs/benchmarks.md (made if it does not exist).
+        #[arg(long, value_name = "PATH")]
+        benchmarks: Option<PathBuf>,
+        /// The fork's docs/state.md (made if it does not exist).
+        #[arg(long, value_name = "PATH")]
+        state: Option<PathBuf>,
+        #[command(flatten)]
+        source: StoreSource,
+    },
 }
 
 #[derive(Subcommand)]

@@ -3,6 +3,7 @@
 mod bench;
 mod calibrate;
 mod certs;
+mod docs;
 mod follow;
 mod lists;
 mod local;
@@ -11,7 +12,7 @@ mod report;
 mod serve;
 mod submit;
 
-use crate::cli::{BenchCommand, Command, ConfigCommand};
+use crate::cli::{BenchCommand, Command, ConfigCommand, DocsCommand};
 use crate::failure::{Classify, Failure};
 
 pub async fn run(command: Command) -> Result<i32, Failure> {
@@ -145,6 +146,27 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             coordinator,
             tls,
         } => lists::cancel(&run_id, &coordinator, &tls).await,
+        Command::Docs {
+            command:
+                DocsCommand::Update {
+                    run_id,
+                    report,
+                    benchmarks,
+                    state,
+                    source,
+                },
+        } => {
+            docs::update(
+                docs::DocsUpdate {
+                    run_id,
+                    report,
+                    benchmarks,
+                    state,
+                },
+                &source,
+            )
+            .await
+        }
         Command::Config {
             command: ConfigCommand::Check { file },
         } => Ok(crate::config::check_file(&file)),

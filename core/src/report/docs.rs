@@ -1,0 +1,172 @@
+//! `abfleet docs update`: a run written into the fork's own pages, idempotently.
+//!
+//! - `docs/benchmarks.md` gets the run's dated section (`markdown::render_docs_section`, in the
+//!   page's table style), between `<!-- abfleet:run RUN begin -->` and `… end -->` markers:
+//!   a section already there is replaced in place, a new one goes above the newest earlier
+//!   dated section (`### `), so the page stays newest first; text outside the markers is
+//!   never touched.
+//! - `docs/state.md` gets one row per unexplained delta of the run — each regression flag
+//!   against the previous comparable run (a speedup that shrank, a fork that got slower, a
+//!   parity delta that grew) and each parity failure — in an `abfleet` table it adds once;
+//!   a row carries its key in a trailing comment, so a row already there is not added again.
+//!
+//! Running an update twice changes nothing the second time.
+
+use std::fmt::Write;
+
+use super::markdown::render_docs_section;
+use super::Report;
+use crate::cell::CellParity;
+
+fn begin_marker(run_id: &str) -> String {
+    format!("<!-- abfleet:run {run_id} begin -->")
+}
+
+fn end_marker(run_id: &str) -> String {
+    format!("<!-- abfleet:run {run_id} end -->")
+}
+
+/// `page` with the run's section written in (replaced if present, inserted if not).
+pub fn update_benchmarks(page: &str, report: &Report) -> String {
+    let (begin, end) = (begin_marker(&report.run_id), end_marker(&report.run_id));
+    let block = format!("{begin}\n{}{end}\n", render_docs_section(report));
+    if let (Some(start), Some(stop)) = (page.find(&begin), page.find(&end)) {
+        if stop > start {
+            let mut after = stop + end.len();
+            if page[after..].starts_with('\n') {
+                after += 1;
+            }
+            return format!("{}{block}{}", &page[..start], &page[after..]);
+        }
+    }
+    // Above the newest dated section (the page lists runs newest first), else at the end.
+    let insert_at = section_start(page);
+    match insert_at {
+        Some(at) => format!("{}{block}\n{}", &page[..at], &page[at..]),
+        None => {
+            let mut out = page.to_string();
+            if !out.is_empty() && !out.ends_with("\n\n") {
+                out.push_str(if out.ends_with('\n') { "\n" } else { "\n\n" });
+            }
+            out.push_str(&block);
+            out
+        }
+    }
+}
+
+/// Where the first dated section or abfleet block of the page begins.
+fn section_start(page: &str) -> Option<usize> {
+    let mut offset = 0;
+    for line in page.split_inclusive('\n') {
+        if line.starts_with("### ") || line.starts_with("<!-- abfleet:run ") {
+            return Some(offset);
+        }
+        offset += line.len();
+    }
+    None
+}
+
+const STATE_HEADING: &str = "## Unexplained deltas (abfleet)";
+const STATE_HEADER: &str =
+    "| Date | Run | Generation | Cell | What | Detail | Status |\n|---|---|---|---|---|---|---|\n";
+
+/// One unexplained delta of the run: its key and its table row.
+fn state_rows(report: &Report) -> Vec<(String, String)> {
+    let date = report.date.get(..10).unwrap_or(&report.date);
+    let short_run: String = report.run_id.chars().take(8).collect();
+    let mut rows = Vec::new();
+    let mut row = |generation: &str, cell: &str, what: &str, detail: &str, key: String| {
+        let escape = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+        rows.push((
+            key.clone(),
+            format!(
+                "| {date} | `{short_run}` | `{}` | `{}` | {what} | {} | open — explain or fix <!-- abfleet:{key} --> |\n",
+                escape(generation),
+                escape(cell),
+                escape(detail)
+            ),
+        ));
+    };
+    for section in &report.generations {
+        if let Some(since) = &section.since_previous {
+            for flag in &since.flags {
+                let cell = format!("{}/{}", flag.fixture, flag.workload);
+                let what = format!(
+                    "{} since run `{}`",
+                    flag.kind.as_str(),
+                    &since.run_id[..since.run_id.len().min(8)]
+                );
+                let key = format!(
+                    "{}:{}:{cell}:{}{}",
+                    report.run_id,
+                    section.key,
+                    flag.kind.as_str(),
+                    flag.metric
+                        .as_deref()
+                        .map_or(String::new(), |m| format!(":{m}"))
+                );
+                let mut detail = flag.detail.clone();
+                if !since.changes.is_empty() {
+                    let _ = write!(detail, " (changed: {})", since.changes.join("; "));
+                }
+                row(&section.key, &cell, &what, &detail, key);
+            }
+        }
+    }
+    for cell in report.cells.iter().filter(|c| c.parity == CellParity::Fail) {
+        let generation = cell.generation.as_deref().unwrap_or("any");
+        let name = format!("{}/{}", cell.fixture, cell.workload);
+        let detail: Vec<&str> = cell
+            .parity_failures
+            .iter()
+            .map(|f| f.message.as_str())
+            .collect();
+        let key = format!("{}:{generation}:{name}:parity_fail", report.run_id);
+        row(generation, &name, "parity failed", &detail.join("; "), key);
+    }
+    rows
+}
+
+/// `page` with a row for each of the run's unexplained deltas not yet in it.
+pub fn update_state(page: &str, report: &Report) -> String {
+    let new_rows: Vec<String> = state_rows(report)
+        .into_iter()
+        .filter(|(key, _)| !page.contains(&format!("<!-- abfleet:{key} -->")))
+        .map(|(_, row)| row)
+        .collect();
+    if new_rows.is_empty() {
+        return page.to_string();
+    }
+    let mut out = page.to_string();
+    let Some(heading) = out.find(STATE_HEADING) else {
+        if !out.is_empty() && !out.ends_with("\n\n") {
+            out.push_str(if out.ends_with('\n') { "\n" } else { "\n\n" });
+        }
+        let _ = write!(
+            out,
+            "{STATE_HEADING}\n\nWritten by `abfleet docs update`: each regression against the previous comparable run and each parity failure, until someone explains or fixes it (edit the Status column; the rows are not rewritten).\n\n{STATE_HEADER}{}",
+            new_rows.concat()
+        );
+        return out;
+    };
+    // After the last row of the table under the heading.
+    let table_start = out[heading..]
+        .find(STATE_HEADER)
+        .map(|i| heading + i + STATE_HEADER.len());
+    let Some(mut at) = table_start else {
+        let after_heading = heading + STATE_HEADING.len();
+        out.insert_str(
+            after_heading,
+            &format!("\n\n{STATE_HEADER}{}", new_rows.concat()),
+        );
+        return out;
+    };
+    for line in out[at..].split_inclusive('\n') {
+        if !line.starts_with('|') {
+            break;
+        }
+        at += line.len();
+    }
+    out.insert_str(at, &new_rows.concat());
+    out
+}
