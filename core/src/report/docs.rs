@@ -170,3 +170,102 @@ pub fn update_state(page: &str, report: &Report) -> String {
     out.insert_str(at, &new_rows.concat());
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::history::{FlagKind, RegressionFlag, SincePrevious};
+
+    fn flagged() -> Report {
+        let mut report = crate::report::markdown::tests::sample_report();
+        let key = report.generations[0].key.clone();
+        report.generations[0].since_previous = Some(SincePrevious {
+            run_id: "11111111-2222-3333-4444-555555555555".into(),
+            date: "2026-12-01".into(),
+            changes: vec!["fork `a` (a) → `b` (b)".into()],
+            matched_cells: 2,
+            flags: vec![
+                RegressionFlag {
+                    fixture: "tiny".into(),
+                    workload: "psnr".into(),
+                    kind: FlagKind::ParityGrowth,
+                    metric: Some("psnr_y".into()),
+                    then: 0.0,
+                    now: 3e-6,
+                    detail: "`psnr_y` pooled |delta| 0 → 3e-6 | wide".into(),
+                },
+                RegressionFlag {
+                    fixture: "tiny".into(),
+                    workload: "psnr".into(),
+                    kind: FlagKind::SpeedupShrank,
+                    metric: None,
+                    then: 2.0,
+                    now: 1.5,
+                    detail: "speedup 2.000x → 1.500x".into(),
+                },
+            ],
+            parity_shrink: Vec::new(),
+        });
+        assert!(!key.is_empty());
+        report
+    }
+
+    #[test]
+    fn each_flag_is_one_row_added_once_under_one_heading_and_pipes_are_escaped() {
+        let report = flagged();
+        let page = update_state("# State\n", &report);
+        assert_eq!(page.matches(STATE_HEADING).count(), 1, "{page}");
+        let rows: Vec<&str> = page
+            .lines()
+            .filter(|l| l.contains("<!-- abfleet:"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{page}");
+        assert!(
+            rows[0].contains("parity_growth since run `11111111`")
+                && rows[0].contains("3e-6 \\| wide"),
+            "{}",
+            rows[0]
+        );
+        assert!(
+            rows[1].contains("speedup_shrank") && rows[1].contains("(changed: fork"),
+            "{}",
+            rows[1]
+        );
+        assert_eq!(update_state(&page, &report), page, "idempotent");
+        // A later run's rows go under the same table, after the earlier rows.
+        let mut later = flagged();
+        later.run_id = "99999999-0000-0000-0000-000000000000".into();
+        let both = update_state(&page, &later);
+        assert_eq!(both.matches(STATE_HEADING).count(), 1);
+        let rows: Vec<&str> = both
+            .lines()
+            .filter(|l| l.contains("<!-- abfleet:"))
+            .collect();
+        assert_eq!(rows.len(), 4, "{both}");
+        assert!(rows[3].contains("`99999999`"));
+    }
+
+    #[test]
+    fn a_section_is_replaced_in_place_not_duplicated() {
+        let report = crate::report::markdown::tests::sample_report();
+        let page = "# Benchmarks\n\nintro\n";
+        let once = update_benchmarks(page, &report);
+        assert!(
+            once.starts_with("# Benchmarks\n\nintro\n\n<!-- abfleet:run "),
+            "{once}"
+        );
+        assert_eq!(update_benchmarks(&once, &report), once);
+        let mut changed = report.clone();
+        changed.upstream_ref = "v9.9.9".into();
+        let replaced = update_benchmarks(&once, &changed);
+        assert_eq!(
+            replaced.matches("<!-- abfleet:run ").count(),
+            2,
+            "begin and end, once"
+        );
+        assert!(
+            replaced.contains("upstream `v9.9.9`")
+                && !replaced.contains(&format!("upstream `{}`", report.upstream_ref))
+        );
+    }
+}

@@ -347,10 +347,12 @@ pub fn render_docs_section(report: &Report) -> String {
         .fork
         .resolved
         .as_deref()
-        .map_or(report.fork_ref.clone(), |c| match c.strip_prefix("sha256:") {
-            // A path source: its content hash.
-            Some(hash) => format!("sha256:{}", &hash[..hash.len().min(12)]),
-            None => c.chars().take(9).collect(),
+        .map_or(report.fork_ref.clone(), |c| {
+            match c.strip_prefix("sha256:") {
+                // A path source: its content hash.
+                Some(hash) => format!("sha256:{}", &hash[..hash.len().min(12)]),
+                None => c.chars().take(9).collect(),
+            }
         });
     let mut groups: Vec<(Option<&super::GenerationSection>, Vec<&CellResult>)> = Vec::new();
     if report.generations.len() > 1 {
