@@ -217,6 +217,37 @@ pub enum Command {
         #[command(flatten)]
         tls: TlsArgs,
     },
+    /// Find the fork commit that made a workload slower, through the fleet.
+    ///
+    /// Bisects the fork's first-parent history between a good and a bad commit: each step
+    /// runs the candidate against the good commit on a matching agent with the paired method
+    /// (`slower` is bad; `unsure` is retried with twice the pairs, then reported undecidable).
+    /// With RUN, the commits, generation and cell come from that run's first speed regression
+    /// against its previous comparable run. Writes bisect.md and bisect.json to --out.
+    Bisect {
+        /// A run flagged with a regression; or give --spec, --good, --bad, --workload, --fixture.
+        run_id: Option<String>,
+        /// The job spec whose fork (a git source) to bisect.
+        #[arg(long, value_name = "SPEC")]
+        spec: Option<PathBuf>,
+        #[arg(long, value_name = "COMMIT")]
+        good: Option<String>,
+        #[arg(long, value_name = "COMMIT")]
+        bad: Option<String>,
+        /// Run every step on this generation key.
+        #[arg(long, value_name = "KEY")]
+        generation: Option<String>,
+        #[arg(long, value_name = "W")]
+        workload: Option<String>,
+        #[arg(long, value_name = "F")]
+        fixture: Option<String>,
+        #[arg(long, default_value = "abfleet-out")]
+        out: PathBuf,
+        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        coordinator: String,
+        #[command(flatten)]
+        tls: TlsArgs,
+    },
     /// Keep the fork's own docs current with a run's results.
     Docs {
         #[command(subcommand)]

@@ -183,6 +183,36 @@ async fn three_runs_flag_a_planted_parity_growth_then_a_planted_slowdown_and_his
     }
     assert!(table.contains("parity_growth"), "{table}");
 
+    // `abfleet bisect RUN`: the commits come from run 3's flag against run 2.
+    let out = tmp.path().join("bisect");
+    let url = coordinator.url();
+    let third = third_id.clone();
+    let out_dir = out.clone();
+    let bisect = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args(["bisect", &third, "--coordinator", &url, "--out"])
+            .arg(&out_dir)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let said = String::from_utf8_lossy(&bisect.stdout).into_owned();
+    assert!(
+        bisect.status.success()
+            && said.contains(&format!(
+                "**First bad commit: `{slow}`** — fork: psnr slowdown"
+            )),
+        "{said}\n{}",
+        String::from_utf8_lossy(&bisect.stderr)
+    );
+    assert!(
+        said.contains(&format!(
+            "## Bisect of `psnr` on fixture `tiny`, generation `{generation}`"
+        )),
+        "{said}"
+    );
+
     let missing = Command::new(env!("CARGO_BIN_EXE_abfleet"))
         .args(["history", "--generation", "cpu/none", "--workload", "psnr"])
         .args(["--coordinator", &coordinator.url()])

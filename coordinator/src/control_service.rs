@@ -136,8 +136,10 @@ impl pb::control_service_server::ControlService for ControlService {
     ) -> Result<Response<pb::GetReportResponse>, Status> {
         let run_id: RunId = parse_id("run_id", &request.into_inner().run_id)?;
         let report = self.fleet.report(run_id).await?;
+        let spec = self.fleet.run_spec(run_id).await?;
         Ok(Response::new(pb::GetReportResponse {
             report_json: report.to_json_pretty(),
+            spec_json: spec.to_json(),
         }))
     }
 

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend_cell;
+pub mod bisect;
 pub mod calibration;
 pub mod cell;
 pub mod certs;

@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` dispatches.
 
 mod bench;
+mod bisect;
 mod calibrate;
 mod certs;
 mod docs;
@@ -146,6 +147,34 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             coordinator,
             tls,
         } => lists::cancel(&run_id, &coordinator, &tls).await,
+        Command::Bisect {
+            run_id,
+            spec,
+            good,
+            bad,
+            generation,
+            workload,
+            fixture,
+            out,
+            coordinator,
+            tls,
+        } => {
+            bisect::run(
+                bisect::BisectArgs {
+                    run_id,
+                    spec,
+                    good,
+                    bad,
+                    generation,
+                    workload,
+                    fixture,
+                    out,
+                },
+                &coordinator,
+                &tls,
+            )
+            .await
+        }
         Command::Docs {
             command:
                 DocsCommand::Update {

@@ -178,6 +178,11 @@ impl Fleet {
         Ok(true)
     }
 
+    /// The job spec a run was submitted with.
+    pub async fn run_spec(&self, run_id: RunId) -> Result<abfleet_core::spec::JobSpec, FleetError> {
+        Ok(self.run_row(run_id).await?.spec)
+    }
+
     pub(super) async fn run_row(&self, run_id: RunId) -> Result<RunRow, FleetError> {
         self.inner
             .store

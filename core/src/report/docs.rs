@@ -183,6 +183,8 @@ mod tests {
             run_id: "11111111-2222-3333-4444-555555555555".into(),
             date: "2026-12-01".into(),
             changes: vec!["fork `a` (a) → `b` (b)".into()],
+            fork_commit_then: Some("a".into()),
+            fork_commit_now: Some("b".into()),
             matched_cells: 2,
             flags: vec![
                 RegressionFlag {

@@ -162,6 +162,12 @@ pub struct SincePrevious {
     pub date: String,
     /// What changed in between: fork commit, upstream pin, toolchain; empty when nothing did.
     pub changes: Vec<String>,
+    /// The fork commits of the previous run and of this one (what `abfleet bisect RUN`
+    /// bisects between).
+    #[serde(default)]
+    pub fork_commit_then: Option<String>,
+    #[serde(default)]
+    pub fork_commit_now: Option<String>,
     /// Cells matched on fixture and workload.
     pub matched_cells: u32,
     pub flags: Vec<RegressionFlag>,
@@ -311,6 +317,8 @@ pub fn since_previous(now: &GenerationSnapshot, then: &GenerationSnapshot) -> Si
         run_id: then.run_id.clone(),
         date: then.date.clone(),
         changes,
+        fork_commit_then: then.fork_commit.clone(),
+        fork_commit_now: now.fork_commit.clone(),
         matched_cells,
         flags,
         parity_shrink,

@@ -1,0 +1,359 @@
+//! `abfleet bisect`: finds the fork commit that made a workload slower, through the fleet.
+//! The commits come from the fork's first-parent history between the good and the bad
+//! commit (a bare clone here, with the real `git`); each step is a run submitted to the
+//! coordinator (the step's spec and the search are `core::bisect`), so a matching agent
+//! builds and times it, its build cache keeping each commit's build. Writes `bisect.md` and
+//! `bisect.json` to `--out` and prints the section.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use abfleet_core::bisect::{self, Bisection, Commit, Decision, Step};
+use abfleet_core::cell::CellParity;
+use abfleet_core::report::history::FlagKind;
+use abfleet_core::spec::{JobSpec, SourceSpec};
+use abfleet_proto::pb;
+
+use super::follow::{fetch_report, follow, OnInterrupt};
+use super::{control_client, status_error};
+use crate::cli::TlsArgs;
+use crate::failure::{Classify, Failure};
+
+/// What `abfleet bisect` was asked.
+pub struct BisectArgs {
+    pub run_id: Option<String>,
+    pub spec: Option<PathBuf>,
+    pub good: Option<String>,
+    pub bad: Option<String>,
+    pub generation: Option<String>,
+    pub workload: Option<String>,
+    pub fixture: Option<String>,
+    pub out: PathBuf,
+}
+
+/// What one bisect covers, once resolved.
+struct Target {
+    spec: JobSpec,
+    good: String,
+    bad: String,
+    generation: Option<String>,
+    workload: String,
+    fixture: String,
+}
+
+pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
+    let mut client = control_client(coordinator, tls).await?;
+    let target = resolve(&args, &mut client).await?;
+    let SourceSpec::Git { url, .. } = &target.spec.fork.source else {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "the fork is a path source; a bisect walks the fork's git history, so give the spec's [fork] a git = \"URL\""
+        )));
+    };
+    let commits = first_parent_range(url, &target.good, &target.bad)?;
+    eprintln!(
+        "bisecting {} commits of {url} from {} (good) to {} (bad)",
+        commits.len(),
+        &commits[0].id[..12],
+        &commits[commits.len() - 1].id[..12]
+    );
+    let mut bisection = Bisection::new(commits).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+    let good_commit = bisection.commits[0].id.clone();
+    while let Some(index) = bisection.next() {
+        let commit = bisection.commits[index].clone();
+        let bad_ci = bisection.bad_interval();
+        let mut step = measure(&mut client, &target, &good_commit, &commit, None, bad_ci).await?;
+        if step.decision == Decision::Undecidable {
+            let doubled = target.spec.measure.max_runs.max(target.spec.measure.runs) * 2;
+            eprintln!(
+                "`{}` was unsure; again with up to {doubled} pairs",
+                &commit.id[..12]
+            );
+            step = measure(
+                &mut client,
+                &target,
+                &good_commit,
+                &commit,
+                Some(doubled),
+                bad_ci,
+            )
+            .await?;
+            step.retried = true;
+        }
+        eprintln!(
+            "step {}: `{}` {} → {:?}",
+            bisection.steps.len() + 1,
+            &commit.id[..12],
+            commit.subject,
+            step.decision
+        );
+        bisection.record(index, step);
+    }
+    let what = format!(
+        "`{}` on fixture `{}`{}",
+        target.workload,
+        target.fixture,
+        target
+            .generation
+            .as_deref()
+            .map_or(String::new(), |g| format!(", generation `{g}`"))
+    );
+    let section = bisect::render(&bisection, &what);
+    std::fs::create_dir_all(&args.out)
+        .and_then(|()| std::fs::write(args.out.join("bisect.md"), &section))
+        .and_then(|()| {
+            std::fs::write(
+                args.out.join("bisect.json"),
+                serde_json::to_string_pretty(&bisection).unwrap_or_default(),
+            )
+        })
+        .map_err(|err| {
+            Failure::usage(anyhow::anyhow!(
+                "cannot write bisect.md/bisect.json to {}: {err}",
+                args.out.display()
+            ))
+        })?;
+    print!("{section}");
+    Ok(if bisection.first_bad().is_some() {
+        0
+    } else {
+        abfleet_core::exit::NOT_CARRIED_OUT
+    })
+}
+
+/// The spec, the two commits and the cell: from the flags, or from the run's first
+/// speed regression against its previous comparable run.
+async fn resolve(
+    args: &BisectArgs,
+    client: &mut pb::control_service_client::ControlServiceClient<tonic::transport::Channel>,
+) -> Result<Target, Failure> {
+    let Some(run_id) = &args.run_id else {
+        let missing: Vec<&str> = [
+            ("SPEC (--spec)", args.spec.is_none()),
+            ("--good", args.good.is_none()),
+            ("--bad", args.bad.is_none()),
+            ("--workload", args.workload.is_none()),
+            ("--fixture", args.fixture.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(name, missing)| missing.then_some(name))
+        .collect();
+        if !missing.is_empty() {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "without a RUN, a bisect needs {}",
+                missing.join(", ")
+            )));
+        }
+        let spec_path = args.spec.as_ref().expect("checked");
+        return Ok(Target {
+            spec: JobSpec::load(spec_path).usage()?,
+            good: args.good.clone().expect("checked"),
+            bad: args.bad.clone().expect("checked"),
+            generation: args.generation.clone(),
+            workload: args.workload.clone().expect("checked"),
+            fixture: args.fixture.clone().expect("checked"),
+        });
+    };
+    let run_id: abfleet_core::RunId = run_id.parse().usage()?;
+    let response = client
+        .get_report(pb::GetReportRequest {
+            run_id: run_id.to_string(),
+        })
+        .await
+        .map_err(|s| status_error("failed to get the run", s))?
+        .into_inner();
+    let report = abfleet_core::report::Report::from_json(&response.report_json).infra()?;
+    let spec = JobSpec::from_json(&response.spec_json).infra()?;
+    let flagged = report
+        .generations
+        .iter()
+        .filter(|s| args.generation.as_ref().is_none_or(|g| g == &s.key))
+        .filter_map(|s| s.since_previous.as_ref().map(|since| (s, since)))
+        .find_map(|(section, since)| {
+            since
+                .flags
+                .iter()
+                .find(|f| {
+                    matches!(f.kind, FlagKind::SpeedupShrank | FlagKind::ForkSlower)
+                        && args.workload.as_ref().is_none_or(|w| w == &f.workload)
+                        && args.fixture.as_ref().is_none_or(|x| x == &f.fixture)
+                })
+                .map(|flag| (section, since, flag))
+        });
+    let Some((section, since, flag)) = flagged else {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "run {run_id} has no speed regression against its previous comparable run{}; name the commits with --spec, --good, --bad, --workload and --fixture",
+            if args.workload.is_some() || args.fixture.is_some() || args.generation.is_some() { " matching the given cell" } else { "" }
+        )));
+    };
+    let (Some(good), Some(bad)) = (&since.fork_commit_then, &since.fork_commit_now) else {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "run {run_id}'s comparison does not name both fork commits; give --good and --bad"
+        )));
+    };
+    if good == bad {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "the fork did not change between run {} and run {run_id} (both `{}`): what changed is {}; nothing in the fork's history to bisect",
+            since.run_id,
+            &good[..good.len().min(12)],
+            if since.changes.is_empty() { "not recorded".to_string() } else { since.changes.join("; ") }
+        )));
+    }
+    Ok(Target {
+        spec,
+        good: args.good.clone().unwrap_or_else(|| good.clone()),
+        bad: args.bad.clone().unwrap_or_else(|| bad.clone()),
+        generation: Some(section.key.clone()).filter(|k| k != "any"),
+        workload: flag.workload.clone(),
+        fixture: flag.fixture.clone(),
+    })
+}
+
+/// One step: a run of the candidate against the good commit, followed to its end.
+async fn measure(
+    client: &mut pb::control_service_client::ControlServiceClient<tonic::transport::Channel>,
+    target: &Target,
+    good: &str,
+    commit: &Commit,
+    max_runs: Option<u32>,
+    bad_ci: Option<[f64; 2]>,
+) -> Result<Step, Failure> {
+    let spec = bisect::step_spec(
+        &target.spec,
+        good,
+        &commit.id,
+        target.generation.as_deref(),
+        &target.fixture,
+        &target.workload,
+        max_runs,
+    )
+    .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+    let run_id = client
+        .submit_run(pb::SubmitRunRequest {
+            spec_json: spec.to_json(),
+            trigger: "manual".into(),
+            trigger_note: format!(
+                "bisect: {} against {}",
+                &commit.id[..12],
+                &good[..good.len().min(12)]
+            ),
+            spec_origin: "abfleet bisect".into(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|s| status_error("failed to submit a bisect step", s))?
+        .into_inner()
+        .run_id;
+    follow(client, &run_id, None, OnInterrupt::CancelRun).await?;
+    let report = fetch_report(client, &run_id).await?;
+    let cell = report.cells.first();
+    let verdict = cell.and_then(|c| c.verdict);
+    let decision = match cell {
+        Some(c) if c.speedup.is_some() => {
+            Decision::of(verdict, c.speedup_ci95, bad_ci).unwrap_or(Decision::Undecidable)
+        }
+        _ => Decision::Failed,
+    };
+    Ok(Step {
+        commit: commit.clone(),
+        run_id,
+        speedup: cell.and_then(|c| c.speedup),
+        speedup_ci95: cell.and_then(|c| c.speedup_ci95),
+        verdict,
+        pairs: cell.map_or(0, |c| c.pairs),
+        decision,
+        retried: false,
+        parity_note: cell.filter(|c| c.parity == CellParity::Fail).map(|c| {
+            format!(
+                "scores moved against the good commit: {}",
+                c.parity_failures
+                    .iter()
+                    .map(|f| f.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        }),
+    })
+}
+
+/// `good`, then the first-parent commits after it up to `bad`, oldest first, with their
+/// subjects: read from a bare clone of `url` in a temporary directory.
+fn first_parent_range(url: &str, good: &str, bad: &str) -> Result<Vec<Commit>, Failure> {
+    let dir = tempfile::tempdir().infra()?;
+    let mirror = dir.path().join("fork.git");
+    git(
+        None,
+        &["clone", "--quiet", "--bare", "--", url, &path_str(&mirror)?],
+    )
+    .map_err(|err| Failure::usage(anyhow::anyhow!("cannot clone the fork {url}: {err}")))?;
+    let resolve = |rev: &str| {
+        git(
+            Some(&mirror),
+            &[
+                "rev-parse",
+                "--verify",
+                "--end-of-options",
+                &format!("{rev}^{{commit}}"),
+            ],
+        )
+        .map_err(|err| Failure::usage(anyhow::anyhow!("`{rev}` is not a commit of {url}: {err}")))
+    };
+    let (good, bad) = (resolve(good)?, resolve(bad)?);
+    git(Some(&mirror), &["merge-base", "--is-ancestor", &good, &bad]).map_err(|_| {
+        Failure::usage(anyhow::anyhow!(
+            "the good commit {} is not an ancestor of the bad one {}; give --good an older commit of the same history",
+            &good[..12],
+            &bad[..12]
+        ))
+    })?;
+    let listed = git(
+        Some(&mirror),
+        &[
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--format=%H %s",
+            &format!("{good}..{bad}"),
+        ],
+    )
+    .map_err(|e| Failure::infra(anyhow::anyhow!(e)))?;
+    let subject =
+        |id: &str| git(Some(&mirror), &["log", "-1", "--format=%s", id]).unwrap_or_default();
+    let mut commits = vec![Commit {
+        subject: subject(&good),
+        id: good,
+    }];
+    for line in listed.lines() {
+        let (id, subject) = line.split_once(' ').unwrap_or((line, ""));
+        commits.push(Commit {
+            id: id.to_string(),
+            subject: subject.to_string(),
+        });
+    }
+    if commits.len() < 2 {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "no commits between the good and the bad commit: nothing to bisect"
+        )));
+    }
+    Ok(commits)
+}
+
+fn path_str(path: &Path) -> Result<String, Failure> {
+    path.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| Failure::infra(anyhow::anyhow!("a temporary path is not UTF-8")))
+}
+
+fn git(dir: Option<&Path>, args: &[&str]) -> Result<String, String> {
+    let mut command = Command::new("git");
+    if let Some(dir) = dir {
+        command.arg("-C").arg(dir);
+    }
+    let output = command
+        .args(args)
+        .output()
+        .map_err(|err| format!("cannot run git: {err}; is git installed?"))?;
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}

@@ -1,0 +1,148 @@
+//! `abfleet bisect` through a real coordinator and agent: the demo subject's fork gains
+//! eight commits after the good one, and the fifth plants a psnr slowdown (each plane's MSE
+//! computed 3000 times, same scores). The bisect confirms the regression, names the fifth
+//! commit in three more steps, and writes bisect.md / bisect.json. `abfleet bisect RUN` takes
+//! the commits from a run flagged against its previous comparable run.
+
+mod support;
+
+use std::process::{Command, Output};
+
+use abfleet_coordinator::CoordinatorConfig;
+use abfleet_core::bisect::{Bisection, Decision};
+use support::*;
+
+fn abfleet(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{:?}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_planted_slowdown_in_the_fifth_of_eight_commits_is_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repos = make_repos(tmp.path());
+    let good = repos.fork_commit.clone();
+    let mut commits = Vec::new();
+    for i in 1..=8 {
+        if i == 5 {
+            let makefile = std::fs::read_to_string(repos.fork.join("Makefile")).unwrap();
+            std::fs::write(
+                repos.fork.join("Makefile"),
+                makefile.replace(
+                    "EXTRA_CFLAGS ?=",
+                    "EXTRA_CFLAGS ?= -DABFLEET_PSNR_REPEAT=3000",
+                ),
+            )
+            .unwrap();
+        } else {
+            std::fs::write(repos.fork.join(format!("NOTES-{i}")), format!("note {i}\n")).unwrap();
+        }
+        git(&repos.fork, &["add", "-A"]);
+        git(
+            &repos.fork,
+            &["commit", "-q", "-m", &format!("fork: change {i}")],
+        );
+        commits.push(git(&repos.fork, &["rev-parse", "HEAD"]));
+    }
+    let bad = commits[7].clone();
+
+    let coordinator =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    let _agent = TestAgent::start(&coordinator.url(), &tmp.path().join("agent"));
+    let client = coordinator.control().await;
+    wait_for_agents(&client, 1).await;
+
+    let mut options = SpecOptions::git(&repos);
+    options.fork_source = format!("git = \"{}\"\nrev = \"{bad}\"", repos.fork.display());
+    options.workloads = &["psnr", "float_ssim"];
+    options.runs = 5;
+    options.max_runs = Some(10);
+    let spec = options.write(tmp.path(), "spec.toml");
+    let out = tmp.path().join("bisect-out");
+    let url = coordinator.url();
+    let run = tokio::task::spawn_blocking(move || {
+        abfleet(&[
+            "bisect",
+            "--spec",
+            spec.to_str().unwrap(),
+            "--good",
+            &good,
+            "--bad",
+            &bad,
+            "--workload",
+            "psnr",
+            "--fixture",
+            "tiny",
+            "--coordinator",
+            &url,
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "**First bad commit: `{}`** — fork: change 5",
+            commits[4]
+        )),
+        "{}",
+        text(&run)
+    );
+    let bisection: Bisection = serde_json::from_str(
+        &std::fs::read_to_string(tmp.path().join("bisect-out/bisect.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(bisection.confirmed);
+    assert_eq!(
+        bisection.commits.len(),
+        9,
+        "the good commit and the eight after it"
+    );
+    assert_eq!(bisection.first_bad().unwrap().id, commits[4]);
+    // Confirming the bad commit, then at most three halvings of eight commits.
+    assert!(bisection.steps.len() <= 4, "{:?}", bisection.steps);
+    for step in &bisection.steps {
+        let index = commits.iter().position(|c| *c == step.commit.id).unwrap();
+        let expected = if index >= 4 {
+            Decision::Bad
+        } else {
+            Decision::Good
+        };
+        assert_eq!(step.decision, expected, "{step:?}");
+        assert!(step.speedup_ci95.is_some() && step.pairs >= 5, "{step:?}");
+    }
+    assert!(
+        std::fs::read_to_string(tmp.path().join("bisect-out/bisect.md"))
+            .unwrap()
+            .contains("| Step | Commit | Subject |")
+    );
+
+    // Usage: without a RUN, the flags it needs are named.
+    let missing = abfleet(&[
+        "bisect",
+        "--coordinator",
+        &coordinator.url(),
+        "--workload",
+        "psnr",
+    ]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("--good, --bad"),
+        "{}",
+        text(&missing)
+    );
+}
