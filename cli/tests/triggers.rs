@@ -759,3 +759,111 @@ async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
         "{listing}"
     );
 }
+
+/// `abfleet coordinator --watch-upstream-interval` as a process: the first poll records
+/// upstream's tags; a new release runs with the pin moved; a backport of an older line
+/// tagged after it, a release candidate, and two releases found in one poll (only the newer
+/// runs) behave as docs/milestone.md says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinator_binary_watches_upstream_and_runs_only_newer_releases() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repos = make_repos(&tmp.path().join("repos"));
+    let milestone = SpecOptions::git(&repos).write(tmp.path(), "milestone.toml");
+    let grpc_port = free_port();
+    let _coordinator = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args([
+                "coordinator",
+                "--plaintext",
+                "--listen",
+                &format!("127.0.0.1:{grpc_port}"),
+            ])
+            .arg("--data-dir")
+            .arg(tmp.path().join("data"))
+            .arg("--milestone-spec")
+            .arg(&milestone)
+            .args(["--watch-upstream-interval", "0.2"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("http://127.0.0.1:{grpc_port}");
+    let client = wait_until(Duration::from_secs(30), "the coordinator", || {
+        let url = url.clone();
+        async move {
+            abfleet_proto::pb::control_service_client::ControlServiceClient::connect(url)
+                .await
+                .ok()
+        }
+    })
+    .await;
+    let notes = |client: abfleet_proto::pb::control_service_client::ControlServiceClient<
+        tonic::transport::Channel,
+    >| async move {
+        let mut client = client;
+        client
+            .list_runs(abfleet_proto::pb::ListRunsRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+            .runs
+            .into_iter()
+            .map(|r| (r.trigger, r.trigger_note))
+            .collect::<Vec<_>>()
+    };
+    // Give the first poll time to record v1.0.0 (several intervals).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(notes(client.clone()).await.is_empty());
+
+    git(
+        &repos.upstream,
+        &["commit", "--allow-empty", "-qm", "1.2.0"],
+    );
+    git(&repos.upstream, &["tag", "v1.2.0"]);
+    let runs = wait_until(Duration::from_secs(30), "a run of v1.2.0", || {
+        let client = client.clone();
+        async move {
+            let runs = notes(client).await;
+            (!runs.is_empty()).then_some(runs)
+        }
+    })
+    .await;
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].0, "upstream-tag");
+    assert!(runs[0].1.starts_with("tag v1.2.0 of "), "{runs:?}");
+
+    // A backport of the 1.0 line and a release candidate: recorded, not run.
+    git(&repos.upstream, &["tag", "v1.0.5", "v1.0.0"]);
+    git(&repos.upstream, &["tag", "v1.3.0-rc1"]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(notes(client.clone()).await.len(), 1);
+
+    // Two new releases at once: only the newer one runs.
+    git(&repos.upstream, &["commit", "--allow-empty", "-qm", "1.4"]);
+    git(&repos.upstream, &["tag", "v1.3.0"]);
+    git(&repos.upstream, &["tag", "v1.4.0"]);
+    let runs = wait_until(Duration::from_secs(30), "a run of v1.4.0", || {
+        let client = client.clone();
+        async move {
+            let runs = notes(client).await;
+            (runs.len() > 1).then_some(runs)
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let runs = notes(client.clone())
+        .await
+        .into_iter()
+        .chain(std::iter::empty())
+        .collect::<Vec<_>>();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(
+        runs.iter()
+            .any(|(_, note)| note.starts_with("tag v1.4.0 of ")),
+        "{runs:?}"
+    );
+    assert!(
+        !runs.iter().any(|(_, note)| note.contains("v1.3.0 ")),
+        "{runs:?}"
+    );
+}

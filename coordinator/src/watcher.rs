@@ -5,6 +5,10 @@
 //! starting the watcher does not run every past release. Tags seen are kept in the store
 //! (`upstream_tags`), so a restart does not run them again. For where no webhook can be
 //! installed; a tag that both a webhook and the watcher see is debounced into one run.
+//!
+//! Only a release newer than every release already known moves the pin: a backport
+//! (`v3.1.5` tagged after `v3.2.0`) is recorded and skipped, and when one poll finds several
+//! new releases only the newest runs (the others are superseded by it).
 
 use std::future::Future;
 use std::time::Duration;
@@ -37,6 +41,18 @@ pub struct PollOutcome {
     pub baseline: bool,
     /// New release tags and what triggering each did.
     pub triggered: Vec<(String, TriggerOutcome)>,
+    /// New release tags recorded without a run, and why (older than a known release,
+    /// superseded by a newer one in the same poll).
+    pub skipped: Vec<(String, String)>,
+}
+
+/// A release tag's version numbers (`v3.1.0` → [3, 1, 0]); `None` for other tags.
+pub fn release_version(tag: &str) -> Option<Vec<u64>> {
+    if !is_release_tag(tag) {
+        return None;
+    }
+    let version = tag.strip_prefix('v').unwrap_or(tag);
+    version.split('.').map(|p| p.parse().ok()).collect()
 }
 
 /// The debounce key of an upstream tag, the same for the watcher and a tag-push webhook.
@@ -122,9 +138,42 @@ pub async fn poll_upstream_once(fleet: &Fleet) -> Result<PollOutcome, WatchError
         url: Some(url.clone()),
         baseline,
         triggered: Vec::new(),
+        skipped: Vec::new(),
     };
     if !baseline {
-        for (tag, sha) in new.iter().filter(|(tag, _)| is_release_tag(tag)) {
+        let newest_known = known
+            .iter()
+            .filter_map(|t| release_version(t).map(|v| (v, t.clone())))
+            .max();
+        let mut releases: Vec<(Vec<u64>, &String, &String)> = new
+            .iter()
+            .filter_map(|(tag, sha)| release_version(tag).map(|v| (v, tag, sha)))
+            .collect();
+        releases.sort();
+        let newest_new = releases
+            .last()
+            .map(|(v, tag, _)| (v.clone(), (*tag).clone()));
+        let mut to_run = Vec::new();
+        for (version, tag, sha) in &releases {
+            if let Some((known_version, known_tag)) = &newest_known {
+                if version <= known_version {
+                    info!(tag = %tag, newest = %known_tag, "upstream release tag older than a known release: recorded, not run");
+                    outcome
+                        .skipped
+                        .push(((*tag).clone(), format!("not newer than {known_tag}")));
+                    continue;
+                }
+            }
+            match &newest_new {
+                Some((newest, newest_tag)) if version < newest => {
+                    outcome
+                        .skipped
+                        .push(((*tag).clone(), format!("superseded by {newest_tag}")));
+                }
+                _ => to_run.push(((*tag).clone(), (*sha).clone())),
+            }
+        }
+        for (tag, sha) in &to_run {
             let triggered = fleet
                 .trigger(TriggerRequest {
                     reason: "upstream-tag".to_string(),
@@ -171,6 +220,13 @@ async fn ls_remote_tags(url: &str) -> Result<Vec<(String, String)>, WatchError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn release_versions_order_numerically() {
+        assert!(release_version("v3.10.0") > release_version("v3.9.1"));
+        assert!(release_version("3.2") < release_version("v3.2.0"));
+        assert_eq!(release_version("v3.1.0-rc1"), None);
+    }
 
     #[test]
     fn release_tags_are_versions() {
