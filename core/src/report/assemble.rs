@@ -265,12 +265,21 @@ fn combined_exit_code(codes: impl Iterator<Item = i32>) -> i32 {
     .unwrap_or(exit::OK)
 }
 
+/// The SHA-256 of the spec's JSON form: two runs of one spec name with different hashes
+/// measured different things (another fixture, gate or build).
+fn spec_sha256(spec: &crate::spec::JobSpec) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(spec.to_json().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The report of the jobs of one generation.
 fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
     let spec = &run.spec;
     let mut report = Report {
         schema_version: 1,
         run_id: run.run_id.clone(),
+        spec_sha256: spec_sha256(spec),
         name: spec.name.clone(),
         trigger: run.trigger.clone(),
         trigger_note: run.trigger_note.clone(),

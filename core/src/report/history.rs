@@ -78,6 +78,9 @@ pub struct GenerationSnapshot {
     pub trigger: String,
     pub trigger_note: Option<String>,
     pub generation: String,
+    /// SHA-256 of the run's spec (empty in snapshots of reports from before it was kept).
+    #[serde(default)]
+    pub spec_sha256: String,
     /// The silicon identity the agent reported for this key (hosts pool only when equal).
     pub silicon_id: Option<String>,
     pub fork_requested: String,
@@ -97,6 +100,7 @@ impl GenerationSnapshot {
             trigger: report.trigger.clone(),
             trigger_note: report.trigger_note.clone(),
             generation: section.key.clone(),
+            spec_sha256: report.spec_sha256.clone(),
             silicon_id: section_silicon(section),
             fork_requested: report.fork.requested.clone(),
             fork_commit: report.fork.resolved.clone(),
@@ -284,6 +288,16 @@ pub fn since_previous(now: &GenerationSnapshot, then: &GenerationSnapshot) -> Si
             short(&then.upstream_commit),
             now.upstream_requested,
             short(&now.upstream_commit)
+        ));
+    }
+    if !now.spec_sha256.is_empty()
+        && !then.spec_sha256.is_empty()
+        && now.spec_sha256 != then.spec_sha256
+    {
+        changes.push(format!(
+            "spec {} → {} (fixtures, workloads, gate or build changed)",
+            &then.spec_sha256[..then.spec_sha256.len().min(12)],
+            &now.spec_sha256[..now.spec_sha256.len().min(12)]
         ));
     }
     for (side, tool) in &now.toolchain {
@@ -536,6 +550,7 @@ mod tests {
             trigger: "manual".into(),
             trigger_note: None,
             generation: "cpu/x86-64-v4/zen4".into(),
+            spec_sha256: String::new(),
             silicon_id: Some(silicon.into()),
             fork_requested: "main".into(),
             fork_commit: Some(fork.into()),

@@ -15,6 +15,9 @@ use crate::spec::SourceSpec;
 pub struct Report {
     pub schema_version: u32,
     pub run_id: String,
+    /// SHA-256 of the run's validated spec (its JSON form).
+    #[serde(default)]
+    pub spec_sha256: String,
     pub name: String,
     pub trigger: String,
     /// What the trigger said about itself (a tag, a PR, a release name), when it said anything.
