@@ -348,6 +348,22 @@ pub enum BenchCommand {
         #[arg(long)]
         runs: Option<u32>,
     },
+    /// The report of a run with many cells assembled from its events, then written as
+    /// report.json and report.md, a few times.
+    Report {
+        /// 200 cells, in seconds (CI).
+        #[arg(long)]
+        smoke: bool,
+        /// Cells in the run [default: 10000; 200 with --smoke].
+        #[arg(long)]
+        cells: Option<u32>,
+        /// Generations the cells are spread over [default: 5].
+        #[arg(long)]
+        generations: Option<u32>,
+        /// Times it is assembled [default: 5; 2 with --smoke].
+        #[arg(long)]
+        runs: Option<u32>,
+    },
 }
 
 #[derive(Subcommand)]

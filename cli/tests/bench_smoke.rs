@@ -85,3 +85,16 @@ fn bench_parse_smoke_parses_the_generated_output() {
     // A smoke run is too small to judge against the 10-minute target.
     assert!(json["target_met"].is_null(), "{json}");
 }
+
+#[test]
+fn bench_report_smoke_assembles_every_cell_once() {
+    let json = bench_smoke("report");
+    assert_eq!(json["cells"], 200, "{json}");
+    for part in ["assemble", "json", "markdown"] {
+        positive(&json, &format!("/{part}/median_s"));
+    }
+    // Each cell is written once: a few KiB per cell, not a copy per generation.
+    let per_cell = positive(&json, "/json_bytes_per_cell");
+    assert!(per_cell < 20_000.0, "{json}");
+    assert!(json["target_met"].is_null(), "a smoke run is not judged: {json}");
+}

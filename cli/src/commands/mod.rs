@@ -232,6 +232,20 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                     runs,
                 },
         } => bench::parse::run(bench::parse::ParseArgs::new(smoke, frames, runs)),
+        Command::Bench {
+            command:
+                BenchCommand::Report {
+                    smoke,
+                    cells,
+                    generations,
+                    runs,
+                },
+        } => bench::report::run(bench::report::ReportArgs::new(
+            smoke,
+            cells,
+            generations,
+            runs,
+        )),
         Command::Certs { command } => certs::run(command),
         Command::Occupancy {
             arch,

@@ -3,5 +3,7 @@
 //! whether or not a target is met: figures are read and recorded, never asserted on.
 
 pub mod parse;
+pub mod report;
 pub mod runner;
 mod summary;
+mod synthetic;

@@ -1,0 +1,106 @@
+//! Made-up but valid inputs for the fleet-scale benchmarks: a spec with as many
+//! fixture × workload cells as asked (generated fixtures, never read), and cell events as an
+//! agent sends them (each a `CellResult::evaluate` of two measured sides with per-frame
+//! scores), so the coordinator stores, checks and assembles what it would in production.
+
+use abfleet_core::cell::{CellInput, CellResult, SideMeasurement, SideStatus};
+use abfleet_core::events::JobEventPayload;
+use abfleet_core::scores::{FrameScores, Scores};
+use abfleet_core::spec::JobSpec;
+
+/// Workloads per fixture in a synthetic spec (cells = fixtures × this).
+pub const WORKLOADS: u32 = 20;
+
+/// A spec named `name` with at least `cells` cells (fixtures of 20 workloads each), targeting
+/// `generation` (`None`: any agent).
+pub fn spec(name: &str, cells: u32, generation: Option<&str>) -> JobSpec {
+    let fixtures = cells.div_ceil(WORKLOADS).max(1);
+    let mut toml = format!(
+        "name = \"{name}\"\n[upstream]\npath = \"/nonexistent/upstream\"\n[fork]\npath = \"/nonexistent/fork\"\n\
+         [build]\ncommands = [[\"make\"]]\nbinary = \"build/vmaf\"\n\
+         [command]\ntemplate = [\"{{binary}}\", \"-r\", \"{{reference}}\", \"-d\", \"{{distorted}}\", \"-o\", \"{{output}}\", \"--json\"]\n"
+    );
+    for f in 0..fixtures {
+        toml.push_str(&format!(
+            "[[fixtures]]\nname = \"fixture_{f}\"\nwidth = 64\nheight = 64\nbitdepth = 8\npixel_format = \"420\"\nframes = 2\n\
+             reference = {{ generate = \"moving-pattern\", seed = {f} }}\ndistorted = {{ generate = \"moving-pattern-distorted\", seed = {f} }}\n"
+        ));
+    }
+    for w in 0..WORKLOADS {
+        toml.push_str(&format!(
+            "[[workloads]]\nname = \"feature_{w}\"\nargs = [\"--feature\", \"psnr\"]\n"
+        ));
+    }
+    if let Some(key) = generation {
+        let backend = key.split('/').next().unwrap_or("cpu");
+        toml.push_str(&format!(
+            "[targets]\nbackends = [\"{backend}\"]\ngenerations = [\"{key}\"]\n"
+        ));
+    }
+    JobSpec::from_toml(
+        &toml,
+        std::path::Path::new("synthetic.toml"),
+        std::path::Path::new("/"),
+    )
+    .expect("the synthetic spec is valid")
+}
+
+fn side(seconds: f64, psnr: f64) -> SideMeasurement {
+    SideMeasurement {
+        status: SideStatus::Ok,
+        times: vec![
+            seconds,
+            seconds * 1.01,
+            seconds * 0.99,
+            seconds * 1.02,
+            seconds * 0.98,
+        ],
+        cpu_times: vec![seconds; 5],
+        warmup_times: vec![seconds],
+        scores: Some(Scores {
+            frames: (0..2)
+                .map(|i| FrameScores {
+                    frame_num: i,
+                    metrics: [
+                        ("psnr_y", psnr),
+                        ("psnr_cb", psnr + 1.0),
+                        ("psnr_cr", psnr + 2.0),
+                    ]
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), *v + i as f64))
+                    .collect(),
+                })
+                .collect(),
+            ..Scores::default()
+        }),
+        returncode: Some(0),
+        error: None,
+        stderr_tail: None,
+        command: None,
+    }
+}
+
+/// Cell `index` of `spec` as its event.
+pub fn cell_event(spec: &JobSpec, index: u32) -> JobEventPayload {
+    let workloads = spec.workloads.len() as u32;
+    let fixture = &spec.fixtures[(index / workloads) as usize % spec.fixtures.len()];
+    let workload = &spec.workloads[(index % workloads) as usize];
+    let speedup = 1.0 + f64::from(index % 7) / 10.0;
+    JobEventPayload::Cell(Box::new(CellResult::evaluate(
+        CellInput {
+            index,
+            fixture: fixture.name.clone(),
+            workload: workload.name.clone(),
+            upstream: side(0.5 * speedup, 40.0),
+            fork: side(0.5, 40.0),
+            load_avg_1min: [0.1, 0.1],
+            idle_cores: 1.0,
+            host_flags: Vec::new(),
+            seed: u64::from(index),
+            run_order: Vec::new(),
+            stop_reason: abfleet_core::paired::StopReason::NotAdaptive,
+            overhead_seconds: Some(0.001),
+        },
+        spec,
+    )))
+}
