@@ -348,6 +348,26 @@ pub enum BenchCommand {
         #[arg(long)]
         runs: Option<u32>,
     },
+    /// A real coordinator process and N simulated agents over loopback gRPC: registrations
+    /// per second, the coordinator's RSS with N idle agents, dispatch latency, event ingest
+    /// rate, done → report, store size.
+    Fleet {
+        /// 20 agents, 4 jobs of 40 events, in seconds (CI).
+        #[arg(long)]
+        smoke: bool,
+        /// Simulated agents [default: 1000; 20 with --smoke].
+        #[arg(long)]
+        agents: Option<usize>,
+        /// Jobs pushed at once in the ingest phase [default: 50; 4 with --smoke].
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Cell events each job pushes [default: 1000; 40 with --smoke].
+        #[arg(long)]
+        events_per_job: Option<u32>,
+        /// Events per PushEvents call [default: 100].
+        #[arg(long)]
+        batch: Option<u32>,
+    },
     /// The report of a run with many cells assembled from its events, then written as
     /// report.json and report.md, a few times.
     Report {

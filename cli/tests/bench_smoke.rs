@@ -96,5 +96,8 @@ fn bench_report_smoke_assembles_every_cell_once() {
     // Each cell is written once: a few KiB per cell, not a copy per generation.
     let per_cell = positive(&json, "/json_bytes_per_cell");
     assert!(per_cell < 20_000.0, "{json}");
-    assert!(json["target_met"].is_null(), "a smoke run is not judged: {json}");
+    assert!(
+        json["target_met"].is_null(),
+        "a smoke run is not judged: {json}"
+    );
 }

@@ -234,6 +234,25 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         } => bench::parse::run(bench::parse::ParseArgs::new(smoke, frames, runs)),
         Command::Bench {
             command:
+                BenchCommand::Fleet {
+                    smoke,
+                    agents,
+                    jobs,
+                    events_per_job,
+                    batch,
+                },
+        } => {
+            bench::fleet::run(bench::fleet::FleetArgs::new(
+                smoke,
+                agents,
+                jobs,
+                events_per_job,
+                batch,
+            ))
+            .await
+        }
+        Command::Bench {
+            command:
                 BenchCommand::Report {
                     smoke,
                     cells,

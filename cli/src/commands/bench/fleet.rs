@@ -1,0 +1,590 @@
+//! `abfleet bench fleet`: the coordinator at fleet scale. A real coordinator process (this
+//! binary, `coordinator --plaintext` on loopback, its SQLite store in a temporary data dir)
+//! and N simulated agents in this process, each with its own gRPC session over a handful of
+//! HTTP/2 connections, heartbeating at the default interval. Measured:
+//! - registrations per second (N registers, 64 at a time);
+//! - the coordinator's resident set with N agents connected and idle;
+//! - dispatch latency with N agents idle: jobs submitted one at a time, from the submit call
+//!   to the offer reaching an agent (p50, p99);
+//! - event ingest: M jobs at once, each pushing E cell events (real `CellResult`s) in
+//!   batches of B, then `done`: events stored per second, first push to last acknowledgement;
+//! - from a job's `done` to its run's report (the run finishes on `done`; then `GetReport`);
+//! - the store's size on disk.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use abfleet_core::events::{JobEventPayload, JobOutcome};
+use abfleet_core::generation::Generation;
+use abfleet_core::inventory::Inventory;
+use abfleet_proto::pb;
+use abfleet_proto::pb::agent_service_client::AgentServiceClient;
+use abfleet_proto::pb::control_service_client::ControlServiceClient;
+use serde::Serialize;
+use tokio::sync::{mpsc, Notify};
+use tonic::transport::{Channel, Endpoint};
+
+use super::summary::Summary;
+use super::synthetic;
+use crate::failure::{Classify, Failure};
+
+/// The generation every simulated agent reports.
+const GENERATION: &str = "cpu/bench/simulated";
+/// Agents per HTTP/2 connection.
+const AGENTS_PER_CHANNEL: usize = 100;
+/// The coordinator's default heartbeat interval, which the agents keep.
+const HEARTBEAT: Duration = Duration::from_secs(2);
+
+pub struct FleetArgs {
+    pub smoke: bool,
+    pub agents: usize,
+    pub jobs: usize,
+    pub events_per_job: u32,
+    pub batch: u32,
+    pub dispatch_jobs: usize,
+}
+
+impl FleetArgs {
+    pub fn new(
+        smoke: bool,
+        agents: Option<usize>,
+        jobs: Option<usize>,
+        events_per_job: Option<u32>,
+        batch: Option<u32>,
+    ) -> FleetArgs {
+        let agents = agents.unwrap_or(if smoke { 20 } else { 1000 }).max(1);
+        let jobs = jobs.unwrap_or(if smoke { 4 } else { 50 }).max(1);
+        FleetArgs {
+            smoke,
+            agents,
+            jobs,
+            events_per_job: events_per_job
+                .unwrap_or(if smoke { 40 } else { 1000 })
+                .max(1),
+            batch: batch.unwrap_or(100).max(1),
+            dispatch_jobs: if smoke { 5 } else { 200 },
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct FleetReport {
+    bench: &'static str,
+    smoke: bool,
+    agents: usize,
+    jobs: usize,
+    events_per_job: u32,
+    batch: u32,
+    registrations_per_s: f64,
+    coordinator_rss_idle_kib: Option<u64>,
+    dispatch_p50_ms: f64,
+    dispatch_p99_ms: f64,
+    dispatch_max_ms: f64,
+    events_per_s: f64,
+    ingest_seconds: f64,
+    done_to_report: Summary,
+    coordinator_rss_peak_kib: Option<u64>,
+    store_bytes: u64,
+    targets: Targets,
+}
+
+#[derive(Serialize)]
+struct Targets {
+    rss_idle_mib_max: f64,
+    events_per_s_min: f64,
+    dispatch_p99_ms_max: f64,
+    /// `None` when fewer than 1,000 agents ran (a smoke run is not judged).
+    met: Option<bool>,
+}
+
+/// The coordinator child, killed on drop.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What the agents tell the bench.
+#[derive(Default)]
+struct Shared {
+    /// run id → when its offer reached an agent.
+    offers: Mutex<HashMap<String, Instant>>,
+    offered: Notify,
+    /// Sessions open and ready.
+    ready: AtomicUsize,
+    /// Ingest jobs finished: (first push started, done acknowledged, report fetched).
+    finished: Mutex<Vec<(Instant, Instant, Instant)>>,
+    finished_notify: Notify,
+    errors: Mutex<Vec<String>>,
+}
+
+pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
+    let data = tempfile::tempdir().infra()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .infra()?
+        .port();
+    let exe = std::env::current_exe().infra()?;
+    let child = Child(
+        std::process::Command::new(exe)
+            .args([
+                "coordinator",
+                "--plaintext",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .arg("--data-dir")
+            .arg(data.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .infra()?,
+    );
+    let pid = child.0.id();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut channels = Vec::new();
+    for _ in 0..args.agents.div_ceil(AGENTS_PER_CHANNEL) {
+        channels.push(connect(&url).await?);
+    }
+    let mut control = ControlServiceClient::new(channels[0].clone());
+
+    // Registration.
+    let agent_ids: Vec<String> = (0..args.agents)
+        .map(|_| abfleet_core::AgentId::new_random().to_string())
+        .collect();
+    let started = Instant::now();
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(64));
+    let mut registering = tokio::task::JoinSet::new();
+    for (i, agent_id) in agent_ids.iter().enumerate() {
+        let mut client = AgentServiceClient::new(channels[i / AGENTS_PER_CHANNEL].clone());
+        let (agent_id, permit) = (agent_id.clone(), semaphore.clone());
+        registering.spawn(async move {
+            let _permit = permit.acquire_owned().await;
+            client
+                .register(pb::RegisterRequest {
+                    agent_id,
+                    inventory: Some(inventory(i).into()),
+                    agent_version: "bench".into(),
+                })
+                .await
+                .map(|_| ())
+        });
+    }
+    while let Some(done) = registering.join_next().await {
+        done.infra()?
+            .map_err(|s| anyhow::anyhow!("registration failed: {s}"))
+            .infra()?;
+    }
+    let registrations_per_s = args.agents as f64 / started.elapsed().as_secs_f64();
+
+    // Sessions.
+    let shared = Arc::new(Shared::default());
+    let cell_events = Arc::new(cell_events(args.events_per_job));
+    for (i, agent_id) in agent_ids.iter().enumerate() {
+        tokio::spawn(simulated_agent(
+            agent_id.clone(),
+            channels[i / AGENTS_PER_CHANNEL].clone(),
+            shared.clone(),
+            cell_events.clone(),
+            args.batch,
+        ));
+    }
+    wait_for(Duration::from_secs(120), "every session to open", || {
+        (shared.ready.load(Ordering::SeqCst) >= args.agents).then_some(())
+    })
+    .await?;
+    // Two heartbeat intervals of a connected, idle fleet.
+    tokio::time::sleep(HEARTBEAT * 2).await;
+    let rss_idle = rss_kib(pid, "VmRSS:");
+
+    // Dispatch latency, agents idle: one job at a time.
+    let mut dispatch = Vec::new();
+    for i in 0..args.dispatch_jobs {
+        let spec = synthetic::spec(&format!("bench-dispatch-{i}"), 1, Some(GENERATION));
+        let submitted = Instant::now();
+        let run_id = submit(&mut control, &spec).await?;
+        let offered = wait_for_offer(&shared, &run_id).await?;
+        dispatch.push(offered.saturating_duration_since(submitted).as_secs_f64());
+    }
+    dispatch.sort_by(f64::total_cmp);
+    let percentile = |p: f64| {
+        dispatch[((dispatch.len() as f64 * p).ceil() as usize).clamp(1, dispatch.len()) - 1] * 1e3
+    };
+
+    // Ingest: every job at once.
+    shared.finished.lock().unwrap().clear();
+    let spec = synthetic::spec("bench-ingest", args.events_per_job, Some(GENERATION));
+    for _ in 0..args.jobs {
+        submit(&mut control, &spec).await?;
+    }
+    wait_for(
+        Duration::from_secs(600),
+        "every ingest job to finish",
+        || (shared.finished.lock().unwrap().len() >= args.jobs).then_some(()),
+    )
+    .await?;
+    if let Some(error) = shared.errors.lock().unwrap().first() {
+        return Err(Failure::infra(anyhow::anyhow!(
+            "a simulated agent failed: {error}"
+        )));
+    }
+    let finished = shared.finished.lock().unwrap().clone();
+    let first_push = finished.iter().map(|f| f.0).min().expect("jobs >= 1");
+    let last_ack = finished.iter().map(|f| f.1).max().expect("jobs >= 1");
+    let ingest_seconds = last_ack.duration_since(first_push).as_secs_f64();
+    let events = args.jobs as f64 * f64::from(args.events_per_job + 1);
+    let done_to_report: Vec<f64> = finished
+        .iter()
+        .map(|f| f.2.duration_since(f.1).as_secs_f64())
+        .collect();
+    let rss_peak = rss_kib(pid, "VmHWM:");
+    let store_bytes = dir_bytes(data.path());
+    drop(child);
+
+    let report = FleetReport {
+        bench: "fleet",
+        smoke: args.smoke,
+        agents: args.agents,
+        jobs: args.jobs,
+        events_per_job: args.events_per_job,
+        batch: args.batch,
+        registrations_per_s,
+        coordinator_rss_idle_kib: rss_idle,
+        dispatch_p50_ms: percentile(0.5),
+        dispatch_p99_ms: percentile(0.99),
+        dispatch_max_ms: percentile(1.0),
+        events_per_s: events / ingest_seconds,
+        ingest_seconds,
+        done_to_report: Summary::of(&done_to_report).expect("jobs >= 1"),
+        coordinator_rss_peak_kib: rss_peak,
+        store_bytes,
+        targets: Targets {
+            rss_idle_mib_max: 200.0,
+            events_per_s_min: 20_000.0,
+            dispatch_p99_ms_max: 50.0,
+            met: None,
+        },
+    };
+    let met = (args.agents >= 1000).then(|| {
+        rss_idle.is_some_and(|kib| (kib as f64) / 1024.0 < 200.0)
+            && report.events_per_s >= 20_000.0
+            && report.dispatch_p99_ms < 50.0
+    });
+    let report = FleetReport {
+        targets: Targets {
+            met,
+            ..report.targets
+        },
+        ..report
+    };
+    print_table(&report);
+    println!("{}", serde_json::to_string(&report).unwrap_or_default());
+    Ok(0)
+}
+
+fn print_table(r: &FleetReport) {
+    let mib =
+        |kib: Option<u64>| kib.map_or("?".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
+    println!("{:<52} {}", "what", "figure");
+    println!(
+        "{:<52} {:.0}/s",
+        format!("registrations ({} agents)", r.agents),
+        r.registrations_per_s
+    );
+    println!(
+        "{:<52} {} (target < 200 MiB)",
+        format!("coordinator RSS, {} agents connected and idle", r.agents),
+        mib(r.coordinator_rss_idle_kib)
+    );
+    println!(
+        "{:<52} p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (target p99 < 50 ms)",
+        "dispatch, submit → offer, agents idle",
+        r.dispatch_p50_ms,
+        r.dispatch_p99_ms,
+        r.dispatch_max_ms
+    );
+    println!(
+        "{:<52} {:.0} events/s over {:.2} s (target ≥ 20,000/s)",
+        format!(
+            "ingest, {} jobs × {} cell events, batches of {}",
+            r.jobs, r.events_per_job, r.batch
+        ),
+        r.events_per_s,
+        r.ingest_seconds
+    );
+    println!(
+        "{:<52} median {:.1} ms, max {:.1} ms",
+        "done → the run's report",
+        r.done_to_report.median_s * 1e3,
+        r.done_to_report.max_s * 1e3
+    );
+    println!(
+        "{:<52} peak RSS {}, store {:.1} MiB; targets {}",
+        "coordinator at the end",
+        mib(r.coordinator_rss_peak_kib),
+        r.store_bytes as f64 / (1024.0 * 1024.0),
+        match r.targets.met {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "not judged (fewer than 1,000 agents)",
+        }
+    );
+}
+
+async fn connect(url: &str) -> Result<Channel, Failure> {
+    let endpoint = Endpoint::from_shared(url.to_string()).infra()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match endpoint.connect().await {
+            Ok(channel) => return Ok(channel),
+            Err(err) if Instant::now() > deadline => {
+                return Err(Failure::infra(anyhow::anyhow!(
+                    "the coordinator did not come up on {url}: {err}"
+                )))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+fn inventory(i: usize) -> Inventory {
+    Inventory {
+        hostname: format!("simulated-{i}"),
+        os: "simulated".into(),
+        kernel: "-".into(),
+        arch: "x86_64".into(),
+        cpu_model: "simulated agent (abfleet bench fleet)".into(),
+        physical_cores: 2,
+        logical_cores: 2,
+        memory_bytes: 8 << 30,
+        generations: vec![Generation {
+            key: GENERATION.into(),
+            backend: "cpu".into(),
+            vendor: "simulated".into(),
+            silicon_id: "simulated".into(),
+            description: "a simulated agent".into(),
+            simulated: true,
+            toolchain: Default::default(),
+        }],
+        hardware: None,
+    }
+}
+
+/// The JSON of cell events 0..count and of `done`, made once and shared by every agent.
+fn cell_events(count: u32) -> Vec<String> {
+    let spec = synthetic::spec("bench-ingest", count, Some(GENERATION));
+    let mut events: Vec<String> = (0..count)
+        .map(|i| {
+            serde_json::to_string(&synthetic::cell_event(&spec, i)).expect("a cell serializes")
+        })
+        .collect();
+    events.push(
+        serde_json::to_string(&JobEventPayload::Done {
+            outcome: JobOutcome::Completed,
+            error: None,
+        })
+        .expect("done serializes"),
+    );
+    events
+}
+
+async fn submit(
+    control: &mut ControlServiceClient<Channel>,
+    spec: &abfleet_core::spec::JobSpec,
+) -> Result<String, Failure> {
+    Ok(control
+        .submit_run(pb::SubmitRunRequest {
+            spec_json: spec.to_json(),
+            trigger: "manual".into(),
+            spec_origin: "abfleet bench fleet".into(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|s| anyhow::anyhow!("submit failed: {s}"))
+        .infra()?
+        .into_inner()
+        .run_id)
+}
+
+async fn wait_for_offer(shared: &Shared, run_id: &str) -> Result<Instant, Failure> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let notified = shared.offered.notified();
+        if let Some(at) = shared.offers.lock().unwrap().get(run_id) {
+            return Ok(*at);
+        }
+        if Instant::now() > deadline {
+            return Err(Failure::infra(anyhow::anyhow!(
+                "run {run_id} was not offered to any simulated agent within 60 s"
+            )));
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
+    }
+}
+
+async fn wait_for(
+    timeout: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Option<()>,
+) -> Result<(), Failure> {
+    let deadline = Instant::now() + timeout;
+    while check().is_none() {
+        if Instant::now() > deadline {
+            return Err(Failure::infra(anyhow::anyhow!(
+                "timed out waiting for {what}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// One simulated agent: a session that heartbeats, takes offers and answers each with its
+/// events (a dispatch job: only `done`; an ingest job: every cell event, then `done`).
+async fn simulated_agent(
+    agent_id: String,
+    channel: Channel,
+    shared: Arc<Shared>,
+    cell_events: Arc<Vec<String>>,
+    batch: u32,
+) {
+    let mut client = AgentServiceClient::new(channel.clone());
+    let (outgoing, receiver) = mpsc::unbounded_channel::<pb::AgentMessage>();
+    let message = |kind| pb::AgentMessage {
+        agent_id: agent_id.clone(),
+        kind: Some(kind),
+    };
+    let _ = outgoing.send(message(pb::agent_message::Kind::Ready(pb::Ready {})));
+    let mut incoming = match client
+        .session(tokio_stream::wrappers::UnboundedReceiverStream::new(
+            receiver,
+        ))
+        .await
+    {
+        Ok(response) => response.into_inner(),
+        Err(status) => {
+            shared
+                .errors
+                .lock()
+                .unwrap()
+                .push(format!("session: {status}"));
+            return;
+        }
+    };
+    shared.ready.fetch_add(1, Ordering::SeqCst);
+    let running: Arc<Mutex<Option<(String, u32)>>> = Arc::default();
+    let heartbeats = {
+        let (outgoing, running, agent_id) = (outgoing.clone(), running.clone(), agent_id.clone());
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(HEARTBEAT);
+            loop {
+                ticks.tick().await;
+                let (job, attempt) = running.lock().unwrap().clone().unwrap_or_default();
+                let beat = pb::AgentMessage {
+                    agent_id: agent_id.clone(),
+                    kind: Some(pb::agent_message::Kind::Heartbeat(pb::Heartbeat {
+                        running_job_id: job,
+                        running_attempt: attempt,
+                    })),
+                };
+                if outgoing.send(beat).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    while let Ok(Some(message_in)) = incoming.message().await {
+        let Some(pb::coordinator_message::Kind::Offer(offer)) = message_in.kind else {
+            continue;
+        };
+        let now = Instant::now();
+        shared
+            .offers
+            .lock()
+            .unwrap()
+            .insert(offer.run_id.clone(), now);
+        shared.offered.notify_waiters();
+        *running.lock().unwrap() = Some((offer.job_id.clone(), offer.attempt));
+        let ingest = offer.spec_json.contains("\"bench-ingest\"");
+        let events: Vec<&String> = if ingest {
+            cell_events.iter().collect()
+        } else {
+            cell_events.last().into_iter().collect()
+        };
+        let first_push = Instant::now();
+        let mut seq = offer.next_seq;
+        for chunk in events.chunks(batch as usize) {
+            let request = pb::PushEventsRequest {
+                agent_id: agent_id.clone(),
+                job_id: offer.job_id.clone(),
+                attempt: offer.attempt,
+                events: chunk
+                    .iter()
+                    .map(|payload| {
+                        seq += 1;
+                        pb::JobEvent {
+                            seq: seq - 1,
+                            at_ms: 0,
+                            payload_json: (*payload).clone(),
+                        }
+                    })
+                    .collect(),
+            };
+            if let Err(status) = client.push_events(request).await {
+                shared
+                    .errors
+                    .lock()
+                    .unwrap()
+                    .push(format!("push: {status}"));
+                break;
+            }
+        }
+        let acked = Instant::now();
+        *running.lock().unwrap() = None;
+        if ingest {
+            let mut control = ControlServiceClient::new(channel.clone());
+            let _ = control
+                .get_report(pb::GetReportRequest {
+                    run_id: offer.run_id.clone(),
+                })
+                .await;
+            shared
+                .finished
+                .lock()
+                .unwrap()
+                .push((first_push, acked, Instant::now()));
+            shared.finished_notify.notify_waiters();
+        }
+        let _ = outgoing.send(message(pb::agent_message::Kind::Ready(pb::Ready {})));
+    }
+    heartbeats.abort();
+}
+
+/// `VmRSS:` or `VmHWM:` of a process, in KiB.
+fn rss_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&entry.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
