@@ -368,6 +368,16 @@ pub enum BenchCommand {
         #[arg(long)]
         batch: Option<u32>,
     },
+    /// A store with many finished runs (filled through a real coordinator by simulated
+    /// agents), then list runs, fetch reports and submit, each timed.
+    Store {
+        /// 40 runs, in seconds (CI).
+        #[arg(long)]
+        smoke: bool,
+        /// Finished runs in the store [default: 10000; 40 with --smoke].
+        #[arg(long)]
+        runs: Option<usize>,
+    },
     /// The report of a run with many cells assembled from its events, then written as
     /// report.json and report.md, a few times.
     Report {

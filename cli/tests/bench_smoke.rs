@@ -101,3 +101,33 @@ fn bench_report_smoke_assembles_every_cell_once() {
         "a smoke run is not judged: {json}"
     );
 }
+
+#[test]
+fn bench_fleet_smoke_measures_a_real_coordinator_with_simulated_agents() {
+    let json = bench_smoke("fleet");
+    assert_eq!(json["agents"], 20, "{json}");
+    for pointer in [
+        "/registrations_per_s",
+        "/coordinator_rss_idle_kib",
+        "/dispatch_p50_ms",
+        "/dispatch_p99_ms",
+        "/events_per_s",
+        "/done_to_report/median_s",
+        "/store_bytes",
+    ] {
+        positive(&json, pointer);
+    }
+    assert!(json["dispatch_p50_ms"].as_f64() <= json["dispatch_p99_ms"].as_f64());
+    assert!(json["targets"]["met"].is_null(), "a smoke run is not judged: {json}");
+}
+
+#[test]
+fn bench_store_smoke_fills_a_store_and_times_what_an_operator_does() {
+    let json = bench_smoke("store");
+    assert_eq!(json["runs"], 40, "{json}");
+    for part in ["list_runs", "report_newest", "report_oldest", "submit"] {
+        positive(&json, &format!("/{part}/median_s"));
+        assert_eq!(json[part]["n"], 20, "{json}");
+    }
+    positive(&json, "/store_bytes");
+}

@@ -134,6 +134,7 @@ impl pb::agent_service_server::AgentService for AgentService {
                 seq: event.seq,
                 at_ms: event.at_ms,
                 payload,
+                payload_json: Some(event.payload_json),
             });
         }
         let acked = self

@@ -37,6 +37,9 @@ pub struct StoredEvent {
     pub seq: u64,
     pub at_ms: i64,
     pub payload: JobEventPayload,
+    /// The payload's JSON as the agent sent it (it parsed as `payload`): stored as it is,
+    /// so a batch is not serialized a second time. `None`: serialize `payload`.
+    pub payload_json: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -498,7 +501,8 @@ impl Store {
                 }
             }
             let mut outcome = AppendOutcome::default();
-            for event in events {
+            let job_key = job_id.to_string();
+            for mut event in events {
                 if !accept_new {
                     let stored: bool = tx.query_row(
                         "SELECT EXISTS (SELECT 1 FROM events WHERE job_id = ?1 AND attempt = ?2 AND seq = ?3)",
@@ -514,20 +518,26 @@ impl Store {
                     outcome.acked.push(event.seq);
                     continue;
                 }
-                let payload_json = serde_json::to_string(&event.payload)
-                    .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
+                let payload_json = match event.payload_json.take() {
+                    Some(json) => json,
+                    None => serde_json::to_string(&event.payload)
+                        .map_err(|err| CoordinatorError::Internal(err.to_string()))?,
+                };
                 let kind = event.payload.kind().as_str();
-                let inserted = tx.execute(
-                    "INSERT OR IGNORE INTO events (job_id, attempt, seq, at_ms, kind, payload_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![job_id.to_string(), attempt, event.seq as i64, event.at_ms, kind, payload_json],
-                )?;
+                let inserted = tx
+                    .prepare_cached(
+                        "INSERT OR IGNORE INTO events (job_id, attempt, seq, at_ms, kind, payload_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    )?
+                    .execute(params![job_key, attempt, event.seq as i64, event.at_ms, kind, payload_json])?;
                 if inserted == 1 {
                     match &event.payload {
                         JobEventPayload::Cell(cell) => {
-                            tx.execute(
+                            tx.prepare_cached(
                                 "INSERT OR IGNORE INTO cells (job_id, attempt, cell_index, fixture, workload, parity, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                            )?
+                            .execute(
                                 params![
-                                    job_id.to_string(),
+                                    job_key,
                                     attempt,
                                     cell.index,
                                     cell.fixture,
@@ -615,6 +625,7 @@ impl Store {
                     seq: seq as u64,
                     at_ms,
                     payload,
+                    payload_json: None,
                 });
             }
             Ok(events)
@@ -1109,6 +1120,7 @@ mod tests {
                 level: LogLevel::Info,
                 line: format!("line {seq}"),
             },
+            payload_json: None,
         }
     }
 
@@ -1168,6 +1180,7 @@ mod tests {
                     outcome: JobOutcome::Completed,
                     error: None,
                 },
+                payload_json: None,
             };
             store
                 .append_events(job_id, attempt, vec![done], true)

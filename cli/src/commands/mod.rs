@@ -252,6 +252,9 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             .await
         }
         Command::Bench {
+            command: BenchCommand::Store { smoke, runs },
+        } => bench::store::run(bench::store::StoreArgs::new(smoke, runs)).await,
+        Command::Bench {
             command:
                 BenchCommand::Report {
                     smoke,

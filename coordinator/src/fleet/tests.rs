@@ -123,6 +123,7 @@ impl Harness {
                 outcome,
                 error: None,
             },
+            payload_json: None,
         };
         self.fleet
             .push_events(self.agent, offer.job_id, offer.attempt, vec![done])
@@ -486,6 +487,7 @@ impl Harness {
                 seq: 0,
                 at_ms: self.clock_ms(),
                 payload: build(toolchain),
+                payload_json: None,
             },
             StoredEvent {
                 seq: 1,
@@ -494,6 +496,7 @@ impl Harness {
                     outcome,
                     error: None,
                 },
+                payload_json: None,
             },
         ];
         self.fleet
@@ -518,6 +521,7 @@ async fn a_report_compares_each_generation_with_the_latest_earlier_finished_run(
         seq: 0,
         at_ms: h.clock_ms(),
         payload: build("cc 99"),
+        payload_json: None,
     };
     h.fleet
         .push_events(h.agent, offer.job_id, offer.attempt, vec![build_only])
@@ -590,6 +594,7 @@ async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs(
         seq: 0,
         at_ms: h.clock_ms(),
         payload: build("cc 12"),
+        payload_json: None,
     };
     h.fleet
         .push_events(h.agent, offer.job_id, offer.attempt, vec![late])
@@ -661,6 +666,7 @@ fn cell(index: u32, seq: u64) -> StoredEvent {
         seq,
         at_ms: 0,
         payload: JobEventPayload::Cell(Box::new(cell)),
+        payload_json: None,
     }
 }
 
@@ -730,6 +736,7 @@ async fn a_job_over_its_event_limit_fails_with_the_limit_named_and_stores_nothin
                 level: abfleet_core::events::LogLevel::Info,
                 line: "chatty".into(),
             },
+            payload_json: None,
         })
         .collect();
     match h
@@ -795,6 +802,7 @@ async fn events_and_heartbeats_for_another_agents_lease_are_refused() {
             outcome: JobOutcome::Completed,
             error: None,
         },
+        payload_json: None,
     };
     let pushed = h
         .fleet

@@ -6,9 +6,11 @@
 //! - the coordinator's resident set with N agents connected and idle;
 //! - dispatch latency with N agents idle: jobs submitted one at a time, from the submit call
 //!   to the offer reaching an agent (p50, p99);
-//! - event ingest: M jobs at once, each pushing E cell events (real `CellResult`s) in
-//!   batches of B, then `done`: events stored per second, first push to last acknowledgement;
-//! - from a job's `done` to its run's report (the run finishes on `done`; then `GetReport`);
+//! - event ingest: M jobs at once, each pushing E cell events (real `CellResult`s, ~3.6 KB of
+//!   JSON each) in batches of B: cell events stored per second, from the first push to the
+//!   last cell's acknowledgement;
+//! - from a job's `done` to its run's report in hand (the run finishes on `done`: its report
+//!   is assembled and stored; then `GetReport`);
 //! - the store's size on disk.
 
 use std::collections::HashMap;
@@ -32,7 +34,7 @@ use super::synthetic;
 use crate::failure::{Classify, Failure};
 
 /// The generation every simulated agent reports.
-const GENERATION: &str = "cpu/bench/simulated";
+pub(super) const GENERATION: &str = "cpu/bench/simulated";
 /// Agents per HTTP/2 connection.
 const AGENTS_PER_CHANNEL: usize = 100;
 /// The coordinator's default heartbeat interval, which the agents keep.
@@ -118,87 +120,139 @@ struct Shared {
     offered: Notify,
     /// Sessions open and ready.
     ready: AtomicUsize,
-    /// Ingest jobs finished: (first push started, done acknowledged, report fetched).
-    finished: Mutex<Vec<(Instant, Instant, Instant)>>,
+    /// Ingest jobs finished: (first push started, last cell acknowledged, done
+    /// acknowledged, report fetched).
+    finished: Mutex<Vec<(Instant, Instant, Instant, Instant)>>,
     finished_notify: Notify,
     errors: Mutex<Vec<String>>,
 }
 
+/// A coordinator process and simulated agents with open sessions.
+pub(super) struct SimFleet {
+    pub(super) data: tempfile::TempDir,
+    _child: Child,
+    pub(super) pid: u32,
+    pub(super) control: ControlServiceClient<Channel>,
+    shared: Arc<Shared>,
+    pub(super) registrations_per_s: f64,
+}
+
+impl SimFleet {
+    /// Starts the coordinator, registers `agents` simulated agents and opens their sessions;
+    /// each answers an ingest job (a spec named `bench-ingest`) with `events_per_job` cell
+    /// events in batches of `batch`, then `done`.
+    pub(super) async fn start(
+        agents: usize,
+        events_per_job: u32,
+        batch: u32,
+    ) -> Result<SimFleet, Failure> {
+        let args = FleetArgs {
+            smoke: false,
+            agents,
+            jobs: 0,
+            events_per_job,
+            batch,
+            dispatch_jobs: 0,
+        };
+        let data = tempfile::tempdir().infra()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .infra()?
+            .port();
+        let exe = std::env::current_exe().infra()?;
+        let child = Child(
+            std::process::Command::new(exe)
+                .args([
+                    "coordinator",
+                    "--plaintext",
+                    "--listen",
+                    &format!("127.0.0.1:{port}"),
+                ])
+                .arg("--data-dir")
+                .arg(data.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .infra()?,
+        );
+        let pid = child.0.id();
+        let url = format!("http://127.0.0.1:{port}");
+        let mut channels = Vec::new();
+        for _ in 0..args.agents.div_ceil(AGENTS_PER_CHANNEL) {
+            channels.push(connect(&url).await?);
+        }
+        let control = ControlServiceClient::new(channels[0].clone());
+
+        // Registration.
+        let agent_ids: Vec<String> = (0..args.agents)
+            .map(|_| abfleet_core::AgentId::new_random().to_string())
+            .collect();
+        let started = Instant::now();
+        let semaphore = Arc::new(tokio::sync::Semaphore::new(64));
+        let mut registering = tokio::task::JoinSet::new();
+        for (i, agent_id) in agent_ids.iter().enumerate() {
+            let mut client = AgentServiceClient::new(channels[i / AGENTS_PER_CHANNEL].clone());
+            let (agent_id, permit) = (agent_id.clone(), semaphore.clone());
+            registering.spawn(async move {
+                let _permit = permit.acquire_owned().await;
+                client
+                    .register(pb::RegisterRequest {
+                        agent_id,
+                        inventory: Some(inventory(i).into()),
+                        agent_version: "bench".into(),
+                    })
+                    .await
+                    .map(|_| ())
+            });
+        }
+        while let Some(done) = registering.join_next().await {
+            done.infra()?
+                .map_err(|s| anyhow::anyhow!("registration failed: {s}"))
+                .infra()?;
+        }
+        let registrations_per_s = args.agents as f64 / started.elapsed().as_secs_f64();
+
+        // Sessions.
+        let shared = Arc::new(Shared::default());
+        let cell_events = Arc::new(cell_events(args.events_per_job));
+        for (i, agent_id) in agent_ids.iter().enumerate() {
+            tokio::spawn(simulated_agent(
+                agent_id.clone(),
+                channels[i / AGENTS_PER_CHANNEL].clone(),
+                shared.clone(),
+                cell_events.clone(),
+                args.batch,
+            ));
+        }
+        wait_for(Duration::from_secs(120), "every session to open", || {
+            (shared.ready.load(Ordering::SeqCst) >= args.agents).then_some(())
+        })
+        .await?;
+        Ok(SimFleet {
+            data,
+            _child: child,
+            pid,
+            control,
+            shared,
+            registrations_per_s,
+        })
+    }
+
+    /// Jobs of `bench-ingest` runs finished so far.
+    pub(super) fn ingest_jobs_finished(&self) -> usize {
+        self.shared.finished.lock().unwrap().len()
+    }
+
+    pub(super) fn first_error(&self) -> Option<String> {
+        self.shared.errors.lock().unwrap().first().cloned()
+    }
+}
+
 pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
-    let data = tempfile::tempdir().infra()?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .infra()?
-        .port();
-    let exe = std::env::current_exe().infra()?;
-    let child = Child(
-        std::process::Command::new(exe)
-            .args([
-                "coordinator",
-                "--plaintext",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .arg("--data-dir")
-            .arg(data.path())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .infra()?,
-    );
-    let pid = child.0.id();
-    let url = format!("http://127.0.0.1:{port}");
-    let mut channels = Vec::new();
-    for _ in 0..args.agents.div_ceil(AGENTS_PER_CHANNEL) {
-        channels.push(connect(&url).await?);
-    }
-    let mut control = ControlServiceClient::new(channels[0].clone());
-
-    // Registration.
-    let agent_ids: Vec<String> = (0..args.agents)
-        .map(|_| abfleet_core::AgentId::new_random().to_string())
-        .collect();
-    let started = Instant::now();
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(64));
-    let mut registering = tokio::task::JoinSet::new();
-    for (i, agent_id) in agent_ids.iter().enumerate() {
-        let mut client = AgentServiceClient::new(channels[i / AGENTS_PER_CHANNEL].clone());
-        let (agent_id, permit) = (agent_id.clone(), semaphore.clone());
-        registering.spawn(async move {
-            let _permit = permit.acquire_owned().await;
-            client
-                .register(pb::RegisterRequest {
-                    agent_id,
-                    inventory: Some(inventory(i).into()),
-                    agent_version: "bench".into(),
-                })
-                .await
-                .map(|_| ())
-        });
-    }
-    while let Some(done) = registering.join_next().await {
-        done.infra()?
-            .map_err(|s| anyhow::anyhow!("registration failed: {s}"))
-            .infra()?;
-    }
-    let registrations_per_s = args.agents as f64 / started.elapsed().as_secs_f64();
-
-    // Sessions.
-    let shared = Arc::new(Shared::default());
-    let cell_events = Arc::new(cell_events(args.events_per_job));
-    for (i, agent_id) in agent_ids.iter().enumerate() {
-        tokio::spawn(simulated_agent(
-            agent_id.clone(),
-            channels[i / AGENTS_PER_CHANNEL].clone(),
-            shared.clone(),
-            cell_events.clone(),
-            args.batch,
-        ));
-    }
-    wait_for(Duration::from_secs(120), "every session to open", || {
-        (shared.ready.load(Ordering::SeqCst) >= args.agents).then_some(())
-    })
-    .await?;
+    let fleet = SimFleet::start(args.agents, args.events_per_job, args.batch).await?;
+    let (pid, shared, registrations_per_s) =
+        (fleet.pid, fleet.shared.clone(), fleet.registrations_per_s);
+    let mut control = fleet.control.clone();
     // Two heartbeat intervals of a connected, idle fleet.
     tokio::time::sleep(HEARTBEAT * 2).await;
     let rss_idle = rss_kib(pid, "VmRSS:");
@@ -236,16 +290,18 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
     }
     let finished = shared.finished.lock().unwrap().clone();
     let first_push = finished.iter().map(|f| f.0).min().expect("jobs >= 1");
-    let last_ack = finished.iter().map(|f| f.1).max().expect("jobs >= 1");
-    let ingest_seconds = last_ack.duration_since(first_push).as_secs_f64();
-    let events = args.jobs as f64 * f64::from(args.events_per_job + 1);
+    let last_cell = finished.iter().map(|f| f.1).max().expect("jobs >= 1");
+    let ingest_seconds = last_cell.duration_since(first_push).as_secs_f64();
+    let events = args.jobs as f64 * f64::from(args.events_per_job);
+    // From sending `done` (the run finishes on it: its report is assembled and stored) to
+    // the report in hand.
     let done_to_report: Vec<f64> = finished
         .iter()
-        .map(|f| f.2.duration_since(f.1).as_secs_f64())
+        .map(|f| f.3.duration_since(f.1).as_secs_f64())
         .collect();
     let rss_peak = rss_kib(pid, "VmHWM:");
-    let store_bytes = dir_bytes(data.path());
-    drop(child);
+    let store_bytes = dir_bytes(fleet.data.path());
+    drop(fleet);
 
     let report = FleetReport {
         bench: "fleet",
@@ -291,7 +347,7 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
 fn print_table(r: &FleetReport) {
     let mib =
         |kib: Option<u64>| kib.map_or("?".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
-    println!("{:<52} {}", "what", "figure");
+    println!("{:<52} figure", "what");
     println!(
         "{:<52} {:.0}/s",
         format!("registrations ({} agents)", r.agents),
@@ -394,7 +450,7 @@ fn cell_events(count: u32) -> Vec<String> {
     events
 }
 
-async fn submit(
+pub(super) async fn submit(
     control: &mut ControlServiceClient<Channel>,
     spec: &abfleet_core::spec::JobSpec,
 ) -> Result<String, Failure> {
@@ -428,7 +484,7 @@ async fn wait_for_offer(shared: &Shared, run_id: &str) -> Result<Instant, Failur
     }
 }
 
-async fn wait_for(
+pub(super) async fn wait_for(
     timeout: Duration,
     what: &str,
     mut check: impl FnMut() -> Option<()>,
@@ -519,30 +575,30 @@ async fn simulated_agent(
         };
         let first_push = Instant::now();
         let mut seq = offer.next_seq;
-        for chunk in events.chunks(batch as usize) {
-            let request = pb::PushEventsRequest {
-                agent_id: agent_id.clone(),
-                job_id: offer.job_id.clone(),
-                attempt: offer.attempt,
-                events: chunk
-                    .iter()
-                    .map(|payload| {
-                        seq += 1;
-                        pb::JobEvent {
-                            seq: seq - 1,
-                            at_ms: 0,
-                            payload_json: (*payload).clone(),
-                        }
-                    })
-                    .collect(),
-            };
-            if let Err(status) = client.push_events(request).await {
+        let cells = events.len().saturating_sub(1);
+        // The cell events in batches, then `done` alone.
+        let mut failed = false;
+        for chunk in events[..cells].chunks(batch as usize) {
+            if let Err(status) = push_batch(&mut client, &agent_id, &offer, &mut seq, chunk).await {
                 shared
                     .errors
                     .lock()
                     .unwrap()
                     .push(format!("push: {status}"));
+                failed = true;
                 break;
+            }
+        }
+        let last_cell = Instant::now();
+        if !failed {
+            if let Err(status) =
+                push_batch(&mut client, &agent_id, &offer, &mut seq, &events[cells..]).await
+            {
+                shared
+                    .errors
+                    .lock()
+                    .unwrap()
+                    .push(format!("push done: {status}"));
             }
         }
         let acked = Instant::now();
@@ -558,12 +614,42 @@ async fn simulated_agent(
                 .finished
                 .lock()
                 .unwrap()
-                .push((first_push, acked, Instant::now()));
+                .push((first_push, last_cell, acked, Instant::now()));
             shared.finished_notify.notify_waiters();
         }
         let _ = outgoing.send(message(pb::agent_message::Kind::Ready(pb::Ready {})));
     }
     heartbeats.abort();
+}
+
+/// One PushEvents call of `chunk`, numbered from `seq` on.
+async fn push_batch(
+    client: &mut AgentServiceClient<Channel>,
+    agent_id: &str,
+    offer: &pb::JobOffer,
+    seq: &mut u64,
+    chunk: &[&String],
+) -> Result<(), tonic::Status> {
+    let events = chunk
+        .iter()
+        .map(|payload| {
+            *seq += 1;
+            pb::JobEvent {
+                seq: *seq - 1,
+                at_ms: 0,
+                payload_json: (*payload).clone(),
+            }
+        })
+        .collect();
+    client
+        .push_events(pb::PushEventsRequest {
+            agent_id: agent_id.to_string(),
+            job_id: offer.job_id.clone(),
+            attempt: offer.attempt,
+            events,
+        })
+        .await
+        .map(|_| ())
 }
 
 /// `VmRSS:` or `VmHWM:` of a process, in KiB.
@@ -576,7 +662,7 @@ fn rss_kib(pid: u32, field: &str) -> Option<u64> {
         .and_then(|kib| kib.parse().ok())
 }
 
-fn dir_bytes(dir: &Path) -> u64 {
+pub(super) fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()

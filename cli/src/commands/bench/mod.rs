@@ -6,5 +6,6 @@ pub mod fleet;
 pub mod parse;
 pub mod report;
 pub mod runner;
+pub mod store;
 mod summary;
 mod synthetic;
