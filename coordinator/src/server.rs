@@ -116,7 +116,12 @@ pub async fn serve(
     };
     let reaper = {
         let fleet = fleet.clone();
-        let period = (fleet.config().lease / 4).max(std::time::Duration::from_millis(50));
+        // Every heartbeat interval (or a quarter lease, if shorter): a lost agent's job is
+        // requeued within lease + one heartbeat interval.
+        let config = fleet.config();
+        let period = (config.lease / 4)
+            .min(config.heartbeat_interval)
+            .max(std::time::Duration::from_millis(50));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
