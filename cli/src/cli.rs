@@ -82,10 +82,15 @@ pub enum Command {
         /// and the fleet CA: mutual TLS, every caller needs a certificate the CA signed.
         #[command(flatten)]
         tls: TlsArgs,
-        /// Also serve plain HTTP here: `/metrics` (Prometheus) and `/healthz`. Counts and
-        /// states only; off by default.
+        /// Also serve plain HTTP here: `/metrics` (Prometheus) and `/healthz`, counts and
+        /// states only; off by default. With --plaintext on loopback, also the web view.
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
+        /// Serve the read-only web view and its JSON API (`/api/`) here. With TLS: HTTPS,
+        /// readable only with an operator or viewer certificate of the fleet CA. With
+        /// --plaintext: plain HTTP, loopback only (a loopback --http serves it too).
+        #[arg(long, value_name = "ADDR")]
+        web: Option<SocketAddr>,
         #[command(flatten)]
         milestone: MilestoneArgs,
         /// Serve without TLS. Allowed on a loopback --listen only: every local process may
@@ -347,6 +352,8 @@ pub enum CertRole {
     Agent,
     Operator,
     Coordinator,
+    /// Reads the coordinator's web view (`--web`) and nothing else.
+    Viewer,
 }
 
 #[derive(clap::Args)]

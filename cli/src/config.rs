@@ -47,6 +47,7 @@ pub struct CoordinatorFile {
     pub tls_ca: Option<PathBuf>,
     pub plaintext: Option<bool>,
     pub http: Option<SocketAddr>,
+    pub web: Option<SocketAddr>,
     pub milestone_spec: Option<PathBuf>,
     pub webhook_secret_file: Option<PathBuf>,
     pub debounce_seconds: Option<f64>,
@@ -221,6 +222,9 @@ pub struct CoordinatorSettings {
     pub plaintext: bool,
     /// `/metrics` and `/healthz` over plain HTTP; off when `None`.
     pub http: Option<SocketAddr>,
+    /// The web view and `/api/` (HTTPS with the fleet's certificates, or loopback plaintext);
+    /// off when `None`.
+    pub web: Option<SocketAddr>,
     /// The spec a trigger without one runs (docs/milestone.md).
     pub milestone_spec: Option<PathBuf>,
     /// The GitHub webhook secret; `POST /hooks/github` is off when `None`.
@@ -245,6 +249,7 @@ impl Default for CoordinatorSettings {
             tls_ca: None,
             plaintext: false,
             http: None,
+            web: None,
             milestone_spec: None,
             webhook_secret_file: None,
             debounce_seconds: DEFAULT_DEBOUNCE_SECONDS,
@@ -321,6 +326,7 @@ impl CoordinatorSettings {
         }
         fill(&mut self.plaintext, &file.plaintext, given("plaintext"));
         fill_option(&mut self.http, &file.http, given("http"));
+        fill_option(&mut self.web, &file.web, given("web"));
         fill_option(
             &mut self.milestone_spec,
             &file.milestone_spec,
@@ -411,6 +417,13 @@ impl CoordinatorSettings {
             if let Err(err) = check_plaintext_listen(self.listen) {
                 findings.problem(format!("`plaintext = true`: {err}"));
             }
+            if let Some(web) = self.web {
+                if check_plaintext_listen(web).is_err() {
+                    findings.problem(format!(
+                        "`web = \"{web}\"` with `plaintext = true`: a plaintext web view is loopback only (it has no authentication); bind it to 127.0.0.1 or give the coordinator TLS files"
+                    ));
+                }
+            }
         }
         check_tls(&self.tls_cert, &self.tls_key, &self.tls_ca, &mut findings);
         if !self.plaintext && !any_tls {
@@ -450,6 +463,11 @@ impl CoordinatorSettings {
             &mut out,
             "http",
             self.http.map(|addr| addr.to_string().into()),
+        );
+        line(
+            &mut out,
+            "web",
+            self.web.map(|addr| addr.to_string().into()),
         );
         line(
             &mut out,
@@ -679,6 +697,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             tls,
             plaintext,
             http,
+            web,
             milestone,
         } => {
             let file = ConfigFile::load(path)?;
@@ -697,6 +716,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 tls_ca: tls.tls_ca.clone(),
                 plaintext: *plaintext,
                 http: *http,
+                web: *web,
                 milestone_spec: milestone.milestone_spec.clone(),
                 webhook_secret_file: milestone.webhook_secret_file.clone(),
                 debounce_seconds: milestone.debounce_seconds,
@@ -713,6 +733,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             tls.tls_ca = settings.tls_ca;
             *plaintext = settings.plaintext;
             *http = settings.http;
+            *web = settings.web;
             milestone.milestone_spec = settings.milestone_spec;
             milestone.webhook_secret_file = settings.webhook_secret_file;
             milestone.debounce_seconds = settings.debounce_seconds;

@@ -97,7 +97,10 @@ fn figures(dom: &RcDom, class: &str) -> Vec<Handle> {
 
 /// The `rect`s under `figure` filled with one of the bar colours.
 fn bars(figure: &Handle) -> usize {
-    let fills: Vec<String> = palette::BAR_FILLS.iter().map(|c| palette::hex(*c)).collect();
+    let fills: Vec<String> = palette::BAR_FILLS
+        .iter()
+        .map(|c| palette::hex(*c))
+        .collect();
     let mut all = Vec::new();
     descendants(figure, &mut all);
     all.iter()
@@ -132,7 +135,9 @@ fn report_html_is_self_contained() {
     let html = render_report_html(&drift_report());
     // The SVG namespace is a name, not something loaded.
     let html = html.replace(r#"xmlns="http://www.w3.org/2000/svg""#, "");
-    for outside in ["http://", "https://", "<link", "<script", "@import", "url(", "src="] {
+    for outside in [
+        "http://", "https://", "<link", "<script", "@import", "url(", "src=",
+    ] {
         assert!(!html.contains(outside), "report.html contains {outside}");
     }
 }
@@ -163,8 +168,14 @@ fn one_bar_per_measured_cell_and_a_parity_failure_in_red() {
     assert!(text_of(&chart).contains("parity FAIL"));
     // The failed metric's per-frame plot, with the frames over the gate counted.
     let [delta] = figures(&dom, "frame-delta-chart").try_into().unwrap();
-    assert_eq!(attribute(&delta, "data-metric").as_deref(), Some("float_ssim"));
-    assert_eq!(attribute(&delta, "data-frames-over-gate").as_deref(), Some("24"));
+    assert_eq!(
+        attribute(&delta, "data-metric").as_deref(),
+        Some("float_ssim")
+    );
+    assert_eq!(
+        attribute(&delta, "data-frames-over-gate").as_deref(),
+        Some("24")
+    );
     // The absent-upstream row is named, not drawn.
     assert!(text_of(&chart).contains("absent upstream"));
 }
