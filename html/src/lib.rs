@@ -18,5 +18,6 @@ mod web_pages;
 
 pub use report_page::{render_report_html, report_body};
 pub use web_pages::{
-    render_agents_page, render_run_page, render_runs_page, AgentView, RunView, RunsPage,
+    render_agents_page, render_report_fragment, render_run_page, render_runs_page, AgentView,
+    RunView, RunsPage,
 };

@@ -175,7 +175,7 @@ fn figure_of(
     caption: Markup,
 ) -> Markup {
     html! {
-        figure class=(class) data-x-at-zero=(axis.x_at_zero) data-x-at-one=(axis.x_at_one) data-bars=(bars) {
+        figure class=(class) data-x-at-zero=(axis.x_at_zero) data-x-at-end=(axis.x_at_end) data-end-speedup=(axis.end_speedup) data-bars=(bars) {
             (PreEscaped(svg))
             figcaption { (caption) }
         }

@@ -90,8 +90,8 @@ pub fn render_runs_page(runs: &RunsPage) -> String {
 }
 
 /// One run: its progress, live while it runs (the page listens to
-/// `/api/runs/ID/events` and reloads itself when the run finishes); the report's charts and
-/// tables once it has a report.
+/// `/api/runs/ID/events`, and fetches the report into itself when the run finishes); the
+/// report's charts and tables once it is done.
 pub fn render_run_page(run: &RunView, report: Option<&Report>) -> String {
     let finished = run.exit_code.is_some();
     page(
@@ -113,12 +113,13 @@ pub fn render_run_page(run: &RunView, report: Option<&Report>) -> String {
                 }
                 p id="message" class="muted" {}
                 @if !finished {
-                    p class="muted" { "This page follows the run live and shows its report when it finishes." }
+                    p id="live-note" class="muted" { "This page follows the run live and shows its report when it finishes." }
                 }
             }
-            @if let Some(report) = report.filter(|_| finished) {
-                p { a href=(format!("/api/runs/{}/report", run.run_id)) { "report.json" } }
-                (report_body(report))
+            div id="report" {
+                @if let Some(report) = report.filter(|_| finished) {
+                    (report_fragment(&run.run_id, report))
+                }
             }
             @if !finished {
                 script { (PreEscaped(live_script(&run.run_id))) }
@@ -128,15 +129,19 @@ pub fn render_run_page(run: &RunView, report: Option<&Report>) -> String {
     .into_string()
 }
 
-/// The run page's only script: it applies each progress event to the page.
+/// The run page's only script: it applies each progress event to the page, keeps the
+/// `cells_done` of every event in `window.abfleetProgress` (what a reader, or a test, can
+/// check the page saw), and when the run finishes puts its report into `#report`.
 fn live_script(run_id: &str) -> String {
-    // A run id is a UUID; JSON-encoding it keeps it a string whatever it holds.
-    let id = serde_json_string(run_id);
+    // A run id is a UUID; encoding it keeps it one string whatever it holds.
+    let id = js_string(run_id);
     format!(
         r#"(function () {{
+  window.abfleetProgress = [];
   var source = new EventSource("/api/runs/" + {id} + "/events");
   source.addEventListener("progress", function (event) {{
     var p = JSON.parse(event.data);
+    window.abfleetProgress.push(p.cells_done);
     document.getElementById("run-state").textContent = p.state;
     document.getElementById("cells-done").textContent = p.cells_done;
     document.getElementById("cells-total").textContent = p.cells_total;
@@ -146,9 +151,15 @@ fn live_script(run_id: &str) -> String {
     document.getElementById("current-cell").textContent = p.current_cell ? "; timing " + p.current_cell : "";
     document.getElementById("message").textContent = p.message || "";
     if (p.exit_code !== null) {{
-      document.getElementById("exit-code").textContent = p.exit_code;
       source.close();
-      window.location.reload();
+      document.getElementById("exit-code").textContent = p.exit_code;
+      document.getElementById("run").dataset.finished = "true";
+      document.getElementById("live-note").hidden = true;
+      fetch("/runs/" + {id} + "/report-body").then(function (response) {{
+        return response.text();
+      }}).then(function (html) {{
+        document.getElementById("report").innerHTML = html;
+      }});
     }}
   }});
 }})();"#
@@ -156,7 +167,7 @@ fn live_script(run_id: &str) -> String {
 }
 
 /// `text` as a JavaScript string literal, safe inside a `<script>` element.
-fn serde_json_string(text: &str) -> String {
+fn js_string(text: &str) -> String {
     let mut out = String::from("\"");
     for c in text.chars() {
         match c {
@@ -168,6 +179,20 @@ fn serde_json_string(text: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// What `#report` of the run page holds once the run is done: a link to its JSON and the
+/// report's charts and tables (also served alone, for the live page to fetch).
+fn report_fragment(run_id: &str, report: &Report) -> maud::Markup {
+    html! {
+        p { a href=(format!("/api/runs/{run_id}/report")) { "report.json" } }
+        (report_body(report))
+    }
+}
+
+/// [`render_run_page`]'s `#report` alone.
+pub fn render_report_fragment(run_id: &str, report: &Report) -> String {
+    report_fragment(run_id, report).into_string()
 }
 
 pub fn render_agents_page(agents: &[AgentView]) -> String {

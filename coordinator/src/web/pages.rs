@@ -77,6 +77,24 @@ pub(super) async fn run(State(fleet): State<Fleet>, Path(run_id): Path<String>) 
     )
 }
 
+/// The report part of a run page, for the live page to put in place when the run ends.
+pub(super) async fn report_body(
+    State(fleet): State<Fleet>,
+    Path(run_id): Path<String>,
+) -> Response {
+    let run_id = match parse_run_id(&run_id) {
+        Ok(id) => id,
+        Err((status, message)) => return text_error(status, &message),
+    };
+    match fleet.report(run_id).await {
+        Ok(report) => html_response(
+            StatusCode::OK,
+            abfleet_html::render_report_fragment(&run_id.to_string(), &report),
+        ),
+        Err(err) => text_error(fleet_status(&err), &err.to_string()),
+    }
+}
+
 pub(super) async fn fleet(State(fleet): State<Fleet>) -> Response {
     match fleet.agents().await {
         Ok(rows) => {

@@ -134,7 +134,8 @@ pub fn cross_generation_chart(
         }
         axis = SpeedupAxis {
             x_at_zero: chart.backend_coord(&(0.0, 0.0)).0,
-            x_at_one: chart.backend_coord(&(1.0, 0.0)).0,
+            x_at_end: chart.backend_coord(&(x_max, 0.0)).0,
+            end_speedup: x_max,
         };
         root.present().map_err(chart_error)?;
     }

@@ -11,12 +11,14 @@ pub use cross_generation::{cross_generation_chart, CrossGenerationChart};
 pub use frame_delta::{frame_delta_chart, FrameDeltaChart, FrameDeltaSeries};
 pub use speedup::{speedup_chart, SpeedupChart, SpeedupRow};
 
-/// Where speedup 0 and speedup 1 fall on a chart's x axis, in SVG user units: a speedup `s`
-/// is drawn at `x_at_zero + s * (x_at_one - x_at_zero)`.
+/// Where speedup 0 and the axis' end fall on a chart's x axis, in SVG user units (whole
+/// pixels, taken at the axis' two ends so rounding stays within a pixel): a speedup `s` is
+/// drawn at `x_at_zero + s / end_speedup * (x_at_end - x_at_zero)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SpeedupAxis {
     pub x_at_zero: i32,
-    pub x_at_one: i32,
+    pub x_at_end: i32,
+    pub end_speedup: f64,
 }
 
 /// A chart that could not be drawn says why instead.
