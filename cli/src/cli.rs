@@ -24,12 +24,13 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Run a job spec here: an embedded coordinator and one agent in this process, over
-    /// real gRPC on loopback. Prints the per-feature table, writes report.md and report.json.
+    /// real gRPC on loopback. Prints the per-feature table, writes report.html, report.md and
+    /// report.json.
     #[command(after_help = AFTER_HELP)]
     Local {
         /// The job spec (TOML; see docs/job-spec.md).
         spec: PathBuf,
-        /// Where report.md and report.json go [default: ./abfleet-out/<run-id>/].
+        /// Where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
         #[arg(long)]
         out: Option<PathBuf>,
         /// The embedded coordinator's store.
@@ -134,7 +135,7 @@ pub enum Command {
         /// Wait for the run to end, show progress, write the report and exit with its code.
         #[arg(long)]
         wait: bool,
-        /// With --wait: where report.md and report.json go [default: ./abfleet-out/<run-id>/].
+        /// With --wait: where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
         #[arg(long)]
         out: Option<PathBuf>,
         #[command(flatten)]
@@ -161,7 +162,7 @@ pub enum Command {
         /// Wait for the run to end, show progress, write the report and exit with its code.
         #[arg(long)]
         wait: bool,
-        /// With --wait: where report.md and report.json go [default: ./abfleet-out/<run-id>/].
+        /// With --wait: where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -465,4 +466,6 @@ pub enum ReportFormat {
     Json,
     /// JUnit XML: a case per cell, a parity failure as a failure (for release pipelines).
     Junit,
+    /// report.html: the charts and tables in one self-contained page.
+    Html,
 }
