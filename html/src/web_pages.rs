@@ -24,6 +24,8 @@ pub struct RunView {
     pub current_cell: Option<String>,
     /// Set once the run finished.
     pub exit_code: Option<i32>,
+    /// Why the run could not start or be carried out, when the coordinator recorded why.
+    pub error: Option<String>,
 }
 
 /// A page of the runs list.
@@ -70,7 +72,7 @@ pub fn render_runs_page(runs: &RunsPage) -> String {
                         tr data-run-id=(run.run_id) data-state=(run.state) {
                             td { a href=(format!("/runs/{}", run.run_id)) { code { (run.run_id.get(..8).unwrap_or(&run.run_id)) } } }
                             td { (run.name) }
-                            td { (run.state) }
+                            td { (run.state) @if let Some(error) = &run.error { br; span class="fail-text" { (error) } } }
                             td { (run.trigger) @if let Some(note) = &run.trigger_note { " — " (note) } }
                             td { progress max=(run.cells_total.max(1)) value=(run.cells_done) {} " " (run.cells_done) " / " (run.cells_total) }
                             td class="num" { (exit_text(run.exit_code)) }
@@ -112,6 +114,9 @@ pub fn render_run_page(run: &RunView, report: Option<&Report>) -> String {
                     span id="current-cell" { @if let Some(cell) = &run.current_cell { "; timing " (cell) } }
                 }
                 p id="message" class="muted" {}
+                @if let Some(error) = &run.error {
+                    p class="problems" { (error) }
+                }
                 @if !finished {
                     p id="live-note" class="muted" { "This page follows the run live and shows its report when it finishes." }
                 }

@@ -3,6 +3,8 @@
 //! several generations, the cross-generation chart. Input: the report.json of a real
 //! `abfleet local fixtures/jobs/demo-drift.toml` run (fixtures/reports/demo-drift.json).
 
+use std::path::Path;
+
 use abfleet_core::report::{GenerationSection, Report};
 use abfleet_html::charts::palette;
 use abfleet_html::render_report_html;
@@ -184,7 +186,14 @@ fn one_bar_per_measured_cell_and_a_parity_failure_in_red() {
 fn several_generations_get_one_bar_per_generation_and_feature() {
     let report = two_generation_report();
     let measured = report.cells.iter().filter(|c| c.speedup.is_some()).count();
-    let (dom, errors) = parse(&render_report_html(&report));
+    let html = render_report_html(&report);
+    // Kept for a person to open (target/tmp/two-generations.html).
+    std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("two-generations.html"),
+        &html,
+    )
+    .unwrap();
+    let (dom, errors) = parse(&html);
     assert!(errors.is_empty());
     let [chart] = figures(&dom, "cross-generation-chart").try_into().unwrap();
     // Generation bars are drawn in the generations' colours, or red for a parity failure.

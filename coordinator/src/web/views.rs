@@ -24,6 +24,7 @@ pub(super) async fn run_view(fleet: &Fleet, run: RunRow) -> Result<RunView, Flee
         cells_total: progress.cells_total,
         current_cell: progress.current_cell,
         exit_code: progress.exit_code,
+        error: run.error,
     })
 }
 
@@ -44,6 +45,7 @@ pub(super) fn run_json(run: &RunView) -> Value {
         "cells_total": run.cells_total,
         "current_cell": run.current_cell,
         "exit_code": run.exit_code,
+        "error": run.error,
         "report": format!("/api/runs/{}/report", run.run_id),
     })
 }

@@ -86,6 +86,10 @@ pub fn cross_generation_chart(
             .into_font()
             .color(&BLACK)
             .pos(Pos::new(HPos::Right, VPos::Center));
+        let muted_style = ("sans-serif", 12)
+            .into_font()
+            .color(&palette::MUTED_TEXT)
+            .pos(Pos::new(HPos::Left, VPos::Center));
         for (f, (label, rows)) in features.iter().enumerate() {
             let group_top = top - f as f64 * group - gap / 2.0;
             let (_, y_px) = chart.backend_coord(&(0.0, group_top - generations as f64 / 2.0));
@@ -97,10 +101,18 @@ pub fn cross_generation_chart(
             .map_err(chart_error)?;
             for (g, row) in rows.iter().enumerate() {
                 let Some(row) = row else { continue };
+                let centre = group_top - g as f64 - 0.5;
                 let Some(speedup) = row.speedup.filter(|s| s.is_finite()) else {
+                    // No bar: say why, where the bar would start.
+                    let (x_px, y_px) = chart.backend_coord(&(0.0, centre));
+                    root.draw(&Text::new(
+                        row.label_text(),
+                        (x_px + 6, y_px),
+                        muted_style.clone(),
+                    ))
+                    .map_err(chart_error)?;
                     continue;
                 };
-                let centre = group_top - g as f64 - 0.5;
                 let fill = if row.parity == abfleet_core::cell::CellParity::Fail {
                     palette::PARITY_FAIL
                 } else {
