@@ -1052,6 +1052,27 @@ mod tests {
     }
 
     #[test]
+    fn a_plaintext_web_view_off_loopback_is_a_problem() {
+        let settings = CoordinatorSettings {
+            plaintext: true,
+            web: Some("0.0.0.0:7703".parse().unwrap()),
+            ..CoordinatorSettings::default()
+        };
+        let found = settings.check().problems;
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(
+            found[0].contains("`web = \"0.0.0.0:7703\"`") && found[0].contains("TLS files"),
+            "{found:#?}"
+        );
+        let loopback = CoordinatorSettings {
+            web: Some("127.0.0.1:7703".parse().unwrap()),
+            ..settings
+        };
+        assert!(loopback.check().problems.is_empty());
+        assert!(loopback.to_toml().contains("web = \"127.0.0.1:7703\""));
+    }
+
+    #[test]
     fn agent_checks_name_each_problem() {
         let tmp = tempfile::tempdir().unwrap();
         let settings = AgentSettings {
