@@ -2,19 +2,46 @@
 
 use maud::{html, Markup, DOCTYPE};
 
+/// What frames a page's body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shell {
+    /// The web view's links (runs, fleet, JSON); report.html has none.
+    pub nav: bool,
+    /// Reload the page this often (the runs and fleet lists; the run page is live instead).
+    pub refresh_seconds: Option<u32>,
+}
+
+impl Shell {
+    pub(crate) const REPORT_FILE: Shell = Shell {
+        nav: false,
+        refresh_seconds: None,
+    };
+    pub(crate) const LIVE_PAGE: Shell = Shell {
+        nav: true,
+        refresh_seconds: None,
+    };
+    pub(crate) const LIST_PAGE: Shell = Shell {
+        nav: true,
+        refresh_seconds: Some(15),
+    };
+}
+
 /// A whole document: `title`, inline CSS, `body`. Nothing is loaded from elsewhere.
-pub(crate) fn page(title: &str, nav: bool, body: Markup) -> Markup {
+pub(crate) fn page(title: &str, shell: Shell, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                @if let Some(seconds) = shell.refresh_seconds {
+                    meta http-equiv="refresh" content=(seconds);
+                }
                 title { (title) }
                 style { (maud::PreEscaped(STYLE)) }
             }
             body {
-                @if nav {
+                @if shell.nav {
                     nav {
                         a href="/" { "Runs" }
                         " · "

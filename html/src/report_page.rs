@@ -13,7 +13,7 @@ use maud::{html, Markup, PreEscaped};
 use crate::charts::{
     cross_generation_chart, frame_delta_chart, palette, speedup_chart, FrameDeltaSeries, SpeedupRow,
 };
-use crate::layout::page;
+use crate::layout::{page, Shell};
 use crate::text;
 
 /// report.html: one self-contained document (inline CSS and SVG, no script).
@@ -22,7 +22,7 @@ pub fn render_report_html(report: &Report) -> String {
         "{}: fork {} vs upstream {}",
         report.name, report.fork_ref, report.upstream_ref
     );
-    page(&title, false, report_body(report)).into_string()
+    page(&title, Shell::REPORT_FILE, report_body(report)).into_string()
 }
 
 /// The report's content, for report.html and the coordinator's run page alike.

@@ -6,7 +6,7 @@
 use abfleet_core::report::Report;
 use maud::{html, PreEscaped};
 
-use crate::layout::page;
+use crate::layout::{page, Shell};
 use crate::report_page::report_body;
 
 /// One run, as the runs list and the run page show it.
@@ -61,7 +61,7 @@ pub fn render_runs_page(runs: &RunsPage) -> String {
     let next = runs.offset + runs.runs.len() as u64;
     page(
         "abfleet runs",
-        true,
+        Shell::LIST_PAGE,
         html! {
             h1 { "Runs" }
             p class="muted" { "Newest first. Runs " (runs.offset + 1) "–" (next) "." }
@@ -98,7 +98,7 @@ pub fn render_run_page(run: &RunView, report: Option<&Report>) -> String {
     let finished = run.exit_code.is_some();
     page(
         &format!("abfleet run {}", run.run_id),
-        true,
+        Shell::LIVE_PAGE,
         html! {
             section id="run" data-run-id=(run.run_id) data-finished=(finished) {
                 h1 { "Run " code { (run.run_id) } " (" (run.name) ")" }
@@ -204,7 +204,7 @@ pub fn render_agents_page(agents: &[AgentView]) -> String {
     let lost = agents.iter().filter(|a| a.lost).count();
     page(
         "abfleet fleet",
-        true,
+        Shell::LIST_PAGE,
         html! {
             h1 { "Fleet" }
             p { (agents.len()) " agent(s), " (lost) " lost." }
