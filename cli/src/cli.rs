@@ -24,12 +24,13 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Run a job spec here: an embedded coordinator and one agent in this process, over
-    /// real gRPC on loopback. Prints the per-feature table, writes report.md and report.json.
+    /// real gRPC on loopback. Prints the per-feature table, writes report.html, report.md and
+    /// report.json.
     #[command(after_help = AFTER_HELP)]
     Local {
         /// The job spec (TOML; see docs/job-spec.md).
         spec: PathBuf,
-        /// Where report.md and report.json go [default: ./abfleet-out/<run-id>/].
+        /// Where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
         #[arg(long)]
         out: Option<PathBuf>,
         /// The embedded coordinator's store.
@@ -82,10 +83,15 @@ pub enum Command {
         /// and the fleet CA: mutual TLS, every caller needs a certificate the CA signed.
         #[command(flatten)]
         tls: TlsArgs,
-        /// Also serve plain HTTP here: `/metrics` (Prometheus) and `/healthz`. Counts and
-        /// states only; off by default.
+        /// Also serve plain HTTP here: `/metrics` (Prometheus) and `/healthz`, counts and
+        /// states only; off by default. With --plaintext on loopback, also the web view.
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
+        /// Serve the read-only web view and its JSON API (`/api/`) here. With TLS: HTTPS,
+        /// readable only with an operator or viewer certificate of the fleet CA. With
+        /// --plaintext: plain HTTP, loopback only (a loopback --http serves it too).
+        #[arg(long, value_name = "ADDR")]
+        web: Option<SocketAddr>,
         #[command(flatten)]
         milestone: MilestoneArgs,
         /// Serve without TLS. Allowed on a loopback --listen only: every local process may
@@ -129,7 +135,7 @@ pub enum Command {
         /// Wait for the run to end, show progress, write the report and exit with its code.
         #[arg(long)]
         wait: bool,
-        /// With --wait: where report.md and report.json go [default: ./abfleet-out/<run-id>/].
+        /// With --wait: where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
         #[arg(long)]
         out: Option<PathBuf>,
         #[command(flatten)]
@@ -156,7 +162,7 @@ pub enum Command {
         /// Wait for the run to end, show progress, write the report and exit with its code.
         #[arg(long)]
         wait: bool,
-        /// With --wait: where report.md and report.json go [default: ./abfleet-out/<run-id>/].
+        /// With --wait: where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -478,6 +484,8 @@ pub enum CertRole {
     Agent,
     Operator,
     Coordinator,
+    /// Reads the coordinator's web view (`--web`) and nothing else.
+    Viewer,
 }
 
 #[derive(clap::Args)]
@@ -602,4 +610,6 @@ pub enum ReportFormat {
     Json,
     /// JUnit XML: a case per cell, a parity failure as a failure (for release pipelines).
     Junit,
+    /// report.html: the charts and tables in one self-contained page.
+    Html,
 }

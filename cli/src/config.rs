@@ -47,6 +47,7 @@ pub struct CoordinatorFile {
     pub tls_ca: Option<PathBuf>,
     pub plaintext: Option<bool>,
     pub http: Option<SocketAddr>,
+    pub web: Option<SocketAddr>,
     pub milestone_spec: Option<PathBuf>,
     pub retune_spec: Option<PathBuf>,
     pub webhook_secret_file: Option<PathBuf>,
@@ -223,6 +224,9 @@ pub struct CoordinatorSettings {
     pub plaintext: bool,
     /// `/metrics` and `/healthz` over plain HTTP; off when `None`.
     pub http: Option<SocketAddr>,
+    /// The web view and `/api/` (HTTPS with the fleet's certificates, or loopback plaintext);
+    /// off when `None`.
+    pub web: Option<SocketAddr>,
     /// The spec a trigger without one runs (docs/milestone.md).
     pub milestone_spec: Option<PathBuf>,
     /// The spec the toolchain watcher runs (default: the milestone spec).
@@ -249,6 +253,7 @@ impl Default for CoordinatorSettings {
             tls_ca: None,
             plaintext: false,
             http: None,
+            web: None,
             milestone_spec: None,
             retune_spec: None,
             webhook_secret_file: None,
@@ -326,6 +331,7 @@ impl CoordinatorSettings {
         }
         fill(&mut self.plaintext, &file.plaintext, given("plaintext"));
         fill_option(&mut self.http, &file.http, given("http"));
+        fill_option(&mut self.web, &file.web, given("web"));
         fill_option(
             &mut self.milestone_spec,
             &file.milestone_spec,
@@ -426,6 +432,13 @@ impl CoordinatorSettings {
             if let Err(err) = check_plaintext_listen(self.listen) {
                 findings.problem(format!("`plaintext = true`: {err}"));
             }
+            if let Some(web) = self.web {
+                if check_plaintext_listen(web).is_err() {
+                    findings.problem(format!(
+                        "`web = \"{web}\"` with `plaintext = true`: a plaintext web view is loopback only (it has no authentication); bind it to 127.0.0.1 or give the coordinator TLS files"
+                    ));
+                }
+            }
         }
         check_tls(&self.tls_cert, &self.tls_key, &self.tls_ca, &mut findings);
         if !self.plaintext && !any_tls {
@@ -465,6 +478,11 @@ impl CoordinatorSettings {
             &mut out,
             "http",
             self.http.map(|addr| addr.to_string().into()),
+        );
+        line(
+            &mut out,
+            "web",
+            self.web.map(|addr| addr.to_string().into()),
         );
         line(
             &mut out,
@@ -699,6 +717,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             tls,
             plaintext,
             http,
+            web,
             milestone,
         } => {
             let file = ConfigFile::load(path)?;
@@ -717,6 +736,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 tls_ca: tls.tls_ca.clone(),
                 plaintext: *plaintext,
                 http: *http,
+                web: *web,
                 milestone_spec: milestone.milestone_spec.clone(),
                 retune_spec: milestone.retune_spec.clone(),
                 webhook_secret_file: milestone.webhook_secret_file.clone(),
@@ -734,6 +754,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             tls.tls_ca = settings.tls_ca;
             *plaintext = settings.plaintext;
             *http = settings.http;
+            *web = settings.web;
             milestone.milestone_spec = settings.milestone_spec;
             milestone.retune_spec = settings.retune_spec;
             milestone.webhook_secret_file = settings.webhook_secret_file;
@@ -1050,6 +1071,27 @@ mod tests {
         let notes = CoordinatorSettings::default().check();
         assert!(notes.problems.is_empty());
         assert!(notes.notes[0].contains("--tls-cert"), "{:?}", notes.notes);
+    }
+
+    #[test]
+    fn a_plaintext_web_view_off_loopback_is_a_problem() {
+        let settings = CoordinatorSettings {
+            plaintext: true,
+            web: Some("0.0.0.0:7703".parse().unwrap()),
+            ..CoordinatorSettings::default()
+        };
+        let found = settings.check().problems;
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(
+            found[0].contains("`web = \"0.0.0.0:7703\"`") && found[0].contains("TLS files"),
+            "{found:#?}"
+        );
+        let loopback = CoordinatorSettings {
+            web: Some("127.0.0.1:7703".parse().unwrap()),
+            ..settings
+        };
+        assert!(loopback.check().problems.is_empty());
+        assert!(loopback.to_toml().contains("web = \"127.0.0.1:7703\""));
     }
 
     #[test]

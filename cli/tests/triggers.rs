@@ -60,6 +60,7 @@ impl Hooked {
             webhook: secret.map(|secret| WebhookConfig {
                 secret: secret.to_vec(),
             }),
+            web: false,
         };
         let http_fleet = fleet.clone();
         let http_task = tokio::spawn(async move {

@@ -180,6 +180,7 @@ fn what_role_may_do(role: Role) -> &'static str {
         Role::Agent => "agents may only register and report on their own jobs",
         Role::Operator => "operators may submit, cancel and read runs, not act as agents",
         Role::Coordinator => "a coordinator certificate is for serving, not for calling",
+        Role::Viewer => "viewers may only read the web view (`--web`), not call the coordinator",
     }
 }
 

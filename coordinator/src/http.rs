@@ -2,8 +2,9 @@
 //! default): `/metrics` in Prometheus' text format and `/healthz` (200 when the store
 //! answers), read-only and free of job data: counts and states only; and, with
 //! `--webhook-secret-file`, `POST /hooks/github`, GitHub webhooks as triggers (signed
-//! requests only; `webhook.rs` decides what an event means). It binds where it is told; the
-//! start-up log says whether that is loopback.
+//! requests only; `webhook.rs` decides what an event means); and, when the coordinator is
+//! plaintext and this listener is on loopback, the web view and `/api/` (`web/`). It binds
+//! where it is told; the start-up log says whether that is loopback and what it serves.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -27,6 +28,9 @@ use crate::CoordinatorError;
 pub struct HttpConfig {
     /// `POST /hooks/github`; `None`: that path answers 404.
     pub webhook: Option<WebhookConfig>,
+    /// Also serve the web view and `/api/` (docs/report-format.md). Only on a loopback
+    /// address: the listener refuses to start otherwise, since it has no authentication.
+    pub web: bool,
 }
 
 #[derive(Clone)]
@@ -68,6 +72,12 @@ pub async fn serve_http_with(
     if config.webhook.is_some() {
         info!(%addr, "GitHub webhooks on POST /hooks/github (signed deliveries only)");
     }
+    if config.web {
+        abfleet_proto::transport::check_plaintext_listen(addr)
+            .map_err(|err| CoordinatorError::Internal(format!("the web view: {err}")))?;
+        info!(%addr, "web view and /api on http (loopback only, no authentication)");
+    }
+    let web = config.web.then(|| crate::web::router(fleet.clone()));
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -76,10 +86,11 @@ pub async fn serve_http_with(
             fleet,
             webhook: config.webhook.map(Arc::new),
         });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|err| CoordinatorError::Internal(format!("http listener failed: {err}")))
+    let app = match web {
+        Some(web) => app.merge(web),
+        None => app,
+    };
+    crate::web::serve_with_grace(listener, app, shutdown, "http").await
 }
 
 async fn metrics(State(fleet): State<Fleet>) -> Response {

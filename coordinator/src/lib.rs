@@ -16,6 +16,7 @@ pub mod http;
 mod server;
 pub mod store;
 pub mod watcher;
+pub mod web;
 pub mod webhook;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -245,6 +245,22 @@ impl Store {
         .await
     }
 
+    /// Up to `limit` runs from position `offset`, newest first (the web view's order).
+    pub async fn runs_page_newest_first(
+        &self,
+        offset: u64,
+        limit: u32,
+    ) -> Result<Vec<RunRow>, CoordinatorError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(&format!(
+                "{SELECT_RUNS} ORDER BY created_ms DESC, run_id DESC LIMIT ?1 OFFSET ?2"
+            ))?;
+            let rows = stmt.query_map(params![i64::from(limit), offset as i64], run_row)?;
+            rows.map(|row| row?).collect()
+        })
+        .await
+    }
+
     /// How many jobs are in each state.
     pub async fn count_jobs_by_state(&self) -> Result<Vec<(String, u64)>, CoordinatorError> {
         self.count_by_state("jobs").await

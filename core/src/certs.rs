@@ -31,16 +31,19 @@ pub enum Role {
     Operator,
     /// The coordinator (the TLS server).
     Coordinator,
+    /// A person or dashboard that reads the web view and nothing else (a TLS client).
+    Viewer,
 }
 
 impl Role {
-    pub const ALL: [Role; 3] = [Role::Agent, Role::Operator, Role::Coordinator];
+    pub const ALL: [Role; 4] = [Role::Agent, Role::Operator, Role::Coordinator, Role::Viewer];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Agent => "agent",
             Role::Operator => "operator",
             Role::Coordinator => "coordinator",
+            Role::Viewer => "viewer",
         }
     }
 }
@@ -154,7 +157,7 @@ pub fn issue(
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = match role {
         Role::Coordinator => vec![ExtendedKeyUsagePurpose::ServerAuth],
-        Role::Agent | Role::Operator => vec![ExtendedKeyUsagePurpose::ClientAuth],
+        Role::Agent | Role::Operator | Role::Viewer => vec![ExtendedKeyUsagePurpose::ClientAuth],
     };
     params.use_authority_key_identifier_extension = true;
     let uri = format!("{ROLE_URI_PREFIX}{role}/{name}");
@@ -222,7 +225,7 @@ pub fn peer_identity_at(
     })?;
     let usage = match identity.role {
         Role::Coordinator => webpki::KeyUsage::server_auth(),
-        Role::Agent | Role::Operator => webpki::KeyUsage::client_auth(),
+        Role::Agent | Role::Operator | Role::Viewer => webpki::KeyUsage::client_auth(),
     };
     end_entity
         .verify_for_usage(

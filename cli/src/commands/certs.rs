@@ -36,6 +36,7 @@ fn role_of(role: CertRole) -> Role {
         CertRole::Agent => Role::Agent,
         CertRole::Operator => Role::Operator,
         CertRole::Coordinator => Role::Coordinator,
+        CertRole::Viewer => Role::Viewer,
     }
 }
 

@@ -86,7 +86,8 @@ pub async fn follow(
     write_report(&report, &out_dir)?;
     print!("{}", table::render(&report));
     println!(
-        "report: {}, {} and {}",
+        "report: {}, {}, {} and {}",
+        out_dir.join("report.html").display(),
         out_dir.join("report.md").display(),
         out_dir.join("report.json").display(),
         out_dir.join("junit.xml").display()
@@ -117,6 +118,12 @@ pub fn write_report(report: &Report, out_dir: &Path) -> Result<(), Failure> {
     std::fs::create_dir_all(out_dir)
         .and_then(|()| std::fs::write(out_dir.join("report.json"), report.to_json_pretty()))
         .and_then(|()| std::fs::write(out_dir.join("report.md"), render_markdown(report)))
+        .and_then(|()| {
+            std::fs::write(
+                out_dir.join("report.html"),
+                abfleet_html::render_report_html(report),
+            )
+        })
         .and_then(|()| {
             std::fs::write(
                 out_dir.join("junit.xml"),

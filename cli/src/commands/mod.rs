@@ -41,12 +41,13 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             tls,
             plaintext,
             http,
+            web,
             milestone,
             config: _,
         } => {
             serve::coordinator(
                 listen,
-                http,
+                serve::SideListeners { http, web },
                 &data_dir,
                 serve::Timing {
                     lease_seconds,

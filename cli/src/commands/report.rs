@@ -1,4 +1,4 @@
-//! `abfleet report`: a stored run's report as Markdown, JSON or JUnit XML, from a coordinator or
+//! `abfleet report`: a stored run's report as Markdown, JSON, JUnit XML or HTML, from a coordinator or
 //! straight from a data dir (works with no coordinator running).
 
 use abfleet_core::report::{render_junit, render_markdown, Report};
@@ -16,6 +16,7 @@ pub async fn run(run_id: &str, format: ReportFormat, source: &StoreSource) -> Re
         ReportFormat::Md => print!("{}", render_markdown(&report)),
         ReportFormat::Json => println!("{}", report.to_json_pretty()),
         ReportFormat::Junit => print!("{}", render_junit(&report)),
+        ReportFormat::Html => print!("{}", abfleet_html::render_report_html(&report)),
     }
     Ok(0)
 }

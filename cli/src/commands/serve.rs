@@ -18,9 +18,16 @@ pub struct Timing {
     pub max_attempts: u32,
 }
 
+/// The coordinator's listeners besides gRPC: `--http` (metrics, health, webhooks; the web
+/// view too when plaintext on loopback) and `--web` (the web view alone).
+pub struct SideListeners {
+    pub http: Option<SocketAddr>,
+    pub web: Option<SocketAddr>,
+}
+
 pub async fn coordinator(
     listen: SocketAddr,
-    http: Option<SocketAddr>,
+    side: SideListeners,
     data_dir: &Path,
     timing: Timing,
     tls: &TlsArgs,
@@ -32,7 +39,9 @@ pub async fn coordinator(
         heartbeat_seconds,
         max_attempts,
     } = timing;
-    let transport = match (tls.load().usage()?, plaintext) {
+    let SideListeners { http, web } = side;
+    let tls_files = tls.load().usage()?;
+    let transport = match (tls_files.clone(), plaintext) {
         (Some(files), _) => ServerTransport::MutualTls(files),
         (None, true) => {
             abfleet_proto::transport::check_plaintext_listen(listen)
@@ -129,23 +138,53 @@ pub async fn coordinator(
                     )
                 })
                 .usage()?;
+            // The web view rides on --http only where it needs no authentication.
+            let web_here = !secure && addr.ip().is_loopback();
             eprintln!(
-                "abfleet coordinator serving /metrics and /healthz{} on http://{addr}",
+                "abfleet coordinator serving /metrics and /healthz{}{} on http://{addr}",
                 if webhook.is_some() {
-                    " and POST /hooks/github"
+                    ", POST /hooks/github"
+                } else {
+                    ""
+                },
+                if web_here {
+                    " and the web view with /api (loopback only, no authentication)"
                 } else {
                     ""
                 }
             );
+            if !web_here {
+                eprintln!(
+                    "abfleet coordinator: no web view on http://{addr} ({}); serve it with --web ADDR",
+                    if secure {
+                        "the coordinator has TLS, and the web view is then HTTPS with operator or viewer certificates"
+                    } else {
+                        "it is not loopback, and a plaintext web view has no authentication"
+                    }
+                );
+            }
             Some(tokio::spawn(abfleet_coordinator::http::serve_http_with(
                 coordinator.fleet.clone(),
                 http_listener,
-                abfleet_coordinator::http::HttpConfig { webhook },
+                abfleet_coordinator::http::HttpConfig {
+                    webhook,
+                    web: web_here,
+                },
                 async {
                     let _ = http_stopped.await;
                 },
             )))
         }
+        None => None,
+    };
+    let (stop_web, web_stopped) = tokio::sync::oneshot::channel::<()>();
+    let web_task = match web {
+        Some(addr) => Some(
+            start_web(&coordinator, addr, tls_files.as_ref(), async {
+                let _ = web_stopped.await;
+            })
+            .await?,
+        ),
         None => None,
     };
     let (stop_watcher, watcher_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -164,6 +203,7 @@ pub async fn coordinator(
     })
     .await;
     let _ = stop_http.send(());
+    let _ = stop_web.send(());
     let _ = stop_watcher.send(());
     if let Some(task) = http_task {
         let _ = task.await;
@@ -171,8 +211,62 @@ pub async fn coordinator(
     if let Some(task) = watcher_task {
         let _ = task.await;
     }
+    if let Some(task) = web_task {
+        let _ = task.await;
+    }
     result.infra()?;
     Ok(0)
+}
+
+/// `--web ADDR`: HTTPS with client certificates under TLS, loopback plaintext otherwise.
+async fn start_web(
+    coordinator: &Coordinator,
+    addr: SocketAddr,
+    tls: Option<&abfleet_proto::transport::TlsFiles>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<tokio::task::JoinHandle<Result<(), abfleet_coordinator::CoordinatorError>>, Failure> {
+    if tls.is_none() {
+        abfleet_proto::transport::check_plaintext_listen(addr)
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "--web {addr} is not loopback, and a plaintext coordinator's web view has no authentication; bind it to 127.0.0.1, or give the coordinator --tls-cert, --tls-key and --tls-ca (the web view is then HTTPS for operator and viewer certificates)"
+                )
+            })
+            .usage()?;
+    }
+    let web_tls = match tls {
+        Some(files) => Some(
+            abfleet_coordinator::web::tls::WebTls::new(files)
+                .map_err(|err| anyhow::anyhow!(err))
+                .usage()?,
+        ),
+        None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|err| {
+            anyhow::anyhow!("failed to listen on {addr} (--web): {err}; is the port in use?")
+        })
+        .usage()?;
+    let fleet = coordinator.fleet.clone();
+    Ok(match web_tls {
+        Some(web_tls) => {
+            eprintln!(
+                "abfleet coordinator serving the web view and /api on https://{addr} (mutual TLS: operator or viewer certificates of the fleet CA only)"
+            );
+            tokio::spawn(abfleet_coordinator::web::tls::serve_web_tls(
+                fleet, listener, web_tls, shutdown,
+            ))
+        }
+        None => {
+            eprintln!(
+                "abfleet coordinator serving the web view and /api on http://{addr} (loopback only, no authentication)"
+            );
+            tokio::spawn(abfleet_coordinator::web::serve_web_plaintext(
+                fleet, listener, shutdown,
+            ))
+        }
+    })
 }
 
 pub async fn agent(

@@ -200,6 +200,24 @@ impl Fleet {
         Ok(self.inner.store.runs_page(offset, limit).await?)
     }
 
+    /// Up to `limit` runs from position `offset`, newest first.
+    pub async fn runs_page_newest_first(
+        &self,
+        offset: u64,
+        limit: u32,
+    ) -> Result<Vec<RunRow>, FleetError> {
+        Ok(self
+            .inner
+            .store
+            .runs_page_newest_first(offset, limit)
+            .await?)
+    }
+
+    /// One run's row.
+    pub async fn run(&self, run_id: RunId) -> Result<RunRow, FleetError> {
+        self.run_row(run_id).await
+    }
+
     /// Finishes a run whose jobs have all ended: stores its state and exit code.
     pub(super) async fn finish_run_if_complete(&self, run_id: RunId) -> Result<(), FleetError> {
         let run = self.run_row(run_id).await?;

@@ -1,0 +1,297 @@
+//! Who may read the web view. Under mutual TLS it is HTTPS on its own listener: operator
+//! and viewer certificates of the fleet CA read it; an agent's certificate gets 403 saying
+//! which role it needs; no certificate, or one from another CA, gets no page at all; and a
+//! viewer certificate cannot call the coordinator's gRPC services. A plaintext coordinator
+//! refuses a non-loopback `--web`, and serves no web view on a non-loopback `--http`
+//! (where `/metrics` works as before). Real certificates from `abfleet certs`, real TLS on
+//! 127.0.0.1, real `abfleet` processes.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use abfleet_coordinator::web::tls::{serve_web_tls, WebTls};
+use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
+use abfleet_proto::pb;
+use abfleet_proto::pb::control_service_client::ControlServiceClient;
+use abfleet_proto::transport::{client_endpoint, TlsFiles};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::rustls;
+
+fn abfleet(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("ABFLEET_TLS_CERT")
+        .env_remove("ABFLEET_TLS_KEY")
+        .env_remove("ABFLEET_TLS_CA")
+        .output()
+        .unwrap()
+}
+
+/// A fleet CA with a coordinator, an operator, a viewer and an agent; and a foreign CA
+/// with an operator of its own.
+fn make_certs(root: &Path) -> (PathBuf, PathBuf) {
+    let ok = |output: Output| {
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    };
+    ok(abfleet(root, &["certs", "init"]));
+    for (role, name) in [
+        ("coordinator", "coord"),
+        ("operator", "ops"),
+        ("viewer", "dashboard"),
+        ("agent", "bench-1"),
+    ] {
+        ok(abfleet(
+            root,
+            &["certs", "issue", "--role", role, "--name", name],
+        ));
+    }
+    let foreign = root.join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    ok(abfleet(&foreign, &["certs", "init"]));
+    ok(abfleet(
+        &foreign,
+        &["certs", "issue", "--role", "operator", "--name", "ops"],
+    ));
+    (root.join("abfleet-certs"), foreign.join("abfleet-certs"))
+}
+
+fn files(dir: &Path, stem: &str) -> TlsFiles {
+    TlsFiles::load(
+        &dir.join(format!("{stem}.pem")),
+        &dir.join(format!("{stem}.key")),
+        &dir.join("ca.pem"),
+    )
+    .unwrap()
+}
+
+/// A GET over TLS trusting `ca_dir`'s CA, presenting `client` (a stem in `client_dir`) or
+/// nothing: `Some((status, body))`, or `None` when no HTTP response came back.
+async fn https_get(
+    addr: SocketAddr,
+    ca_dir: &Path,
+    client: Option<(&Path, &str)>,
+    path: &str,
+) -> Option<(u16, String)> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_file_iter(ca_dir.join("ca.pem")).unwrap() {
+        roots.add(ca.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match client {
+        Some((dir, stem)) => {
+            let certs: Vec<CertificateDer<'static>> =
+                CertificateDer::pem_file_iter(dir.join(format!("{stem}.pem")))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
+            let key = PrivateKeyDer::from_pem_file(dir.join(format!("{stem}.key"))).unwrap();
+            builder.with_client_auth_cert(certs, key).unwrap()
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let mut tls = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    tls.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), tls.read_to_end(&mut response))
+        .await
+        .expect("the web view answers or closes");
+    if read.is_err() && response.is_empty() {
+        return None;
+    }
+    let response = String::from_utf8_lossy(&response).to_string();
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_tls_only_operator_and_viewer_certificates_read_the_web_view() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (certs, foreign) = make_certs(tmp.path());
+    let coordinator =
+        Coordinator::open(&tmp.path().join("data"), CoordinatorConfig::default()).unwrap();
+    let fleet = coordinator.fleet.clone();
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_addr = grpc.local_addr().unwrap();
+    tokio::spawn(serve(
+        coordinator,
+        grpc,
+        ServerTransport::MutualTls(files(&certs, "coordinator-coord")),
+        std::future::pending(),
+    ));
+    let web = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let web_addr = web.local_addr().unwrap();
+    let web_tls = WebTls::new(&files(&certs, "coordinator-coord")).unwrap();
+    tokio::spawn(serve_web_tls(fleet, web, web_tls, std::future::pending()));
+
+    let (status, body) = https_get(
+        web_addr,
+        &certs,
+        Some((&certs, "operator-ops")),
+        "/api/runs",
+    )
+    .await
+    .expect("an operator gets an answer");
+    assert_eq!(status, 200, "{body}");
+    let runs: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(runs["runs"], serde_json::json!([]));
+
+    let (status, body) = https_get(
+        web_addr,
+        &certs,
+        Some((&certs, "viewer-dashboard")),
+        "/fleet",
+    )
+    .await
+    .expect("a viewer gets an answer");
+    assert_eq!(status, 200);
+    assert!(body.contains("<h1>Fleet</h1>"), "{body}");
+
+    let (status, body) = https_get(
+        web_addr,
+        &certs,
+        Some((&certs, "agent-bench-1")),
+        "/api/runs",
+    )
+    .await
+    .expect("an agent gets told why not");
+    assert_eq!(status, 403);
+    assert!(
+        body.contains("role agent") && body.contains("operator or viewer certificate"),
+        "{body}"
+    );
+
+    for (what, client) in [
+        ("no certificate", None),
+        (
+            "another CA's operator",
+            Some((foreign.as_path(), "operator-ops")),
+        ),
+    ] {
+        assert_eq!(
+            https_get(web_addr, &certs, client, "/api/runs").await,
+            None,
+            "{what}: no page without a fleet certificate"
+        );
+    }
+
+    // A viewer reads the web view only: the control service refuses it.
+    let channel = client_endpoint(
+        &format!("https://localhost:{}", grpc_addr.port()),
+        Some(&files(&certs, "viewer-dashboard")),
+    )
+    .unwrap()
+    .connect()
+    .await
+    .unwrap();
+    let refused = ControlServiceClient::new(channel)
+        .list_runs(pb::ListRunsRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+    assert!(
+        refused.message().contains("viewer"),
+        "{}",
+        refused.message()
+    );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn a_plaintext_coordinator_refuses_a_web_view_off_loopback() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = abfleet(
+        tmp.path(),
+        &[
+            "coordinator",
+            "--plaintext",
+            "--listen",
+            "127.0.0.1:0",
+            "--web",
+            "0.0.0.0:0",
+            "--data-dir",
+            "data",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--web 0.0.0.0:0 is not loopback") && stderr.contains("--tls-cert"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plaintext_http_listener_off_loopback_serves_metrics_but_no_web_view() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(tmp.path())
+        .args(["coordinator", "--plaintext", "--listen", "127.0.0.1:0"])
+        .args(["--http", &format!("0.0.0.0:{port}"), "--data-dir", "data"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_until(
+        Duration::from_secs(60),
+        "the http listener",
+        || async move { tokio::net::TcpStream::connect(addr).await.ok().map(|_| ()) },
+    )
+    .await;
+    let (metrics, _) =
+        tokio::task::spawn_blocking(move || http_request(addr, "GET", "/metrics", &[], b""))
+            .await
+            .unwrap();
+    assert_eq!(metrics, 200);
+    for path in ["/", "/api/runs", "/fleet"] {
+        let (status, _) =
+            tokio::task::spawn_blocking(move || http_request(addr, "GET", path, &[], b""))
+                .await
+                .unwrap();
+        assert_eq!(status, 404, "{path} is not served off loopback without TLS");
+    }
+    let _ = child.0.kill();
+    let output = std::mem::replace(&mut child.0, Command::new("true").spawn().unwrap())
+        .wait_with_output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("no web view on http://0.0.0.0:{port}")),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,150 @@
+//! The web view's JSON API over real HTTP on loopback (docs/report-format.md, "JSON API"):
+//! runs newest first a page at a time, one run, its report, its event stream, the agents,
+//! and the errors a bad request gets.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use abfleet_coordinator::http::{serve_http_with, HttpConfig};
+use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
+use abfleet_proto::pb;
+use abfleet_proto::pb::control_service_client::ControlServiceClient;
+use serde_json::Value;
+use support::*;
+use tokio::net::TcpListener;
+
+async fn coordinator_with_web(data_dir: &Path) -> (String, SocketAddr) {
+    let coordinator = Coordinator::open(data_dir, CoordinatorConfig::default()).unwrap();
+    let fleet = coordinator.fleet.clone();
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_addr = grpc.local_addr().unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http_addr = http.local_addr().unwrap();
+    tokio::spawn(serve(
+        coordinator,
+        grpc,
+        ServerTransport::LoopbackPlaintext,
+        std::future::pending(),
+    ));
+    tokio::spawn(serve_http_with(
+        fleet,
+        http,
+        HttpConfig {
+            webhook: None,
+            web: true,
+        },
+        std::future::pending(),
+    ));
+    (format!("http://{grpc_addr}"), http_addr)
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let path = path.to_string();
+    tokio::task::spawn_blocking(move || http_request(addr, "GET", &path, &[], b""))
+        .await
+        .unwrap()
+}
+
+async fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
+    let (status, body) = get(addr, path).await;
+    let value = serde_json::from_str(&body).unwrap_or_else(|err| panic!("{path}: {err}: {body}"));
+    (status, value)
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    page["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| run["run_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_pages_runs_newest_first_and_says_what_is_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (url, web) = coordinator_with_web(&tmp.path().join("data")).await;
+    let spec = SpecOptions::path().write(tmp.path(), "spec.toml");
+    let mut control = ControlServiceClient::connect(url).await.unwrap();
+    // No agent: the runs stay queued.
+    let mut submitted = Vec::new();
+    for _ in 0..3 {
+        submitted.push(submit(&mut control, &spec).await);
+        // Runs are ordered by submission time in milliseconds: one apart.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let newest_first: Vec<String> = submitted.iter().rev().cloned().collect();
+
+    let (status, first) = get_json(web, "/api/runs?limit=2").await;
+    assert_eq!(status, 200);
+    assert_eq!(ids(&first), newest_first[..2]);
+    assert_eq!(first["next_offset"], 2);
+    let (_, second) = get_json(web, "/api/runs?offset=2&limit=2").await;
+    assert_eq!(ids(&second), newest_first[2..]);
+    assert_eq!(second["next_offset"], Value::Null);
+
+    let (status, run) = get_json(web, &format!("/api/runs/{}", submitted[0])).await;
+    assert_eq!(status, 200);
+    assert_eq!(run["state"], "queued");
+    assert_eq!(
+        (run["cells_done"].clone(), run["cells_total"].clone()),
+        (0.into(), 2.into())
+    );
+    assert_eq!(run["exit_code"], Value::Null);
+
+    // A cancelled run's event stream is its snapshot, which ends it.
+    control
+        .cancel_run(pb::CancelRunRequest {
+            run_id: submitted[0].clone(),
+            reason: "test".into(),
+        })
+        .await
+        .unwrap();
+    let (status, events) = get(web, &format!("/api/runs/{}/events", submitted[0])).await;
+    assert_eq!(status, 200);
+    let data: Vec<Value> = events
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    assert!(events.contains("event: progress"), "{events}");
+    assert_eq!(data.len(), 1, "{events}");
+    assert_eq!(data[0]["exit_code"], 130);
+    assert_eq!(data[0]["state"], "cancelled");
+    let (status, report) = get_json(web, &format!("/api/runs/{}/report", submitted[0])).await;
+    assert_eq!(status, 200);
+    assert_eq!(report["run_id"], submitted[0].as_str());
+    assert_eq!(report["exit_code"], 130);
+
+    let (status, agents) = get_json(web, "/api/agents").await;
+    assert_eq!(status, 200);
+    assert_eq!(agents["agents"], serde_json::json!([]));
+
+    let unknown = uuid::Uuid::new_v4();
+    let (status, error) = get_json(web, &format!("/api/runs/{unknown}")).await;
+    assert_eq!(status, 404);
+    assert!(
+        error["error"].as_str().unwrap().contains("does not exist"),
+        "{error}"
+    );
+    let (status, error) = get_json(web, "/api/runs/not-a-run").await;
+    assert_eq!(status, 400);
+    assert!(
+        error["error"].as_str().unwrap().contains("not a run id"),
+        "{error}"
+    );
+    let (status, error) = get_json(web, "/api/runs?limit=1000").await;
+    assert_eq!(status, 400);
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("limit=N (1 to 200)"),
+        "{error}"
+    );
+    let (status, page) = get(web, &format!("/runs/{unknown}")).await;
+    assert_eq!(status, 404, "{page}");
+}

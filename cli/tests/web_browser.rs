@@ -1,0 +1,291 @@
+//! report.html and the coordinator's web view in a real browser: headless Debian chromium
+//! through chromedriver (support/browser.rs). report.html of real `abfleet local` runs,
+//! opened from disk: one bar per measured cell, whiskers where report.json's intervals are,
+//! the parity failure drawn red. The web view of a test coordinator: a run page open before
+//! the agent exists sees its progress change as cells finish (server-sent events), then
+//! shows the report's charts; the runs and fleet pages list them. Screenshots of every page
+//! are saved under `<target>/screenshots/`.
+
+#[path = "support/browser.rs"]
+mod browser;
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use abfleet_coordinator::http::{serve_http_with, HttpConfig};
+use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
+use abfleet_core::cell::CellParity;
+use abfleet_core::report::Report;
+use abfleet_html::charts::palette;
+use abfleet_proto::pb::control_service_client::ControlServiceClient;
+use browser::{file_url, Browser};
+use serde_json::Value;
+use support::*;
+use tokio::net::TcpListener;
+
+fn local_run(spec: &str, out: &Path) -> Report {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/jobs")
+        .join(spec);
+    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(out.parent().unwrap())
+        .arg("local")
+        .arg(&spec)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        out.join("report.html").is_file(),
+        "abfleet local wrote no report.html: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Report::from_json(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+}
+
+/// What a speedup chart (`figure.CLASS`, the first one in `scope`) draws, read from the
+/// SVG in the page: the bars (by fill), the red ones, and each horizontal whisker turned
+/// back into speedups with the figure's axis.
+fn chart_script(scope: &str, class: &str) -> String {
+    let fills: Vec<String> = palette::BAR_FILLS
+        .iter()
+        .map(|c| palette::hex(*c))
+        .collect();
+    format!(
+        r#"var fig = document.querySelector({scope:?} + " figure.{class}");
+if (!fig) return null;
+var fills = {fills:?};
+var x0 = Number(fig.dataset.xAtZero), x1 = Number(fig.dataset.xAtEnd);
+var end = Number(fig.dataset.endSpeedup);
+var rects = Array.from(fig.querySelectorAll("rect"));
+var fill = function (r) {{ return (r.getAttribute("fill") || "").toUpperCase(); }};
+var whiskers = Array.from(fig.querySelectorAll("polyline"))
+  .filter(function (p) {{ return (p.getAttribute("stroke") || "").toUpperCase() === {whisker:?}; }})
+  .map(function (p) {{ return p.getAttribute("points").trim().split(/\s+/).map(function (xy) {{ return xy.split(",").map(Number); }}); }})
+  .filter(function (pts) {{ return pts.length === 2 && pts[0][1] === pts[1][1]; }})
+  .map(function (pts) {{ return [(pts[0][0] - x0) / (x1 - x0) * end, (pts[1][0] - x0) / (x1 - x0) * end]; }});
+return {{
+  bars: rects.filter(function (r) {{ return fills.indexOf(fill(r)) >= 0; }}).length,
+  red: rects.filter(function (r) {{ return fill(r) === {red:?}; }}).length,
+  whiskers: whiskers,
+  speedup_per_px: end / (x1 - x0),
+  text: fig.textContent
+}};"#,
+        whisker = palette::hex(palette::WHISKER),
+        red = palette::hex(palette::PARITY_FAIL),
+    )
+}
+
+/// The chart agrees with the report: a bar per measured cell, a red bar per parity failure,
+/// and each cell's interval where its whisker is (within the SVG's whole-pixel rounding).
+fn assert_chart_matches(chart: &Value, report: &Report, what: &str) {
+    let measured: Vec<_> = report
+        .cells
+        .iter()
+        .filter(|c| c.speedup.is_some())
+        .collect();
+    let failed = report
+        .cells
+        .iter()
+        .filter(|c| c.parity == CellParity::Fail)
+        .count();
+    assert_eq!(chart["bars"], measured.len(), "{what}: bars");
+    assert_eq!(chart["red"], failed, "{what}: red bars");
+    let intervals: Vec<[f64; 2]> = measured.iter().filter_map(|c| c.speedup_ci95).collect();
+    let whiskers: Vec<[f64; 2]> = serde_json::from_value(chart["whiskers"].clone()).unwrap();
+    assert_eq!(whiskers.len(), intervals.len(), "{what}: whiskers");
+    // Plotters draws at whole pixels, and the axis' ends are whole pixels too: a value is
+    // within a pixel and a half of where it belongs.
+    let tolerance = 1.5 * chart["speedup_per_px"].as_f64().unwrap();
+    for (drawn, interval) in whiskers.iter().zip(&intervals) {
+        for (d, i) in drawn.iter().zip(interval) {
+            assert!(
+                (d - i).abs() <= tolerance,
+                "{what}: whisker at {drawn:?}, report.json's interval {interval:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_html_from_disk_draws_report_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo = local_run("demo.toml", &tmp.path().join("demo"));
+    let drift = local_run("demo-drift.toml", &tmp.path().join("drift"));
+    assert_eq!(drift.exit_code, 1, "demo-drift fails parity");
+    let browser = Browser::start().await;
+    for (name, report) in [("demo", &demo), ("drift", &drift)] {
+        browser
+            .goto(&file_url(&tmp.path().join(name).join("report.html")))
+            .await;
+        let chart = browser
+            .wait_for(
+                Duration::from_secs(60),
+                "the speedup chart",
+                &chart_script("body", "speedup-chart"),
+            )
+            .await;
+        assert_chart_matches(&chart, report, name);
+        let parity = browser
+            .js("return document.querySelector('[data-score-parity]').dataset.scoreParity;")
+            .await;
+        let absent = browser
+            .js("return Array.from(document.querySelectorAll('tr.absent')).length;")
+            .await;
+        let absent_cells = report
+            .cells
+            .iter()
+            .filter(|c| c.parity == CellParity::AbsentUpstream)
+            .count();
+        assert_eq!(absent, absent_cells, "{name}: absent-upstream rows");
+        assert!(
+            chart["text"].as_str().unwrap().contains("absent upstream"),
+            "{name}: the chart names absent-upstream rows"
+        );
+        let path = browser.screenshot(&format!("report-{name}")).await;
+        assert!(std::fs::metadata(&path).unwrap().len() > 10_000);
+        if name == "drift" {
+            assert_eq!(parity, "FAIL");
+            assert!(chart["text"].as_str().unwrap().contains("parity FAIL"));
+            let plots = browser
+                .js("return Array.from(document.querySelectorAll('figure.frame-delta-chart')).map(f => [f.dataset.metric, Number(f.dataset.framesOverGate)]);")
+                .await;
+            let failure = &drift
+                .cells
+                .iter()
+                .find(|c| c.parity == CellParity::Fail)
+                .unwrap();
+            let over: u64 = failure.frames_over_gate.values().sum();
+            assert_eq!(
+                plots,
+                serde_json::json!([[failure.parity_failures[0].metric, over]]),
+                "one per-frame delta plot, for the failed metric"
+            );
+        } else {
+            assert_eq!(parity, "OK");
+        }
+    }
+    browser.close().await;
+}
+
+/// A plaintext coordinator with its web view on a loopback HTTP listener.
+async fn coordinator_with_web(data_dir: &Path) -> (String, std::net::SocketAddr) {
+    let coordinator = Coordinator::open(data_dir, CoordinatorConfig::default()).unwrap();
+    let fleet = coordinator.fleet.clone();
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_addr = grpc.local_addr().unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http_addr = http.local_addr().unwrap();
+    tokio::spawn(serve(
+        coordinator,
+        grpc,
+        ServerTransport::LoopbackPlaintext,
+        std::future::pending(),
+    ));
+    tokio::spawn(serve_http_with(
+        fleet,
+        http,
+        HttpConfig {
+            webhook: None,
+            web: true,
+        },
+        std::future::pending(),
+    ));
+    (format!("http://{grpc_addr}"), http_addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_page_follows_a_live_run_and_then_shows_its_charts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (url, web) = coordinator_with_web(&tmp.path().join("data")).await;
+    let spec = SpecOptions {
+        workloads: &["psnr", "float_ssim", "motion", "motion_v2"],
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "spec.toml");
+    let mut control = ControlServiceClient::connect(url.clone()).await.unwrap();
+    // No agent yet: the run waits in the queue while the page opens.
+    let run_id = submit(&mut control, &spec).await;
+    let browser = Browser::start().await;
+    browser.goto(&format!("http://{web}/runs/{run_id}")).await;
+    browser
+        .wait_for(
+            Duration::from_secs(60),
+            "the page to hear the run's first event",
+            "return window.abfleetProgress && window.abfleetProgress.length > 0;",
+        )
+        .await;
+    let first = browser
+        .js("return [document.getElementById('cells-done').textContent, document.getElementById('cells-total').textContent, window.abfleetProgress[0]];")
+        .await;
+    assert_eq!(first, serde_json::json!(["0", "4", 0]));
+    // Marks this page load: a reload would lose it.
+    browser
+        .js("window.abfleetSameLoad = true; return null;")
+        .await;
+    browser.screenshot("web-run-queued").await;
+
+    let agent = TestAgent::start(&url, &tmp.path().join("agent"));
+    let done = browser
+        .wait_for(
+            Duration::from_secs(300),
+            "the page to show a finished cell",
+            "var n = Number(document.getElementById('cells-done').textContent); return n >= 1 ? n : null;",
+        )
+        .await;
+    assert!(done.as_u64().unwrap() >= 1);
+    browser.screenshot("web-run-live").await;
+    let chart = browser
+        .wait_for(
+            Duration::from_secs(300),
+            "the report's chart on the run page",
+            &chart_script("#report", "speedup-chart"),
+        )
+        .await;
+    let seen: Vec<u64> =
+        serde_json::from_value(browser.js("return window.abfleetProgress;").await).unwrap();
+    let same_load = browser.js("return window.abfleetSameLoad === true;").await;
+    assert_eq!(
+        same_load, true,
+        "the page updated itself, it was not reloaded"
+    );
+    assert_eq!(seen.first(), Some(&0));
+    assert!(
+        seen.iter().any(|n| (1..4).contains(n)),
+        "the page saw cells finish while the run ran: {seen:?}"
+    );
+    assert_eq!(seen.last(), Some(&4), "{seen:?}");
+    let report_path = format!("/api/runs/{run_id}/report");
+    let (status, body) =
+        tokio::task::spawn_blocking(move || http_request(web, "GET", &report_path, &[], b""))
+            .await
+            .unwrap();
+    assert_eq!(status, 200);
+    let report = Report::from_json(&body).unwrap();
+    assert_chart_matches(&chart, &report, "run page");
+    let exit = browser
+        .js("return document.getElementById('exit-code').textContent;")
+        .await;
+    assert_eq!(exit, report.exit_code.to_string());
+    browser.screenshot("web-run-done").await;
+
+    browser.goto(&format!("http://{web}/")).await;
+    let row = browser
+        .js(&format!(
+            "var r = document.querySelector('tr[data-run-id=\"{run_id}\"]'); return r && r.dataset.state;"
+        ))
+        .await;
+    assert_eq!(row, "done");
+    browser.screenshot("web-runs").await;
+
+    browser.goto(&format!("http://{web}/fleet")).await;
+    let agents = browser
+        .js("return Array.from(document.querySelectorAll('tr[data-agent-id]')).map(r => r.dataset.state);")
+        .await;
+    assert_eq!(agents, serde_json::json!(["idle"]));
+    browser.screenshot("web-fleet").await;
+    browser.close().await;
+    agent.stop().await;
+}

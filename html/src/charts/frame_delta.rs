@@ -1,0 +1,103 @@
+//! The parity detail of a failed metric: the per-frame delta (fork − upstream) against the
+//! gate line (± the allowed delta), frames over the gate marked.
+
+use plotters::prelude::*;
+
+use super::{chart_error, palette, ChartError};
+
+/// Per frame, fork − upstream, for one metric of one cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameDeltaSeries {
+    pub metric: String,
+    /// `(frame number, delta)`, in frame order; only frames both sides scored with a number.
+    pub deltas: Vec<(u64, f64)>,
+    /// The gate the metric broke.
+    pub gate: f64,
+}
+
+impl FrameDeltaSeries {
+    /// Frames whose delta is over the gate in size.
+    pub fn frames_over_gate(&self) -> usize {
+        self.deltas
+            .iter()
+            .filter(|(_, d)| d.abs() > self.gate)
+            .count()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameDeltaChart {
+    pub svg: String,
+}
+
+const WIDTH_PX: u32 = 1000;
+const HEIGHT_PX: u32 = 280;
+
+pub fn frame_delta_chart(series: &FrameDeltaSeries) -> Result<FrameDeltaChart, ChartError> {
+    let first = series.deltas.first().map_or(0, |d| d.0);
+    let last = series.deltas.last().map_or(1, |d| d.0).max(first + 1);
+    let largest = series
+        .deltas
+        .iter()
+        .map(|(_, d)| d.abs())
+        .fold(series.gate, f64::max);
+    let y_max = if largest > 0.0 { largest * 1.15 } else { 1.0 };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH_PX, HEIGHT_PX)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_error)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(90)
+            .build_cartesian_2d(first as f64..last as f64, -y_max..y_max)
+            .map_err(chart_error)?;
+        chart
+            .configure_mesh()
+            .x_desc("frame")
+            .y_desc(format!("{}: fork − upstream", series.metric))
+            .y_label_formatter(&|y| format!("{y:.1e}"))
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 13))
+            .light_line_style(WHITE)
+            .bold_line_style(RGBColor(0xEE, 0xEE, 0xEE))
+            .draw()
+            .map_err(chart_error)?;
+        let (x0, x1) = (first as f64, last as f64);
+        chart
+            .draw_series([
+                PathElement::new(vec![(x0, 0.0), (x1, 0.0)], palette::PARITY_LINE),
+                PathElement::new(
+                    vec![(x0, series.gate), (x1, series.gate)],
+                    palette::GATE_LINE.stroke_width(2),
+                ),
+                PathElement::new(
+                    vec![(x0, -series.gate), (x1, -series.gate)],
+                    palette::GATE_LINE.stroke_width(2),
+                ),
+            ])
+            .map_err(chart_error)?;
+        let points: Vec<(f64, f64)> = series
+            .deltas
+            .iter()
+            .map(|(frame, delta)| (*frame as f64, delta.clamp(-y_max, y_max)))
+            .collect();
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                points.clone(),
+                palette::DELTA_LINE.stroke_width(2),
+            )))
+            .map_err(chart_error)?;
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .filter(|(_, d)| d.abs() > series.gate)
+                    .map(|p| Circle::new(*p, 3, palette::GATE_LINE.filled())),
+            )
+            .map_err(chart_error)?;
+        root.present().map_err(chart_error)?;
+    }
+    Ok(FrameDeltaChart { svg })
+}
