@@ -82,6 +82,15 @@ pub struct Report {
     pub skipped_checks: Vec<SkippedCheck>,
     #[serde(skip)]
     pub backend_cells: Vec<BackendCell>,
+    /// The sweep of a one-generation assembly; shown in `generations[].sweep`.
+    #[serde(skip)]
+    pub sweep: Option<crate::sweep::SweepSection>,
+    /// A retuning sweep (`[sweep]`) rather than an A/B run: `generations[].sweep` holds it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_sweep: bool,
+    /// A sweep run: one row per generation, its best configuration and the default's verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweep_table: Vec<crate::sweep::SweepRow>,
 }
 
 /// One attempt of one job, as the report's attempt history lists it.
@@ -190,6 +199,9 @@ pub struct GenerationSection {
     /// here is a toolchain bump (and a reason to re-check the tuning).
     pub previous_run: Option<String>,
     pub previous_toolchain: std::collections::BTreeMap<String, String>,
+    /// A retuning sweep's result on this generation (docs/sweeps.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::sweep::SweepSection>,
 }
 
 impl GenerationSection {
@@ -238,6 +250,7 @@ impl GenerationSection {
             backend_cells: report.backend_cells.clone(),
             previous_run: None,
             previous_toolchain: std::collections::BTreeMap::new(),
+            sweep: report.sweep.clone(),
         }
     }
 }
