@@ -26,12 +26,15 @@ struct SweepOptions<'a> {
     chunk_values: &'a str,
     chunk_default: &'a str,
     sweep_extra: &'a str,
+    /// Top-level tables before `[fork]` (`[targets]`).
+    top_extra: &'a str,
 }
 
 impl SweepOptions<'_> {
     fn write(&self, dir: &Path, name: &str) -> PathBuf {
         let text = format!(
             r#"name = "sweep-test"
+{top_extra}
 
 [fork]
 git = "{fork}"
@@ -87,6 +90,7 @@ default = 1
             chunk_values = self.chunk_values,
             chunk_default = self.chunk_default,
             sweep_extra = self.sweep_extra,
+            top_extra = self.top_extra,
         );
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
@@ -103,6 +107,7 @@ fn options<'a>(repos: &'a Repos) -> SweepOptions<'a> {
         chunk_values: "1, 8, 64",
         chunk_default: "8",
         sweep_extra: "",
+        top_extra: "",
     }
 }
 
@@ -459,5 +464,83 @@ async fn a_winner_that_changed_after_a_toolchain_change_is_a_retuning_finding() 
         assert!(!history.retuning, "{history:?}");
     }
     agent.stop().await;
+    coordinator.stop().await;
+}
+
+/// Fan-out like an A/B run: one job per generation (two recorded CPU hosts, both timing on
+/// this machine's real CPU), merged into one report with a sweep section per generation and
+/// the compact table across generations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_fans_out_one_job_per_generation_with_a_section_and_a_table_row_each() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repos = make_repos(tmp.path());
+    let spec = SweepOptions {
+        chunk_values: "8, 64",
+        top_extra: "[targets]\nbackends = [\"cpu\"]\ngenerations = [\"cpu/*\"]",
+        ..options(&repos)
+    }
+    .write(tmp.path(), "sweep.toml");
+    let mut coordinator =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    let mut agents = Vec::new();
+    let mut keys = std::collections::BTreeSet::new();
+    for host in ["core-i5-12400-alderlake", "epyc9r14-genoa-m7a"] {
+        let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/probes")
+            .join(host);
+        let inventory = abfleet_agent::inventory::from_recorded_probes(&recorded).unwrap();
+        keys.insert(
+            inventory
+                .generations
+                .iter()
+                .find(|g| g.backend == "cpu")
+                .unwrap()
+                .key
+                .clone(),
+        );
+        agents.push(TestAgent::start_with_inventory(
+            &coordinator.url(),
+            &tmp.path().join(host),
+            inventory,
+        ));
+    }
+    let mut client = coordinator.control().await;
+    wait_for_agents(&client, 2).await;
+    let (_, report) = submit_and_wait(&mut client, &spec).await;
+    assert!(report.is_sweep);
+    let sections: std::collections::BTreeSet<String> =
+        report.generations.iter().map(|g| g.key.clone()).collect();
+    assert_eq!(sections, keys);
+    for section in &report.generations {
+        let sweep = section.sweep.as_ref().expect("a sweep per generation");
+        assert_eq!(sweep.configurations.len(), 4, "{}", section.key);
+        assert!(sweep.default_verdict.is_some(), "{}", section.key);
+        assert_eq!(
+            sweep.rejected_by_parity,
+            ["ssim_chunk=8 row_stride=2", "ssim_chunk=64 row_stride=2"]
+        );
+        assert!(
+            section.findings.iter().any(|f| f.check == "sweep"),
+            "{:?}",
+            section.findings
+        );
+    }
+    let rows: std::collections::BTreeSet<String> = report
+        .sweep_table
+        .iter()
+        .map(|r| r.generation.clone())
+        .collect();
+    assert_eq!(rows, keys);
+    let markdown = render_markdown(&report);
+    for key in &keys {
+        assert!(
+            markdown.contains(&format!("#### Generation `{key}`")),
+            "{markdown}"
+        );
+        assert!(markdown.contains(&format!("| `{key}` | ")), "{markdown}");
+    }
+    for agent in agents {
+        agent.stop().await;
+    }
     coordinator.stop().await;
 }

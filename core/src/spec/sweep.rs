@@ -289,3 +289,103 @@ impl SweepSpec {
             .fold(1u64, |n, t| n.saturating_mul(t.values.len() as u64))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::spec::JobSpec;
+
+    const FORK_ONLY: &str = r#"
+name = "s"
+[fork]
+path = "../fork"
+[fork.build]
+commands = [["make", "VARIANT=fork"]]
+binary = "build/vmaf"
+[command]
+template = ["{binary}", "-r", "{reference}", "-d", "{distorted}", "-o", "{output}", "--json"]
+[[fixtures]]
+name = "f"
+width = 64
+height = 48
+bitdepth = 8
+pixel_format = "420"
+frames = 2
+reference = { generate = "moving-pattern", seed = 1 }
+distorted = { generate = "moving-pattern-distorted", seed = 1 }
+[[workloads]]
+name = "float_ssim"
+args = ["--feature", "float_ssim"]
+"#;
+
+    fn parse(sweep: &str) -> Result<JobSpec, String> {
+        JobSpec::from_toml(
+            &format!("{FORK_ONLY}{sweep}"),
+            Path::new("s.toml"),
+            Path::new("/specs"),
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    const CHUNK: &str =
+        "[sweep]\n[[sweep.tunables]]\nname = \"chunk\"\nbuild = [\"SSIM_CHUNK={value}\"]\n";
+
+    #[test]
+    fn a_sweep_spec_has_no_upstream_ranges_expand_and_it_survives_json() {
+        let spec = parse(&format!(
+            "{CHUNK}range = {{ start = 2, end = 8, step = 2 }}\ndefault = 4\n\n[[sweep.tunables]]\nname = \"stride\"\nenv = \"S\"\nvalues = [\"1\", 2]\ndefault = \"1\"\n"
+        ))
+        .unwrap();
+        assert!(spec.is_sweep());
+        assert_eq!(spec.upstream, spec.fork, "upstream mirrors the fork");
+        let sweep = spec.sweep.as_ref().unwrap();
+        assert_eq!(sweep.tunables[0].values, ["2", "4", "6", "8"]);
+        assert_eq!(sweep.tunables[1].values, ["1", "2"]);
+        assert_eq!(sweep.max_configurations, super::DEFAULT_MAX_CONFIGURATIONS);
+        assert_eq!(
+            spec.cell_count(),
+            8,
+            "progress counts the planned configurations"
+        );
+        assert_eq!(JobSpec::from_json(&spec.to_json()).unwrap(), spec);
+    }
+
+    #[test]
+    fn sweep_mistakes_say_what_to_do() {
+        let cases = [
+            (format!("{CHUNK}values = [1, 8]\ndefault = 4\n"), "the default `4` is not among its values"),
+            (format!("{CHUNK}values = [8]\ndefault = 8\n"), "needs the default and at least one other"),
+            (format!("{CHUNK}values = [8, 8]\ndefault = 8\n"), "listed twice"),
+            (format!("{CHUNK}values = [1, 8]\nrange = {{ start = 1, end = 2 }}\ndefault = 8\n"), "exactly one of `values"),
+            (format!("{CHUNK}range = {{ start = 5, end = 1 }}\ndefault = 1\n"), "start <= end"),
+            ("[sweep]\n[[sweep.tunables]]\nname = \"c\"\nbuild = [\"SSIM_CHUNK=8\"]\nvalues = [1, 8]\ndefault = 8\n".into(), "no argument contains {value}"),
+            ("[sweep]\n[[sweep.tunables]]\nname = \"c\"\nenv = \"A\"\nargs = [\"{value}\"]\nvalues = [1, 8]\ndefault = 8\n".into(), "exactly one of `build`"),
+            ("[sweep]\ntunables = []\n".into(), "has no [[sweep.tunables]]"),
+            (format!("{CHUNK}values = [1, 8]\ndefault = 8\n[sweep.extra]\n"), "unknown field"),
+            (format!("[sweep]\nmax_configurations = 1\n[[sweep.tunables]]\nname = \"c\"\nenv = \"C\"\nvalues = [1, 8]\ndefault = 8\n"), "max_configurations = 1 must be"),
+            (format!("[sweep]\nmax_seconds = -1.0\n[[sweep.tunables]]\nname = \"c\"\nenv = \"C\"\nvalues = [1, 8]\ndefault = 8\n"), "max_seconds = -1 must be"),
+        ];
+        for (sweep, needle) in cases {
+            let err = parse(&sweep).unwrap_err();
+            assert!(err.contains(needle), "{needle:?} not in {err:?}");
+        }
+        let no_upstream = JobSpec::from_toml(FORK_ONLY, Path::new("s.toml"), Path::new("/"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            no_upstream.contains("no [upstream]") && no_upstream.contains("[sweep]"),
+            "{no_upstream}"
+        );
+        let both = JobSpec::from_toml(
+            &format!(
+                "{FORK_ONLY}[upstream]\npath = \"../up\"\n{CHUNK}values = [1, 8]\ndefault = 8\n"
+            ),
+            Path::new("s.toml"),
+            Path::new("/"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(both.contains("remove [upstream]"), "{both}");
+    }
+}
