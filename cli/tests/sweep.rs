@@ -270,6 +270,9 @@ async fn a_sweep_runs_end_to_end_and_reports_best_default_verdict_and_intervals(
     ] {
         assert!(markdown.contains(needle), "{needle:?} not in\n{markdown}");
     }
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(junit.contains("name=\"sweep verdict\""), "{junit}");
+    assert!(junit.contains("rejected by parity"), "{junit}");
     assert!(stdout.contains("REJECTED: scores moved"), "{stdout}");
     assert!(stdout.contains(&sweep.verdict_line), "{stdout}");
     agent.stop().await;
