@@ -48,6 +48,7 @@ pub struct CoordinatorFile {
     pub plaintext: Option<bool>,
     pub http: Option<SocketAddr>,
     pub milestone_spec: Option<PathBuf>,
+    pub sweep_spec: Option<PathBuf>,
     pub webhook_secret_file: Option<PathBuf>,
     pub debounce_seconds: Option<f64>,
     pub watch_upstream_interval: Option<f64>,
@@ -118,6 +119,7 @@ impl ConfigFile {
                                 &mut section.tls_key,
                                 &mut section.tls_ca,
                                 &mut section.milestone_spec,
+                                &mut section.sweep_spec,
                                 &mut section.webhook_secret_file,
                             ] {
                                 resolve(base, slot);
@@ -223,6 +225,8 @@ pub struct CoordinatorSettings {
     pub http: Option<SocketAddr>,
     /// The spec a trigger without one runs (docs/milestone.md).
     pub milestone_spec: Option<PathBuf>,
+    /// The retuning sweep a toolchain bump of the milestone spec starts too (docs/sweeps.md).
+    pub sweep_spec: Option<PathBuf>,
     /// The GitHub webhook secret; `POST /hooks/github` is off when `None`.
     pub webhook_secret_file: Option<PathBuf>,
     pub debounce_seconds: f64,
@@ -246,6 +250,7 @@ impl Default for CoordinatorSettings {
             plaintext: false,
             http: None,
             milestone_spec: None,
+            sweep_spec: None,
             webhook_secret_file: None,
             debounce_seconds: DEFAULT_DEBOUNCE_SECONDS,
             watch_upstream_interval: None,
@@ -326,6 +331,7 @@ impl CoordinatorSettings {
             &file.milestone_spec,
             given("milestone_spec"),
         );
+        fill_option(&mut self.sweep_spec, &file.sweep_spec, given("sweep_spec"));
         fill_option(
             &mut self.webhook_secret_file,
             &file.webhook_secret_file,
@@ -398,6 +404,22 @@ impl CoordinatorSettings {
                 findings.problem(format!("`milestone_spec`: {err:#}"));
             }
         }
+        if let Some(path) = &self.sweep_spec {
+            match abfleet_core::spec::JobSpec::load(path) {
+                Err(err) => findings.problem(format!("`sweep_spec`: {err:#}")),
+                Ok(spec) if !spec.is_sweep() => findings.problem(
+                    "`sweep_spec` has no [sweep] table; point it at a retuning sweep (docs/sweeps.md)"
+                        .to_string(),
+                ),
+                Ok(_) => {}
+            }
+            if self.milestone_spec.is_none() {
+                findings.problem(
+                    "`sweep_spec` is set but `milestone_spec` is not: a toolchain bump of the milestone spec starts the sweep"
+                        .to_string(),
+                );
+            }
+        }
         if self.max_attempts == 0 {
             findings.problem("`max_attempts` is 0; a job needs at least 1 attempt".to_string());
         }
@@ -455,6 +477,11 @@ impl CoordinatorSettings {
             &mut out,
             "milestone_spec",
             self.milestone_spec.as_deref().map(path_value),
+        );
+        line(
+            &mut out,
+            "sweep_spec",
+            self.sweep_spec.as_deref().map(path_value),
         );
         line(
             &mut out,
@@ -698,6 +725,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 plaintext: *plaintext,
                 http: *http,
                 milestone_spec: milestone.milestone_spec.clone(),
+                sweep_spec: milestone.sweep_spec.clone(),
                 webhook_secret_file: milestone.webhook_secret_file.clone(),
                 debounce_seconds: milestone.debounce_seconds,
                 watch_upstream_interval: milestone.watch_upstream_interval,
@@ -714,6 +742,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             *plaintext = settings.plaintext;
             *http = settings.http;
             milestone.milestone_spec = settings.milestone_spec;
+            milestone.sweep_spec = settings.sweep_spec;
             milestone.webhook_secret_file = settings.webhook_secret_file;
             milestone.debounce_seconds = settings.debounce_seconds;
             milestone.watch_upstream_interval = settings.watch_upstream_interval;

@@ -547,3 +547,67 @@ async fn a_sweep_fans_out_one_job_per_generation_with_a_section_and_a_table_row_
     }
     coordinator.stop().await;
 }
+
+/// The milestone's toolchain watcher may start sweeps: a `toolchain-bump` trigger of the
+/// milestone spec starts the coordinator's sweep spec too, under the same reason and note;
+/// another reason does not. (No agent: the runs stay queued; what is checked is what starts.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_toolchain_bump_of_the_milestone_spec_starts_the_sweep_spec_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let milestone = SpecOptions::path().write(tmp.path(), "milestone.toml");
+    let sweep_spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jobs/demo-sweep.toml");
+    let config = CoordinatorConfig {
+        milestone_spec: Some(milestone),
+        sweep_spec: Some(sweep_spec),
+        ..CoordinatorConfig::default()
+    };
+    let mut coordinator = TestCoordinator::start(&tmp.path().join("data"), config).await;
+    let trigger = |reason: &str, note: &str| {
+        vec![
+            "trigger".to_string(),
+            "--reason".into(),
+            reason.into(),
+            "--note".into(),
+            note.into(),
+            "--coordinator".into(),
+            coordinator.url(),
+        ]
+    };
+    let bumped = abfleet(trigger("toolchain-bump", "gcc 12 -> 13")).await;
+    assert!(bumped.status.success(), "{bumped:?}");
+    let released = abfleet(trigger("release", "v9.9.9")).await;
+    assert!(released.status.success(), "{released:?}");
+    let runs = abfleet(vec![
+        "runs".into(),
+        "--coordinator".into(),
+        coordinator.url(),
+    ])
+    .await;
+    let listing = String::from_utf8_lossy(&runs.stdout).to_string();
+    let rows: Vec<(&str, &str)> = listing
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // run, submitted, state, trigger, exit, name, note…
+            (fields[3], fields[5])
+        })
+        .collect();
+    let mut rows = rows;
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            ("release", "test"),
+            ("toolchain-bump", "demo-sweep"),
+            ("toolchain-bump", "test")
+        ],
+        "{listing}"
+    );
+    assert_eq!(
+        listing.matches("gcc 12 -> 13").count(),
+        2,
+        "both runs carry the trigger's note: {listing}"
+    );
+    coordinator.stop().await;
+}

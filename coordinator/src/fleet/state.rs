@@ -31,6 +31,9 @@ pub struct CoordinatorConfig {
     /// The spec a trigger without one runs (`--milestone-spec`): read when the trigger comes,
     /// so an edited file is picked up without a restart.
     pub milestone_spec: Option<std::path::PathBuf>,
+    /// The retuning sweep (`[sweep]`, docs/sweeps.md) a `toolchain-bump` trigger of the
+    /// milestone spec starts too (`--sweep-spec`), read when the trigger comes.
+    pub sweep_spec: Option<std::path::PathBuf>,
     /// Triggers of one reason and key within this window start one run (`--debounce-seconds`).
     pub trigger_debounce: Duration,
 }
@@ -44,6 +47,7 @@ impl Default for CoordinatorConfig {
             agent_lost_after: Duration::from_secs(10),
             max_events_per_job: 200_000,
             milestone_spec: None,
+            sweep_spec: None,
             trigger_debounce: Duration::from_secs(600),
         }
     }
