@@ -363,8 +363,8 @@ args = ["--feature", "float_ssim"]
             ("[sweep]\n[[sweep.tunables]]\nname = \"c\"\nenv = \"A\"\nargs = [\"{value}\"]\nvalues = [1, 8]\ndefault = 8\n".into(), "exactly one of `build`"),
             ("[sweep]\ntunables = []\n".into(), "has no [[sweep.tunables]]"),
             (format!("{CHUNK}values = [1, 8]\ndefault = 8\n[sweep.extra]\n"), "unknown field"),
-            (format!("[sweep]\nmax_configurations = 1\n[[sweep.tunables]]\nname = \"c\"\nenv = \"C\"\nvalues = [1, 8]\ndefault = 8\n"), "max_configurations = 1 must be"),
-            (format!("[sweep]\nmax_seconds = -1.0\n[[sweep.tunables]]\nname = \"c\"\nenv = \"C\"\nvalues = [1, 8]\ndefault = 8\n"), "max_seconds = -1 must be"),
+            ("[sweep]\nmax_configurations = 1\n[[sweep.tunables]]\nname = \"c\"\nenv = \"C\"\nvalues = [1, 8]\ndefault = 8\n".to_string(), "max_configurations = 1 must be"),
+            ("[sweep]\nmax_seconds = -1.0\n[[sweep.tunables]]\nname = \"c\"\nenv = \"C\"\nvalues = [1, 8]\ndefault = 8\n".to_string(), "max_seconds = -1 must be"),
         ];
         for (sweep, needle) in cases {
             let err = parse(&sweep).unwrap_err();

@@ -196,8 +196,7 @@ pub fn plan(spec: &SweepSpec, seed: u64) -> SweepPlan {
             .iter()
             .map(|c| c.label.as_str())
             .chain(not_tried.iter().map(|n| n.label.as_str()))
-            .map(|s| s as &str)
-            .collect::<std::collections::BTreeSet<&str>>();
+            .collect();
         let mut extra = Vec::new();
         while index < grid_size && not_tried.len() + extra.len() < NOT_TRIED_LISTED {
             let configuration = Configuration::from_indexes(spec, &grid_indexes(spec, index));
