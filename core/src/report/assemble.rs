@@ -419,8 +419,12 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
     if let Some(sweep_spec) = &spec.sweep {
         match &sweep_outcome {
             Some(outcome) => {
-                let section =
-                    crate::sweep::judge(outcome, sweep_spec, spec.measure.practical_threshold);
+                let section = crate::sweep::judge(
+                    outcome,
+                    sweep_spec,
+                    spec.measure.practical_threshold,
+                    report.calibration.as_ref().map(|c| c.resolution),
+                );
                 if section.default_verdict.is_none() {
                     report
                         .errors

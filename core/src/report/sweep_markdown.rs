@@ -152,14 +152,15 @@ fn render_section(out: &mut String, sweep: &SweepSection) {
     }
     let _ = writeln!(
         out,
-        "- Search: {} ({} of {} configurations of the grid timed, {} not tried), {:.1} s of timing, seed {}; each timed run covers {}\n",
+        "- Search: {} ({} of {} configurations of the grid timed, {} not tried), {:.1} s of timing, seed {}; each timed run covers {}; speedups within {:.1}% of each other are tied\n",
         sweep.strategy,
         sweep.configurations.len(),
         sweep.grid_size,
         sweep.not_tried_count,
         sweep.timing_seconds,
         sweep.seed,
-        sweep.cells.join(", ")
+        sweep.cells.join(", "),
+        sweep.tie_tolerance * 100.0
     );
     let _ = writeln!(
         out,

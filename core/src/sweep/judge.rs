@@ -5,7 +5,8 @@
 //! the default is still best, within noise, or stale.
 //!
 //! Ties: two faster configurations whose intervals overlap, or whose speedups differ by less
-//! than the practical threshold, are tied, and the tie goes to the one planned first (nearest
+//! than the tie tolerance (the practical threshold, or the host's A/A resolution from
+//! `abfleet calibrate` when that is wider), are tied, and the tie goes to the one planned first (nearest
 //! the default), not to the larger median, so a winner does not flip between identical runs.
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,9 @@ pub struct SweepSection {
     pub not_tried_count: u64,
     pub seed: u64,
     pub timing_seconds: f64,
+    /// Two faster configurations whose speedups differ by less than this (relative) are tied:
+    /// the practical threshold, or the host's calibrated resolution when wider.
+    pub tie_tolerance: f64,
     /// The previous sweep on this generation, filled in by the coordinator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<super::history::SweepHistory>,
@@ -146,8 +150,17 @@ fn percent(speedup: f64) -> String {
     format!("{:.1}%", (speedup - 1.0) * 100.0)
 }
 
-/// Judges a sweep's outcome.
-pub fn judge(outcome: &SweepOutcome, spec: &SweepSpec, practical_threshold: f64) -> SweepSection {
+/// Judges a sweep's outcome; `host_resolution` is the host's A/A calibration resolution,
+/// when it has one.
+pub fn judge(
+    outcome: &SweepOutcome,
+    spec: &SweepSpec,
+    practical_threshold: f64,
+    host_resolution: Option<f64>,
+) -> SweepSection {
+    let tie_tolerance = host_resolution
+        .filter(|r| r.is_finite())
+        .map_or(practical_threshold, |r| r.max(practical_threshold));
     let config = AnalysisConfig {
         practical_threshold,
         seed: outcome.seed,
@@ -273,7 +286,7 @@ pub fn judge(outcome: &SweepOutcome, spec: &SweepSpec, practical_threshold: f64)
                 return false;
             };
             let close = (c.speedup.unwrap_or(1.0) / top.speedup.unwrap_or(1.0) - 1.0).abs()
-                <= practical_threshold;
+                <= tie_tolerance;
             close || (lo <= top_hi && top_lo <= hi)
         };
         // The tie group in plan order; its first member wins.
@@ -336,6 +349,7 @@ pub fn judge(outcome: &SweepOutcome, spec: &SweepSpec, practical_threshold: f64)
         not_tried_count: outcome.not_tried_count,
         seed: outcome.seed,
         timing_seconds: outcome.timing_seconds,
+        tie_tolerance,
         history: None,
     }
 }
@@ -464,6 +478,7 @@ mod tests {
             ]),
             &spec(),
             0.02,
+            None,
         );
         assert_eq!(s.default_verdict, Some(DefaultVerdict::Stale));
         let best = s.best.unwrap();
@@ -490,6 +505,7 @@ mod tests {
             ]),
             &spec(),
             0.02,
+            None,
         );
         assert_eq!(s.best.unwrap().configuration.label, "chunk=64");
         assert_eq!(s.rejected_by_parity, ["chunk=2"]);
@@ -497,6 +513,7 @@ mod tests {
             &outcome(vec![run("2", 5.0, CellParity::Fail)]),
             &spec(),
             0.02,
+            None,
         );
         assert_eq!(
             only_rejected.default_verdict,
@@ -507,7 +524,12 @@ mod tests {
 
     #[test]
     fn slower_everywhere_is_default_best_and_noise_is_within_noise() {
-        let s = judge(&outcome(vec![run("1", 0.3, CellParity::Ok)]), &spec(), 0.02);
+        let s = judge(
+            &outcome(vec![run("1", 0.3, CellParity::Ok)]),
+            &spec(),
+            0.02,
+            None,
+        );
         assert_eq!(s.default_verdict, Some(DefaultVerdict::DefaultBest));
         assert!(s.verdict_line.starts_with("default still best"));
         let s = judge(
@@ -517,6 +539,7 @@ mod tests {
             ]),
             &spec(),
             0.02,
+            None,
         );
         assert_eq!(s.default_verdict, Some(DefaultVerdict::DefaultWithinNoise));
         assert_eq!(s.best.unwrap().tied_with, ["chunk=0"]);
@@ -532,6 +555,7 @@ mod tests {
             ]),
             &spec(),
             0.02,
+            None,
         );
         let best = s.best.unwrap();
         assert_eq!(best.configuration.label, "chunk=64");
@@ -540,10 +564,34 @@ mod tests {
     }
 
     #[test]
+    fn a_coarse_host_resolution_widens_the_tie() {
+        // Intervals apart, speedups 10% apart: a winner on a quiet host, a tie on one whose
+        // A/A resolution is 15%.
+        let runs = || {
+            vec![
+                run("64", 2.0, CellParity::Ok),
+                run("0", 2.2, CellParity::Ok),
+            ]
+        };
+        let quiet = judge(&outcome(runs()), &spec(), 0.02, Some(0.01));
+        assert_eq!(quiet.tie_tolerance, 0.02);
+        assert_eq!(quiet.best.as_ref().unwrap().configuration.label, "chunk=0");
+        assert!(quiet.best.unwrap().tied_with.is_empty());
+        let noisy = judge(&outcome(runs()), &spec(), 0.02, Some(0.15));
+        assert_eq!(noisy.tie_tolerance, 0.15);
+        let best = noisy.best.unwrap();
+        assert_eq!(
+            best.configuration.label, "chunk=64",
+            "the tie goes to the one planned first"
+        );
+        assert_eq!(best.tied_with, ["chunk=0"]);
+    }
+
+    #[test]
     fn nothing_comparable_has_no_verdict() {
         let mut failed = run("64", 2.0, CellParity::Unavailable);
         failed.error = Some("the build failed".into());
-        let s = judge(&outcome(vec![failed]), &spec(), 0.02);
+        let s = judge(&outcome(vec![failed]), &spec(), 0.02, None);
         assert_eq!(s.default_verdict, None);
         assert!(s.best.is_none());
         assert!(s
