@@ -22,7 +22,8 @@ use tracing::info;
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
 use crate::context::{
-    check_cancel, emit, fetch_and_build, progress, read_scores, settle_uploads, JobContext, Stop,
+    build_fetched, check_cancel, emit, fetch, progress, read_scores, settle_uploads, JobContext,
+    Stop,
 };
 use crate::fixtures::PreparedFixture;
 use crate::runner::{self, CommandSpec};
@@ -51,17 +52,20 @@ pub(crate) async fn run_sweep(
         strategy = plan.strategy.as_str(),
         "sweep planned"
     );
-    // Every build first, so compiling never runs next to a timed run.
+    // One fetch, so every configuration is built from the same revision; then every build,
+    // so compiling never runs next to a timed run.
+    let source = fetch(ctx, Side::Fork).await?;
     let mut builds: BTreeMap<String, BuiltSide> = BTreeMap::new();
     let mut configurations = Vec::new();
     for configuration in &plan.configurations {
         check_cancel(ctx)?;
         let recipe = recipe_for(&spec.fork.build, sweep, configuration);
         let key = serde_json::to_string(&recipe).expect("a recipe serialises");
-        let built = match builds.get(&key) {
-            Some(built) => built.clone(),
-            None => {
-                let built = fetch_and_build(ctx, Side::Fork, &recipe).await?;
+        let built = match (builds.get(&key), &source) {
+            (Some(built), _) => built.clone(),
+            (None, Err(not_fetched)) => not_fetched.clone(),
+            (None, Ok(resolved)) => {
+                let built = build_fetched(ctx, Side::Fork, resolved, &recipe).await?;
                 builds.insert(key, built.clone());
                 built
             }
