@@ -250,3 +250,162 @@ fn render_section(out: &mut String, sweep: &SweepSection) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{BuildRecord, BuildStatus, JobEventPayload, JobOutcome, Side};
+    use crate::inventory::Inventory;
+    use crate::paired::{Pair, StopReason};
+    use crate::report::{assemble, render_markdown, JobRecord, JobState, RunRecord, RunState};
+    use crate::spec::{JobSpec, SourceSpec};
+    use crate::sweep::{plan, ConfigurationRun, SweepOutcome};
+
+    /// A fixed sweep: demo-sweep.toml's 8 configurations with made-up, deterministic pairs
+    /// (whole rows 2.1x, 64 1.8x, chunk 1 0.2x; the row stride faster but off in its score).
+    fn sample_sweep_report() -> Report {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        let mut spec = JobSpec::load(&dir.join("demo-sweep.toml")).unwrap();
+        spec.fork.source = SourceSpec::Git {
+            url: "https://example.invalid/fork.git".into(),
+            rev: "perf".into(),
+        };
+        spec.upstream = spec.fork.clone();
+        spec.measure.seed = 11;
+        let sweep = spec.sweep.clone().unwrap();
+        let planned = plan(&sweep, spec.measure.seed);
+        let configurations = planned
+            .configurations
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let chunk = c.values["ssim_chunk"].as_str();
+                let stride = c.values["row_stride"] == "2";
+                let ratio = match chunk {
+                    "1" => 0.21,
+                    "64" => 1.8,
+                    "0" => 2.1,
+                    _ => 1.0,
+                } * if stride { 1.2 } else { 1.0 };
+                let pairs = if i == 0 {
+                    Vec::new()
+                } else {
+                    (0..6)
+                        .map(|k| {
+                            let jitter = 1.0 + 0.005 * ((k * 7 % 5) as f64 - 2.0);
+                            Pair {
+                                upstream_s: 0.09 * jitter,
+                                fork_s: 0.09 / ratio * (2.0 - jitter),
+                            }
+                        })
+                        .collect()
+                };
+                ConfigurationRun {
+                    configuration: c.clone(),
+                    is_default: i == 0,
+                    build_key: Some(format!("key-{chunk}")),
+                    order: crate::paired::run_order(i as u64, pairs.len()),
+                    pairs,
+                    stop_reason: (i > 0).then_some(StopReason::Decided),
+                    parity: if stride {
+                        CellParity::Fail
+                    } else {
+                        CellParity::Ok
+                    },
+                    score_delta: Default::default(),
+                    parity_failures: if stride {
+                        vec!["pattern_640x360/float_ssim: pooled mean of `float_ssim` differs by +1.623e-3".into()]
+                    } else {
+                        Vec::new()
+                    },
+                    error: None,
+                }
+            })
+            .collect();
+        let outcome = SweepOutcome {
+            strategy: planned.strategy.as_str().into(),
+            grid_size: planned.grid_size,
+            cells: vec!["pattern_640x360/float_ssim".into()],
+            configurations,
+            not_tried: Vec::new(),
+            not_tried_count: 0,
+            seed: 11,
+            timing_seconds: 12.5,
+        };
+        let events = vec![
+            JobEventPayload::Started {
+                calibration: None,
+                host: Inventory {
+                    hostname: "bench-1".into(),
+                    os: "Debian GNU/Linux 12".into(),
+                    kernel: "6.1.0".into(),
+                    arch: "x86_64".into(),
+                    cpu_model: "AMD EPYC 9R14".into(),
+                    physical_cores: 2,
+                    logical_cores: 2,
+                    memory_bytes: 24 << 30,
+                    generations: Vec::new(),
+                    hardware: None,
+                },
+            },
+            JobEventPayload::SourceResolved {
+                side: Side::Fork,
+                source: spec.fork.source.clone(),
+                resolved: "257ac1ec4aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".into(),
+            },
+            JobEventPayload::Build(BuildRecord {
+                side: Side::Fork,
+                status: BuildStatus::Built,
+                cache_key: "key-8".into(),
+                toolchain: "cc (Debian 12.2.0-14) 12.2.0".into(),
+                seconds: 1.0,
+                log_path: String::new(),
+                log_tail: None,
+                error: None,
+            }),
+            JobEventPayload::Sweep(Box::new(outcome)),
+            JobEventPayload::Done {
+                outcome: JobOutcome::Completed,
+                error: None,
+            },
+        ];
+        assemble(
+            &RunRecord {
+                run_id: "00000000-0000-0000-0000-000000000002".into(),
+                trigger: "toolchain-bump".into(),
+                trigger_note: None,
+                created_ms: 1_788_365_205_000,
+                state: RunState::Done,
+                spec,
+                error: None,
+            },
+            &[JobRecord {
+                job_id: "j".into(),
+                generation: None,
+                state: JobState::Done,
+                attempt: 1,
+                agent_id: Some("a".into()),
+                error: None,
+                events,
+                attempts: Vec::new(),
+                kept_cells: Vec::new(),
+            }],
+        )
+    }
+
+    /// The rendered Markdown of a fixed sweep.
+    #[test]
+    fn sweep_markdown_snapshot() {
+        let report = sample_sweep_report();
+        assert_eq!(report.exit_code, 0, "{:?}", report.errors);
+        assert!(report.is_sweep);
+        let sweep = report.generations[0].sweep.as_ref().unwrap();
+        assert_eq!(
+            sweep.best.as_ref().unwrap().configuration.label,
+            "ssim_chunk=0 row_stride=1"
+        );
+        assert_eq!(sweep.rejected_by_parity.len(), 4);
+        assert_eq!(report.sweep_table.len(), 1);
+        insta::assert_snapshot!(render_markdown(&report));
+    }
+}
