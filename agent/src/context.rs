@@ -118,6 +118,18 @@ pub(crate) async fn fetch_and_build(
     side: Side,
     recipe: &abfleet_core::spec::BuildRecipe,
 ) -> Result<BuiltSide, Stop> {
+    match fetch(ctx, side).await? {
+        Ok(resolved) => build_fetched(ctx, side, &resolved, recipe).await,
+        Err(failed) => Ok(failed),
+    }
+}
+
+/// Fetches a side's source and emits `SourceResolved`; a source that cannot be fetched is a
+/// failed build (already emitted), returned as `Err`.
+pub(crate) async fn fetch(
+    ctx: &mut JobContext,
+    side: Side,
+) -> Result<Result<crate::source::ResolvedSource, BuiltSide>, Stop> {
     let side_spec = match side {
         Side::Upstream => ctx.spec.upstream.clone(),
         Side::Fork => ctx.spec.fork.clone(),
@@ -155,11 +167,11 @@ pub(crate) async fn fetch_and_build(
                 error: Some(format!("cannot fetch the source: {err}")),
             };
             emit(ctx, JobEventPayload::Build(record.clone()))?;
-            return Ok(BuiltSide {
+            return Ok(Err(BuiltSide {
                 record,
                 binary: None,
                 tree: PathBuf::new(),
-            });
+            }));
         }
     };
     emit(
@@ -170,6 +182,17 @@ pub(crate) async fn fetch_and_build(
             resolved: resolved.resolved.clone(),
         },
     )?;
+    Ok(Ok(resolved))
+}
+
+/// Builds a fetched source with `recipe` (cached by source, recipe and toolchain): what a
+/// sweep does once per distinct build configuration, all from the one fetched revision.
+pub(crate) async fn build_fetched(
+    ctx: &mut JobContext,
+    side: Side,
+    resolved: &crate::source::ResolvedSource,
+    recipe: &abfleet_core::spec::BuildRecipe,
+) -> Result<BuiltSide, Stop> {
     progress(
         ctx,
         "build",
@@ -184,7 +207,7 @@ pub(crate) async fn fetch_and_build(
     let started = Instant::now();
     let build = build_side(
         side,
-        &resolved,
+        resolved,
         recipe,
         &builds_dir,
         timeout,

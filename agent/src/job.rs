@@ -1,7 +1,8 @@
 //! One job, start to finish, as a sequence of stages over one [`JobContext`]: the
 //! `started` event, fixtures prepared and verified, then by the generation's backend either
 //! the GPU backend stage (`stages::backend`) or both sides built, the A/B cells
-//! (`stages::ab_cells`) and the CPU dispatch sweep (`stages::dispatch_sweep`). "Done" goes
+//! (`stages::ab_cells`) and the CPU dispatch sweep (`stages::dispatch_sweep`); a `[sweep]`
+//! spec runs the retuning sweep (`stages::sweep`) instead. "Done" goes
 //! out only after every earlier event was acknowledged. This module only sequences.
 
 use std::time::Duration;
@@ -72,6 +73,10 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
         None,
     )?;
     let prepared = prepare_fixtures(ctx).await?;
+    if let Some(sweep) = ctx.spec.sweep.clone() {
+        // A sweep times the fork alone, on whatever backend its generation has.
+        return crate::stages::sweep::run_sweep(ctx, &sweep, &prepared).await;
+    }
     let backend = abfleet_core::report::backend_of(&ctx.generation);
     if !matches!(backend, "" | "cpu" | "any") {
         return crate::stages::backend::run_backend(ctx, backend.to_string(), &prepared).await;

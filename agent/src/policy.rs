@@ -141,22 +141,24 @@ impl AgentPolicy {
                 }
             }
             let recipe = &side_spec.build;
+            for key in recipe.env.keys() {
+                self.env_allowed(
+                    &format!("[{side}.build] env `{key}`"),
+                    key,
+                    &recipe.env[key],
+                )?;
+            }
             for (number, argv) in recipe.commands.iter().enumerate() {
                 self.program_allowed(&format!("[{side}.build] command {}", number + 1), argv)?;
             }
             self.program_allowed(&format!("[{side}.build] toolchain"), &recipe.toolchain)?;
-            for key in recipe.env.keys() {
-                if PROGRAM_CHANGING_ENV
-                    .iter()
-                    .any(|bad| key == bad || (bad.ends_with('_') && key.starts_with(bad)))
-                {
-                    return Err(self.refusal(
-                        "allowed_build_programs",
-                        format!(
-                            "[{side}.build] env `{key}` (it changes which program runs or what it loads)"
-                        ),
-                        recipe.env[key].clone(),
-                    ));
+        }
+        // A sweep's environment tunables reach the timed runs: the same variables are refused.
+        if let Some(sweep) = &spec.sweep {
+            for tunable in &sweep.tunables {
+                if let abfleet_core::spec::TunableKind::Env(var) = &tunable.how {
+                    let what = format!("[[sweep.tunables]] `{}` env `{var}`", tunable.name);
+                    self.env_allowed(&what, var, &tunable.values.join(", "))?;
                 }
             }
         }
@@ -251,6 +253,21 @@ impl AgentPolicy {
         }
     }
 
+    /// Refuses a variable that changes which program runs or what it loads.
+    fn env_allowed(&self, what: &str, key: &str, value: &str) -> Result<(), Refusal> {
+        if PROGRAM_CHANGING_ENV
+            .iter()
+            .any(|bad| key == *bad || (bad.ends_with('_') && key.starts_with(bad)))
+        {
+            return Err(self.refusal(
+                "allowed_build_programs",
+                format!("{what} (it changes which program runs or what it loads)"),
+                value.to_string(),
+            ));
+        }
+        Ok(())
+    }
+
     fn refusal(&self, rule: &'static str, what: String, value: String) -> Refusal {
         Refusal {
             origin: self.origin.display().to_string(),
@@ -342,6 +359,29 @@ mod tests {
     fn spec() -> JobSpec {
         let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
         JobSpec::load(&dir.join("vmaf-upstream-ab.toml")).unwrap()
+    }
+
+    #[test]
+    fn a_sweep_env_tunable_cannot_change_which_program_runs() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        let mut sweep = JobSpec::load(&dir.join("demo-sweep.toml")).unwrap();
+        let policy = AgentPolicy::from_toml(
+            "allowed_sources = [\"*\"]\nallowed_build_programs = [\"make\", \"cc\"]\n",
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        policy.check(&sweep, "").unwrap();
+        let tunable = &mut sweep.sweep.as_mut().unwrap().tunables[1];
+        tunable.how = abfleet_core::spec::TunableKind::Env("LD_PRELOAD".into());
+        let refusal = policy.check(&sweep, "").unwrap_err();
+        assert_eq!(refusal.rule, "allowed_build_programs");
+        assert!(
+            refusal
+                .what
+                .contains("[[sweep.tunables]] `row_stride` env `LD_PRELOAD`"),
+            "{}",
+            refusal.what
+        );
     }
 
     #[test]

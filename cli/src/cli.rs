@@ -516,6 +516,10 @@ pub struct MilestoneArgs {
     /// toolchain changed on an agent (default: the milestone spec; with neither, no watcher).
     #[arg(long, value_name = "PATH")]
     pub retune_spec: Option<PathBuf>,
+    /// A retuning sweep spec (`[sweep]`, docs/sweeps.md) that a `toolchain-bump` trigger of
+    /// the milestone spec starts too, read when the trigger comes.
+    #[arg(long, value_name = "PATH")]
+    pub sweep_spec: Option<PathBuf>,
     /// Serve `POST /hooks/github` on --http: GitHub webhooks signed with the secret in this
     /// file (release, tag push, performance PR, toolchain bump) start milestone runs.
     #[arg(long, value_name = "PATH")]

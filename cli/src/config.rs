@@ -50,6 +50,7 @@ pub struct CoordinatorFile {
     pub web: Option<SocketAddr>,
     pub milestone_spec: Option<PathBuf>,
     pub retune_spec: Option<PathBuf>,
+    pub sweep_spec: Option<PathBuf>,
     pub webhook_secret_file: Option<PathBuf>,
     pub debounce_seconds: Option<f64>,
     pub watch_upstream_interval: Option<f64>,
@@ -121,6 +122,7 @@ impl ConfigFile {
                                 &mut section.tls_ca,
                                 &mut section.milestone_spec,
                                 &mut section.retune_spec,
+                                &mut section.sweep_spec,
                                 &mut section.webhook_secret_file,
                             ] {
                                 resolve(base, slot);
@@ -231,6 +233,8 @@ pub struct CoordinatorSettings {
     pub milestone_spec: Option<PathBuf>,
     /// The spec the toolchain watcher runs (default: the milestone spec).
     pub retune_spec: Option<PathBuf>,
+    /// The retuning sweep a toolchain bump of the milestone spec starts too (docs/sweeps.md).
+    pub sweep_spec: Option<PathBuf>,
     /// The GitHub webhook secret; `POST /hooks/github` is off when `None`.
     pub webhook_secret_file: Option<PathBuf>,
     pub debounce_seconds: f64,
@@ -256,6 +260,7 @@ impl Default for CoordinatorSettings {
             web: None,
             milestone_spec: None,
             retune_spec: None,
+            sweep_spec: None,
             webhook_secret_file: None,
             debounce_seconds: DEFAULT_DEBOUNCE_SECONDS,
             watch_upstream_interval: None,
@@ -337,6 +342,7 @@ impl CoordinatorSettings {
             &file.milestone_spec,
             given("milestone_spec"),
         );
+        fill_option(&mut self.sweep_spec, &file.sweep_spec, given("sweep_spec"));
         fill_option(
             &mut self.retune_spec,
             &file.retune_spec,
@@ -419,6 +425,22 @@ impl CoordinatorSettings {
                 findings.problem(format!("`retune_spec`: {err:#}"));
             }
         }
+        if let Some(path) = &self.sweep_spec {
+            match abfleet_core::spec::JobSpec::load(path) {
+                Err(err) => findings.problem(format!("`sweep_spec`: {err:#}")),
+                Ok(spec) if !spec.is_sweep() => findings.problem(
+                    "`sweep_spec` has no [sweep] table; point it at a retuning sweep (docs/sweeps.md)"
+                        .to_string(),
+                ),
+                Ok(_) => {}
+            }
+            if self.milestone_spec.is_none() {
+                findings.problem(
+                    "`sweep_spec` is set but `milestone_spec` is not: a toolchain bump of the milestone spec starts the sweep"
+                        .to_string(),
+                );
+            }
+        }
         if self.max_attempts == 0 {
             findings.problem("`max_attempts` is 0; a job needs at least 1 attempt".to_string());
         }
@@ -493,6 +515,11 @@ impl CoordinatorSettings {
             &mut out,
             "retune_spec",
             self.retune_spec.as_deref().map(path_value),
+        );
+        line(
+            &mut out,
+            "sweep_spec",
+            self.sweep_spec.as_deref().map(path_value),
         );
         line(
             &mut out,
@@ -739,6 +766,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 web: *web,
                 milestone_spec: milestone.milestone_spec.clone(),
                 retune_spec: milestone.retune_spec.clone(),
+                sweep_spec: milestone.sweep_spec.clone(),
                 webhook_secret_file: milestone.webhook_secret_file.clone(),
                 debounce_seconds: milestone.debounce_seconds,
                 watch_upstream_interval: milestone.watch_upstream_interval,
@@ -757,6 +785,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             *web = settings.web;
             milestone.milestone_spec = settings.milestone_spec;
             milestone.retune_spec = settings.retune_spec;
+            milestone.sweep_spec = settings.sweep_spec;
             milestone.webhook_secret_file = settings.webhook_secret_file;
             milestone.debounce_seconds = settings.debounce_seconds;
             milestone.watch_upstream_interval = settings.watch_upstream_interval;

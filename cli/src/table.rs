@@ -10,6 +10,9 @@ use abfleet_core::report::{Report, ScoreParity};
 const BUILD_TAIL_LINES: usize = 15;
 
 pub fn render(report: &Report) -> String {
+    if report.is_sweep {
+        return render_sweep(report);
+    }
     let mut out = String::new();
     let host = report
         .host
@@ -152,4 +155,52 @@ fn side(side: &SideResult) -> String {
         SideStatus::Absent => "absent".into(),
         SideStatus::Unavailable => "unavailable".into(),
     }
+}
+
+/// A retuning sweep on a terminal: per generation the default's verdict, then one line per
+/// configuration (report.md has the whole story).
+fn render_sweep(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "run {} ({}): retuning sweep of fork {}, {} warm-up + {}–{} timed pairs per configuration (seed {})",
+        report.run_id, report.name, report.fork_ref, report.warmup, report.runs, report.max_runs, report.seed
+    );
+    for section in &report.generations {
+        let Some(sweep) = &section.sweep else {
+            let _ = writeln!(out, "{}: no sweep result", section.key);
+            continue;
+        };
+        let _ = writeln!(out, "{}: {}", section.key, sweep.verdict_line);
+        for c in &sweep.configurations {
+            let speedup = match (c.speedup, c.speedup_ci95) {
+                (Some(s), Some([lo, hi])) => format!("{s:.2}x {lo:.2}–{hi:.2}"),
+                _ => "—".into(),
+            };
+            let verdict = match (&c.error, c.verdict, c.parity) {
+                (Some(error), _, _) => format!("not timed: {error}"),
+                (None, _, CellParity::Fail) => "REJECTED: scores moved".into(),
+                (None, Some(v), _) => format!("{v:?} ({} pairs)", c.pairs).to_lowercase(),
+                (None, None, _) if c.is_default => "shipped default".into(),
+                (None, None, _) => "—".into(),
+            };
+            let _ = writeln!(out, "  {:<40}  {speedup:<18}  {verdict}", c.label);
+        }
+        if sweep.not_tried_count > 0 {
+            let _ = writeln!(
+                out,
+                "  not tried: {} configuration(s)",
+                sweep.not_tried_count
+            );
+        }
+    }
+    for error in &report.errors {
+        let _ = writeln!(out, "problem: {error}");
+    }
+    let _ = writeln!(
+        out,
+        "status {}; exit code {}",
+        report.status, report.exit_code
+    );
+    out
 }

@@ -118,7 +118,10 @@ fn bench_fleet_smoke_measures_a_real_coordinator_with_simulated_agents() {
         positive(&json, pointer);
     }
     assert!(json["dispatch_p50_ms"].as_f64() <= json["dispatch_p99_ms"].as_f64());
-    assert!(json["targets"]["met"].is_null(), "a smoke run is not judged: {json}");
+    assert!(
+        json["targets"]["met"].is_null(),
+        "a smoke run is not judged: {json}"
+    );
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! The toolchain watcher over the wire: an agent on recorded probes of an H100 host registers
 //! with CUDA 11.8, then again (same agent id, same work dir) with CUDA 12.4 — recorded `nvcc
 //! -V` outputs of both. The coordinator starts one `toolchain-bump` retuning run for
-//! `cuda/sm_90`, narrowed to that generation; registering again with 12.4, or a second H100
-//! agent making the same move, starts no other run.
+//! `cuda/sm_90`, narrowed to that generation, and the retuning sweep (the demo sweep spec)
+//! narrowed alike; registering again with 12.4, or a second H100 agent making the same move,
+//! starts no other run.
 
 mod support;
 
@@ -15,6 +16,27 @@ use abfleet_proto::pb;
 use support::*;
 
 const PROBES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/probes");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures");
+
+/// The demo sweep spec (fixtures/jobs/demo-sweep.toml), its fork path made absolute, on
+/// every CPU and CUDA generation.
+fn sweep_spec(dir: &Path) -> PathBuf {
+    let demo = std::fs::read_to_string(Path::new(FIXTURES).join("jobs/demo-sweep.toml")).unwrap();
+    let subject = Path::new(FIXTURES).join("subject");
+    let text = demo.replacen(
+        "path = \"../subject\"",
+        &format!("path = {:?}", subject.display().to_string()),
+        1,
+    );
+    assert_ne!(text, demo, "the demo sweep names its fork path");
+    let path = dir.join("sweep.toml");
+    std::fs::write(
+        &path,
+        text + "\n[targets]\nbackends = [\"cpu\", \"cuda\"]\ngenerations = [\"*\"]\n",
+    )
+    .unwrap();
+    path
+}
 
 /// The H100's nvidia-smi and the Genoa's cpuinfo, with `nvcc -V` of `toolkit`.
 fn probe_set(dir: &Path, toolkit: &str) -> PathBuf {
@@ -66,6 +88,7 @@ async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
         &tmp.path().join("data"),
         CoordinatorConfig {
             retune_spec: Some(retune),
+            sweep_spec: Some(sweep_spec(tmp.path())),
             ..CoordinatorConfig::default()
         },
     )
@@ -98,11 +121,17 @@ async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
     register(&url, &host_a, &old).await;
     assert!(runs(&mut client).await.is_empty());
 
-    // CUDA 11.8 → 12.4 on the same agent: one retuning run.
+    // CUDA 11.8 → 12.4 on the same agent: one retuning run and one retuning sweep.
     register(&url, &host_a, &new).await;
     let started = runs(&mut client).await;
-    assert_eq!(started.len(), 1, "{started:?}");
-    let run = &started[0];
+    assert_eq!(started.len(), 2, "{started:?}");
+    let sweep = started
+        .iter()
+        .find(|run| run.name == "demo-sweep")
+        .unwrap_or_else(|| panic!("the sweep spec started too: {started:?}"));
+    assert_eq!(sweep.trigger, "toolchain-bump");
+    let run = started.iter().find(|run| run.name != "demo-sweep").unwrap();
+    assert_eq!(sweep.trigger_note, run.trigger_note);
     assert_eq!(run.trigger, "toolchain-bump");
     assert!(
         run.trigger_note.contains("cuda/sm_90")
@@ -114,24 +143,27 @@ async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
     // The CPU generation's compilers did not change: no run for it.
     assert!(!run.trigger_note.contains("cpu/"), "{}", run.trigger_note);
 
-    // Narrowed to the generation: the report's only section is cuda/sm_90 (or none yet).
-    let report = support::report(&mut client, &run.run_id).await;
-    assert!(
-        report.generations.iter().all(|g| g.key == "cuda/sm_90"),
-        "{:?}",
-        report
-            .generations
-            .iter()
-            .map(|g| &g.key)
-            .collect::<Vec<_>>()
-    );
-    client
-        .cancel_run(pb::CancelRunRequest {
-            run_id: run.run_id.clone(),
-            reason: "the test saw what it needed".into(),
-        })
-        .await
-        .unwrap();
+    // Both narrowed to the generation: their only report section is cuda/sm_90 (or none yet).
+    for started in [run, sweep] {
+        let report = support::report(&mut client, &started.run_id).await;
+        assert!(
+            report.generations.iter().all(|g| g.key == "cuda/sm_90"),
+            "{}: {:?}",
+            started.name,
+            report
+                .generations
+                .iter()
+                .map(|g| &g.key)
+                .collect::<Vec<_>>()
+        );
+        client
+            .cancel_run(pb::CancelRunRequest {
+                run_id: started.run_id.clone(),
+                reason: "the test saw what it needed".into(),
+            })
+            .await
+            .unwrap();
+    }
 
     // Again on 12.4, and a second H100 host moving 11.8 → 12.4: still one run.
     register(&url, &host_a, &new).await;
@@ -139,5 +171,5 @@ async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
     register(&url, &host_b, &old).await;
     register(&url, &host_b, &new).await;
     let after = runs(&mut client).await;
-    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!(after.len(), 2, "{after:?}");
 }

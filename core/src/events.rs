@@ -62,6 +62,8 @@ pub enum JobEventPayload {
     CheckSkipped(crate::finding::SkippedCheck),
     /// A timed cell of the fork alone on a GPU backend.
     BackendCell(Box<crate::backend_cell::BackendCell>),
+    /// A retuning sweep's measurements on this host (docs/sweeps.md), sent once at its end.
+    Sweep(Box<crate::sweep::SweepOutcome>),
     /// The last event of an attempt; sent only after every earlier event was acknowledged.
     Done {
         outcome: JobOutcome,
@@ -82,11 +84,12 @@ pub enum EventKind {
     Finding,
     CheckSkipped,
     BackendCell,
+    Sweep,
     Done,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 11] = [
         EventKind::Started,
         EventKind::Progress,
         EventKind::Log,
@@ -96,6 +99,7 @@ impl EventKind {
         EventKind::Finding,
         EventKind::CheckSkipped,
         EventKind::BackendCell,
+        EventKind::Sweep,
         EventKind::Done,
     ];
 
@@ -110,6 +114,7 @@ impl EventKind {
             EventKind::Finding => "finding",
             EventKind::CheckSkipped => "check_skipped",
             EventKind::BackendCell => "backend_cell",
+            EventKind::Sweep => "sweep",
             EventKind::Done => "done",
         }
     }
@@ -144,6 +149,7 @@ impl JobEventPayload {
             JobEventPayload::Finding(_) => EventKind::Finding,
             JobEventPayload::CheckSkipped(_) => EventKind::CheckSkipped,
             JobEventPayload::BackendCell(_) => EventKind::BackendCell,
+            JobEventPayload::Sweep(_) => EventKind::Sweep,
             JobEventPayload::Done { .. } => EventKind::Done,
         }
     }

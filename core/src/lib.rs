@@ -25,5 +25,6 @@ pub mod scores;
 pub mod session;
 pub mod spec;
 pub mod stats;
+pub mod sweep;
 
 pub use ids::{AgentId, JobId, RunId};

@@ -12,6 +12,7 @@ mod error;
 mod json;
 mod model;
 mod raw;
+mod sweep;
 mod validate;
 
 pub use backends::{
@@ -23,4 +24,8 @@ pub use model::{
     Allowance, AllowedMissing, BuildRecipe, CommandSpec, Fanout, FixtureFile, FixtureLocation,
     FixtureSpec, Generator, JobSpec, MeasureSpec, OutputFormat, ParitySpec, PixelFormat, SideSpec,
     SourceSpec, TargetSpec, WorkloadSpec, DEFAULT_MAX_OUTPUT_BYTES, TEMPLATE_PLACEHOLDERS,
+};
+pub use sweep::{
+    SearchStrategy, SweepSpec, Tunable, TunableKind, CONFIGURATIONS_LIMIT,
+    DEFAULT_MAX_CONFIGURATIONS, VALUE_PLACEHOLDER,
 };

@@ -81,10 +81,12 @@ pub async fn run(
 }
 
 /// The fork against itself: its first fixture, its first workload repeated as trials, at
-/// the spec's own `[measure]` bounds.
+/// the spec's own `[measure]` bounds. A sweep spec calibrates its fork as built by default
+/// (its tunables play no part).
 fn aa_spec(mut spec: JobSpec, trials: u32) -> JobSpec {
     spec.name = format!("{}-calibration", spec.name);
     spec.upstream = spec.fork.clone();
+    spec.sweep = None;
     spec.fixtures.truncate(1);
     let workload = spec.workloads[0].clone();
     spec.workloads = (1..=trials)

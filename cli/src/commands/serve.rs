@@ -103,6 +103,19 @@ pub async fn coordinator(
             );
         }
     }
+    if let Some(path) = &milestone.sweep_spec {
+        match abfleet_core::spec::JobSpec::load(path) {
+            Err(err) => eprintln!(
+                "warning: the sweep spec {} does not load yet ({err:#}); toolchain bumps fail to start it until it does",
+                path.display()
+            ),
+            Ok(spec) if !spec.is_sweep() => eprintln!(
+                "warning: the sweep spec {} has no [sweep] table; toolchain bumps fail to start it (docs/sweeps.md)",
+                path.display()
+            ),
+            Ok(_) => {}
+        }
+    }
     let config = CoordinatorConfig {
         lease: Duration::from_secs_f64(lease_seconds),
         heartbeat_interval: Duration::from_secs_f64(heartbeat_seconds),
@@ -110,6 +123,7 @@ pub async fn coordinator(
         agent_lost_after: Duration::from_secs_f64(heartbeat_seconds * 5.0),
         milestone_spec: milestone.milestone_spec.clone(),
         retune_spec: milestone.retune_spec.clone(),
+        sweep_spec: milestone.sweep_spec.clone(),
         trigger_debounce: Duration::from_secs_f64(milestone.debounce_seconds),
         ..CoordinatorConfig::default()
     };

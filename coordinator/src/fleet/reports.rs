@@ -95,8 +95,20 @@ impl Fleet {
                 &previous.result.backend_cells,
                 &previous_run,
             );
-            section.previous_run = Some(previous_run);
+            section.previous_run = Some(previous_run.clone());
             section.previous_toolchain = previous.result.toolchain;
+            // A sweep is compared with the previous sweep's winner; a winner that changed
+            // after a toolchain change becomes a retuning finding.
+            let toolchain_changes = section.toolchain_changes();
+            if let Some(sweep) = section.sweep.as_mut() {
+                abfleet_core::sweep::attach_history(
+                    sweep,
+                    &mut section.findings,
+                    &previous.result.findings,
+                    toolchain_changes,
+                    &previous_run,
+                );
+            }
         }
         self.attach_since_previous(report, created_ms).await
     }

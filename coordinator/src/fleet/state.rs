@@ -34,6 +34,9 @@ pub struct CoordinatorConfig {
     /// The spec the toolchain watcher runs, narrowed to the generation whose toolchain
     /// changed (`--retune-spec`); `None`: the milestone spec. Without either the watcher is off.
     pub retune_spec: Option<std::path::PathBuf>,
+    /// The retuning sweep (`[sweep]`, docs/sweeps.md) a `toolchain-bump` trigger of the
+    /// milestone spec starts too (`--sweep-spec`), read when the trigger comes.
+    pub sweep_spec: Option<std::path::PathBuf>,
     /// Triggers of one reason and key within this window start one run (`--debounce-seconds`).
     pub trigger_debounce: Duration,
 }
@@ -48,6 +51,7 @@ impl Default for CoordinatorConfig {
             max_events_per_job: 200_000,
             milestone_spec: None,
             retune_spec: None,
+            sweep_spec: None,
             trigger_debounce: Duration::from_secs(600),
         }
     }

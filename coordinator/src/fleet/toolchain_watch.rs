@@ -6,6 +6,7 @@
 //! the generation moving to the same toolchain, or the agent registering again, is recorded
 //! as debounced into it (trigger key `toolchain KEY TOOLCHAIN`, checked against every earlier
 //! trigger, not only those of the debounce window). Off when neither spec is configured.
+//! With a sweep spec (`--sweep-spec`) the retuning sweep starts too, narrowed alike.
 
 use abfleet_core::inventory::Inventory;
 use abfleet_core::spec::{Fanout, JobSpec, TargetSpec};
@@ -56,7 +57,7 @@ impl Fleet {
                     .iter()
                     .map(|(tool, line)| format!("{tool}={line}"))
                     .collect();
-                self.trigger(TriggerRequest {
+                let request = TriggerRequest {
                     reason: "toolchain-bump".into(),
                     debounce_key: Some(format!(
                         "toolchain {} {}",
@@ -74,8 +75,19 @@ impl Fleet {
                     spec: Some((spec, origin)),
                     upstream_rev: None,
                     once: true,
-                })
-                .await
+                };
+                let outcome = self.trigger(request.clone()).await?;
+                if let TriggerOutcome::Started(_) = outcome {
+                    // The sweep spec too, narrowed alike: the tunables' winners may have
+                    // moved with the compiler (docs/sweeps.md).
+                    self.start_sweep(
+                        &request,
+                        self.now_ms(),
+                        Some((&generation.key, &generation.backend)),
+                    )
+                    .await?;
+                }
+                Ok::<_, FleetError>(outcome)
             }
             .await;
             match started {
@@ -93,7 +105,7 @@ impl Fleet {
 }
 
 /// `spec` run on exactly one generation key, read back through validation.
-fn narrowed_to(spec: JobSpec, key: &str, backend: &str) -> Result<JobSpec, String> {
+pub(super) fn narrowed_to(spec: JobSpec, key: &str, backend: &str) -> Result<JobSpec, String> {
     let mut narrowed = spec;
     let fanout = narrowed
         .targets

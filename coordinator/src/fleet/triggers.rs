@@ -19,6 +19,9 @@ pub const TRIGGER_REASONS: [&str; 5] = [
     "performance-pr",
 ];
 
+/// The reason whose milestone runs also start the sweep spec.
+pub const TOOLCHAIN_BUMP: &str = "toolchain-bump";
+
 /// One trigger, as `abfleet trigger` or a webhook gives it.
 #[derive(Debug, Clone)]
 pub struct TriggerRequest {
@@ -78,6 +81,7 @@ impl Fleet {
                 return Ok(TriggerOutcome::Debounced(run_id));
             }
         }
+        let of_milestone = request.spec.is_none();
         let (mut spec, origin) = match request.spec.clone() {
             Some(given) => given,
             None => self.milestone_spec().await?,
@@ -92,7 +96,56 @@ impl Fleet {
             .submit_noted(spec, &request.reason, Some(&request.note), &origin)
             .await?;
         self.record(&request, now_ms, run_id, false).await?;
+        if of_milestone && request.reason == TOOLCHAIN_BUMP {
+            self.start_sweep(&request, now_ms, None).await?;
+        }
         Ok(TriggerOutcome::Started(run_id))
+    }
+
+    /// A toolchain bump of the milestone spec starts the sweep spec too, when there is one:
+    /// the winners of the fork's tunables may have moved with the compiler (docs/sweeps.md).
+    /// Its run is recorded under the same trigger; a sweep spec that does not load fails the
+    /// trigger with the reason, after the milestone run started. The toolchain watcher
+    /// narrows it to the generation whose toolchain moved (`narrowed`: key and backend).
+    pub(super) async fn start_sweep(
+        &self,
+        request: &TriggerRequest,
+        now_ms: i64,
+        narrowed: Option<(&str, &str)>,
+    ) -> Result<(), FleetError> {
+        let Some(path) = self.inner.config.sweep_spec.clone() else {
+            return Ok(());
+        };
+        let shown = path.display().to_string();
+        let loaded = tokio::task::spawn_blocking(move || JobSpec::load(&path))
+            .await
+            .map_err(|err| FleetError::MilestoneSpec {
+                path: shown.clone(),
+                reason: err.to_string(),
+            })?;
+        let spec = loaded.map_err(|err| FleetError::MilestoneSpec {
+            path: shown.clone(),
+            reason: format!("{err:#}"),
+        })?;
+        if !spec.is_sweep() {
+            return Err(FleetError::MilestoneSpec {
+                path: shown,
+                reason: "the sweep spec has no [sweep] table; point --sweep-spec at a retuning sweep (docs/sweeps.md)".into(),
+            });
+        }
+        let spec = match narrowed {
+            Some((key, backend)) => super::toolchain_watch::narrowed_to(spec, key, backend)
+                .map_err(|reason| FleetError::MilestoneSpec {
+                    path: shown.clone(),
+                    reason,
+                })?,
+            None => spec,
+        };
+        let run_id = self
+            .submit_noted(spec, &request.reason, Some(&request.note), &shown)
+            .await?;
+        info!(run_id = %run_id, reason = %request.reason, "toolchain bump: sweep started");
+        self.record(request, now_ms, run_id, false).await
     }
 
     /// The milestone spec, read from its file now, and its path.

@@ -197,6 +197,11 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
         })
         .collect();
     add_cuda_fleet_floor(&mut report.generations);
+    report.sweep_table = report
+        .generations
+        .iter()
+        .filter_map(|g| g.sweep.as_ref().map(|s| s.row(&g.key)))
+        .collect();
     if let Some(error) = &run.error {
         report.errors.insert(0, error.clone());
         report.exit_code =
@@ -319,7 +324,11 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         findings: Vec::new(),
         skipped_checks: Vec::new(),
         backend_cells: Vec::new(),
+        sweep: None,
+        is_sweep: spec.is_sweep(),
+        sweep_table: Vec::new(),
     };
+    let mut sweep_outcome: Option<crate::sweep::SweepOutcome> = None;
     let mut cells: BTreeMap<u32, CellResult> = BTreeMap::new();
     let mut job_finished_cleanly = true;
     for &job in jobs {
@@ -381,6 +390,7 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
                         .retain(|c| (&c.backend, c.label()) != (&cell.backend, cell.label()));
                     report.backend_cells.push((**cell).clone());
                 }
+                JobEventPayload::Sweep(outcome) => sweep_outcome = Some((**outcome).clone()),
                 JobEventPayload::Progress { .. } | JobEventPayload::Log { .. } => {}
             }
         }
@@ -413,7 +423,43 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         .as_deref()
         .map_or("cpu", super::model::backend_of);
     // A GPU generation times the fork alone (backend cells); only CPU ones run the A/B cells.
-    let expected_ab = backend == "cpu";
+    // A sweep runs no A/B cells anywhere: it leaves one `sweep` event per generation.
+    let expected_ab = backend == "cpu" && !spec.is_sweep();
+    if let Some(sweep_spec) = &spec.sweep {
+        match &sweep_outcome {
+            Some(outcome) => {
+                let section = crate::sweep::judge(
+                    outcome,
+                    sweep_spec,
+                    spec.measure.practical_threshold,
+                    report.calibration.as_ref().map(|c| c.resolution),
+                );
+                if section.default_verdict.is_none() {
+                    report
+                        .errors
+                        .push(format!("sweep: {}", section.verdict_line));
+                }
+                for run in outcome.configurations.iter().filter(|r| r.is_default) {
+                    if let Some(error) = &run.error {
+                        report.errors.push(format!(
+                            "sweep: the shipped default could not be timed: {error}"
+                        ));
+                    }
+                }
+                let finding_backend = generation
+                    .as_deref()
+                    .map_or(super::model::ANY_GENERATION, super::model::backend_of);
+                report
+                    .findings
+                    .push(crate::sweep::sweep_finding(&section, finding_backend));
+                report.sweep = Some(section);
+            }
+            None if jobs.iter().any(|j| j.state == JobState::Done) => report
+                .errors
+                .push("sweep: the job finished without a sweep result".into()),
+            None => {}
+        }
+    }
     let expected_backend = spec.backends.gpu(backend).is_some_and(|b| b.timed);
     let present_backend: std::collections::BTreeSet<(String, String)> = report
         .backend_cells
@@ -434,6 +480,10 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
     }
     summarise(&mut report);
     report.exit_code = exit_code(&report, run.state, job_finished_cleanly);
+    if spec.is_sweep() && report.sweep.is_none() && !jobs.is_empty() && report.exit_code == exit::OK
+    {
+        report.exit_code = exit::NOT_CARRIED_OUT;
+    }
     report
 }
 
@@ -611,7 +661,15 @@ fn exit_code(report: &Report, state: RunState, job_finished_cleanly: bool) -> i3
     if report.score_parity == ScoreParity::Fail {
         return exit::PARITY_FAILED;
     }
+    let sweep_measured = report.sweep.as_ref().is_none_or(|s| {
+        s.default_verdict.is_some()
+            && !s
+                .configurations
+                .iter()
+                .any(|c| c.is_default && c.error.is_some())
+    });
     let carried_out = job_finished_cleanly
+        && sweep_measured
         && report.missing_cells.is_empty()
         && !report.cells.iter().any(CellResult::is_unavailable)
         && !report

@@ -32,6 +32,46 @@ struct Case {
     out: String,
 }
 
+/// A sweep's cases: its verdict, then one per configuration. A configuration rejected by
+/// parity is skipped (it is reported, and never wins; the run did not regress), one that
+/// could not be timed is an error; a stale default passes with its verdict in the output.
+fn sweep_cases(sweep: &crate::sweep::SweepSection) -> Vec<Case> {
+    let mut cases = vec![Case {
+        name: "sweep verdict".into(),
+        seconds: sweep.timing_seconds,
+        outcome: if sweep.default_verdict.is_some() {
+            Outcome::Passed
+        } else {
+            Outcome::Error(sweep.verdict_line.clone())
+        },
+        out: sweep.verdict_line.clone(),
+    }];
+    for c in &sweep.configurations {
+        let outcome = match (&c.error, c.parity) {
+            (Some(error), _) => Outcome::Error(error.clone()),
+            (None, CellParity::Fail) => Outcome::Skipped(format!(
+                "rejected by parity: {}",
+                c.parity_failures.join("; ")
+            )),
+            _ => Outcome::Passed,
+        };
+        let out = match (c.speedup, c.speedup_ci95, c.verdict) {
+            (Some(s), Some([lo, hi]), Some(v)) => {
+                format!("speedup over the default {s:.3}x [{lo:.3}, {hi:.3}], {v:?}")
+            }
+            _ if c.is_default => "the shipped default".into(),
+            _ => String::new(),
+        };
+        cases.push(Case {
+            name: format!("sweep {}", c.label),
+            seconds: 0.0,
+            outcome,
+            out,
+        });
+    }
+    cases
+}
+
 /// The report as a JUnit XML document.
 pub fn render_junit(report: &Report) -> String {
     let mut suites: Vec<(String, Vec<Case>)> = Vec::new();
@@ -65,6 +105,9 @@ pub fn render_junit(report: &Report) -> String {
                     },
                     out: since.changes.join("\n"),
                 });
+            }
+            if let Some(sweep) = &section.sweep {
+                cases.extend(sweep_cases(sweep));
             }
             if !section.errors.is_empty() {
                 cases.push(Case {

@@ -10,6 +10,9 @@ use crate::events::BuildStatus;
 use super::model::{Report, ScoreParity, SideInfo};
 
 pub fn render_markdown(report: &Report) -> String {
+    if report.is_sweep {
+        return super::sweep_markdown::render_sweep(report);
+    }
     let mut out = String::new();
     let date = report.date.get(..10).unwrap_or(&report.date);
     let host = report

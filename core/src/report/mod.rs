@@ -10,6 +10,7 @@ mod junit;
 mod markdown;
 mod model;
 mod retune_markdown;
+mod sweep_markdown;
 mod time;
 
 pub use assemble::{assemble, AttemptRecord, JobRecord, JobState, RunRecord, RunState};

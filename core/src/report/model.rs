@@ -85,6 +85,15 @@ pub struct Report {
     pub skipped_checks: Vec<SkippedCheck>,
     #[serde(skip)]
     pub backend_cells: Vec<BackendCell>,
+    /// The sweep of a one-generation assembly; shown in `generations[].sweep`.
+    #[serde(skip)]
+    pub sweep: Option<crate::sweep::SweepSection>,
+    /// A retuning sweep (`[sweep]`) rather than an A/B run: `generations[].sweep` holds it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_sweep: bool,
+    /// A sweep run: one row per generation, its best configuration and the default's verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweep_table: Vec<crate::sweep::SweepRow>,
 }
 
 /// One attempt of one job, as the report's attempt history lists it.
@@ -197,6 +206,9 @@ pub struct GenerationSection {
     /// silicon): what changed in between and the regression flags (docs/milestone.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since_previous: Option<super::history::SincePrevious>,
+    /// A retuning sweep's result on this generation (docs/sweeps.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::sweep::SweepSection>,
 }
 
 impl GenerationSection {
@@ -246,6 +258,7 @@ impl GenerationSection {
             previous_run: None,
             previous_toolchain: std::collections::BTreeMap::new(),
             since_previous: None,
+            sweep: report.sweep.clone(),
         }
     }
 }

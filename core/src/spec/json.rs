@@ -35,6 +35,8 @@ pub(crate) struct JobSpecJson {
     targets: Option<TargetSpec>,
     #[serde(default)]
     backends: BackendsSpec,
+    #[serde(default)]
+    sweep: Option<super::sweep::SweepSpec>,
 }
 
 impl TryFrom<JobSpecJson> for JobSpec {
@@ -54,6 +56,7 @@ impl TryFrom<JobSpecJson> for JobSpec {
             parity,
             targets,
             backends,
+            sweep,
         } = json;
         check(JobSpec {
             name,
@@ -67,6 +70,7 @@ impl TryFrom<JobSpecJson> for JobSpec {
             parity,
             targets,
             backends,
+            sweep,
         })
         .map_err(|message| SpecError::Json { message })
     }

@@ -29,12 +29,28 @@ pub struct JobSpec {
     /// Per-backend builds and retuning checks (`[backends.*]`, docs/retuning.md).
     #[serde(skip_serializing_if = "BackendsSpec::is_empty")]
     pub backends: BackendsSpec,
+    /// A retuning sweep (`[sweep]`, docs/sweeps.md): the fork alone, each configuration of
+    /// its tunables timed against the shipped default. `upstream` then mirrors `fork` and
+    /// is never built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<super::sweep::SweepSpec>,
 }
 
 impl JobSpec {
-    /// Number of (fixture, workload) cells.
+    /// Number of (fixture, workload) cells; for a sweep, the configurations it plans to
+    /// time (its progress counts those, and it stores no cells).
     pub fn cell_count(&self) -> usize {
-        self.fixtures.len() * self.workloads.len()
+        match &self.sweep {
+            Some(sweep) => crate::sweep::plan(sweep, self.measure.seed)
+                .configurations
+                .len(),
+            None => self.fixtures.len() * self.workloads.len(),
+        }
+    }
+
+    /// Whether this is a retuning sweep rather than an A/B run.
+    pub fn is_sweep(&self) -> bool {
+        self.sweep.is_some()
     }
 }
 

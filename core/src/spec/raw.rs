@@ -12,6 +12,7 @@ use super::backends::BackendsSpec;
 use super::model::{
     Allowance, AllowedMissing, Fanout, Generator, OutputFormat, PixelFormat, WorkloadSpec,
 };
+use super::sweep::RawSweep;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -19,7 +20,8 @@ pub(super) struct RawSpec {
     pub(super) name: String,
     #[serde(default)]
     pub(super) description: String,
-    pub(super) upstream: RawSide,
+    /// Absent in a sweep spec, which times the fork alone.
+    pub(super) upstream: Option<RawSide>,
     pub(super) fork: RawSide,
     #[serde(default)]
     pub(super) build: RawRecipe,
@@ -35,6 +37,8 @@ pub(super) struct RawSpec {
     pub(super) targets: Option<RawTargets>,
     #[serde(default)]
     pub(super) backends: BackendsSpec,
+    /// A retuning sweep of the fork instead of an A/B comparison (docs/sweeps.md).
+    pub(super) sweep: Option<RawSweep>,
 }
 
 /// `[targets]`: every key optional (`["cpu"]`, `["*"]`, `["*"]`, `per-generation`).

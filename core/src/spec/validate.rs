@@ -95,6 +95,17 @@ pub(super) fn check(mut spec: JobSpec) -> Result<JobSpec, String> {
     if let Some(targets) = &spec.targets {
         check_targets(targets)?;
     }
+    if let Some(sweep) = &spec.sweep {
+        sweep.check()?;
+        if !spec.backends.is_empty() {
+            return Err("a [sweep] spec cannot have [backends.*]: the retuning checks run with an A/B spec; move them there".into());
+        }
+        if spec.upstream != spec.fork {
+            return Err(
+                "a [sweep] spec times the fork alone: its upstream must mirror its fork".into(),
+            );
+        }
+    }
     Ok(spec)
 }
 
@@ -322,8 +333,21 @@ impl RawSpec {
     /// Only what the JSON form cannot get wrong (it has no alternatives to choose between)
     /// fails here; everything else is [`check`]'s.
     fn resolve(self, base_dir: &Path) -> Result<JobSpec, String> {
-        let upstream = self.upstream.resolve("upstream", &self.build, base_dir)?;
         let fork = self.fork.resolve("fork", &self.build, base_dir)?;
+        let sweep = self
+            .sweep
+            .map(super::sweep::RawSweep::resolve)
+            .transpose()?;
+        let upstream = match (self.upstream, &sweep) {
+            (Some(upstream), None) => upstream.resolve("upstream", &self.build, base_dir)?,
+            (None, Some(_)) => fork.clone(),
+            (Some(_), Some(_)) => {
+                return Err("a [sweep] spec times the fork alone against its own shipped default; remove [upstream]".into())
+            }
+            (None, None) => {
+                return Err("no [upstream]; an A/B spec needs both sides (or a [sweep] table to time the fork alone, docs/sweeps.md)".into())
+            }
+        };
         let mut fixtures = Vec::new();
         for raw in self.fixtures {
             let name = raw.name;
@@ -376,6 +400,7 @@ impl RawSpec {
             },
             targets: self.targets.map(RawTargets::resolve),
             backends: self.backends,
+            sweep,
         })
     }
 }

@@ -1,0 +1,601 @@
+//! The verdicts of a sweep on one generation, from its outcome alone: every configuration's
+//! speedup over the shipped default with its bootstrap interval and signed-rank verdict
+//! (`paired::analyse`), parity first (a configuration whose scores moved is rejected and
+//! never wins, however fast), then the best configuration, its runner-up, ties, and whether
+//! the default is still best, within noise, or stale.
+//!
+//! Ties: two faster configurations whose intervals overlap, or whose speedups differ by less
+//! than the tie tolerance (the practical threshold, or the host's A/A resolution from
+//! `abfleet calibrate` when that is wider), are tied, and the tie goes to the one planned first (nearest
+//! the default), not to the larger median, so a winner does not flip between identical runs.
+
+use serde::{Deserialize, Serialize};
+
+use super::outcome::SweepOutcome;
+use super::plan::{Configuration, NotTried};
+use crate::cell::CellParity;
+use crate::finding::{Finding, Severity};
+use crate::paired::{self, AnalysisConfig, Verdict};
+use crate::spec::{SweepSpec, TunableKind};
+
+/// A sweep's result on one generation, as `generations[].sweep` of `report.json` holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSection {
+    pub tunables: Vec<TunableSummary>,
+    pub strategy: String,
+    pub grid_size: u64,
+    /// The shipped default.
+    pub default: Configuration,
+    /// The best configuration: the fastest that kept parity and is faster than the default,
+    /// or the default itself when none is.
+    pub best: Option<BestConfiguration>,
+    /// The next best (the default when only one configuration beat it).
+    pub runner_up: Option<BestConfiguration>,
+    /// `None` when no configuration could be compared with the default.
+    pub default_verdict: Option<DefaultVerdict>,
+    /// `default still best`, `default within noise`, `stale: X is faster by N% [lo, hi]`.
+    pub verdict_line: String,
+    /// Every configuration timed, the default first.
+    pub configurations: Vec<ConfigurationSummary>,
+    /// Labels of the configurations whose scores moved.
+    pub rejected_by_parity: Vec<String>,
+    pub cells: Vec<String>,
+    pub not_tried: Vec<NotTried>,
+    pub not_tried_count: u64,
+    pub seed: u64,
+    pub timing_seconds: f64,
+    /// Two faster configurations whose speedups differ by less than this (relative) are tied:
+    /// the practical threshold, or the host's calibrated resolution when wider.
+    pub tie_tolerance: f64,
+    /// The previous sweep on this generation, filled in by the coordinator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<super::history::SweepHistory>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TunableSummary {
+    pub name: String,
+    /// `build`, `env` or `args`.
+    pub how: String,
+    pub values: Vec<String>,
+    pub default: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BestConfiguration {
+    pub configuration: Configuration,
+    /// Over the default; 1 for the default itself.
+    pub speedup: f64,
+    pub speedup_ci95: [f64; 2],
+    /// Configurations tied with it (within noise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tied_with: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefaultVerdict {
+    /// Every other configuration that kept parity is slower.
+    DefaultBest,
+    /// None is faster, some cannot be told apart from it.
+    DefaultWithinNoise,
+    /// A configuration that kept parity is faster.
+    Stale,
+}
+
+impl DefaultVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DefaultVerdict::DefaultBest => "default_best",
+            DefaultVerdict::DefaultWithinNoise => "default_within_noise",
+            DefaultVerdict::Stale => "stale",
+        }
+    }
+}
+
+/// One configuration as the report shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigurationSummary {
+    pub label: String,
+    pub values: std::collections::BTreeMap<String, String>,
+    pub is_default: bool,
+    /// The cache key of the build it ran (one per distinct build configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_key: Option<String>,
+    pub pairs: usize,
+    pub speedup: Option<f64>,
+    pub speedup_ci95: Option<[f64; 2]>,
+    pub p_value: Option<f64>,
+    /// Against the default: `faster`, `slower`, `same`, `unsure`; `None` when not timed.
+    pub verdict: Option<Verdict>,
+    /// Its scores against the default's: `ok`, `fail` (rejected) or `unavailable`.
+    pub parity: CellParity,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parity_failures: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Median seconds of this configuration's and of the default's timed runs.
+    pub median_s: Option<f64>,
+    pub default_median_s: Option<f64>,
+}
+
+/// One row of the cross-generation table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepRow {
+    pub generation: String,
+    pub best: Option<String>,
+    pub default_verdict: Option<DefaultVerdict>,
+    pub verdict_line: String,
+    /// Tunable name → best value.
+    pub best_values: std::collections::BTreeMap<String, String>,
+}
+
+impl SweepSection {
+    pub fn row(&self, generation: &str) -> SweepRow {
+        SweepRow {
+            generation: generation.to_string(),
+            best: self.best.as_ref().map(|b| b.configuration.label.clone()),
+            default_verdict: self.default_verdict,
+            verdict_line: self.verdict_line.clone(),
+            best_values: self
+                .best
+                .as_ref()
+                .map(|b| b.configuration.values.clone())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+fn percent(speedup: f64) -> String {
+    format!("{:.1}%", (speedup - 1.0) * 100.0)
+}
+
+/// Judges a sweep's outcome; `host_resolution` is the host's A/A calibration resolution,
+/// when it has one.
+pub fn judge(
+    outcome: &SweepOutcome,
+    spec: &SweepSpec,
+    practical_threshold: f64,
+    host_resolution: Option<f64>,
+) -> SweepSection {
+    let tie_tolerance = host_resolution
+        .filter(|r| r.is_finite())
+        .map_or(practical_threshold, |r| r.max(practical_threshold));
+    let config = AnalysisConfig {
+        practical_threshold,
+        seed: outcome.seed,
+        ..AnalysisConfig::default()
+    };
+    let default = Configuration::default_of(spec);
+    let configurations: Vec<ConfigurationSummary> = outcome
+        .configurations
+        .iter()
+        .map(|run| {
+            let analysis = (!run.is_default && run.error.is_none())
+                .then(|| paired::analyse(&run.pairs, &config))
+                .flatten();
+            let median = |times: Vec<f64>| crate::stats::median(&times);
+            ConfigurationSummary {
+                label: run.configuration.label.clone(),
+                values: run.configuration.values.clone(),
+                is_default: run.is_default,
+                build_key: run.build_key.clone(),
+                pairs: run.pairs.len(),
+                speedup: analysis.as_ref().map(|a| a.speedup),
+                speedup_ci95: analysis.as_ref().map(|a| a.speedup_ci95),
+                p_value: analysis.as_ref().map(|a| a.p_value),
+                verdict: analysis.as_ref().map(|a| a.verdict),
+                parity: run.parity,
+                parity_failures: run.parity_failures.clone(),
+                error: run.error.clone(),
+                median_s: median(run.pairs.iter().map(|p| p.fork_s).collect()),
+                default_median_s: median(run.pairs.iter().map(|p| p.upstream_s).collect()),
+            }
+        })
+        .collect();
+    let rejected_by_parity: Vec<String> = configurations
+        .iter()
+        .filter(|c| c.parity == CellParity::Fail)
+        .map(|c| c.label.clone())
+        .collect();
+    // Candidates: timed, parity kept, not the default; in plan order.
+    let eligible: Vec<&ConfigurationSummary> = configurations
+        .iter()
+        .filter(|c| !c.is_default && c.parity == CellParity::Ok && c.verdict.is_some())
+        .collect();
+    let default_best = BestConfiguration {
+        configuration: default.clone(),
+        speedup: 1.0,
+        speedup_ci95: [1.0, 1.0],
+        tied_with: Vec::new(),
+    };
+    let best_of = |c: &ConfigurationSummary, tied_with: Vec<String>| BestConfiguration {
+        configuration: Configuration {
+            label: c.label.clone(),
+            values: c.values.clone(),
+        },
+        speedup: c.speedup.unwrap_or(1.0),
+        speedup_ci95: c.speedup_ci95.unwrap_or([1.0, 1.0]),
+        tied_with,
+    };
+    let faster: Vec<&ConfigurationSummary> = eligible
+        .iter()
+        .copied()
+        .filter(|c| c.verdict == Some(Verdict::Faster))
+        .collect();
+    let (best, runner_up, default_verdict, verdict_line) = if eligible.is_empty() {
+        let why = if rejected_by_parity.is_empty() {
+            "no configuration could be compared with the default (see the errors)".to_string()
+        } else {
+            format!(
+                "default still best: every other configuration moved a score ({})",
+                rejected_by_parity.join(", ")
+            )
+        };
+        let verdict = (!rejected_by_parity.is_empty()).then_some(DefaultVerdict::DefaultBest);
+        (verdict.map(|_| default_best.clone()), None, verdict, why)
+    } else if faster.is_empty() {
+        let noise: Vec<&ConfigurationSummary> = eligible
+            .iter()
+            .copied()
+            .filter(|c| c.verdict != Some(Verdict::Slower))
+            .collect();
+        let fastest_other = eligible
+            .iter()
+            .copied()
+            .max_by(|a, b| a.speedup.partial_cmp(&b.speedup).expect("finite speedups"));
+        if noise.is_empty() {
+            let runner = fastest_other.map(|c| best_of(c, Vec::new()));
+            let line = match &runner {
+                Some(r) => format!(
+                    "default still best: the next best, {}, is slower ({:.3}x [{:.3}, {:.3}])",
+                    r.configuration.label, r.speedup, r.speedup_ci95[0], r.speedup_ci95[1]
+                ),
+                None => "default still best".to_string(),
+            };
+            (
+                Some(default_best.clone()),
+                runner,
+                Some(DefaultVerdict::DefaultBest),
+                line,
+            )
+        } else {
+            let tied: Vec<String> = noise.iter().map(|c| c.label.clone()).collect();
+            let mut best = default_best.clone();
+            best.tied_with = tied.clone();
+            let runner = fastest_other.map(|c| best_of(c, Vec::new()));
+            (
+                Some(best),
+                runner,
+                Some(DefaultVerdict::DefaultWithinNoise),
+                format!(
+                    "default within noise: no configuration is faster; {} cannot be told apart from it",
+                    tied.join(", ")
+                ),
+            )
+        }
+    } else {
+        let top = faster
+            .iter()
+            .copied()
+            .max_by(|a, b| a.speedup.partial_cmp(&b.speedup).expect("finite speedups"))
+            .expect("faster is not empty");
+        let ties_top = |c: &ConfigurationSummary| {
+            let (Some([lo, hi]), Some([top_lo, top_hi])) = (c.speedup_ci95, top.speedup_ci95)
+            else {
+                return false;
+            };
+            let close = (c.speedup.unwrap_or(1.0) / top.speedup.unwrap_or(1.0) - 1.0).abs()
+                <= tie_tolerance;
+            close || (lo <= top_hi && top_lo <= hi)
+        };
+        // The tie group in plan order; its first member wins.
+        let group: Vec<&ConfigurationSummary> =
+            faster.iter().copied().filter(|c| ties_top(c)).collect();
+        let winner = group[0];
+        let tied_with: Vec<String> = group[1..].iter().map(|c| c.label.clone()).collect();
+        let best = best_of(winner, tied_with.clone());
+        let runner = eligible
+            .iter()
+            .copied()
+            .filter(|c| c.label != winner.label)
+            .max_by(|a, b| a.speedup.partial_cmp(&b.speedup).expect("finite speedups"))
+            .filter(|c| c.verdict == Some(Verdict::Faster))
+            .map(|c| best_of(c, Vec::new()))
+            .unwrap_or_else(|| default_best.clone());
+        let [lo, hi] = best.speedup_ci95;
+        let mut line = format!(
+            "stale: {} is faster by {} [{}, {}]",
+            winner.label,
+            percent(best.speedup),
+            percent(lo),
+            percent(hi)
+        );
+        if !tied_with.is_empty() {
+            line.push_str(&format!(
+                " (tied within noise with {}; the tie goes to the configuration planned first)",
+                tied_with.join(", ")
+            ));
+        }
+        (Some(best), Some(runner), Some(DefaultVerdict::Stale), line)
+    };
+    SweepSection {
+        tunables: spec
+            .tunables
+            .iter()
+            .map(|t| TunableSummary {
+                name: t.name.clone(),
+                how: match t.how {
+                    TunableKind::Build(_) => "build",
+                    TunableKind::Env(_) => "env",
+                    TunableKind::Args(_) => "args",
+                }
+                .to_string(),
+                values: t.values.clone(),
+                default: t.default.clone(),
+            })
+            .collect(),
+        strategy: outcome.strategy.clone(),
+        grid_size: outcome.grid_size,
+        default,
+        best,
+        runner_up,
+        default_verdict,
+        verdict_line,
+        configurations,
+        rejected_by_parity,
+        cells: outcome.cells.clone(),
+        not_tried: outcome.not_tried.clone(),
+        not_tried_count: outcome.not_tried_count,
+        seed: outcome.seed,
+        timing_seconds: outcome.timing_seconds,
+        tie_tolerance,
+        history: None,
+    }
+}
+
+/// The sweep's result as a retuning finding of its generation: what the next sweep on the
+/// same generation is compared with (`previous`), and what the findings list shows.
+pub fn sweep_finding(section: &SweepSection, backend: &str) -> Finding {
+    let subject = section
+        .tunables
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let severity = match section.default_verdict {
+        Some(DefaultVerdict::Stale) => Severity::Warn,
+        Some(_) => Severity::Ok,
+        None => Severity::Warn,
+    };
+    let best = section
+        .best
+        .as_ref()
+        .map(|b| b.configuration.label.clone())
+        .unwrap_or_else(|| "(none)".into());
+    let mut finding = Finding::new(
+        backend,
+        super::history::SWEEP_CHECK,
+        &subject,
+        severity,
+        section.verdict_line.clone(),
+        format!(
+            "sweep of {} configuration(s) against {}",
+            section.configurations.len(),
+            section.default.label
+        ),
+    )
+    .with("best", best)
+    .with(
+        "default_verdict",
+        section
+            .default_verdict
+            .map_or("not_measured", DefaultVerdict::as_str),
+    );
+    if let Some(b) = &section.best {
+        finding = finding.with("speedup", (b.speedup * 1000.0).round() / 1000.0);
+    }
+    finding
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paired::Pair;
+    use crate::spec::{SearchStrategy, Tunable};
+    use crate::sweep::outcome::ConfigurationRun;
+
+    fn spec() -> SweepSpec {
+        SweepSpec {
+            tunables: vec![Tunable {
+                name: "chunk".into(),
+                how: TunableKind::Build(vec!["SSIM_CHUNK={value}".into()]),
+                values: ["1", "8", "64", "0", "2"].map(String::from).to_vec(),
+                default: "8".into(),
+            }],
+            search: SearchStrategy::Grid,
+            max_configurations: 8,
+            max_seconds: None,
+        }
+    }
+
+    fn configuration(value: &str) -> Configuration {
+        Configuration {
+            label: format!("chunk={value}"),
+            values: [("chunk".to_string(), value.to_string())].into(),
+        }
+    }
+
+    /// Pairs whose speedup is `ratio`, with a little deterministic jitter.
+    fn run(value: &str, ratio: f64, parity: CellParity) -> ConfigurationRun {
+        let pairs = (0..12)
+            .map(|i| {
+                let jitter = 1.0 + 0.004 * ((i * 7 % 5) as f64 - 2.0);
+                Pair {
+                    upstream_s: 0.1 * jitter,
+                    fork_s: 0.1 / ratio * (2.0 - jitter),
+                }
+            })
+            .collect();
+        ConfigurationRun {
+            configuration: configuration(value),
+            is_default: false,
+            build_key: None,
+            pairs,
+            order: Vec::new(),
+            stop_reason: None,
+            parity,
+            score_delta: Default::default(),
+            parity_failures: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn outcome(runs: Vec<ConfigurationRun>) -> SweepOutcome {
+        let mut default = run("8", 1.0, CellParity::Ok);
+        default.is_default = true;
+        default.pairs.clear();
+        let mut configurations = vec![default];
+        configurations.extend(runs);
+        SweepOutcome {
+            strategy: "grid".into(),
+            grid_size: 5,
+            cells: vec!["f/float_ssim".into()],
+            configurations,
+            not_tried: Vec::new(),
+            not_tried_count: 0,
+            seed: 3,
+            timing_seconds: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_faster_configuration_makes_the_default_stale_with_its_interval() {
+        let s = judge(
+            &outcome(vec![
+                run("1", 0.2, CellParity::Ok),
+                run("64", 2.0, CellParity::Ok),
+            ]),
+            &spec(),
+            0.02,
+            None,
+        );
+        assert_eq!(s.default_verdict, Some(DefaultVerdict::Stale));
+        let best = s.best.unwrap();
+        assert_eq!(best.configuration.label, "chunk=64");
+        assert!(best.speedup_ci95[0] > 1.5 && best.speedup_ci95[1] < 2.5);
+        assert!(
+            s.verdict_line.starts_with("stale: chunk=64 is faster by "),
+            "{}",
+            s.verdict_line
+        );
+        assert_eq!(
+            s.runner_up.unwrap().configuration.label,
+            "chunk=8",
+            "the default is next"
+        );
+    }
+
+    #[test]
+    fn a_configuration_that_moves_a_score_never_wins_however_fast() {
+        let s = judge(
+            &outcome(vec![
+                run("2", 5.0, CellParity::Fail),
+                run("64", 1.5, CellParity::Ok),
+            ]),
+            &spec(),
+            0.02,
+            None,
+        );
+        assert_eq!(s.best.unwrap().configuration.label, "chunk=64");
+        assert_eq!(s.rejected_by_parity, ["chunk=2"]);
+        let only_rejected = judge(
+            &outcome(vec![run("2", 5.0, CellParity::Fail)]),
+            &spec(),
+            0.02,
+            None,
+        );
+        assert_eq!(
+            only_rejected.default_verdict,
+            Some(DefaultVerdict::DefaultBest)
+        );
+        assert_eq!(only_rejected.best.unwrap().configuration.label, "chunk=8");
+    }
+
+    #[test]
+    fn slower_everywhere_is_default_best_and_noise_is_within_noise() {
+        let s = judge(
+            &outcome(vec![run("1", 0.3, CellParity::Ok)]),
+            &spec(),
+            0.02,
+            None,
+        );
+        assert_eq!(s.default_verdict, Some(DefaultVerdict::DefaultBest));
+        assert!(s.verdict_line.starts_with("default still best"));
+        let s = judge(
+            &outcome(vec![
+                run("1", 0.3, CellParity::Ok),
+                run("0", 1.0, CellParity::Ok),
+            ]),
+            &spec(),
+            0.02,
+            None,
+        );
+        assert_eq!(s.default_verdict, Some(DefaultVerdict::DefaultWithinNoise));
+        assert_eq!(s.best.unwrap().tied_with, ["chunk=0"]);
+    }
+
+    #[test]
+    fn a_tie_goes_to_the_configuration_planned_first_not_the_larger_median() {
+        // 64 is planned before 0; 0's median is a hair larger, inside the threshold.
+        let s = judge(
+            &outcome(vec![
+                run("64", 2.0, CellParity::Ok),
+                run("0", 2.01, CellParity::Ok),
+            ]),
+            &spec(),
+            0.02,
+            None,
+        );
+        let best = s.best.unwrap();
+        assert_eq!(best.configuration.label, "chunk=64");
+        assert_eq!(best.tied_with, ["chunk=0"]);
+        assert!(s.verdict_line.contains("tied within noise with chunk=0"));
+    }
+
+    #[test]
+    fn a_coarse_host_resolution_widens_the_tie() {
+        // Intervals apart, speedups 10% apart: a winner on a quiet host, a tie on one whose
+        // A/A resolution is 15%.
+        let runs = || {
+            vec![
+                run("64", 2.0, CellParity::Ok),
+                run("0", 2.2, CellParity::Ok),
+            ]
+        };
+        let quiet = judge(&outcome(runs()), &spec(), 0.02, Some(0.01));
+        assert_eq!(quiet.tie_tolerance, 0.02);
+        assert_eq!(quiet.best.as_ref().unwrap().configuration.label, "chunk=0");
+        assert!(quiet.best.unwrap().tied_with.is_empty());
+        let noisy = judge(&outcome(runs()), &spec(), 0.02, Some(0.15));
+        assert_eq!(noisy.tie_tolerance, 0.15);
+        let best = noisy.best.unwrap();
+        assert_eq!(
+            best.configuration.label, "chunk=64",
+            "the tie goes to the one planned first"
+        );
+        assert_eq!(best.tied_with, ["chunk=0"]);
+    }
+
+    #[test]
+    fn nothing_comparable_has_no_verdict() {
+        let mut failed = run("64", 2.0, CellParity::Unavailable);
+        failed.error = Some("the build failed".into());
+        let s = judge(&outcome(vec![failed]), &spec(), 0.02, None);
+        assert_eq!(s.default_verdict, None);
+        assert!(s.best.is_none());
+        assert!(s
+            .verdict_line
+            .contains("no configuration could be compared"));
+    }
+}
