@@ -136,7 +136,8 @@ runs = 3
     let section = &page[ours..earlier];
     let fork = &parsed.fork.resolved.clone().unwrap()[..9];
     assert!(
-        section.contains(&format!("— fork `{fork}` vs upstream `"))
+        section.contains(&format!("— fork `{fork}"))
+            && section.contains("` vs upstream `")
             && section.contains(", single-threaded"),
         "{section}"
     );
