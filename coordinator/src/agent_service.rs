@@ -124,7 +124,7 @@ impl pb::agent_service_server::AgentService for AgentService {
         let job_id: JobId = parse_id("job_id", &request.job_id)?;
         let mut events = Vec::with_capacity(request.events.len());
         for event in request.events {
-            let payload: JobEventPayload = serde_json::from_str(&event.payload_json).map_err(|err| {
+            let payload = JobEventPayload::from_json(&event.payload_json).map_err(|err| {
                 Status::invalid_argument(format!(
                     "event {} of job {job_id} does not parse: {err}; is the agent newer than the coordinator?",
                     event.seq

@@ -632,7 +632,7 @@ impl Store {
             let mut events = Vec::new();
             for row in rows {
                 let (seq, at_ms, payload_json) = row?;
-                let payload = serde_json::from_str(&payload_json).map_err(|err| {
+                let payload = JobEventPayload::from_json(&payload_json).map_err(|err| {
                     CoordinatorError::Corrupt(format!(
                         "event {seq} of job {job_id} does not parse: {err}"
                     ))
@@ -989,8 +989,8 @@ impl Store {
                 })?;
                 for row in rows {
                     let (attempt, seq, payload_json) = row?;
-                    let payload: JobEventPayload =
-                        serde_json::from_str(&payload_json).map_err(|err| {
+                    let payload =
+                        JobEventPayload::from_json(&payload_json).map_err(|err| {
                             CoordinatorError::Corrupt(format!(
                                 "event {seq} of job {job_id} attempt {attempt} does not parse: {err}"
                             ))

@@ -548,6 +548,34 @@ mod tests {
     }
 
     #[test]
+    fn a_cell_event_decodes_the_same_by_the_fast_path_and_the_general_one() {
+        use crate::events::JobEventPayload;
+        let cell = evaluate(
+            ok(&[2.0, 2.2, 1.8], "m", 1.0),
+            ok(&[1.0, 1.1, 0.9], "m", 0.25),
+        );
+        let payload = JobEventPayload::Cell(Box::new(cell));
+        let compact = serde_json::to_string(&payload).unwrap();
+        assert!(compact.starts_with(r#"{"kind":"cell","#), "{compact}");
+        let pretty = serde_json::to_string_pretty(&payload).unwrap();
+        assert_eq!(JobEventPayload::from_json(&compact).unwrap(), payload);
+        assert_eq!(JobEventPayload::from_json(&pretty).unwrap(), payload);
+        // Another kind, or a cell that does not decode, gets the general path's answer.
+        let log = r#"{"kind":"log","level":"info","line":"hello"}"#;
+        assert_eq!(
+            JobEventPayload::from_json(log).unwrap(),
+            serde_json::from_str::<JobEventPayload>(log).unwrap()
+        );
+        let broken = r#"{"kind":"cell","index":"zero"}"#;
+        assert_eq!(
+            JobEventPayload::from_json(broken).unwrap_err().to_string(),
+            serde_json::from_str::<JobEventPayload>(broken)
+                .unwrap_err()
+                .to_string()
+        );
+    }
+
+    #[test]
     fn speedup_is_the_ratio_of_medians_and_parity_is_checked() {
         let cell = evaluate(
             ok(&[2.0, 2.2, 1.8], "m", 1.0),

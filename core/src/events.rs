@@ -138,6 +138,22 @@ impl std::str::FromStr for EventKind {
 }
 
 impl JobEventPayload {
+    /// Parses a payload from its JSON. A cell event (nearly all of a job's events, and the
+    /// big ones) whose tag comes first, as serde writes it, is decoded straight into its
+    /// [`CellResult`](crate::cell::CellResult): the `kind` key is then an unknown field,
+    /// ignored, and serde's buffering of an internally tagged enum's whole content — most of
+    /// a coordinator's ingest time (docs/performance.md) — is skipped. Anything else, or a
+    /// cell that does not decode that way, takes the general path and its error.
+    pub fn from_json(json: &str) -> serde_json::Result<Self> {
+        const CELL_FIRST: &str = r#"{"kind":"cell","#;
+        if json.starts_with(CELL_FIRST) {
+            if let Ok(cell) = serde_json::from_str::<crate::cell::CellResult>(json) {
+                return Ok(JobEventPayload::Cell(Box::new(cell)));
+            }
+        }
+        serde_json::from_str(json)
+    }
+
     pub fn kind(&self) -> EventKind {
         match self {
             JobEventPayload::Started { .. } => EventKind::Started,
