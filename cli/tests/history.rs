@@ -1,7 +1,8 @@
 //! History and regression flags across three real runs of one spec on this host's CPU
 //! generation: the fork gains a planted parity drift (under the gate) in its second commit
 //! and a planted psnr slowdown in its third. Each report compares itself with the previous
-//! comparable run and flags what changed; `abfleet history` shows the three runs.
+//! comparable run and flags what changed; `abfleet history` shows the three runs, and so do
+//! the web view's `/history` page and `/api/history`.
 
 mod support;
 
@@ -60,7 +61,8 @@ async fn three_runs_flag_a_planted_parity_growth_then_a_planted_slowdown_and_his
     let tmp = tempfile::tempdir().unwrap();
     let repos = make_repos(tmp.path());
     let data_dir = tmp.path().join("data");
-    let coordinator = TestCoordinator::start(&data_dir, CoordinatorConfig::default()).await;
+    let coordinator =
+        TestCoordinator::start_with_web(&data_dir, CoordinatorConfig::default()).await;
     let _agent = TestAgent::start(&coordinator.url(), &tmp.path().join("agent"));
     let mut client = coordinator.control().await;
     wait_for_agents(&client, 1).await;
@@ -182,6 +184,46 @@ async fn three_runs_flag_a_planted_parity_growth_then_a_planted_slowdown_and_his
         assert!(table.contains(&format!("`{}`", &run[..8])), "{table}");
     }
     assert!(table.contains("parity_growth"), "{table}");
+
+    // The web view: the same points as JSON, and a page charting them.
+    let web = coordinator.web.unwrap();
+    let get = |path: String| async move {
+        tokio::task::spawn_blocking(move || http_request(web, "GET", &path, &[], b""))
+            .await
+            .unwrap()
+    };
+    let encoded = generation.replace('/', "%2F");
+    let (status, body) = get(format!("/api/history?generation={encoded}&workload=psnr")).await;
+    assert_eq!(status, 200, "{body}");
+    let api: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let api_runs: Vec<&str> = api["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(api_runs, runs, "{body}");
+    let (status, body) = get("/api/history?workload=psnr".into()).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("generation=KEY"), "{body}");
+    let (status, page) = get(format!("/history?generation={encoded}&workload=psnr")).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains(r#"<figure class="history-speedup" data-points="3" data-flagged="2""#),
+        "runs 2 and 3 are flagged: {page}"
+    );
+    assert!(page.contains(r#"<figure class="history-fork-median" data-points="3""#));
+    for run in &runs {
+        assert!(page.contains(&format!("data-run-id=\"{run}\"")), "{page}");
+    }
+    // A finished run's page links to the history of each of its workloads.
+    let (_, run_page) = get(format!("/runs/{third_id}")).await;
+    assert!(
+        run_page.contains(&format!(
+            "href=\"/history?generation={encoded}&amp;workload=psnr\""
+        )),
+        "{run_page}"
+    );
 
     // `abfleet bisect RUN`: the commits come from run 3's flag against run 2.
     let out = tmp.path().join("bisect");

@@ -47,6 +47,8 @@ pub(crate) fn page(title: &str, shell: Shell, body: Markup) -> Markup {
                         " · "
                         a href="/fleet" { "Fleet" }
                         " · "
+                        a href="/history" { "History" }
+                        " · "
                         a href="/api/runs" { "JSON" }
                     }
                 }

@@ -18,6 +18,6 @@ mod web_pages;
 
 pub use report_page::{render_report_html, report_body};
 pub use web_pages::{
-    render_agents_page, render_report_fragment, render_run_page, render_runs_page, AgentView,
-    RunView, RunsPage,
+    history_link, render_agents_page, render_history_page, render_report_fragment, render_run_page,
+    render_runs_page, AgentView, HistoryPage, RunView, RunsPage,
 };

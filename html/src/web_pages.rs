@@ -1,10 +1,13 @@
 //! The coordinator's web pages: the runs (newest first, a page at a time), one run (live
-//! while it runs, through server-sent events; the report's charts when it is done) and the
-//! fleet's agents. The coordinator reads the rows and hands them over as views; these
+//! while it runs, through server-sent events; the report's charts when it is done), the
+//! fleet's agents, and a workload's history on a generation (speedup and the fork's median
+//! over time). The coordinator reads the rows and hands them over as views; these
 //! functions only lay them out.
 
+use abfleet_core::cell::CellParity;
+use abfleet_core::report::history::HistoryPoint;
 use abfleet_core::report::Report;
-use maud::{html, PreEscaped};
+use maud::{html, Markup, PreEscaped};
 
 use crate::layout::{page, Shell};
 use crate::report_page::report_body;
@@ -192,6 +195,41 @@ fn report_fragment(run_id: &str, report: &Report) -> maud::Markup {
     html! {
         p { a href=(format!("/api/runs/{run_id}/report")) { "report.json" } }
         (report_body(report))
+        (history_links(report))
+    }
+}
+
+/// A link to the history of each workload on each of the run's generations.
+fn history_links(report: &Report) -> Markup {
+    let mut links: Vec<(String, Vec<String>)> = Vec::new();
+    for section in &report.generations {
+        let mut workloads: Vec<String> = Vec::new();
+        for cell in report.cells_of(section) {
+            if !workloads.contains(&cell.workload) {
+                workloads.push(cell.workload.clone());
+            }
+        }
+        if !workloads.is_empty() {
+            links.push((section.key.clone(), workloads));
+        }
+    }
+    html! {
+        @if !links.is_empty() {
+            section class="history-links" {
+                h2 { "History" }
+                ul {
+                    @for (key, workloads) in &links {
+                        li {
+                            code { (key) } ": "
+                            @for (i, workload) in workloads.iter().enumerate() {
+                                @if i > 0 { ", " }
+                                a href=(history_link(key, workload)) { (workload) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -226,4 +264,170 @@ pub fn render_agents_page(agents: &[AgentView]) -> String {
         },
     )
     .into_string()
+}
+
+/// A workload's history on a generation, as `/history` shows it; an empty `generation` or
+/// `workload` is the page's form alone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryPage {
+    pub generation: String,
+    pub workload: String,
+    pub fixture: Option<String>,
+    pub name: Option<String>,
+    /// Oldest first (`abfleet history`'s points).
+    pub points: Vec<HistoryPoint>,
+}
+
+pub fn render_history_page(history: &HistoryPage) -> String {
+    let asked = !history.generation.is_empty() && !history.workload.is_empty();
+    let title = if asked {
+        format!(
+            "abfleet history of {} on {}",
+            history.workload, history.generation
+        )
+    } else {
+        "abfleet history".to_string()
+    };
+    page(
+        &title,
+        Shell::LIVE_PAGE,
+        html! {
+            @if asked {
+                h1 { "History of " code { (history.workload) } " on " code { (history.generation) } }
+            } @else {
+                h1 { "History" }
+            }
+            form method="get" action="/history" class="history-query" {
+                label { "Generation " input name="generation" value=(history.generation) placeholder="cpu/x86-64-v4/zen4" required; }
+                " "
+                label { "Workload " input name="workload" value=(history.workload) placeholder="float_ssim" required; }
+                " "
+                label { "Fixture " input name="fixture" value=(history.fixture.as_deref().unwrap_or_default()) placeholder="every fixture"; }
+                " "
+                label { "Spec " input name="name" value=(history.name.as_deref().unwrap_or_default()) placeholder="every spec"; }
+                " "
+                button type="submit" { "Show" }
+            }
+            @if !asked {
+                p class="muted" { "Name a generation key and a workload (a run page links to each of its own)." }
+            } @else if history.points.is_empty() {
+                p { "No finished run has this workload on this generation yet." }
+            } @else {
+                p class="muted" {
+                    (history.points.len()) " run(s), oldest first. Red points are flagged against the run before them on the same silicon and fixture; "
+                    a href=(history_api_link(history)) { "JSON" } "."
+                }
+                @for (fixture, points) in by_fixture(&history.points) {
+                    h2 { "Fixture " code { (fixture) } }
+                    (history_figure("history-speedup", crate::charts::speedup_history_chart(&points), "Speedup per run, its 95% interval as the whisker; the line at 1x is break-even."))
+                    (history_figure("history-fork-median", crate::charts::fork_median_history_chart(&points), "The fork's own median per run, its fastest and slowest timed run as the whisker."))
+                }
+                h2 { "Runs" }
+                table class="history" {
+                    thead { tr { th { "Date" } th { "Run" } th { "Trigger" } th { "Fork" } th { "Upstream" } th { "Fixture" } th { "Speedup [95% CI]" } th { "Fork median" } th { "Flags and changes" } } }
+                    tbody {
+                        @for point in &history.points {
+                            tr data-run-id=(point.run_id) class=(if point.flags.is_empty() { "" } else { "parity-fail" }) {
+                                td { (point.date.get(..19).unwrap_or(&point.date)) }
+                                td { a href=(format!("/runs/{}", point.run_id)) { code { (point.run_id.get(..8).unwrap_or(&point.run_id)) } } }
+                                td { (point.trigger) @if let Some(note) = &point.trigger_note { " — " (note) } }
+                                td { code { (point.fork_commit.as_deref().map_or("—", |c| c.get(..12).unwrap_or(c))) } }
+                                td { code { (point.upstream_requested) } }
+                                td { (point.cell.fixture) }
+                                td class="num" { (speedup_text(point)) }
+                                td class="num" { (point.cell.fork_median.map_or("—".to_string(), |m| format!("{m:.4} s"))) }
+                                td {
+                                    @for flag in &point.flags { span class="fail-text" { (flag.kind.as_str()) } ": " (flag.detail) br; }
+                                    @if !point.changes.is_empty() { "changed: " (point.changes.join("; ")) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+    .into_string()
+}
+
+/// `/history` of a generation's workload, for a link.
+pub fn history_link(generation: &str, workload: &str) -> String {
+    format!(
+        "/history?generation={}&workload={}",
+        query_escape(generation),
+        query_escape(workload)
+    )
+}
+
+fn history_api_link(history: &HistoryPage) -> String {
+    let mut link = format!(
+        "/api/history?generation={}&workload={}",
+        query_escape(&history.generation),
+        query_escape(&history.workload)
+    );
+    if let Some(fixture) = &history.fixture {
+        link.push_str(&format!("&fixture={}", query_escape(fixture)));
+    }
+    if let Some(name) = &history.name {
+        link.push_str(&format!("&name={}", query_escape(name)));
+    }
+    link
+}
+
+/// `text` percent-encoded for a query value: everything but unreserved characters.
+fn query_escape(text: &str) -> String {
+    let mut out = String::new();
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+/// The points of each fixture, in the order fixtures first appear.
+fn by_fixture(points: &[HistoryPoint]) -> Vec<(String, Vec<HistoryPoint>)> {
+    let mut groups: Vec<(String, Vec<HistoryPoint>)> = Vec::new();
+    for point in points {
+        match groups.iter_mut().find(|(f, _)| *f == point.cell.fixture) {
+            Some((_, group)) => group.push(point.clone()),
+            None => groups.push((point.cell.fixture.clone(), vec![point.clone()])),
+        }
+    }
+    groups
+}
+
+fn speedup_text(point: &HistoryPoint) -> String {
+    match (
+        point.cell.speedup,
+        point.cell.speedup_ci95,
+        point.cell.parity,
+    ) {
+        (Some(s), _, CellParity::Fail) => format!("{s:.3}x (parity failed)"),
+        (Some(s), Some([lo, hi]), _) => format!("{s:.3}x [{lo:.3}, {hi:.3}]"),
+        (Some(s), None, _) => format!("{s:.3}x"),
+        (None, _, CellParity::AbsentUpstream) => "absent upstream".to_string(),
+        (None, _, _) => "—".to_string(),
+    }
+}
+
+fn history_figure(
+    class: &str,
+    chart: Result<crate::charts::HistoryChart, crate::charts::ChartError>,
+    caption: &str,
+) -> Markup {
+    match chart {
+        Ok(chart) => html! {
+            figure class=(class) data-points=(chart.points) data-flagged=(chart.flagged)
+                data-x-at-first=(chart.x_at_first) data-x-step=(chart.x_step)
+                data-y-at-zero=(chart.y_at_zero) data-y-at-end=(chart.y_at_end) data-y-end=(chart.y_end) {
+                (PreEscaped(chart.svg))
+                figcaption { (caption) }
+            }
+        },
+        Err(err) => html! { p class="problems" { (err.to_string()) } },
+    }
 }

@@ -238,6 +238,8 @@ pub struct TestCoordinator {
     pub data_dir: PathBuf,
     /// Serving mutual TLS (its URL is https://).
     pub tls: bool,
+    /// The web view and `/api/` on loopback HTTP, when started with [`Self::start_with_web`].
+    pub web: Option<SocketAddr>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -251,6 +253,47 @@ impl TestCoordinator {
             "127.0.0.1:0".parse().unwrap(),
         )
         .await
+    }
+
+    /// A loopback coordinator that also serves the web view and `/api/` on 127.0.0.1:0
+    /// (`web`), until the test ends.
+    pub async fn start_with_web(data_dir: &Path, config: CoordinatorConfig) -> TestCoordinator {
+        let coordinator = Coordinator::open(data_dir, config).unwrap();
+        let fleet = coordinator.fleet.clone();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let web = http.local_addr().unwrap();
+        tokio::spawn(abfleet_coordinator::http::serve_http_with(
+            fleet,
+            http,
+            abfleet_coordinator::http::HttpConfig {
+                webhook: None,
+                web: true,
+            },
+            std::future::pending(),
+        ));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            serve(
+                coordinator,
+                listener,
+                ServerTransport::LoopbackPlaintext,
+                async {
+                    let _ = stopped.await;
+                },
+            )
+            .await
+            .unwrap();
+        });
+        TestCoordinator {
+            addr,
+            data_dir: data_dir.to_path_buf(),
+            tls: false,
+            web: Some(web),
+            stop: Some(stop),
+            task: Some(task),
+        }
     }
 
     /// A coordinator serving `transport` on `listen` (port 0: any free port).
@@ -276,6 +319,7 @@ impl TestCoordinator {
             addr,
             data_dir: data_dir.to_path_buf(),
             tls,
+            web: None,
             stop: Some(stop),
             task: Some(task),
         }

@@ -1,4 +1,5 @@
-//! `/api/runs`, `/api/runs/{id}`, `/api/runs/{id}/report` and `/api/agents`: the web view's
+//! `/api/runs`, `/api/runs/{id}`, `/api/runs/{id}/report`, `/api/agents` and
+//! `/api/history`: the web view's
 //! data as JSON, for tools that read results without gRPC. The report is report.json's
 //! document, byte for byte what `abfleet report` writes.
 
@@ -8,7 +9,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::query::page_query;
+use super::query::{history_query, page_query};
 use super::views::{agent_json, agent_view, run_json, run_view, run_view_of};
 use crate::fleet::{Fleet, FleetError};
 
@@ -129,4 +130,26 @@ pub(super) async fn agents(State(fleet): State<Fleet>, RawQuery(raw): RawQuery) 
             "next_offset": next_offset,
         }),
     )
+}
+
+/// `/api/history?generation=KEY&workload=W`: `abfleet history --format json`'s points.
+pub(super) async fn history(State(fleet): State<Fleet>, RawQuery(raw): RawQuery) -> Response {
+    let query = match history_query(raw.as_deref()) {
+        Ok(query) => query,
+        Err((status, message)) => return json_error(status, &message),
+    };
+    if query.generation.is_empty() || query.workload.is_empty() {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "a history needs generation=KEY and workload=NAME (fixture, name and limit are optional)",
+        );
+    }
+    let (generation, workload) = (query.generation.clone(), query.workload.clone());
+    match fleet.history(query).await {
+        Ok(points) => json_response(
+            StatusCode::OK,
+            &json!({ "generation": generation, "workload": workload, "points": points }),
+        ),
+        Err(err) => json_error(fleet_status(&err), &err.to_string()),
+    }
 }

@@ -1,7 +1,8 @@
 //! The coordinator's read-only web view and its JSON API (docs/report-format.md, "The web
 //! view"): the runs, one run (live over server-sent events from the progress broadcast,
 //! the report's charts when done; `/runs/{id}/report-body` is those charts alone, which the
-//! live page fetches when the run ends), the fleet's agents, and the same data under `/api/`.
+//! live page fetches when the run ends), the fleet's agents, a workload's history on a
+//! generation (`/history`), and the same data under `/api/`.
 //! Pages are laid out by `abfleet-html`, the crate that writes report.html, so both show
 //! the same charts. Who may read it is decided where it is served: loopback plaintext
 //! (`http.rs`) or mutual TLS with an operator or viewer certificate (`tls.rs`).
@@ -65,17 +66,20 @@ pub(crate) async fn serve_with_grace(
     }
 }
 
-/// The web view's routes: `/`, `/runs/{id}`, `/fleet`, and `/api/…`; every one is a GET.
+/// The web view's routes: `/`, `/runs/{id}`, `/fleet`, `/history` and `/api/…`; every one
+/// is a GET.
 pub fn router(fleet: Fleet) -> Router {
     Router::new()
         .route("/", get(pages::runs))
         .route("/runs/{run_id}", get(pages::run))
         .route("/runs/{run_id}/report-body", get(pages::report_body))
         .route("/fleet", get(pages::fleet))
+        .route("/history", get(pages::history))
         .route("/api/runs", get(api::runs))
         .route("/api/runs/{run_id}", get(api::run))
         .route("/api/runs/{run_id}/report", get(api::report))
         .route("/api/runs/{run_id}/events", get(events::run_events))
         .route("/api/agents", get(api::agents))
+        .route("/api/history", get(api::history))
         .with_state(fleet)
 }

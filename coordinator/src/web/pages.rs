@@ -1,12 +1,12 @@
-//! The HTML pages: `/` (runs, newest first, paged), `/runs/{id}` and `/fleet`.
+//! The HTML pages: `/` (runs, newest first, paged), `/runs/{id}`, `/fleet` and `/history`.
 
-use abfleet_html::RunsPage;
+use abfleet_html::{HistoryPage, RunsPage};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::api::{fleet_status, parse_run_id};
-use super::query::page_query;
+use super::query::{history_query, page_query};
 use super::views::{agent_view, run_view, run_view_of};
 use crate::fleet::Fleet;
 
@@ -103,4 +103,27 @@ pub(super) async fn fleet(State(fleet): State<Fleet>) -> Response {
         }
         Err(err) => text_error(fleet_status(&err), &err.to_string()),
     }
+}
+
+/// `/history?generation=KEY&workload=W`: the charts and table of a workload's history; the
+/// form alone until both are named.
+pub(super) async fn history(State(fleet): State<Fleet>, RawQuery(raw): RawQuery) -> Response {
+    let query = match history_query(raw.as_deref()) {
+        Ok(query) => query,
+        Err((status, message)) => return text_error(status, &message),
+    };
+    let mut page = HistoryPage {
+        generation: query.generation.clone(),
+        workload: query.workload.clone(),
+        fixture: query.fixture.clone(),
+        name: query.name.clone(),
+        points: Vec::new(),
+    };
+    if !page.generation.is_empty() && !page.workload.is_empty() {
+        match fleet.history(query).await {
+            Ok(points) => page.points = points,
+            Err(err) => return text_error(fleet_status(&err), &err.to_string()),
+        }
+    }
+    html_response(StatusCode::OK, abfleet_html::render_history_page(&page))
 }

@@ -4,11 +4,13 @@
 
 mod cross_generation;
 mod frame_delta;
+mod history;
 pub mod palette;
 mod speedup;
 
 pub use cross_generation::{cross_generation_chart, CrossGenerationChart};
 pub use frame_delta::{frame_delta_chart, FrameDeltaChart, FrameDeltaSeries};
+pub use history::{fork_median_history_chart, speedup_history_chart, HistoryChart};
 pub use speedup::{speedup_chart, SpeedupChart, SpeedupRow};
 
 /// Where speedup 0 and the axis' end fall on a chart's x axis, in SVG user units (whole
