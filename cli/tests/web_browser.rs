@@ -286,6 +286,38 @@ async fn the_run_page_follows_a_live_run_and_then_shows_its_charts() {
         .await;
     assert_eq!(agents, serde_json::json!(["idle"]));
     browser.screenshot("web-fleet").await;
+
+    // The run page links each workload's history; the history page charts this one run.
+    browser.goto(&format!("http://{web}/runs/{run_id}")).await;
+    let link = browser
+        .js("var a = Array.from(document.querySelectorAll('section.history-links a')).find(a => a.textContent === 'psnr'); return a ? a.getAttribute('href') : null;")
+        .await;
+    let link = link
+        .as_str()
+        .unwrap_or_else(|| panic!("no history link for psnr: {link}"))
+        .to_string();
+    browser.goto(&format!("http://{web}{link}")).await;
+    let drawn = browser
+        .js("var f = document.querySelector('figure.history-speedup'); if (!f) return null; var c = f.querySelector('circle'); return [Number(f.dataset.points), Number(f.dataset.yAtZero), Number(f.dataset.yAtEnd), Number(f.dataset.yEnd), c ? Number(c.getAttribute('cy')) : null, document.querySelectorAll('table.history tr[data-run-id]').length];")
+        .await;
+    let drawn: Vec<Option<f64>> = serde_json::from_value(drawn.clone())
+        .unwrap_or_else(|err| panic!("{err}: {drawn}"));
+    assert_eq!(drawn[0], Some(1.0), "one run, one point");
+    assert_eq!(drawn[5], Some(1.0), "one row");
+    let psnr = report
+        .cells
+        .iter()
+        .find(|c| c.workload == "psnr")
+        .and_then(|c| c.speedup)
+        .unwrap();
+    let (y_at_zero, y_at_end, y_end) = (drawn[1].unwrap(), drawn[2].unwrap(), drawn[3].unwrap());
+    let want = y_at_zero - psnr / y_end * (y_at_zero - y_at_end);
+    let cy = drawn[4].expect("the point is drawn");
+    assert!(
+        (cy - want).abs() <= 1.5,
+        "the point at {cy}, the speedup {psnr} at {want}"
+    );
+    browser.screenshot("web-history").await;
     browser.close().await;
     agent.stop().await;
 }

@@ -50,7 +50,7 @@ pub fn speedup_history_chart(points: &[HistoryPoint]) -> Result<HistoryChart, Ch
         points,
         &series,
         "speedup (upstream median / fork median)",
-        |v| format!("{v:.2}x"),
+        |v, _| format!("{v:.2}x"),
         Some(1.0),
     )
 }
@@ -75,8 +75,15 @@ pub fn fork_median_history_chart(points: &[HistoryPoint]) -> Result<HistoryChart
     draw(
         points,
         &series,
-        "the fork's median wall time (s), fastest–slowest run",
-        |v| format!("{v:.3} s"),
+        "the fork's median wall time, fastest–slowest run",
+        // Short runs in milliseconds, so neighbouring labels differ.
+        |v, end| {
+            if end < 1.0 {
+                format!("{:.2} ms", v * 1000.0)
+            } else {
+                format!("{v:.2} s")
+            }
+        },
         None,
     )
 }
@@ -85,7 +92,7 @@ fn draw(
     points: &[HistoryPoint],
     series: &[Series],
     y_desc: &str,
-    y_label: impl Fn(f64) -> String,
+    y_label: impl Fn(f64, f64) -> String,
     reference_line: Option<f64>,
 ) -> Result<HistoryChart, ChartError> {
     let highest = series
@@ -125,7 +132,7 @@ fn draw(
             .disable_x_mesh()
             .x_labels(count.min(12))
             .x_label_formatter(&label_of)
-            .y_label_formatter(&|v| y_label(*v))
+            .y_label_formatter(&|v| y_label(*v, y_end))
             .x_desc("run, oldest first")
             .y_desc(y_desc)
             .label_style(("sans-serif", 13))
@@ -154,6 +161,8 @@ fn draw(
             }
         }
         let whisker = palette::WHISKER.stroke_width(1);
+        // Caps about 8 px wide each side whatever the number of runs, at most 0.1 of a run.
+        let cap = (count as f64 * 0.012).min(0.1);
         for (i, point) in series.iter().enumerate() {
             let Some(value) = point.value else { continue };
             let x = i as f64;
@@ -162,8 +171,8 @@ fn draw(
                 chart
                     .draw_series([
                         PathElement::new(vec![(x, lo), (x, hi)], whisker),
-                        PathElement::new(vec![(x - 0.08, lo), (x + 0.08, lo)], whisker),
-                        PathElement::new(vec![(x - 0.08, hi), (x + 0.08, hi)], whisker),
+                        PathElement::new(vec![(x - cap, lo), (x + cap, lo)], whisker),
+                        PathElement::new(vec![(x - cap, hi), (x + cap, hi)], whisker),
                     ])
                     .map_err(chart_error)?;
             }
