@@ -300,8 +300,8 @@ async fn the_run_page_follows_a_live_run_and_then_shows_its_charts() {
     let drawn = browser
         .js("var f = document.querySelector('figure.history-speedup'); if (!f) return null; var c = f.querySelector('circle'); return [Number(f.dataset.points), Number(f.dataset.yAtZero), Number(f.dataset.yAtEnd), Number(f.dataset.yEnd), c ? Number(c.getAttribute('cy')) : null, document.querySelectorAll('table.history tr[data-run-id]').length];")
         .await;
-    let drawn: Vec<Option<f64>> = serde_json::from_value(drawn.clone())
-        .unwrap_or_else(|err| panic!("{err}: {drawn}"));
+    let drawn: Vec<Option<f64>> =
+        serde_json::from_value(drawn.clone()).unwrap_or_else(|err| panic!("{err}: {drawn}"));
     assert_eq!(drawn[0], Some(1.0), "one run, one point");
     assert_eq!(drawn[5], Some(1.0), "one row");
     let psnr = report
