@@ -229,7 +229,7 @@ pub enum Command {
     /// runs the candidate against the good commit on a matching agent with the paired method
     /// (`slower` is bad; `unsure` is retried with twice the pairs, then reported undecidable).
     /// With RUN, the commits, generation and cell come from that run's first speed regression
-    /// against its previous comparable run. Writes bisect.md and bisect.json to --out.
+    /// against its previous comparable run. Writes bisect.md and bisect.json to --out, each step's report under --out/steps/RUN.
     Bisect {
         /// A run flagged with a regression; or give --spec, --good, --bad, --workload, --fixture.
         run_id: Option<String>,

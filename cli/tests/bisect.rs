@@ -124,6 +124,16 @@ async fn a_planted_slowdown_in_the_fifth_of_eight_commits_is_found() {
         };
         assert_eq!(step.decision, expected, "{step:?}");
         assert!(step.speedup_ci95.is_some() && step.pairs >= 5, "{step:?}");
+        let step_report = tmp
+            .path()
+            .join("bisect-out/steps")
+            .join(&step.run_id)
+            .join("report.json");
+        assert!(
+            step_report.is_file(),
+            "{} is missing",
+            step_report.display()
+        );
     }
     assert!(
         std::fs::read_to_string(tmp.path().join("bisect-out/bisect.md"))

@@ -3,7 +3,7 @@
 //! commit (a bare clone here, with the real `git`); each step is a run submitted to the
 //! coordinator (the step's spec and the search are `core::bisect`), so a matching agent
 //! builds and times it, its build cache keeping each commit's build. Writes `bisect.md` and
-//! `bisect.json` to `--out` and prints the section.
+//! `bisect.json` to `--out` (each step's report under `--out/steps/RUN`) and prints the section.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -61,7 +61,17 @@ pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i
     while let Some(index) = bisection.next() {
         let commit = bisection.commits[index].clone();
         let bad_ci = bisection.bad_interval();
-        let mut step = measure(&mut client, &target, &good_commit, &commit, None, bad_ci).await?;
+        let steps_out = args.out.join("steps");
+        let mut step = measure(
+            &mut client,
+            &target,
+            &good_commit,
+            &commit,
+            None,
+            bad_ci,
+            &steps_out,
+        )
+        .await?;
         if step.decision == Decision::Undecidable {
             let doubled = target.spec.measure.max_runs.max(target.spec.measure.runs) * 2;
             eprintln!(
@@ -75,6 +85,7 @@ pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i
                 &commit,
                 Some(doubled),
                 bad_ci,
+                &steps_out,
             )
             .await?;
             step.retried = true;
@@ -216,6 +227,7 @@ async fn measure(
     commit: &Commit,
     max_runs: Option<u32>,
     bad_ci: Option<[f64; 2]>,
+    steps_out: &Path,
 ) -> Result<Step, Failure> {
     let spec = bisect::step_spec(
         &target.spec,
@@ -243,7 +255,13 @@ async fn measure(
         .map_err(|s| status_error("failed to submit a bisect step", s))?
         .into_inner()
         .run_id;
-    follow(client, &run_id, None, OnInterrupt::CancelRun).await?;
+    follow(
+        client,
+        &run_id,
+        Some(steps_out.join(&run_id)),
+        OnInterrupt::CancelRun,
+    )
+    .await?;
     let report = fetch_report(client, &run_id).await?;
     let cell = report.cells.first();
     let verdict = cell.and_then(|c| c.verdict);
