@@ -139,13 +139,31 @@ pub fn render_run_page(run: &RunView, report: Option<&Report>) -> String {
 
 /// The run page's only script: it applies each progress event to the page, keeps the
 /// `cells_done` of every event in `window.abfleetProgress` (what a reader, or a test, can
-/// check the page saw), and when the run finishes puts its report into `#report`.
+/// check the page saw), and when the run finishes puts its report into `#report` (a failed
+/// fetch is retried, then said, never inserted as the report).
 fn live_script(run_id: &str) -> String {
     // A run id is a UUID; encoding it keeps it one string whatever it holds.
     let id = js_string(run_id);
     format!(
         r#"(function () {{
   window.abfleetProgress = [];
+  // The finished run's report: only a 200's body goes into the page; anything else is
+  // retried a few times (the coordinator may still be writing it), then said.
+  var loadReport = function (attempt) {{
+    fetch("/runs/" + {id} + "/report-body").then(function (response) {{
+      if (!response.ok) {{ throw new Error("HTTP " + response.status); }}
+      return response.text();
+    }}).then(function (html) {{
+      document.getElementById("report").innerHTML = html;
+    }}).catch(function (error) {{
+      if (attempt < 4) {{
+        setTimeout(function () {{ loadReport(attempt + 1); }}, 1000 * (attempt + 1));
+      }} else {{
+        document.getElementById("report").textContent =
+          "The report could not be loaded (" + error.message + "); reload the page.";
+      }}
+    }});
+  }};
   var source = new EventSource("/api/runs/" + {id} + "/events");
   source.addEventListener("progress", function (event) {{
     var p = JSON.parse(event.data);
@@ -163,11 +181,7 @@ fn live_script(run_id: &str) -> String {
       document.getElementById("exit-code").textContent = p.exit_code;
       document.getElementById("run").dataset.finished = "true";
       document.getElementById("live-note").hidden = true;
-      fetch("/runs/" + {id} + "/report-body").then(function (response) {{
-        return response.text();
-      }}).then(function (html) {{
-        document.getElementById("report").innerHTML = html;
-      }});
+      loadReport(0);
     }}
   }});
 }})();"#
