@@ -101,3 +101,74 @@ pub fn frame_delta_chart(series: &FrameDeltaSeries) -> Result<FrameDeltaChart, C
     }
     Ok(FrameDeltaChart { svg })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `y` of each horizontal polyline drawn in `colour`, and the `(cx, cy)` of each circle.
+    fn drawn(svg: &str, colour: &str) -> (Vec<f64>, Vec<(f64, f64)>) {
+        let attribute = |element: &str, name: &str| -> Option<String> {
+            let start = element.find(&format!(" {name}=\""))? + name.len() + 3;
+            Some(element[start..].split('"').next()?.to_string())
+        };
+        let mut lines = Vec::new();
+        let mut circles = Vec::new();
+        for element in svg.split('<').filter(|e| e.contains(colour)) {
+            if element.starts_with("polyline") {
+                let points: Vec<f64> = attribute(element, "points")
+                    .unwrap()
+                    .split_whitespace()
+                    .map(|xy| xy.split(',').nth(1).unwrap().parse().unwrap())
+                    .collect();
+                if points.len() == 2 && points[0] == points[1] {
+                    lines.push(points[0]);
+                }
+            } else if element.starts_with("circle") {
+                let number = |name| attribute(element, name).unwrap().parse::<f64>().unwrap();
+                circles.push((number("cx"), number("cy")));
+            }
+        }
+        (lines, circles)
+    }
+
+    #[test]
+    fn the_gate_lines_sit_at_plus_and_minus_the_gate_and_frames_over_it_are_marked() {
+        let gate = 1e-5;
+        let series = FrameDeltaSeries {
+            metric: "float_ssim".into(),
+            deltas: vec![
+                (0, 0.0),
+                (1, 2.0 * gate),
+                (2, -0.5 * gate),
+                (3, -3.0 * gate),
+            ],
+            gate,
+        };
+        let chart = frame_delta_chart(&series).unwrap();
+        let (zero, _) = drawn(&chart.svg, &palette::hex(palette::PARITY_LINE));
+        let (gates, marks) = drawn(&chart.svg, &palette::hex(palette::GATE_LINE));
+        assert_eq!(zero.len(), 1, "{}", chart.svg);
+        assert_eq!(gates.len(), 2, "{}", chart.svg);
+        assert_eq!(marks.len(), series.frames_over_gate());
+        assert_eq!(marks.len(), 2);
+        // Pixels per unit of delta, from the frame 3 mark (delta -3 gates): the gate lines
+        // are one gate above and below the zero line, within a pixel of rounding.
+        let per_gate = (marks[1].1 - zero[0]) / 3.0;
+        let mut expected = [zero[0] - per_gate, zero[0] + per_gate];
+        expected.sort_by(f64::total_cmp);
+        let mut gates = gates;
+        gates.sort_by(f64::total_cmp);
+        for (drawn, expected) in gates.iter().zip(expected) {
+            assert!(
+                (drawn - expected).abs() <= 1.0,
+                "gate at {drawn}, expected {expected}"
+            );
+        }
+        assert!(
+            (marks[0].1 - (zero[0] - 2.0 * per_gate)).abs() <= 1.0,
+            "frame 1 (+2 gates) at {:?}",
+            marks[0]
+        );
+    }
+}
