@@ -1,7 +1,10 @@
 //! The web view's JSON API over real HTTP on loopback (docs/report-format.md, "JSON API"):
 //! runs newest first a page at a time, one run, its report, its event stream, the agents,
-//! and the errors a bad request gets.
+//! and the errors a bad request gets; every page valid HTML after a real run, and a lost agent
+//! on the fleet page.
 
+#[path = "../../html/tests/support/html_check.rs"]
+mod html_check;
 mod support;
 
 use std::net::SocketAddr;
@@ -147,4 +150,70 @@ async fn the_api_pages_runs_newest_first_and_says_what_is_wrong() {
     );
     let (status, page) = get(web, &format!("/runs/{unknown}")).await;
     assert_eq!(status, 404, "{page}");
+}
+
+/// Every page of the web view, after a real run, parses without a single HTML error; an
+/// agent that stopped heartbeating is listed as lost, on `/fleet` and in `/api/agents`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pages_are_valid_html_and_the_fleet_page_names_a_lost_agent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = CoordinatorConfig {
+        heartbeat_interval: Duration::from_millis(300),
+        agent_lost_after: Duration::from_secs(2),
+        ..CoordinatorConfig::default()
+    };
+    let coordinator = TestCoordinator::start_with_web(&tmp.path().join("data"), config).await;
+    let web = coordinator.web.unwrap();
+    let agent = TestAgent::start(&coordinator.url(), &tmp.path().join("agent"));
+    let mut control = coordinator.control().await;
+    let spec = SpecOptions::path().write(tmp.path(), "spec.toml");
+    let (run_id, report) = submit_and_wait(&mut control, &spec).await;
+    let generation = report.generations[0].key.clone();
+    let (_, agents) = get_json(web, "/api/agents").await;
+    let agent_id = agents["agents"][0]["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(agents["agents"][0]["lost"], false, "{agents}");
+    agent.stop().await;
+    wait_until(
+        Duration::from_secs(30),
+        "the agent to be lost",
+        || async move {
+            let (_, agents) = get_json(web, "/api/agents").await;
+            (agents["agents"][0]["lost"] == true).then_some(())
+        },
+    )
+    .await;
+
+    let (status, fleet) = get(web, "/fleet").await;
+    assert_eq!(status, 200);
+    assert!(
+        fleet.contains(&format!(r#"data-agent-id="{agent_id}" data-state="lost""#)),
+        "{fleet}"
+    );
+    assert!(fleet.contains("1 agent(s), 1 lost."), "{fleet}");
+    let history = format!(
+        "/history?generation={}&workload=float_ssim",
+        generation.replace('/', "%2F")
+    );
+    for path in [
+        "/".to_string(),
+        format!("/runs/{run_id}"),
+        format!("/runs/{run_id}/report-body"),
+        "/fleet".to_string(),
+        "/history".to_string(),
+        history,
+    ] {
+        let (status, page) = get(web, &path).await;
+        assert_eq!(status, 200, "{path}: {page}");
+        let page = if path.ends_with("report-body") {
+            // A fragment: checked in the document the live page puts it into.
+            format!("<!DOCTYPE html><html lang=en><title>t</title><body><section>{page}</section></body></html>")
+        } else {
+            page
+        };
+        let (_, errors) = html_check::parse(&page);
+        assert_eq!(errors, Vec::<String>::new(), "{path}: HTML parse errors");
+    }
 }

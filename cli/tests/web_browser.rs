@@ -8,6 +8,8 @@
 
 #[path = "support/browser.rs"]
 mod browser;
+#[path = "../../html/tests/support/html_check.rs"]
+mod html_check;
 mod support;
 
 use std::path::Path;
@@ -42,6 +44,12 @@ fn local_run(spec: &str, out: &Path) -> Report {
         "abfleet local wrote no report.html: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+    let (_, errors) = html_check::parse(&std::fs::read_to_string(out.join("report.html")).unwrap());
+    assert_eq!(
+        errors,
+        Vec::<String>::new(),
+        "{spec:?}: report.html parse errors"
+    );
     Report::from_json(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
 }
 
@@ -69,18 +77,52 @@ var whiskers = Array.from(fig.querySelectorAll("polyline"))
 return {{
   bars: rects.filter(function (r) {{ return fills.indexOf(fill(r)) >= 0; }}).length,
   red: rects.filter(function (r) {{ return fill(r) === {red:?}; }}).length,
+  bands: rects.filter(function (r) {{ return fill(r) === {band:?}; }})
+    .map(function (r) {{ var x = Number(r.getAttribute("x")), w = Number(r.getAttribute("width")); return [(x - x0) / (x1 - x0) * end, (x + w - x0) / (x1 - x0) * end]; }}),
   whiskers: whiskers,
   speedup_per_px: end / (x1 - x0),
   text: fig.textContent
 }};"#,
         whisker = palette::hex(palette::WHISKER),
         red = palette::hex(palette::PARITY_FAIL),
+        band = palette::hex(palette::SAME_BAND),
     )
 }
 
 /// The chart agrees with the report: a bar per measured cell, a red bar per parity failure,
-/// and each cell's interval where its whisker is (within the SVG's whole-pixel rounding).
+/// each cell's interval where its whisker is (within the SVG's whole-pixel rounding), one
+/// shaded `same` band at 1 ± the practical threshold, and beside each bar its speedup,
+/// interval, verdict and pair count as report.json has them.
 fn assert_chart_matches(chart: &Value, report: &Report, what: &str) {
+    let bands: Vec<[f64; 2]> = serde_json::from_value(chart["bands"].clone()).unwrap();
+    let threshold = report.practical_threshold;
+    let per_px = chart["speedup_per_px"].as_f64().unwrap();
+    assert_eq!(bands.len(), 1, "{what}: one same band");
+    for (drawn, expected) in bands[0].iter().zip([1.0 - threshold, 1.0 + threshold]) {
+        assert!(
+            (drawn - expected).abs() <= 1.5 * per_px,
+            "{what}: same band at {:?}, expected 1 ± {threshold}",
+            bands[0]
+        );
+    }
+    let text = chart["text"].as_str().unwrap();
+    for cell in report.cells.iter().filter(|c| c.parity != CellParity::Fail) {
+        let (Some(s), Some([lo, hi]), Some(verdict)) =
+            (cell.speedup, cell.speedup_ci95, cell.verdict)
+        else {
+            continue;
+        };
+        let verdict = serde_json::to_value(verdict).unwrap();
+        let label = format!(
+            "{s:.2}x [{lo:.2}–{hi:.2}] {} · {} pairs",
+            verdict.as_str().unwrap(),
+            cell.pairs
+        );
+        assert!(
+            text.contains(&label),
+            "{what}: no label `{label}` in {text}"
+        );
+    }
     let measured: Vec<_> = report
         .cells
         .iter()

@@ -8,10 +8,11 @@ use std::path::Path;
 use abfleet_core::report::{GenerationSection, Report};
 use abfleet_html::charts::palette;
 use abfleet_html::render_report_html;
-use html5ever::tendril::TendrilSink;
-use html5ever::tree_builder::TreeBuilderOpts;
-use html5ever::{parse_document, ParseOpts};
+use html_check::parse;
 use markup5ever_rcdom::{Handle, NodeData, RcDom};
+
+#[path = "support/html_check.rs"]
+mod html_check;
 
 fn drift_report() -> Report {
     let path = concat!(
@@ -46,20 +47,6 @@ fn two_generation_report() -> Report {
     report.cells = cells;
     report.generations = sections;
     report
-}
-
-/// Parses `html` as a browser would; returns the document and every parse error.
-fn parse(html: &str) -> (RcDom, Vec<String>) {
-    let opts = ParseOpts {
-        tree_builder: TreeBuilderOpts {
-            exact_errors: true,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let dom = parse_document(RcDom::default(), opts).one(html);
-    let errors = dom.errors.borrow().iter().map(|e| e.to_string()).collect();
-    (dom, errors)
 }
 
 fn attribute(node: &Handle, name: &str) -> Option<String> {
