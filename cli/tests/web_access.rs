@@ -254,44 +254,86 @@ fn a_plaintext_coordinator_refuses_a_web_view_off_loopback() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plaintext_http_listener_off_loopback_serves_metrics_but_no_web_view() {
-    let tmp = tempfile::tempdir().unwrap();
-    let port = free_port();
+/// `abfleet coordinator --plaintext --http HTTP` in `dir`, its stderr kept, once its HTTP
+/// listener answers.
+async fn coordinator_with_http(dir: &Path, http: SocketAddr) -> KillOnDrop {
     let child = Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .current_dir(tmp.path())
+        .current_dir(dir)
         .args(["coordinator", "--plaintext", "--listen", "127.0.0.1:0"])
-        .args(["--http", &format!("0.0.0.0:{port}"), "--data-dir", "data"])
+        .args(["--http", &http.to_string(), "--data-dir", "data"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut child = KillOnDrop(child);
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let child = KillOnDrop(child);
+    let addr: SocketAddr = format!("127.0.0.1:{}", http.port()).parse().unwrap();
     wait_until(
         Duration::from_secs(60),
         "the http listener",
         || async move { tokio::net::TcpStream::connect(addr).await.ok().map(|_| ()) },
     )
     .await;
-    let (metrics, _) =
-        tokio::task::spawn_blocking(move || http_request(addr, "GET", "/metrics", &[], b""))
-            .await
-            .unwrap();
-    assert_eq!(metrics, 200);
-    for path in ["/", "/api/runs", "/fleet"] {
-        let (status, _) =
-            tokio::task::spawn_blocking(move || http_request(addr, "GET", path, &[], b""))
-                .await
-                .unwrap();
-        assert_eq!(status, 404, "{path} is not served off loopback without TLS");
-    }
+    child
+}
+
+/// What the coordinator wrote on stderr until it was killed.
+fn stderr_of(mut child: KillOnDrop) -> String {
     let _ = child.0.kill();
     let output = std::mem::replace(&mut child.0, Command::new("true").spawn().unwrap())
         .wait_with_output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+async fn request(addr: SocketAddr, method: &'static str, path: &'static str) -> u16 {
+    tokio::task::spawn_blocking(move || http_request(addr, method, path, &[], b"").0)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plaintext_http_listener_off_loopback_serves_metrics_but_no_web_view() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = coordinator_with_http(tmp.path(), format!("0.0.0.0:{port}").parse().unwrap()).await;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    assert_eq!(request(addr, "GET", "/metrics").await, 200);
+    for path in ["/", "/api/runs", "/fleet"] {
+        assert_eq!(
+            request(addr, "GET", path).await,
+            404,
+            "{path} is not served off loopback without TLS"
+        );
+    }
+    let stderr = stderr_of(child);
     assert!(
         stderr.contains(&format!("no web view on http://0.0.0.0:{port}")),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loopback_web_view_says_so_at_start_up_and_is_read_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let child = coordinator_with_http(tmp.path(), addr).await;
+    assert_eq!(request(addr, "GET", "/").await, 200);
+    assert_eq!(request(addr, "GET", "/api/runs").await, 200);
+    for (method, path) in [
+        ("POST", "/"),
+        ("POST", "/api/runs"),
+        ("PUT", "/api/agents"),
+        ("DELETE", "/fleet"),
+        ("POST", "/history"),
+    ] {
+        assert_eq!(
+            request(addr, method, path).await,
+            405,
+            "{method} {path}: the web view is read-only"
+        );
+    }
+    let stderr = stderr_of(child);
+    assert!(
+        stderr.contains("the web view with /api (loopback only, no authentication)"),
         "{stderr}"
     );
 }
