@@ -8,41 +8,13 @@ mod html_check;
 mod support;
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::Duration;
 
-use abfleet_coordinator::http::{serve_http_with, HttpConfig};
-use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
+use abfleet_coordinator::CoordinatorConfig;
 use abfleet_proto::pb;
 use abfleet_proto::pb::control_service_client::ControlServiceClient;
 use serde_json::Value;
 use support::*;
-use tokio::net::TcpListener;
-
-async fn coordinator_with_web(data_dir: &Path) -> (String, SocketAddr) {
-    let coordinator = Coordinator::open(data_dir, CoordinatorConfig::default()).unwrap();
-    let fleet = coordinator.fleet.clone();
-    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let grpc_addr = grpc.local_addr().unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http_addr = http.local_addr().unwrap();
-    tokio::spawn(serve(
-        coordinator,
-        grpc,
-        ServerTransport::LoopbackPlaintext,
-        std::future::pending(),
-    ));
-    tokio::spawn(serve_http_with(
-        fleet,
-        http,
-        HttpConfig {
-            webhook: None,
-            web: true,
-        },
-        std::future::pending(),
-    ));
-    (format!("http://{grpc_addr}"), http_addr)
-}
 
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let path = path.to_string();
@@ -69,7 +41,10 @@ fn ids(page: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_pages_runs_newest_first_and_says_what_is_wrong() {
     let tmp = tempfile::tempdir().unwrap();
-    let (url, web) = coordinator_with_web(&tmp.path().join("data")).await;
+    let coordinator =
+        TestCoordinator::start_with_web(&tmp.path().join("data"), CoordinatorConfig::default())
+            .await;
+    let (url, web) = (coordinator.url(), coordinator.web.unwrap());
     let spec = SpecOptions::path().write(tmp.path(), "spec.toml");
     let mut control = ControlServiceClient::connect(url).await.unwrap();
     // No agent: the runs stay queued.

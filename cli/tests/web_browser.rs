@@ -16,8 +16,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use abfleet_coordinator::http::{serve_http_with, HttpConfig};
-use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
+use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::cell::CellParity;
 use abfleet_core::report::Report;
 use abfleet_html::charts::palette;
@@ -25,7 +24,6 @@ use abfleet_proto::pb::control_service_client::ControlServiceClient;
 use browser::{file_url, Browser};
 use serde_json::Value;
 use support::*;
-use tokio::net::TcpListener;
 
 fn local_run(spec: &str, out: &Path) -> Report {
     let spec = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -213,35 +211,13 @@ async fn report_html_from_disk_draws_report_json() {
 }
 
 /// A plaintext coordinator with its web view on a loopback HTTP listener.
-async fn coordinator_with_web(data_dir: &Path) -> (String, std::net::SocketAddr) {
-    let coordinator = Coordinator::open(data_dir, CoordinatorConfig::default()).unwrap();
-    let fleet = coordinator.fleet.clone();
-    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let grpc_addr = grpc.local_addr().unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http_addr = http.local_addr().unwrap();
-    tokio::spawn(serve(
-        coordinator,
-        grpc,
-        ServerTransport::LoopbackPlaintext,
-        std::future::pending(),
-    ));
-    tokio::spawn(serve_http_with(
-        fleet,
-        http,
-        HttpConfig {
-            webhook: None,
-            web: true,
-        },
-        std::future::pending(),
-    ));
-    (format!("http://{grpc_addr}"), http_addr)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_run_page_follows_a_live_run_and_then_shows_its_charts() {
     let tmp = tempfile::tempdir().unwrap();
-    let (url, web) = coordinator_with_web(&tmp.path().join("data")).await;
+    let coordinator =
+        TestCoordinator::start_with_web(&tmp.path().join("data"), CoordinatorConfig::default())
+            .await;
+    let (url, web) = (coordinator.url(), coordinator.web.unwrap());
     let spec = SpecOptions {
         workloads: &["psnr", "float_ssim", "motion", "motion_v2"],
         ..SpecOptions::path()
