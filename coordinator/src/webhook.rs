@@ -1,7 +1,9 @@
 //! GitHub webhooks as triggers: the signature check (`X-Hub-Signature-256`, HMAC-SHA256 of
 //! the raw body under the shared secret, compared in constant time) and the mapping from an
-//! event to a trigger reason, debounce key and note. Pure: the HTTP listener (`http.rs`) reads
-//! the request, asks here, and hands a trigger to the fleet.
+//! event of the milestone spec's upstream or fork repository to a trigger reason, debounce
+//! key, note and the pin it moves (an upstream tag, a fork release's tag, a PR's head commit).
+//! Pure: the HTTP listener (`http.rs`) reads the request, asks here, and hands a trigger to
+//! the fleet.
 
 use hmac::{Hmac, Mac};
 use serde_json::Value;
