@@ -533,6 +533,10 @@ pub struct MilestoneArgs {
     /// it [default: off].
     #[arg(long, value_name = "SECONDS")]
     pub watch_upstream_interval: Option<f64>,
+    /// The pull request label that makes a webhook's `labeled` event a `performance-pr`
+    /// trigger.
+    #[arg(long, value_name = "LABEL", default_value = crate::config::DEFAULT_PERF_LABEL)]
+    pub perf_label: String,
 }
 
 impl Trigger {

@@ -23,6 +23,8 @@ pub const DEFAULT_LEASE_SECONDS: f64 = 30.0;
 pub const DEFAULT_HEARTBEAT_SECONDS: f64 = 2.0;
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 pub const DEFAULT_DEBOUNCE_SECONDS: f64 = 600.0;
+/// The label that makes a pull request a performance PR (docs/milestone.md).
+pub const DEFAULT_PERF_LABEL: &str = abfleet_coordinator::webhook::PERFORMANCE_LABEL;
 pub const DEFAULT_COORDINATOR_URL: &str = "http://127.0.0.1:7700";
 pub const DEFAULT_WORK_DIR: &str = "abfleet-agent";
 
@@ -54,6 +56,7 @@ pub struct CoordinatorFile {
     pub webhook_secret_file: Option<PathBuf>,
     pub debounce_seconds: Option<f64>,
     pub watch_upstream_interval: Option<f64>,
+    pub perf_label: Option<String>,
 }
 
 /// The `[agent]` table; each key is the flag of the same name.
@@ -240,6 +243,8 @@ pub struct CoordinatorSettings {
     pub debounce_seconds: f64,
     /// Seconds between polls of the milestone spec's upstream; off when `None`.
     pub watch_upstream_interval: Option<f64>,
+    /// The label that makes a pull request a performance PR.
+    pub perf_label: String,
 }
 
 impl Default for CoordinatorSettings {
@@ -264,6 +269,7 @@ impl Default for CoordinatorSettings {
             webhook_secret_file: None,
             debounce_seconds: DEFAULT_DEBOUNCE_SECONDS,
             watch_upstream_interval: None,
+            perf_label: DEFAULT_PERF_LABEL.to_string(),
         }
     }
 }
@@ -363,6 +369,7 @@ impl CoordinatorSettings {
             &file.watch_upstream_interval,
             given("watch_upstream_interval"),
         );
+        fill(&mut self.perf_label, &file.perf_label, given("perf_label"));
     }
 
     /// What would stop this coordinator from starting, and notes on what it will need.
@@ -403,6 +410,12 @@ impl CoordinatorSettings {
                         .to_string(),
                 );
             }
+        }
+        if self.perf_label.trim().is_empty() {
+            findings.problem(
+                "`perf_label` is empty; name the label that marks a performance PR (default `performance`)"
+                    .to_string(),
+            );
         }
         if self.webhook_secret_file.is_some() && self.http.is_none() {
             findings.problem(
@@ -536,6 +549,7 @@ impl CoordinatorSettings {
             "watch_upstream_interval",
             self.watch_upstream_interval.map(Into::into),
         );
+        line(&mut out, "perf_label", Some(self.perf_label.clone().into()));
         out
     }
 }
@@ -770,6 +784,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 webhook_secret_file: milestone.webhook_secret_file.clone(),
                 debounce_seconds: milestone.debounce_seconds,
                 watch_upstream_interval: milestone.watch_upstream_interval,
+                perf_label: milestone.perf_label.clone(),
             };
             settings.overlay(&section, given_in(matches, "coordinator"));
             *listen = settings.listen;
@@ -789,6 +804,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             milestone.webhook_secret_file = settings.webhook_secret_file;
             milestone.debounce_seconds = settings.debounce_seconds;
             milestone.watch_upstream_interval = settings.watch_upstream_interval;
+            milestone.perf_label = settings.perf_label;
         }
         Command::Agent {
             config: Some(path),
@@ -888,6 +904,7 @@ mod tests {
         assert_eq!(max_attempts, defaults.max_attempts);
         assert_eq!(plaintext, defaults.plaintext);
         assert_eq!(milestone.debounce_seconds, defaults.debounce_seconds);
+        assert_eq!(milestone.perf_label, defaults.perf_label);
         let (command, _) = parse_args(&["abfleet", "agent"]);
         let Command::Agent {
             coordinator,

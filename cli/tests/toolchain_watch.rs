@@ -1,9 +1,10 @@
 //! The toolchain watcher over the wire: an agent on recorded probes of an H100 host registers
 //! with CUDA 11.8, then again (same agent id, same work dir) with CUDA 12.4 — recorded `nvcc
 //! -V` outputs of both. The coordinator starts one `toolchain-bump` retuning run for
-//! `cuda/sm_90`, narrowed to that generation, and the retuning sweep (the demo sweep spec)
-//! narrowed alike; registering again with 12.4, or a second H100 agent making the same move,
-//! starts no other run.
+//! `cuda/sm_90`, its targets exactly that generation, and the retuning sweep (the demo sweep
+//! spec) narrowed alike; registering again with 12.4, or a second H100 agent making the same
+//! move, starts no other run. A new agent arriving with a toolchain its generation has not
+//! had starts the retuning run too; one still on a known, older toolchain does not.
 
 mod support;
 
@@ -65,6 +66,33 @@ async fn runs(
         .unwrap()
         .into_inner()
         .runs
+}
+
+/// The spec a run was started with, as the coordinator keeps it.
+async fn spec_of(
+    client: &mut abfleet_proto::pb::control_service_client::ControlServiceClient<
+        tonic::transport::Channel,
+    >,
+    run_id: &str,
+) -> abfleet_core::spec::JobSpec {
+    let json = client
+        .get_report(pb::GetReportRequest {
+            run_id: run_id.to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .spec_json;
+    abfleet_core::spec::JobSpec::from_json(&json).unwrap()
+}
+
+/// The spec's targets: (backends, generations).
+fn targets(spec: &abfleet_core::spec::JobSpec) -> (Vec<String>, Vec<String>) {
+    let targets = spec
+        .targets
+        .as_ref()
+        .expect("the retuning run names its targets");
+    (targets.backends.clone(), targets.generations.clone())
 }
 
 async fn register(url: &str, work_dir: &Path, probes: &Path) {
@@ -143,18 +171,15 @@ async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
     // The CPU generation's compilers did not change: no run for it.
     assert!(!run.trigger_note.contains("cpu/"), "{}", run.trigger_note);
 
-    // Both narrowed to the generation: their only report section is cuda/sm_90 (or none yet).
+    // Both narrowed to the generation: the specs they run target exactly cuda/sm_90 (the
+    // retune spec and the sweep spec named every CPU and CUDA generation).
     for started in [run, sweep] {
-        let report = support::report(&mut client, &started.run_id).await;
-        assert!(
-            report.generations.iter().all(|g| g.key == "cuda/sm_90"),
-            "{}: {:?}",
-            started.name,
-            report
-                .generations
-                .iter()
-                .map(|g| &g.key)
-                .collect::<Vec<_>>()
+        let spec = spec_of(&mut client, &started.run_id).await;
+        assert_eq!(
+            targets(&spec),
+            (vec!["cuda".to_string()], vec!["cuda/sm_90".to_string()]),
+            "{}",
+            started.name
         );
         client
             .cancel_run(pb::CancelRunRequest {
@@ -172,4 +197,68 @@ async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
     register(&url, &host_b, &new).await;
     let after = runs(&mut client).await;
     assert_eq!(after.len(), 2, "{after:?}");
+}
+
+/// The generation's last known toolchain is any agent's: a new agent that arrives with CUDA
+/// 12.4 on `cuda/sm_90`, where another agent registered 11.8, starts the retuning run (its
+/// note names the agent it is compared with); a third agent still on 11.8, a toolchain the
+/// generation has had, starts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_agent_with_a_new_toolchain_starts_the_retuning_run_of_its_generation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut options = SpecOptions::path();
+    options.extra = "\n[targets]\nbackends = [\"cpu\", \"cuda\"]\ngenerations = [\"*\"]\n";
+    let retune = options.write(tmp.path(), "retune.toml");
+    let coordinator = TestCoordinator::start(
+        &tmp.path().join("data"),
+        CoordinatorConfig {
+            retune_spec: Some(retune),
+            ..CoordinatorConfig::default()
+        },
+    )
+    .await;
+    let url = coordinator.url();
+    let mut client = coordinator.control().await;
+    let old = probe_set(
+        &tmp.path().join("probes-11.8"),
+        "toolchain-cuda-11.8-debian",
+    );
+    let new = probe_set(&tmp.path().join("probes-12.4"), "toolchain-cuda-12.4-conda");
+
+    register(&url, &tmp.path().join("agent-a"), &old).await;
+    assert!(runs(&mut client).await.is_empty());
+    let agents = client
+        .list_agents(pb::ListAgentsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .agents;
+    assert_eq!(agents.len(), 1);
+    let agent_a = agents[0].agent_id.clone();
+
+    // Agent B's first registration, on 12.4: new to cuda/sm_90.
+    register(&url, &tmp.path().join("agent-b"), &new).await;
+    let started = runs(&mut client).await;
+    assert_eq!(started.len(), 1, "{started:?}");
+    let run = &started[0];
+    assert_eq!(run.trigger, "toolchain-bump");
+    assert!(
+        run.trigger_note
+            .starts_with("toolchain on cuda/sm_90 (agent ")
+            && run.trigger_note.contains("release 11.8")
+            && run.trigger_note.contains("release 12.4")
+            && run
+                .trigger_note
+                .ends_with(&format!("(since agent {agent_a})")),
+        "{}",
+        run.trigger_note
+    );
+    assert_eq!(
+        targets(&spec_of(&mut client, &run.run_id).await),
+        (vec!["cuda".to_string()], vec!["cuda/sm_90".to_string()])
+    );
+
+    // Agent C, still on 11.8: the generation has had it; nothing starts.
+    register(&url, &tmp.path().join("agent-c"), &old).await;
+    assert_eq!(runs(&mut client).await.len(), 1);
 }

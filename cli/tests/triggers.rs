@@ -1,7 +1,8 @@
 //! Triggers (docs/milestone.md): `abfleet trigger` with a reason and note, of a spec or of the
 //! coordinator's milestone spec; GitHub webhooks on `POST /hooks/github` (signature, replay,
-//! event mapping, debounce), sent as raw HTTP/1.1 over loopback to a real coordinator with a
-//! real SQLite store.
+//! event mapping, the PR's head as the fork, the upstream pin moved by a release and kept,
+//! debounce, one run per tag with the upstream watcher), sent as raw HTTP/1.1 over loopback
+//! to a real coordinator with a real SQLite store.
 
 mod support;
 
@@ -36,6 +37,14 @@ impl Hooked {
             milestone_spec: milestone,
             ..CoordinatorConfig::default()
         };
+        Hooked::start_with(data_dir, config, secret).await
+    }
+
+    async fn start_with(
+        data_dir: &Path,
+        config: CoordinatorConfig,
+        secret: Option<&[u8]>,
+    ) -> Hooked {
         let coordinator = Coordinator::open(data_dir, config).unwrap();
         let fleet = coordinator.fleet.clone();
         let grpc_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -57,9 +66,7 @@ impl Hooked {
             .unwrap();
         });
         let http_config = HttpConfig {
-            webhook: secret.map(|secret| WebhookConfig {
-                secret: secret.to_vec(),
-            }),
+            webhook: secret.map(WebhookConfig::new),
             web: false,
         };
         let http_fleet = fleet.clone();
@@ -145,11 +152,22 @@ fn fixture_with(name: &str, pointer: &str, value: serde_json::Value) -> Vec<u8> 
     serde_json::to_vec(&json).unwrap()
 }
 
-/// The milestone spec: upstream is the repository the push fixture names (never fetched: no
-/// agent is connected, so its runs stay queued).
+/// The fork commit the milestone spec pins.
+const FORK_PIN: &str = "c2a3c7e0febd98a6831b9bfebe5e298e229b1244";
+/// The head commits of the fixtures' pull requests.
+const PR_412_HEAD: &str = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b";
+const PR_418_HEAD: &str = "3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b";
+
+/// The milestone spec: upstream and fork are the repositories the fixtures name (never
+/// fetched: no agent is connected, so its runs stay queued), upstream pinned at `v3.0.0`.
 fn write_milestone_spec(dir: &Path) -> PathBuf {
+    write_milestone_spec_at(dir, "https://github.com/Netflix/vmaf.git", "v3.0.0")
+}
+
+fn write_milestone_spec_at(dir: &Path, upstream_url: &str, upstream_rev: &str) -> PathBuf {
     let options = SpecOptions {
-        upstream_source: "git = \"https://github.com/Netflix/vmaf.git\"\nrev = \"v3.0.0\"\n[upstream.build]\ncommands = [[\"make\", \"-s\", \"VARIANT=upstream\"]]".to_string(),
+        upstream_source: format!("git = \"{upstream_url}\"\nrev = \"{upstream_rev}\"\n[upstream.build]\ncommands = [[\"make\", \"-s\", \"VARIANT=upstream\"]]"),
+        fork_source: format!("git = \"https://github.com/lusoris/vmaf.git\"\nrev = \"{FORK_PIN}\""),
         ..SpecOptions::path()
     };
     let path = dir.join("milestone.toml");
@@ -161,6 +179,14 @@ fn write_milestone_spec(dir: &Path) -> PathBuf {
     )
     .unwrap();
     path
+}
+
+/// The revs a run's spec asks for: (upstream, fork).
+fn revs(run: &RunRow) -> (String, String) {
+    (
+        run.spec.upstream.source.requested(),
+        run.spec.fork.source.requested(),
+    )
 }
 
 fn abfleet(dir: &Path, args: &[&str]) -> Output {
@@ -198,10 +224,10 @@ async fn a_signed_release_starts_a_milestone_run_with_its_reason_and_note() {
     assert_eq!(runs[0].run_id.to_string(), run_id);
     assert_eq!(runs[0].name, "milestone");
     assert_eq!(runs[0].trigger, "release");
-    assert_eq!(
-        runs[0].trigger_note.as_deref(),
-        Some("release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf")
-    );
+    let note = "release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf; upstream pin v3.0.0 → v3.1.0";
+    assert_eq!(runs[0].trigger_note.as_deref(), Some(note));
+    // An upstream release runs with the upstream pin moved to its tag.
+    assert_eq!(revs(&runs[0]), ("v3.1.0".to_string(), FORK_PIN.to_string()));
 
     // The note is in the report's header, JSON and Markdown.
     let mut client =
@@ -210,13 +236,10 @@ async fn a_signed_release_starts_a_milestone_run_with_its_reason_and_note() {
             .unwrap();
     let report = report(&mut client, &run_id).await;
     assert_eq!(report.trigger, "release");
-    assert_eq!(
-        report.trigger_note.as_deref(),
-        Some("release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf")
-    );
+    assert_eq!(report.trigger_note.as_deref(), Some(note));
     let markdown = abfleet_core::report::render_markdown(&report);
     assert!(
-        markdown.contains("trigger `release` (release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf)"),
+        markdown.contains(&format!("trigger `release` ({note})")),
         "{markdown}"
     );
 
@@ -242,16 +265,18 @@ async fn a_signed_release_starts_a_milestone_run_with_its_reason_and_note() {
         .iter()
         .map(|run| (run.trigger.as_str(), run.trigger_note.as_deref().unwrap()))
         .collect();
+    // Both run after the release: the pin it moved is kept, and their notes say so.
+    let moved = format!("; upstream pin v3.0.0 → v3.1.0 (moved by run {run_id}: release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf)");
     assert_eq!(
         reasons[1..],
         [
             (
                 "performance-pr",
-                "PR lusoris/vmaf#412: AVX-512 path for the integer VIF filter"
+                format!("PR lusoris/vmaf#412 at 9a8b7c6d5e4f: AVX-512 path for the integer VIF filter{moved}").as_str()
             ),
             (
                 "toolchain-bump",
-                "PR lusoris/vmaf#418 by dependabot[bot] (cuda): Bump nvidia/cuda from 12.6.3-devel-ubuntu24.04 to 12.8.1-devel-ubuntu24.04 in /docker"
+                format!("PR lusoris/vmaf#418 by dependabot[bot] (cuda) at 3c2b1a0f9e8d: Bump nvidia/cuda from 12.6.3-devel-ubuntu24.04 to 12.8.1-devel-ubuntu24.04 in /docker{moved}").as_str()
             ),
         ]
     );
@@ -262,6 +287,305 @@ async fn a_signed_release_starts_a_milestone_run_with_its_reason_and_note() {
     assert!(
         listing.contains("release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf"),
         "{listing}"
+    );
+    hooked.stop().await;
+}
+
+/// A labelled PR and a bot's toolchain PR run the PR's head commit as the fork (the
+/// milestone spec pins another); a bot updating its PR within the window is the same run; a
+/// PR of another repository, or with another label, starts nothing and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_runs_its_head_commit_as_the_fork() {
+    let tmp = tempfile::tempdir().unwrap();
+    let milestone = write_milestone_spec(tmp.path());
+    let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
+
+    let (status, body) = hooked
+        .deliver_signed("pull_request", "pr-1", fixture("pull_request.labeled.json"))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let perf_run = started_run_id(&body);
+    let (status, body) = hooked
+        .deliver_signed(
+            "pull_request",
+            "pr-2",
+            fixture("pull_request.dependabot.json"),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let bot_run = started_run_id(&body);
+    let runs = hooked.runs().await;
+    let run = |id: &str| runs.iter().find(|r| r.run_id.to_string() == id).unwrap();
+    assert_eq!(
+        revs(run(&perf_run)),
+        ("v3.0.0".to_string(), PR_412_HEAD.to_string())
+    );
+    assert_eq!(run(&perf_run).trigger, "performance-pr");
+    assert_eq!(
+        run(&perf_run).trigger_note.as_deref(),
+        Some("PR lusoris/vmaf#412 at 9a8b7c6d5e4f: AVX-512 path for the integer VIF filter")
+    );
+    assert_eq!(
+        revs(run(&bot_run)),
+        ("v3.0.0".to_string(), PR_418_HEAD.to_string())
+    );
+    assert_eq!(run(&bot_run).trigger, "toolchain-bump");
+
+    // The bot moves its PR to a newer CUDA (`synchronize`): within the window, one run.
+    let mut updated: serde_json::Value =
+        serde_json::from_slice(&fixture("pull_request.dependabot.json")).unwrap();
+    updated["action"] = "synchronize".into();
+    updated["pull_request"]["head"]["sha"] = "5e".repeat(20).into();
+    let (status, body) = hooked
+        .deliver_signed(
+            "pull_request",
+            "pr-3",
+            serde_json::to_vec(&updated).unwrap(),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    assert!(
+        body.starts_with(&format!("debounced into run {bot_run}")),
+        "{body}"
+    );
+
+    // A PR of another repository is not the fork's.
+    let (status, body) = hooked
+        .deliver_signed(
+            "pull_request",
+            "pr-4",
+            fixture_with(
+                "pull_request.labeled.json",
+                "/repository/full_name",
+                "someone/vmaf".into(),
+            ),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(
+        body.trim(),
+        "ignored: PR someone/vmaf#412 is not on the milestone spec's fork `https://github.com/lusoris/vmaf.git`"
+    );
+    assert_eq!(hooked.runs().await.len(), 2);
+    hooked.stop().await;
+}
+
+/// "The pin moves deliberately": a new upstream tag runs with the upstream pin moved, and the
+/// milestone runs after it (a PR, a toolchain bump) keep the new tag, saying so in their
+/// note; a backport tagged later runs as itself without moving the pin back; an operator
+/// who writes a newer pin into the file wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_tag_moves_the_pin_for_the_runs_after_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let milestone = write_milestone_spec(tmp.path());
+    let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
+
+    let (status, body) = hooked
+        .deliver_signed("push", "tag-1", fixture("push.tag.json"))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let tag_run = started_run_id(&body);
+    let (status, body) = hooked
+        .deliver_signed("pull_request", "pr-1", fixture("pull_request.labeled.json"))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let pr_run = started_run_id(&body);
+
+    // A backport of the 3.0 line, pushed after v3.1.0: measured as itself.
+    let (status, body) = hooked
+        .deliver_signed(
+            "push",
+            "tag-2",
+            fixture_with("push.tag.json", "/ref", "refs/tags/v3.0.5".into()),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let backport_run = started_run_id(&body);
+    // `abfleet trigger` without a spec runs the milestone spec as the webhooks do.
+    let url = hooked.url();
+    let dir = tmp.path().to_path_buf();
+    let cli = tokio::task::spawn_blocking(move || {
+        abfleet(
+            &dir,
+            &[
+                "trigger",
+                "--coordinator",
+                &url,
+                "--reason",
+                "toolchain-bump",
+                "--note",
+                "nvcc 12.8 on the bench hosts",
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(cli.status.success(), "{cli:?}");
+    let cli_run = String::from_utf8_lossy(&cli.stdout).trim().to_string();
+
+    let runs = hooked.runs().await;
+    let run = |id: &str| runs.iter().find(|r| r.run_id.to_string() == id).unwrap();
+    assert_eq!(
+        revs(run(&tag_run)),
+        ("v3.1.0".to_string(), FORK_PIN.to_string())
+    );
+    assert_eq!(
+        run(&tag_run).trigger_note.as_deref(),
+        Some("tag v3.1.0 of Netflix/vmaf; upstream pin v3.0.0 → v3.1.0")
+    );
+    let moved = format!(
+        "; upstream pin v3.0.0 → v3.1.0 (moved by run {tag_run}: tag v3.1.0 of Netflix/vmaf)"
+    );
+    assert_eq!(
+        revs(run(&pr_run)),
+        ("v3.1.0".to_string(), PR_412_HEAD.to_string())
+    );
+    assert_eq!(
+        run(&pr_run).trigger_note.clone().unwrap(),
+        format!(
+            "PR lusoris/vmaf#412 at 9a8b7c6d5e4f: AVX-512 path for the integer VIF filter{moved}"
+        )
+    );
+    assert_eq!(
+        run(&backport_run).spec.upstream.source.requested(),
+        "v3.0.5"
+    );
+    assert_eq!(
+        run(&backport_run).trigger_note.as_deref(),
+        Some("tag v3.0.5 of Netflix/vmaf; upstream pin v3.1.0 → v3.0.5")
+    );
+    assert_eq!(
+        revs(run(&cli_run)),
+        ("v3.1.0".to_string(), FORK_PIN.to_string())
+    );
+    assert_eq!(
+        run(&cli_run).trigger_note.clone().unwrap(),
+        format!("nvcc 12.8 on the bench hosts{moved}")
+    );
+
+    // The operator writes a newer pin into the file: the file wins, and nothing is said.
+    write_milestone_spec_at(tmp.path(), "https://github.com/Netflix/vmaf.git", "v3.2.0");
+    let (status, body) = hooked
+        .deliver_signed(
+            "pull_request",
+            "pr-2",
+            fixture_with(
+                "pull_request.labeled.json",
+                "/pull_request/number",
+                413.into(),
+            ),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let after_edit = started_run_id(&body);
+    let runs = hooked.runs().await;
+    let run = runs
+        .iter()
+        .find(|r| r.run_id.to_string() == after_edit)
+        .unwrap();
+    assert_eq!(run.spec.upstream.source.requested(), "v3.2.0");
+    assert_eq!(
+        run.trigger_note.as_deref(),
+        Some("PR lusoris/vmaf#413 at 9a8b7c6d5e4f: AVX-512 path for the integer VIF filter")
+    );
+    hooked.stop().await;
+}
+
+/// Upstream's tag `v3.1.0` seen three ways — its push, its release, the upstream watcher's
+/// poll — is one run, even with a debounce window of 0 (a tag is run once); and the other way
+/// round for `v3.2.0`, which the watcher sees first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_seen_by_webhooks_and_the_upstream_watcher_is_one_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A real upstream repository whose path ends in the fixtures' `Netflix/vmaf`.
+    let upstream = tmp.path().join("github/Netflix/vmaf");
+    std::fs::create_dir_all(&upstream).unwrap();
+    git(&upstream, &["init", "-q", "-b", "master"]);
+    git(&upstream, &["commit", "--allow-empty", "-qm", "3.0.0"]);
+    git(&upstream, &["tag", "v3.0.0"]);
+    let milestone = write_milestone_spec_at(tmp.path(), &upstream.display().to_string(), "v3.0.0");
+    let config = CoordinatorConfig {
+        milestone_spec: Some(milestone),
+        trigger_debounce: Duration::ZERO,
+        ..CoordinatorConfig::default()
+    };
+    let hooked = Hooked::start_with(&tmp.path().join("data"), config, Some(SECRET)).await;
+    let poll = || abfleet_coordinator::watcher::poll_upstream_once(&hooked.fleet);
+    assert!(poll().await.unwrap().baseline);
+
+    git(&upstream, &["commit", "--allow-empty", "-qm", "3.1.0"]);
+    git(&upstream, &["tag", "-a", "v3.1.0", "-m", "VMAF v3.1.0"]);
+    let (status, body) = hooked
+        .deliver_signed("push", "tag-push", fixture("push.tag.json"))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let run_id = started_run_id(&body);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (status, body) = hooked
+        .deliver_signed("release", "release", fixture("release.published.json"))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    assert!(
+        body.starts_with(&format!("debounced into run {run_id}: release, ")),
+        "{body}"
+    );
+    let outcome = poll().await.unwrap();
+    assert_eq!(
+        outcome.triggered,
+        [(
+            "v3.1.0".to_string(),
+            abfleet_coordinator::TriggerOutcome::Debounced(run_id.parse().unwrap())
+        )]
+    );
+    assert_eq!(hooked.runs().await.len(), 1);
+
+    // The watcher first, then the release.
+    git(&upstream, &["commit", "--allow-empty", "-qm", "3.2.0"]);
+    git(&upstream, &["tag", "v3.2.0"]);
+    let outcome = poll().await.unwrap();
+    let [(ref tag, abfleet_coordinator::TriggerOutcome::Started(watched))] = outcome.triggered[..]
+    else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(tag, "v3.2.0");
+    let (status, body) = hooked
+        .deliver_signed(
+            "release",
+            "release-2",
+            fixture_with(
+                "release.published.json",
+                "/release/tag_name",
+                "v3.2.0".into(),
+            ),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    assert!(
+        body.starts_with(&format!("debounced into run {watched}: release, ")),
+        "{body}"
+    );
+    let runs = hooked.runs().await;
+    assert_eq!(runs.len(), 2);
+    let triggers = hooked.fleet.store().list_triggers().await.unwrap();
+    let recorded: Vec<(&str, &str, bool)> = triggers
+        .iter()
+        .map(|t| {
+            (
+                t.source.as_str(),
+                t.debounce_key.as_deref().unwrap(),
+                t.debounced,
+            )
+        })
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            ("webhook", "tag v3.1.0", false),
+            ("webhook", "tag v3.1.0", true),
+            ("watcher", "tag v3.1.0", true),
+            ("watcher", "tag v3.2.0", false),
+            ("webhook", "tag v3.2.0", true),
+        ]
     );
     hooked.stop().await;
 }
@@ -318,10 +642,20 @@ async fn events_that_are_not_triggers_are_answered_202_and_start_nothing() {
     let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
 
     let cases = [
+        ("ping", fixture("ping.json"), "event `ping`"),
         (
-            "ping",
-            br#"{"zen":"Design for failure.","hook_id":1}"#.to_vec(),
-            "event `ping`",
+            "push",
+            fixture("push.branch.json"),
+            "push of `refs/heads/master`, not a tag",
+        ),
+        (
+            "release",
+            fixture_with(
+                "release.published.json",
+                "/repository/full_name",
+                "someone/else".into(),
+            ),
+            "release `v3.1.0` of someone/else, which is neither the milestone spec's upstream `https://github.com/Netflix/vmaf.git` nor its fork `https://github.com/lusoris/vmaf.git`",
         ),
         (
             "release",
@@ -405,7 +739,7 @@ async fn a_replayed_delivery_is_ignored_even_after_a_restart() {
     assert_eq!(runs[0].trigger, "upstream-tag");
     assert_eq!(
         runs[0].trigger_note.as_deref(),
-        Some("tag v3.1.0 of Netflix/vmaf")
+        Some("tag v3.1.0 of Netflix/vmaf; upstream pin v3.0.0 → v3.1.0")
     );
     // The milestone spec pins v3.0.0; the run is of the pushed tag.
     assert_eq!(runs[0].spec.upstream.source.requested(), "v3.1.0");
@@ -688,8 +1022,9 @@ fn free_port() -> u16 {
 }
 
 /// The settings reach the coordinator from its config file: `milestone_spec` and
-/// `webhook_secret_file` (relative to the file), and `debounce_seconds = 0`, under which two
-/// deliveries for one tag are two runs.
+/// `webhook_secret_file` (relative to the file), `perf_label`, and `debounce_seconds = 0`,
+/// under which two deliveries for one PR are two runs. A refused delivery is logged on the
+/// coordinator's stderr with its delivery id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
     let tmp = tempfile::tempdir().unwrap();
@@ -701,7 +1036,7 @@ async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
     std::fs::write(
         etc.join("coordinator.toml"),
         format!(
-            "[coordinator]\nlisten = \"127.0.0.1:{grpc_port}\"\nhttp = \"127.0.0.1:{http_port}\"\ndata_dir = \"store\"\nplaintext = true\nmilestone_spec = \"milestone.toml\"\nwebhook_secret_file = \"webhook-secret\"\ndebounce_seconds = 0.0\n"
+            "[coordinator]\nlisten = \"127.0.0.1:{grpc_port}\"\nhttp = \"127.0.0.1:{http_port}\"\ndata_dir = \"store\"\nplaintext = true\nmilestone_spec = \"milestone.toml\"\nwebhook_secret_file = \"webhook-secret\"\ndebounce_seconds = 0.0\nperf_label = \"speed\"\n"
         ),
     )
     .unwrap();
@@ -714,6 +1049,7 @@ async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
         ],
     );
     assert!(checked.status.success(), "{checked:?}");
+    let log_path = tmp.path().join("coordinator.log");
     let _coordinator = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_abfleet"))
             .current_dir(tmp.path())
@@ -721,19 +1057,21 @@ async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
             .env_remove("ABFLEET_TLS_CERT")
             .env_remove("ABFLEET_TLS_KEY")
             .env_remove("ABFLEET_TLS_CA")
-            .stderr(std::process::Stdio::null())
+            .env_remove("ABFLEET_LOG")
+            .stderr(std::fs::File::create(&log_path).unwrap())
             .spawn()
             .unwrap(),
     );
     let http: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
     let url = format!("http://127.0.0.1:{grpc_port}");
-    let post = |delivery: &'static str| {
-        let body = fixture("push.tag.json");
-        let headers = vec![
-            ("X-GitHub-Event".to_string(), "push".to_string()),
+    let post = |event: &'static str, delivery: &'static str, body: Vec<u8>, signed: bool| {
+        let mut headers = vec![
+            ("X-GitHub-Event".to_string(), event.to_string()),
             ("X-GitHub-Delivery".to_string(), delivery.to_string()),
-            ("X-Hub-Signature-256".to_string(), sign(SECRET, &body)),
         ];
+        if signed {
+            headers.push(("X-Hub-Signature-256".to_string(), sign(SECRET, &body)));
+        }
         tokio::task::spawn_blocking(move || {
             let deadline = std::time::Instant::now() + Duration::from_secs(30);
             while TcpStream::connect(http).is_err() {
@@ -743,10 +1081,51 @@ async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
             http_request(http, "POST", "/hooks/github", &headers, &body)
         })
     };
-    let (status, first) = post("config-1").await.unwrap();
+
+    // Unsigned: refused, and the warning names the delivery.
+    let (status, refused) = post(
+        "push",
+        "config-refused-7f3a",
+        fixture("push.tag.json"),
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 401, "{refused}");
+    let log = wait_until(Duration::from_secs(10), "the refusal in the log", || {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let found = log.lines().any(|line| {
+            line.contains("webhook delivery refused") && line.contains("config-refused-7f3a")
+        });
+        std::future::ready(found.then_some(log))
+    })
+    .await;
+    assert!(log.contains("WARN"), "{log}");
+    assert!(log.contains("no X-Hub-Signature-256"), "{log}");
+
+    // `perf_label = "speed"`: the default label is not it.
+    let (status, ignored) = post(
+        "pull_request",
+        "config-0",
+        fixture("pull_request.labeled.json"),
+        true,
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 202, "{ignored}");
+    assert!(
+        ignored.contains("labelled `performance`, not `speed`"),
+        "{ignored}"
+    );
+    let speed = || fixture_with("pull_request.labeled.json", "/label/name", "speed".into());
+    let (status, first) = post("pull_request", "config-1", speed(), true)
+        .await
+        .unwrap();
     assert_eq!(status, 202, "{first}");
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let (status, second) = post("config-2").await.unwrap();
+    let (status, second) = post("pull_request", "config-2", speed(), true)
+        .await
+        .unwrap();
     assert_eq!(status, 202, "{second}");
     assert_ne!(started_run_id(&first), started_run_id(&second));
     let listing =
@@ -755,7 +1134,9 @@ async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
             .unwrap();
     let listing = String::from_utf8_lossy(&listing.stdout).to_string();
     assert_eq!(
-        listing.matches("tag v3.1.0 of Netflix/vmaf").count(),
+        listing
+            .matches("PR lusoris/vmaf#412 at 9a8b7c6d5e4f")
+            .count(),
         2,
         "{listing}"
     );

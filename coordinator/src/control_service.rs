@@ -73,6 +73,7 @@ impl pb::control_service_server::ControlService for ControlService {
                     source: "cli",
                     spec,
                     upstream_rev: None,
+                    fork_rev: None,
                     once: false,
                 })
                 .await?

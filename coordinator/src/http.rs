@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use tracing::{info, warn};
 
 use crate::fleet::{Fleet, FleetError, TriggerOutcome, TriggerRequest};
-use crate::webhook::{decide, verify_signature, HookDecision, WebhookConfig};
+use crate::webhook::{decide, verify_signature, HookContext, HookDecision, WebhookConfig};
 use crate::CoordinatorError;
 
 /// What the HTTP listener serves beyond `/metrics` and `/healthz`.
@@ -71,6 +71,13 @@ pub async fn serve_http_with(
     }
     if config.webhook.is_some() {
         info!(%addr, "GitHub webhooks on POST /hooks/github (signed deliveries only)");
+        // Delivery ids are kept to ignore replays; GitHub redelivers only recent ones.
+        let before_ms = fleet.now_ms() - crate::store::DELIVERY_MEMORY_MS;
+        match fleet.store().prune_deliveries(before_ms).await {
+            Ok(0) => {}
+            Ok(pruned) => info!(pruned, "forgot webhook deliveries older than 30 days"),
+            Err(err) => warn!(%err, "failed to prune old webhook deliveries"),
+        }
     }
     if config.web {
         abfleet_proto::transport::check_plaintext_listen(addr)
@@ -168,7 +175,7 @@ async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: B
         }
         Err(err) => return reply(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
     }
-    let response = handle(&state.fleet, &event, &payload).await;
+    let response = handle(&state.fleet, &webhook, &event, &payload).await;
     if !response.status().is_success() {
         // Not handled: a redelivery (after the fix) is handled, not taken for a replay.
         if let Err(err) = store.forget_delivery(&delivery).await {
@@ -179,39 +186,48 @@ async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: B
     response
 }
 
-async fn handle(fleet: &Fleet, event: &str, payload: &serde_json::Value) -> Response {
-    let upstream = if event == "push" {
+async fn handle(
+    fleet: &Fleet,
+    webhook: &WebhookConfig,
+    event: &str,
+    payload: &serde_json::Value,
+) -> Response {
+    let git_url = |source: &SourceSpec| match source {
+        SourceSpec::Git { url, .. } => Some(url.clone()),
+        SourceSpec::Path { .. } => None,
+    };
+    // Events that may be triggers are matched against the milestone spec's repositories.
+    let (upstream, fork) = if matches!(event, "release" | "push" | "pull_request") {
         match fleet.milestone_spec().await {
-            Ok((spec, _)) => match spec.upstream.source {
-                SourceSpec::Git { url, .. } => Some(url),
-                SourceSpec::Path { .. } => None,
-            },
+            Ok((spec, _)) => (git_url(&spec.upstream.source), git_url(&spec.fork.source)),
             Err(err) => return trigger_error(err),
         }
     } else {
-        None
+        (None, None)
     };
-    let (reason, debounce_key, note, upstream_rev) =
-        match decide(event, payload, upstream.as_deref()) {
-            HookDecision::Ignored(why) => {
-                return reply(StatusCode::ACCEPTED, &format!("ignored: {why}"));
-            }
-            HookDecision::Trigger {
-                reason,
-                debounce_key,
-                note,
-                upstream_rev,
-            } => (reason, debounce_key, note, upstream_rev),
-        };
+    let context = HookContext {
+        upstream_git_url: upstream.as_deref(),
+        fork_git_url: fork.as_deref(),
+        perf_label: &webhook.perf_label,
+    };
+    let hook = match decide(event, payload, &context) {
+        HookDecision::Ignored(why) => {
+            return reply(StatusCode::ACCEPTED, &format!("ignored: {why}"));
+        }
+        HookDecision::Trigger(hook) => hook,
+    };
     let request = TriggerRequest {
-        reason: reason.to_string(),
-        debounce_key: Some(debounce_key),
-        note: note.clone(),
+        reason: hook.reason.to_string(),
+        debounce_key: Some(hook.debounce_key),
+        note: hook.note.clone(),
         source: "webhook",
         spec: None,
-        upstream_rev,
-        once: false,
+        upstream_rev: hook.upstream_rev,
+        fork_rev: hook.fork_rev,
+        once: hook.once,
     };
+    let reason = hook.reason;
+    let note = hook.note;
     match fleet.trigger(request).await {
         Ok(TriggerOutcome::Started(run_id)) => reply(
             StatusCode::ACCEPTED,

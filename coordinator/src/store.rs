@@ -6,7 +6,9 @@
 mod migrations;
 mod previous;
 mod triggers;
-pub use triggers::TriggerRow;
+pub use triggers::{
+    toolchain_fingerprint, KnownToolchains, TriggerRow, UpstreamPin, DELIVERY_MEMORY_MS,
+};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -4,7 +4,9 @@
 //! moved to that tag. The first poll of a repository only records the tags it has, so
 //! starting the watcher does not run every past release. Tags seen are kept in the store
 //! (`upstream_tags`), so a restart does not run them again. For where no webhook can be
-//! installed; a tag that both a webhook and the watcher see is debounced into one run.
+//! installed; a tag that a webhook (its push or its release) and the watcher both see is one
+//! run, however far apart: they share the key `tag NAME`, debounced against every earlier
+//! trigger.
 //!
 //! Only a release newer than every release already known moves the pin: a backport
 //! (`v3.1.5` tagged after `v3.2.0`) is recorded and skipped, and when one poll finds several
@@ -182,7 +184,9 @@ pub async fn poll_upstream_once(fleet: &Fleet) -> Result<PollOutcome, WatchError
                     source: "watcher",
                     spec: None,
                     upstream_rev: Some(tag.clone()),
-                    once: false,
+                    fork_rev: None,
+                    // A tag runs once: a webhook may have run it long before this poll.
+                    once: true,
                 })
                 .await?;
             outcome.triggered.push((tag.clone(), triggered));

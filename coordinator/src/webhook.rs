@@ -1,7 +1,9 @@
 //! GitHub webhooks as triggers: the signature check (`X-Hub-Signature-256`, HMAC-SHA256 of
 //! the raw body under the shared secret, compared in constant time) and the mapping from an
-//! event to a trigger reason, debounce key and note. Pure: the HTTP listener (`http.rs`) reads
-//! the request, asks here, and hands a trigger to the fleet.
+//! event of the milestone spec's upstream or fork repository to a trigger reason, debounce
+//! key, note and the pin it moves (an upstream tag, a fork release's tag, a PR's head commit).
+//! Pure: the HTTP listener (`http.rs`) reads the request, asks here, and hands a trigger to
+//! the fleet.
 
 use hmac::{Hmac, Mac};
 use serde_json::Value;
@@ -13,11 +15,15 @@ pub struct WebhookConfig {
     /// The shared secret, as GitHub is given it (the file's text, surrounding whitespace
     /// trimmed).
     pub secret: Vec<u8>,
+    /// The label that makes a pull request a performance PR (`--perf-label`).
+    pub perf_label: String,
 }
 
 impl std::fmt::Debug for WebhookConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WebhookConfig").finish_non_exhaustive()
+        f.debug_struct("WebhookConfig")
+            .field("perf_label", &self.perf_label)
+            .finish_non_exhaustive()
     }
 }
 
@@ -37,9 +43,21 @@ impl WebhookConfig {
                 path.display()
             ));
         }
-        Ok(WebhookConfig {
-            secret: secret.as_bytes().to_vec(),
-        })
+        Ok(WebhookConfig::new(secret.as_bytes()))
+    }
+
+    /// `secret`, and the default performance label.
+    pub fn new(secret: &[u8]) -> WebhookConfig {
+        WebhookConfig {
+            secret: secret.to_vec(),
+            perf_label: PERFORMANCE_LABEL.to_string(),
+        }
+    }
+
+    /// With `label` as the performance label.
+    pub fn with_perf_label(mut self, label: &str) -> WebhookConfig {
+        self.perf_label = label.to_string();
+        self
     }
 }
 
@@ -97,27 +115,76 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookDecision {
     /// Start (or debounce into) a run of the milestone spec.
-    Trigger {
-        reason: &'static str,
-        debounce_key: String,
-        note: String,
-        /// Run with the milestone spec's upstream pin moved here (a pushed tag).
-        upstream_rev: Option<String>,
-    },
+    Trigger(HookTrigger),
     /// Not a trigger; the text says why.
     Ignored(String),
 }
 
-/// The label that makes a pull request a performance PR.
+/// A trigger an event maps to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookTrigger {
+    pub reason: &'static str,
+    pub debounce_key: String,
+    pub note: String,
+    /// Run with the milestone spec's upstream pin moved here (an upstream tag or release).
+    pub upstream_rev: Option<String>,
+    /// Run with the milestone spec's fork pin moved here (a PR's head commit, a fork
+    /// release's tag).
+    pub fork_rev: Option<String>,
+    /// Debounced against every earlier trigger of its key, not only those within the window:
+    /// a tag is run once, however late its release, push or watcher poll comes.
+    pub once: bool,
+}
+
+/// The default label that makes a pull request a performance PR (`--perf-label`).
 pub const PERFORMANCE_LABEL: &str = "performance";
 
 /// Toolchains whose bump by a dependency bot triggers a run (matched case-insensitively in
 /// the PR's title or body).
 pub const TOOLCHAIN_WORDS: [&str; 3] = ["cuda", "rocm", "oneapi"];
 
-/// Maps a GitHub event (`X-GitHub-Event`) and its payload to a trigger. `upstream_git_url` is
-/// the milestone spec's upstream repository: only tags pushed there count.
-pub fn decide(event: &str, payload: &Value, upstream_git_url: Option<&str>) -> HookDecision {
+/// The pull request actions on which a dependency bot's PR counts: opened, opened again,
+/// and updated (the bot moved it to a newer version).
+pub const BOT_PR_ACTIONS: [&str; 3] = ["opened", "reopened", "synchronize"];
+
+/// What `decide` needs from the milestone spec and the coordinator's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct HookContext<'a> {
+    /// The milestone spec's upstream git URL (`None`: not git): its tags and releases count.
+    pub upstream_git_url: Option<&'a str>,
+    /// The milestone spec's fork git URL (`None`: not git): its PRs and releases count.
+    pub fork_git_url: Option<&'a str>,
+    /// The label that makes a PR a performance PR.
+    pub perf_label: &'a str,
+}
+
+impl HookContext<'_> {
+    fn is_upstream(&self, full_name: &str) -> bool {
+        self.upstream_git_url
+            .is_some_and(|url| same_repository(url, full_name))
+    }
+
+    fn is_fork(&self, full_name: &str) -> bool {
+        self.fork_git_url
+            .is_some_and(|url| same_repository(url, full_name))
+    }
+
+    fn shown(url: Option<&str>) -> String {
+        url.map_or("(not a git repository)".to_string(), |url| {
+            format!("`{url}`")
+        })
+    }
+}
+
+/// The first 12 characters of a commit, as notes show it.
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
+}
+
+/// Maps a GitHub event (`X-GitHub-Event`) and its payload to a trigger. Only events of the
+/// milestone spec's repositories count: upstream's tags and releases, the fork's releases
+/// and pull requests.
+pub fn decide(event: &str, payload: &Value, context: &HookContext<'_>) -> HookDecision {
     let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
     let repo = text(&payload["repository"]["full_name"]);
     let action = text(&payload["action"]);
@@ -133,11 +200,33 @@ pub fn decide(event: &str, payload: &Value, upstream_git_url: Option<&str>) -> H
             } else {
                 format!("{name} ({tag})")
             };
-            HookDecision::Trigger {
-                reason: "release",
-                debounce_key: format!("{repo}@{tag}"),
-                note: format!("release {shown} of {repo}"),
-                upstream_rev: None,
+            let note = format!("release {shown} of {repo}");
+            if context.is_upstream(&repo) {
+                HookDecision::Trigger(HookTrigger {
+                    reason: "release",
+                    // The tag's key: its push and the upstream watcher seeing it are the
+                    // same run.
+                    debounce_key: crate::watcher::tag_debounce_key(&tag),
+                    note,
+                    upstream_rev: Some(tag),
+                    fork_rev: None,
+                    once: true,
+                })
+            } else if context.is_fork(&repo) {
+                HookDecision::Trigger(HookTrigger {
+                    reason: "release",
+                    debounce_key: format!("{repo}@{tag}"),
+                    note,
+                    upstream_rev: None,
+                    fork_rev: Some(tag),
+                    once: true,
+                })
+            } else {
+                HookDecision::Ignored(format!(
+                    "release `{tag}` of {repo}, which is neither the milestone spec's upstream {} nor its fork {}",
+                    HookContext::shown(context.upstream_git_url),
+                    HookContext::shown(context.fork_git_url)
+                ))
             }
         }
         "release" => HookDecision::Ignored(format!("release action `{action}`")),
@@ -149,64 +238,92 @@ pub fn decide(event: &str, payload: &Value, upstream_git_url: Option<&str>) -> H
             if payload["deleted"].as_bool() == Some(true) {
                 return HookDecision::Ignored(format!("tag `{tag}` deleted"));
             }
-            match upstream_git_url {
-                Some(url) if same_repository(url, &repo) => HookDecision::Trigger {
+            if context.is_upstream(&repo) {
+                HookDecision::Trigger(HookTrigger {
                     reason: "upstream-tag",
                     // The tag alone: the upstream watcher sees the same tag by its URL.
                     debounce_key: crate::watcher::tag_debounce_key(tag),
                     note: format!("tag {tag} of {repo}"),
                     upstream_rev: Some(tag.to_string()),
-                },
-                Some(url) => HookDecision::Ignored(format!(
-                    "tag `{tag}` pushed to {repo}, not to the milestone spec's upstream `{url}`"
-                )),
-                None => HookDecision::Ignored(format!(
-                    "tag `{tag}` pushed to {repo}, and the milestone spec's upstream is not a git repository"
-                )),
+                    fork_rev: None,
+                    once: true,
+                })
+            } else {
+                HookDecision::Ignored(format!(
+                    "tag `{tag}` pushed to {repo}, not to the milestone spec's upstream {}",
+                    HookContext::shown(context.upstream_git_url)
+                ))
             }
         }
-        "pull_request" => {
-            let pr = &payload["pull_request"];
-            let number = pr["number"].as_u64().or_else(|| payload["number"].as_u64());
-            let Some(number) = number else {
-                return HookDecision::Ignored("pull_request without a number".into());
-            };
-            let title = text(&pr["title"]);
-            let key = format!("{repo}#{number}");
-            if action == "labeled" {
-                let label = text(&payload["label"]["name"]);
-                if label == PERFORMANCE_LABEL {
-                    return HookDecision::Trigger {
-                        reason: "performance-pr",
-                        debounce_key: key,
-                        note: format!("PR {repo}#{number}: {title}"),
-                        upstream_rev: None,
-                    };
-                }
-                return HookDecision::Ignored(format!(
-                    "PR #{number} labelled `{label}`, not `{PERFORMANCE_LABEL}`"
-                ));
-            }
-            let login = text(&pr["user"]["login"]);
-            if action == "opened" && login.ends_with("[bot]") {
-                let haystack = format!("{title}\n{}", text(&pr["body"])).to_lowercase();
-                if let Some(word) = TOOLCHAIN_WORDS.iter().find(|w| haystack.contains(*w)) {
-                    return HookDecision::Trigger {
-                        reason: "toolchain-bump",
-                        debounce_key: key,
-                        note: format!("PR {repo}#{number} by {login} ({word}): {title}"),
-                        upstream_rev: None,
-                    };
-                }
-                return HookDecision::Ignored(format!(
-                    "PR #{number} by {login} names no toolchain ({})",
-                    TOOLCHAIN_WORDS.join(", ")
-                ));
-            }
-            HookDecision::Ignored(format!("pull_request action `{action}` by `{login}`"))
-        }
+        "pull_request" => decide_pull_request(payload, &repo, &action, context),
         other => HookDecision::Ignored(format!("event `{other}`")),
     }
+}
+
+/// A labelled performance PR, or a dependency bot's PR that names a toolchain: a run of the
+/// PR's head commit as the fork, when the PR is on the milestone spec's fork.
+fn decide_pull_request(
+    payload: &Value,
+    repo: &str,
+    action: &str,
+    context: &HookContext<'_>,
+) -> HookDecision {
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
+    let pr = &payload["pull_request"];
+    let number = pr["number"].as_u64().or_else(|| payload["number"].as_u64());
+    let Some(number) = number else {
+        return HookDecision::Ignored("pull_request without a number".into());
+    };
+    let title = text(&pr["title"]);
+    let login = text(&pr["user"]["login"]);
+    let (reason, label_or_word) = if action == "labeled" {
+        let label = text(&payload["label"]["name"]);
+        if label != context.perf_label {
+            return HookDecision::Ignored(format!(
+                "PR #{number} labelled `{label}`, not `{}`",
+                context.perf_label
+            ));
+        }
+        ("performance-pr", label)
+    } else if BOT_PR_ACTIONS.contains(&action) && login.ends_with("[bot]") {
+        let haystack = format!("{title}\n{}", text(&pr["body"])).to_lowercase();
+        let Some(word) = TOOLCHAIN_WORDS.iter().find(|w| haystack.contains(*w)) else {
+            return HookDecision::Ignored(format!(
+                "PR #{number} by {login} names no toolchain ({})",
+                TOOLCHAIN_WORDS.join(", ")
+            ));
+        };
+        ("toolchain-bump", word.to_string())
+    } else {
+        return HookDecision::Ignored(format!("pull_request action `{action}` by `{login}`"));
+    };
+    if !context.is_fork(repo) {
+        return HookDecision::Ignored(format!(
+            "PR {repo}#{number} is not on the milestone spec's fork {}",
+            HookContext::shown(context.fork_git_url)
+        ));
+    }
+    let head = text(&pr["head"]["sha"]);
+    if head.is_empty() || !head.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return HookDecision::Ignored(format!(
+            "PR {repo}#{number} without a head commit (pull_request.head.sha)"
+        ));
+    }
+    let note = match reason {
+        "performance-pr" => format!("PR {repo}#{number} at {}: {title}", short(&head)),
+        _ => format!(
+            "PR {repo}#{number} by {login} ({label_or_word}) at {}: {title}",
+            short(&head)
+        ),
+    };
+    HookDecision::Trigger(HookTrigger {
+        reason,
+        debounce_key: format!("{repo}#{number}"),
+        note,
+        upstream_rev: None,
+        fork_rev: Some(head),
+        once: false,
+    })
 }
 
 /// Whether a git URL (`https://github.com/o/r.git`, `git@github.com:o/r`) names the
@@ -230,7 +347,25 @@ mod tests {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
     }
 
-    const UPSTREAM: Option<&str> = Some("https://github.com/Netflix/vmaf.git");
+    const CONTEXT: HookContext<'static> = HookContext {
+        upstream_git_url: Some("https://github.com/Netflix/vmaf.git"),
+        fork_git_url: Some("git@github.com:lusoris/vmaf.git"),
+        perf_label: PERFORMANCE_LABEL,
+    };
+
+    fn trigger(event: &str, payload: &Value) -> HookTrigger {
+        match decide(event, payload, &CONTEXT) {
+            HookDecision::Trigger(trigger) => trigger,
+            HookDecision::Ignored(why) => panic!("{event} ignored: {why}"),
+        }
+    }
+
+    fn ignored(event: &str, payload: &Value, context: &HookContext<'_>) -> String {
+        match decide(event, payload, context) {
+            HookDecision::Ignored(why) => why,
+            HookDecision::Trigger(trigger) => panic!("{event} triggered: {trigger:?}"),
+        }
+    }
 
     #[test]
     fn signatures_are_checked() {
@@ -268,72 +403,479 @@ mod tests {
         );
     }
 
+    /// The keys GitHub's documented payloads carry (its webhook payload schemas): the
+    /// fixtures keep the whole structure, not only what abfleet reads.
     #[test]
-    fn fixtures_map_to_their_reasons() {
-        let reason = |event: &str, name: &str| match decide(event, &fixture(name), UPSTREAM) {
-            HookDecision::Trigger { reason, .. } => reason,
-            HookDecision::Ignored(why) => panic!("{name} ignored: {why}"),
+    fn fixtures_carry_githubs_full_structure() {
+        fn keys(value: &Value) -> std::collections::BTreeSet<&str> {
+            value
+                .as_object()
+                .unwrap_or_else(|| panic!("not an object: {value}"))
+                .keys()
+                .map(String::as_str)
+                .collect()
+        }
+        fn has_all(what: &str, value: &Value, required: &[&str]) {
+            let present = keys(value);
+            let missing: Vec<&&str> = required.iter().filter(|k| !present.contains(**k)).collect();
+            assert!(missing.is_empty(), "{what} lacks {missing:?}");
+        }
+        const USER: &[&str] = &[
+            "login",
+            "id",
+            "node_id",
+            "avatar_url",
+            "gravatar_id",
+            "url",
+            "html_url",
+            "followers_url",
+            "following_url",
+            "gists_url",
+            "starred_url",
+            "subscriptions_url",
+            "organizations_url",
+            "repos_url",
+            "events_url",
+            "received_events_url",
+            "type",
+            "site_admin",
+        ];
+        const REPOSITORY: &[&str] = &[
+            "id",
+            "node_id",
+            "name",
+            "full_name",
+            "private",
+            "owner",
+            "html_url",
+            "description",
+            "fork",
+            "url",
+            "forks_url",
+            "keys_url",
+            "collaborators_url",
+            "teams_url",
+            "hooks_url",
+            "issue_events_url",
+            "events_url",
+            "assignees_url",
+            "branches_url",
+            "tags_url",
+            "blobs_url",
+            "git_tags_url",
+            "git_refs_url",
+            "trees_url",
+            "statuses_url",
+            "languages_url",
+            "stargazers_url",
+            "contributors_url",
+            "subscribers_url",
+            "subscription_url",
+            "commits_url",
+            "git_commits_url",
+            "comments_url",
+            "issue_comment_url",
+            "contents_url",
+            "compare_url",
+            "merges_url",
+            "archive_url",
+            "downloads_url",
+            "issues_url",
+            "pulls_url",
+            "milestones_url",
+            "notifications_url",
+            "labels_url",
+            "releases_url",
+            "deployments_url",
+            "created_at",
+            "updated_at",
+            "pushed_at",
+            "git_url",
+            "ssh_url",
+            "clone_url",
+            "svn_url",
+            "homepage",
+            "size",
+            "stargazers_count",
+            "watchers_count",
+            "language",
+            "has_issues",
+            "has_projects",
+            "has_downloads",
+            "has_wiki",
+            "has_pages",
+            "forks_count",
+            "mirror_url",
+            "archived",
+            "open_issues_count",
+            "license",
+            "forks",
+            "open_issues",
+            "watchers",
+            "default_branch",
+            "is_template",
+        ];
+        const PULL_REQUEST: &[&str] = &[
+            "url",
+            "id",
+            "node_id",
+            "html_url",
+            "diff_url",
+            "patch_url",
+            "issue_url",
+            "number",
+            "state",
+            "locked",
+            "title",
+            "user",
+            "body",
+            "created_at",
+            "updated_at",
+            "closed_at",
+            "merged_at",
+            "merge_commit_sha",
+            "assignee",
+            "assignees",
+            "requested_reviewers",
+            "requested_teams",
+            "labels",
+            "milestone",
+            "commits_url",
+            "review_comments_url",
+            "review_comment_url",
+            "comments_url",
+            "statuses_url",
+            "head",
+            "base",
+            "_links",
+            "author_association",
+            "auto_merge",
+            "active_lock_reason",
+            "draft",
+            "merged",
+            "mergeable",
+            "rebaseable",
+            "mergeable_state",
+            "merged_by",
+            "comments",
+            "review_comments",
+            "maintainer_can_modify",
+            "commits",
+            "additions",
+            "deletions",
+            "changed_files",
+        ];
+        const RELEASE: &[&str] = &[
+            "url",
+            "assets_url",
+            "upload_url",
+            "html_url",
+            "id",
+            "node_id",
+            "tag_name",
+            "target_commitish",
+            "name",
+            "draft",
+            "author",
+            "prerelease",
+            "created_at",
+            "published_at",
+            "assets",
+            "tarball_url",
+            "zipball_url",
+            "body",
+        ];
+        const COMMIT: &[&str] = &[
+            "id",
+            "tree_id",
+            "distinct",
+            "message",
+            "timestamp",
+            "url",
+            "author",
+            "committer",
+            "added",
+            "removed",
+            "modified",
+        ];
+        const LABEL: &[&str] = &[
+            "id",
+            "node_id",
+            "url",
+            "name",
+            "color",
+            "default",
+            "description",
+        ];
+        let repository = |what: &str, repo: &Value| {
+            has_all(what, repo, REPOSITORY);
+            has_all(&format!("{what}.owner"), &repo["owner"], USER);
         };
-        assert_eq!(reason("release", "release.published.json"), "release");
-        assert_eq!(reason("push", "push.tag.json"), "upstream-tag");
-        assert_eq!(
-            reason("pull_request", "pull_request.labeled.json"),
-            "performance-pr"
+        for name in ["release.published.json", "release.published.fork.json"] {
+            let payload = fixture(name);
+            has_all(
+                name,
+                &payload,
+                &["action", "release", "repository", "sender"],
+            );
+            has_all(&format!("{name} release"), &payload["release"], RELEASE);
+            has_all(
+                &format!("{name} author"),
+                &payload["release"]["author"],
+                USER,
+            );
+            repository(name, &payload["repository"]);
+            has_all(&format!("{name} sender"), &payload["sender"], USER);
+        }
+        for name in ["push.tag.json", "push.branch.json"] {
+            let payload = fixture(name);
+            has_all(
+                name,
+                &payload,
+                &[
+                    "ref",
+                    "before",
+                    "after",
+                    "created",
+                    "deleted",
+                    "forced",
+                    "base_ref",
+                    "compare",
+                    "commits",
+                    "head_commit",
+                    "repository",
+                    "pusher",
+                    "sender",
+                    "organization",
+                ],
+            );
+            repository(name, &payload["repository"]);
+            has_all(
+                &format!("{name} repository (push)"),
+                &payload["repository"],
+                &["stargazers", "master_branch", "organization"],
+            );
+            has_all(
+                &format!("{name} head_commit"),
+                &payload["head_commit"],
+                COMMIT,
+            );
+            for commit in payload["commits"].as_array().unwrap() {
+                has_all(&format!("{name} commit"), commit, COMMIT);
+            }
+        }
+        assert!(!fixture("push.branch.json")["commits"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+        for name in ["pull_request.labeled.json", "pull_request.dependabot.json"] {
+            let payload = fixture(name);
+            has_all(
+                name,
+                &payload,
+                &["action", "number", "pull_request", "repository", "sender"],
+            );
+            let pr = &payload["pull_request"];
+            has_all(&format!("{name} pull_request"), pr, PULL_REQUEST);
+            has_all(&format!("{name} user"), &pr["user"], USER);
+            for side in ["head", "base"] {
+                has_all(
+                    &format!("{name} {side}"),
+                    &pr[side],
+                    &["label", "ref", "sha", "user", "repo"],
+                );
+                repository(&format!("{name} {side}.repo"), &pr[side]["repo"]);
+            }
+            for label in pr["labels"].as_array().unwrap() {
+                has_all(&format!("{name} label"), label, LABEL);
+            }
+            repository(name, &payload["repository"]);
+        }
+        has_all(
+            "labeled label",
+            &fixture("pull_request.labeled.json")["label"],
+            LABEL,
         );
-        assert_eq!(
-            reason("pull_request", "pull_request.dependabot.json"),
-            "toolchain-bump"
+        let bot = fixture("pull_request.dependabot.json");
+        assert_eq!(bot["pull_request"]["user"]["type"], "Bot");
+        let ping = fixture("ping.json");
+        has_all(
+            "ping",
+            &ping,
+            &["zen", "hook_id", "hook", "repository", "sender"],
         );
+        repository("ping", &ping["repository"]);
     }
 
     #[test]
-    fn notes_and_keys_name_the_thing() {
+    fn fixtures_map_to_their_reasons_and_pins() {
+        let release = trigger("release", &fixture("release.published.json"));
         assert_eq!(
-            decide("push", &fixture("push.tag.json"), UPSTREAM),
-            HookDecision::Trigger {
+            release,
+            HookTrigger {
+                reason: "release",
+                debounce_key: "tag v3.1.0".into(),
+                note: "release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf".into(),
+                upstream_rev: Some("v3.1.0".into()),
+                fork_rev: None,
+                once: true,
+            }
+        );
+        let fork_release = trigger("release", &fixture("release.published.fork.json"));
+        assert_eq!(
+            fork_release,
+            HookTrigger {
+                reason: "release",
+                debounce_key: "lusoris/vmaf@lusoris-v0.9.0".into(),
+                note: "release lusoris/vmaf 0.9.0 (lusoris-v0.9.0) of lusoris/vmaf".into(),
+                upstream_rev: None,
+                fork_rev: Some("lusoris-v0.9.0".into()),
+                once: true,
+            }
+        );
+        assert_eq!(
+            trigger("push", &fixture("push.tag.json")),
+            HookTrigger {
                 reason: "upstream-tag",
                 debounce_key: "tag v3.1.0".into(),
                 note: "tag v3.1.0 of Netflix/vmaf".into(),
                 upstream_rev: Some("v3.1.0".into()),
+                fork_rev: None,
+                once: true,
             }
         );
-        let HookDecision::Trigger { note, .. } = decide(
-            "pull_request",
-            &fixture("pull_request.labeled.json"),
-            UPSTREAM,
-        ) else {
-            panic!("labelled PR ignored")
-        };
-        assert!(note.starts_with("PR lusoris/vmaf#412: "), "{note}");
+        assert_eq!(
+            trigger("pull_request", &fixture("pull_request.labeled.json")),
+            HookTrigger {
+                reason: "performance-pr",
+                debounce_key: "lusoris/vmaf#412".into(),
+                note:
+                    "PR lusoris/vmaf#412 at 9a8b7c6d5e4f: AVX-512 path for the integer VIF filter"
+                        .into(),
+                upstream_rev: None,
+                fork_rev: Some("9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b".into()),
+                once: false,
+            }
+        );
+        let bot = trigger("pull_request", &fixture("pull_request.dependabot.json"));
+        assert_eq!(bot.reason, "toolchain-bump");
+        assert_eq!(bot.debounce_key, "lusoris/vmaf#418");
+        assert_eq!(
+            bot.fork_rev.as_deref(),
+            Some("3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b")
+        );
+        assert!(
+            bot.note.starts_with(
+                "PR lusoris/vmaf#418 by dependabot[bot] (cuda) at 3c2b1a0f9e8d: Bump nvidia/cuda"
+            ),
+            "{}",
+            bot.note
+        );
     }
 
     #[test]
-    fn other_events_are_ignored() {
-        let ignored = |event: &str, payload: Value, upstream: Option<&str>| {
-            matches!(decide(event, &payload, upstream), HookDecision::Ignored(_))
+    fn a_bot_pr_counts_when_opened_reopened_or_updated() {
+        for action in ["opened", "reopened", "synchronize"] {
+            let mut bot = fixture("pull_request.dependabot.json");
+            bot["action"] = action.into();
+            bot["pull_request"]["head"]["sha"] = "ab".repeat(20).into();
+            let trigger = trigger("pull_request", &bot);
+            assert_eq!(trigger.reason, "toolchain-bump", "{action}");
+            // One PR, one key: a bot's updates within the window are one run.
+            assert_eq!(trigger.debounce_key, "lusoris/vmaf#418", "{action}");
+            assert_eq!(trigger.fork_rev, Some("ab".repeat(20)), "{action}");
+        }
+        let mut closed = fixture("pull_request.dependabot.json");
+        closed["action"] = "closed".into();
+        assert!(ignored("pull_request", &closed, &CONTEXT).contains("action `closed`"));
+    }
+
+    #[test]
+    fn the_performance_label_is_configurable() {
+        let labeled = fixture("pull_request.labeled.json");
+        let renamed = HookContext {
+            perf_label: "perf",
+            ..CONTEXT
         };
+        assert_eq!(
+            ignored("pull_request", &labeled, &renamed),
+            "PR #412 labelled `performance`, not `perf`"
+        );
+        let mut perf = labeled.clone();
+        perf["label"]["name"] = "perf".into();
+        assert!(matches!(
+            decide("pull_request", &perf, &renamed),
+            HookDecision::Trigger(HookTrigger {
+                reason: "performance-pr",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn other_repositories_and_events_are_ignored_with_a_reason() {
         let mut release = fixture("release.published.json");
         release["action"] = "created".into();
-        assert!(ignored("release", release, UPSTREAM));
-        let mut push = fixture("push.tag.json");
-        assert!(ignored(
-            "push",
-            push.clone(),
-            Some("https://github.com/lusoris/vmaf.git")
-        ));
-        push["ref"] = "refs/heads/master".into();
-        assert!(ignored("push", push, UPSTREAM));
+        assert_eq!(
+            ignored("release", &release, &CONTEXT),
+            "release action `created`"
+        );
+        let mut elsewhere = fixture("release.published.json");
+        elsewhere["repository"]["full_name"] = "someone/else".into();
+        let why = ignored("release", &elsewhere, &CONTEXT);
+        assert!(
+            why.contains("of someone/else, which is neither the milestone spec's upstream `https://github.com/Netflix/vmaf.git` nor its fork `git@github.com:lusoris/vmaf.git`"),
+            "{why}"
+        );
+        let fork_is_path = HookContext {
+            fork_git_url: None,
+            ..CONTEXT
+        };
+        let why = ignored(
+            "release",
+            &fixture("release.published.fork.json"),
+            &fork_is_path,
+        );
+        assert!(why.contains("nor its fork (not a git repository)"), "{why}");
+
+        let tag_on_fork = HookContext {
+            upstream_git_url: Some("https://github.com/lusoris/vmaf.git"),
+            ..CONTEXT
+        };
+        assert!(ignored("push", &fixture("push.tag.json"), &tag_on_fork)
+            .contains("not to the milestone spec's upstream"));
+        assert_eq!(
+            ignored("push", &fixture("push.branch.json"), &CONTEXT),
+            "push of `refs/heads/master`, not a tag"
+        );
+        let mut deleted = fixture("push.tag.json");
+        deleted["deleted"] = true.into();
+        assert_eq!(ignored("push", &deleted, &CONTEXT), "tag `v3.1.0` deleted");
+
         let mut labeled = fixture("pull_request.labeled.json");
         labeled["label"]["name"] = "documentation".into();
-        assert!(ignored("pull_request", labeled, UPSTREAM));
+        assert!(ignored("pull_request", &labeled, &CONTEXT).contains("labelled `documentation`"));
+        let mut on_upstream = fixture("pull_request.labeled.json");
+        on_upstream["repository"]["full_name"] = "Netflix/vmaf".into();
+        assert_eq!(
+            ignored("pull_request", &on_upstream, &CONTEXT),
+            "PR Netflix/vmaf#412 is not on the milestone spec's fork `git@github.com:lusoris/vmaf.git`"
+        );
+        let mut headless = fixture("pull_request.labeled.json");
+        headless["pull_request"]["head"]["sha"] = Value::Null;
+        assert!(ignored("pull_request", &headless, &CONTEXT).contains("without a head commit"));
+
         let mut bot = fixture("pull_request.dependabot.json");
         bot["pull_request"]["user"]["login"] = "octocat".into();
-        assert!(ignored("pull_request", bot, UPSTREAM));
+        assert!(ignored("pull_request", &bot, &CONTEXT).contains("by `octocat`"));
         let mut bot = fixture("pull_request.dependabot.json");
         bot["pull_request"]["title"] = "Bump serde from 1.0.1 to 1.0.2".into();
         bot["pull_request"]["body"] = "Bumps serde.".into();
-        assert!(ignored("pull_request", bot, UPSTREAM));
-        assert!(ignored("ping", serde_json::json!({"zen": "hi"}), UPSTREAM));
+        assert!(ignored("pull_request", &bot, &CONTEXT).contains("names no toolchain"));
+        assert_eq!(
+            ignored("ping", &fixture("ping.json"), &CONTEXT),
+            "event `ping`"
+        );
     }
 
     #[test]

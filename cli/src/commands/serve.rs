@@ -86,10 +86,16 @@ pub async fn coordinator(
                     "--webhook-secret-file needs --http ADDR: webhooks arrive on the HTTP listener"
                 )));
             }
+            if milestone.perf_label.trim().is_empty() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--perf-label is empty; name the label that marks a performance PR"
+                )));
+            }
             Some(
                 abfleet_coordinator::webhook::WebhookConfig::load(path)
                     .map_err(|err| anyhow::anyhow!(err))
-                    .usage()?,
+                    .usage()?
+                    .with_perf_label(milestone.perf_label.trim()),
             )
         }
         None => None,

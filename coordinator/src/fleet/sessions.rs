@@ -41,9 +41,8 @@ impl Fleet {
             .await?;
         info!(agent_id = %agent_id, host = %inventory.hostname, "agent registered");
         super::metrics::Counters::add(&self.inner.counters.registrations, 1);
-        if let Some(earlier) = earlier {
-            self.watch_toolchains(agent_id, inventory, &earlier).await;
-        }
+        self.watch_toolchains(agent_id, inventory, earlier.as_ref())
+            .await;
         Ok(())
     }
 

@@ -197,6 +197,30 @@ CREATE INDEX generation_results_by_generation ON generation_results(generation, 
 UPDATE runs SET results_recorded = 0;
 "#,
     },
+    Migration {
+        version: 11,
+        summary: "upstream_pins (the release tags of the milestone spec's upstream that started a run: the pin follows the newest) and generation_toolchains (every toolchain each generation key has registered with, from any agent: the toolchain watcher's memory)",
+        sql: r#"
+CREATE TABLE upstream_pins (
+    url        TEXT NOT NULL,
+    tag        TEXT NOT NULL,
+    run_id     TEXT NOT NULL REFERENCES runs(run_id),
+    note       TEXT NOT NULL,
+    moved_ms   INTEGER NOT NULL,
+    PRIMARY KEY (url, tag)
+);
+CREATE TABLE generation_toolchains (
+    generation     TEXT NOT NULL,
+    fingerprint    TEXT NOT NULL,
+    toolchain_json TEXT NOT NULL,
+    agent_id       TEXT NOT NULL,
+    first_seen_ms  INTEGER NOT NULL,
+    last_seen_ms   INTEGER NOT NULL,
+    PRIMARY KEY (generation, fingerprint)
+);
+CREATE INDEX webhook_deliveries_by_time ON webhook_deliveries(received_ms);
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.

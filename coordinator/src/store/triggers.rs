@@ -1,10 +1,16 @@
-//! Why runs happen: every trigger (from `abfleet trigger` or a webhook), with its reason, its
-//! debounce key and note, and the run it started or was debounced into (`triggers`,
-//! migration 8); and the webhook deliveries already received (`webhook_deliveries`), so a
-//! replayed delivery is ignored, across restarts too; and the upstream tags the watcher has
-//! seen (`upstream_tags`, migration 9).
+//! Why runs happen: every trigger (from `abfleet trigger`, a webhook or a watcher), with its
+//! reason, its debounce key and note, and the run it started or was debounced into
+//! (`triggers`, migration 8); the webhook deliveries already received (`webhook_deliveries`),
+//! so a replayed delivery is ignored, across restarts too, pruned after
+//! [`DELIVERY_MEMORY_MS`]; the upstream tags the watcher has seen (`upstream_tags`,
+//! migration 9); and (migration 11) the release tags of the milestone spec's upstream that
+//! started a run (`upstream_pins`: the pin follows the newest) and every toolchain each
+//! generation key has registered with, from any agent (`generation_toolchains`: the
+//! toolchain watcher's memory).
 
-use abfleet_core::RunId;
+use std::collections::BTreeMap;
+
+use abfleet_core::{AgentId, RunId};
 use rusqlite::{params, OptionalExtension};
 
 use super::{parse_stored_id, Store};
@@ -67,6 +73,22 @@ impl Store {
             Ok(())
         })
         .await
+    }
+
+    /// The run the latest undebounced trigger of one of `reasons` and `debounce_key`
+    /// received at or after `since_ms` started, if any.
+    pub async fn debounce_target_of(
+        &self,
+        reasons: &[&str],
+        debounce_key: &str,
+        since_ms: i64,
+    ) -> Result<Option<RunId>, CoordinatorError> {
+        for reason in reasons {
+            if let Some(run_id) = self.debounce_target(reason, debounce_key, since_ms).await? {
+                return Ok(Some(run_id));
+            }
+        }
+        Ok(None)
     }
 
     /// Every trigger, oldest first.
@@ -167,4 +189,145 @@ impl Store {
         })
         .await
     }
+
+    /// Forgets deliveries received before `before_ms` (GitHub redelivers only recent ones),
+    /// and says how many.
+    pub async fn prune_deliveries(&self, before_ms: i64) -> Result<usize, CoordinatorError> {
+        self.with(move |conn| {
+            Ok(conn.execute(
+                "DELETE FROM webhook_deliveries WHERE received_ms < ?1",
+                params![before_ms],
+            )?)
+        })
+        .await
+    }
+
+    /// Records that release tag `tag` of the upstream `url` started `run_id` (`note`: its
+    /// trigger's); the first run of a tag is the one kept.
+    pub async fn record_upstream_pin(
+        &self,
+        url: &str,
+        tag: &str,
+        run_id: RunId,
+        note: &str,
+        now_ms: i64,
+    ) -> Result<(), CoordinatorError> {
+        let (url, tag, note) = (url.to_string(), tag.to_string(), note.to_string());
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT OR IGNORE INTO upstream_pins (url, tag, run_id, note, moved_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![url, tag, run_id.to_string(), note, now_ms],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The release tags of `url` that started a run, each with that run and its note.
+    pub async fn upstream_pins(&self, url: &str) -> Result<Vec<UpstreamPin>, CoordinatorError> {
+        let url = url.to_string();
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT tag, run_id, note FROM upstream_pins WHERE url = ?1 ORDER BY moved_ms, tag",
+            )?;
+            let rows = stmt.query_map(params![url], |row| {
+                let tag: String = row.get(0)?;
+                let run_id: String = row.get(1)?;
+                let note: String = row.get(2)?;
+                Ok((tag, run_id, note))
+            })?;
+            rows.map(|row| {
+                let (tag, run_id, note) = row?;
+                Ok(UpstreamPin {
+                    tag,
+                    run_id: parse_stored_id(&run_id)?,
+                    note,
+                })
+            })
+            .collect()
+        })
+        .await
+    }
+
+    /// Records that `generation` registered with `toolchain` (from `agent_id`), and returns
+    /// what the store knew of the generation before: whether this toolchain was already
+    /// known, and the toolchain seen most recently other than this one.
+    pub async fn record_generation_toolchain(
+        &self,
+        generation: &str,
+        toolchain: &BTreeMap<String, String>,
+        agent_id: AgentId,
+        now_ms: i64,
+    ) -> Result<KnownToolchains, CoordinatorError> {
+        let generation = generation.to_string();
+        let fingerprint = toolchain_fingerprint(toolchain);
+        let toolchain_json = serde_json::to_string(toolchain)
+            .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let known: bool = tx.query_row(
+                "SELECT EXISTS (SELECT 1 FROM generation_toolchains WHERE generation = ?1 AND fingerprint = ?2)",
+                params![generation, fingerprint],
+                |row| row.get(0),
+            )?;
+            let latest_other: Option<(String, String)> = tx
+                .query_row(
+                    "SELECT toolchain_json, agent_id FROM generation_toolchains WHERE generation = ?1 AND fingerprint <> ?2 ORDER BY last_seen_ms DESC, first_seen_ms DESC LIMIT 1",
+                    params![generation, fingerprint],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()?;
+            tx.execute(
+                "INSERT INTO generation_toolchains (generation, fingerprint, toolchain_json, agent_id, first_seen_ms, last_seen_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+                 ON CONFLICT(generation, fingerprint) DO UPDATE SET agent_id = excluded.agent_id, last_seen_ms = excluded.last_seen_ms",
+                params![generation, fingerprint, toolchain_json, agent_id.to_string(), now_ms],
+            )?;
+            tx.commit()?;
+            let latest_other = match latest_other {
+                Some((json, agent)) => Some((
+                    serde_json::from_str(&json)
+                        .map_err(|err| CoordinatorError::Internal(format!("generation_toolchains: {err}")))?,
+                    agent,
+                )),
+                None => None,
+            };
+            Ok(KnownToolchains {
+                known,
+                latest_other,
+            })
+        })
+        .await
+    }
 }
+
+/// A release tag of the milestone spec's upstream that started a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamPin {
+    pub tag: String,
+    pub run_id: RunId,
+    /// The note of the trigger that started it.
+    pub note: String,
+}
+
+/// What the store knew of a generation's toolchains before a registration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnownToolchains {
+    /// The registered toolchain had been seen on this generation before (by any agent).
+    pub known: bool,
+    /// The generation's most recently seen other toolchain and the agent that had it;
+    /// `None` when the store knows no other (a new generation, or a store from before
+    /// migration 11).
+    pub latest_other: Option<(BTreeMap<String, String>, String)>,
+}
+
+/// A toolchain as one line, `tool=version line; …` in tool order: what makes two equal.
+pub fn toolchain_fingerprint(toolchain: &BTreeMap<String, String>) -> String {
+    toolchain
+        .iter()
+        .map(|(tool, line)| format!("{tool}={line}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// How long a webhook delivery id is remembered (GitHub redelivers for days, not months).
+pub const DELIVERY_MEMORY_MS: i64 = 30 * 24 * 3600 * 1000;
