@@ -257,7 +257,7 @@ fn merge(run: &RunRecord, sections: &[(Option<String>, Report)]) -> Report {
 
 /// The most telling of several exit codes: cancelled, then parity failure, then not
 /// carried out, then ok.
-fn combined_exit_code(codes: impl Iterator<Item = i32>) -> i32 {
+pub(crate) fn combined_exit_code(codes: impl Iterator<Item = i32>) -> i32 {
     let codes: Vec<i32> = codes.collect();
     [
         exit::CANCELLED,
@@ -278,6 +278,21 @@ fn spec_sha256(spec: &crate::spec::JobSpec) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The SHA-256 of the spec's JSON form without the sources' revs, `[targets]` and the
+/// description: what the runs measured and how, whatever commits and hosts they ran on.
+fn comparable_spec_sha256(spec: &crate::spec::JobSpec) -> String {
+    use crate::spec::SourceSpec;
+    let mut normalised = spec.clone();
+    for side in [&mut normalised.upstream, &mut normalised.fork] {
+        if let SourceSpec::Git { rev, .. } = &mut side.source {
+            rev.clear();
+        }
+    }
+    normalised.targets = None;
+    normalised.description.clear();
+    spec_sha256(&normalised)
+}
+
 /// The report of the jobs of one generation.
 fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
     let spec = &run.spec;
@@ -285,6 +300,7 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         schema_version: 1,
         run_id: run.run_id.clone(),
         spec_sha256: spec_sha256(spec),
+        comparable_spec_sha256: comparable_spec_sha256(spec),
         name: spec.name.clone(),
         trigger: run.trigger.clone(),
         trigger_note: run.trigger_note.clone(),

@@ -18,6 +18,13 @@ pub struct Report {
     /// SHA-256 of the run's validated spec (its JSON form).
     #[serde(default)]
     pub spec_sha256: String,
+    /// SHA-256 of the spec with what does not change what is measured left out: the
+    /// sources' revs (the commits are compared on their own), `[targets]` (a retuning run
+    /// narrowed to one generation measures the same cells) and the description. Two runs of
+    /// one name whose hashes differ measured differently (fixtures, workloads, command,
+    /// gate, build).
+    #[serde(default)]
+    pub comparable_spec_sha256: String,
     pub name: String,
     pub trigger: String,
     /// What the trigger said about itself (a tag, a PR, a release name), when it said anything.
