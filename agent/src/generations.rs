@@ -372,13 +372,21 @@ mod tests {
         let hardware = |g| nvidia(&[g], false)[0].hardware_id.clone();
         let base = id(gpu.clone());
         assert_eq!(base, id(same));
-        for other in [newer_driver.clone(), capped.clone(), locked_clock.clone(), counted.clone()] {
+        for other in [
+            newer_driver.clone(),
+            capped.clone(),
+            locked_clock.clone(),
+            counted.clone(),
+        ] {
             assert_ne!(base, id(other));
         }
         // The hardware id leaves the driver out (it is in the toolchain): a driver bump keeps
         // the run's history; the hardware and its settings still do not pool.
         let base_hardware = hardware(gpu);
-        assert_ne!(base_hardware, base, "the silicon id has the driver, the hardware id not");
+        assert_ne!(
+            base_hardware, base,
+            "the silicon id has the driver, the hardware id not"
+        );
         assert_eq!(base_hardware, hardware(newer_driver));
         for other in [capped, locked_clock, counted] {
             assert_ne!(base_hardware, hardware(other));

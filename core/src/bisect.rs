@@ -237,6 +237,29 @@ fn decision_word(decision: Decision) -> &'static str {
     }
 }
 
+/// A finished bisect as the run it bisected keeps it (`abfleet bisect RUN` records it with
+/// the coordinator; `abfleet report RUN` shows it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectRecord {
+    /// What was bisected: `` `psnr` on fixture `tiny`, generation `cpu/…` ``.
+    pub what: String,
+    /// When the coordinator recorded it, UTC (empty in what the CLI sends).
+    #[serde(default)]
+    pub recorded: String,
+    pub bisection: Bisection,
+}
+
+/// A recorded bisect as its run's report shows it: the section, with when it was recorded.
+pub fn render_record(record: &BisectRecord) -> String {
+    let mut section = render(&record.bisection, &record.what);
+    if !record.recorded.is_empty() {
+        if let Some(end) = section.find('\n') {
+            section.insert_str(end + 1, &format!("\nRecorded {}.\n", record.recorded));
+        }
+    }
+    section
+}
+
 /// The bisect's report section.
 pub fn render(bisection: &Bisection, what: &str) -> String {
     let mut out = String::new();

@@ -326,7 +326,16 @@ mod tests {
                 ".{0,8}",
             )
                 .prop_map(
-                    |(key, backend, vendor, silicon_id, description, simulated, toolchain, hardware_id)| {
+                    |(
+                        key,
+                        backend,
+                        vendor,
+                        silicon_id,
+                        description,
+                        simulated,
+                        toolchain,
+                        hardware_id,
+                    )| {
                         Generation {
                             key,
                             backend,

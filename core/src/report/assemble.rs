@@ -278,8 +278,9 @@ fn spec_sha256(spec: &crate::spec::JobSpec) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The SHA-256 of the spec's JSON form without the sources' revs, `[targets]` and the
-/// description: what the runs measured and how, whatever commits and hosts they ran on.
+/// The SHA-256 of the spec's JSON form without the sources' revs, `[targets]`, the
+/// description and `[measure] seed` (a spec without one gets a fresh seed per submission): what
+/// the runs measured and how, whatever commits and hosts they ran on.
 fn comparable_spec_sha256(spec: &crate::spec::JobSpec) -> String {
     use crate::spec::SourceSpec;
     let mut normalised = spec.clone();
@@ -290,6 +291,7 @@ fn comparable_spec_sha256(spec: &crate::spec::JobSpec) -> String {
     }
     normalised.targets = None;
     normalised.description.clear();
+    normalised.measure.seed = 0;
     spec_sha256(&normalised)
 }
 
@@ -343,6 +345,7 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         sweep: None,
         is_sweep: spec.is_sweep(),
         sweep_table: Vec::new(),
+        bisects: Vec::new(),
     };
     let mut sweep_outcome: Option<crate::sweep::SweepOutcome> = None;
     let mut cells: BTreeMap<u32, CellResult> = BTreeMap::new();
@@ -754,6 +757,57 @@ fn add_cuda_fleet_floor(sections: &mut [GenerationSection]) {
             finding
                 .with("floor", floor)
                 .with("oldest_device", oldest_device),
+        );
+    }
+}
+
+#[cfg(test)]
+mod spec_hash_tests {
+    use super::*;
+    use crate::spec::{SourceSpec, TargetSpec};
+
+    fn demo() -> JobSpec {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        let text = include_str!("../../../fixtures/jobs/demo.toml").replace(
+            "[fork]\npath = \"../subject\"",
+            "[fork]\ngit = \"https://example.invalid/fork.git\"\nrev = \"main\"",
+        );
+        JobSpec::from_toml(&text, std::path::Path::new("demo.toml"), dir).unwrap()
+    }
+
+    #[test]
+    fn the_comparable_hash_ignores_revs_targets_seed_and_description_not_what_is_measured() {
+        let spec = demo();
+        assert!(matches!(spec.fork.source, SourceSpec::Git { .. }));
+        let mut moved = spec.clone();
+        if let SourceSpec::Git { rev, .. } = &mut moved.fork.source {
+            *rev = "0123456789abcdef0123456789abcdef01234567".into();
+        }
+        moved.targets = Some(TargetSpec {
+            backends: vec!["cpu".into()],
+            generations: vec!["cpu/x86-64-v3/*".into()],
+            vendors: vec!["*".into()],
+            fanout: crate::spec::Fanout::PerGeneration,
+        });
+        moved.measure.seed = spec.measure.seed.wrapping_add(1);
+        moved.description = "narrowed".into();
+        assert_ne!(
+            spec_sha256(&spec),
+            spec_sha256(&moved),
+            "the full hash sees it all"
+        );
+        assert_eq!(
+            comparable_spec_sha256(&spec),
+            comparable_spec_sha256(&moved)
+        );
+        let mut gate = spec.clone();
+        gate.measure.max_score_delta *= 2.0;
+        assert_ne!(comparable_spec_sha256(&spec), comparable_spec_sha256(&gate));
+        let mut fewer = spec.clone();
+        fewer.workloads.pop();
+        assert_ne!(
+            comparable_spec_sha256(&spec),
+            comparable_spec_sha256(&fewer)
         );
     }
 }

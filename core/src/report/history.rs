@@ -606,7 +606,8 @@ fn changes(now: &GenerationSnapshot, then: &GenerationSnapshot) -> Vec<String> {
         for tool in tools {
             let (old, new) = (then.host_toolchain.get(tool), now.host_toolchain.get(tool));
             if old != new {
-                let show = |v: Option<&String>| v.map_or("(none)".to_string(), |v| format!("`{v}`"));
+                let show =
+                    |v: Option<&String>| v.map_or("(none)".to_string(), |v| format!("`{v}`"));
                 changes.push(format!(
                     "host toolchain `{tool}`: {} → {}",
                     show(old),
@@ -666,7 +667,10 @@ where
             continue;
         };
         matched_cells += 1;
-        match compared.iter_mut().find(|(s, _)| s.run_id == then_run.run_id) {
+        match compared
+            .iter_mut()
+            .find(|(s, _)| s.run_id == then_run.run_id)
+        {
             Some((_, cells)) => cells.push(cell.label()),
             None => compared.push((then_run, vec![cell.label()])),
         }
@@ -748,7 +752,10 @@ pub fn apply_ratchet(report: &mut Report) {
         for grown in growth {
             let metric = grown.metric.clone().unwrap_or_default();
             let Some(cell) = report.cells.iter_mut().find(|c| {
-                c.generation.as_deref().unwrap_or(super::model::ANY_GENERATION) == key
+                c.generation
+                    .as_deref()
+                    .unwrap_or(super::model::ANY_GENERATION)
+                    == key
                     && c.fixture == grown.fixture
                     && c.workload == grown.workload
                     && matches!(c.parity, CellParity::Ok | CellParity::Fail)

@@ -255,6 +255,9 @@ pub fn render_markdown(report: &Report) -> String {
         }
         out.push('\n');
     }
+    for record in &report.bisects {
+        out.push_str(&crate::bisect::render_record(record));
+    }
     render_reproduce(&mut out, &report.cells);
     for (name, side) in [("upstream", &report.upstream), ("fork", &report.fork)] {
         if let Some(build) = &side.build {

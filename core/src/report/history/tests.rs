@@ -101,7 +101,12 @@ fn a_slower_fork_a_shrunk_speedup_and_a_grown_delta_are_flagged_noise_is_not() {
     );
     // No earlier run, or none with any of the cells: nothing to compare with.
     assert!(since_previous(&worse, &[]).is_none());
-    let other = snapshot("r0", "s", "aaa", vec![steady("motion", 0.0, CellParity::Ok)]);
+    let other = snapshot(
+        "r0",
+        "s",
+        "aaa",
+        vec![steady("motion", 0.0, CellParity::Ok)],
+    );
     assert!(since_previous(&worse, &[other]).is_none());
 }
 
@@ -112,9 +117,7 @@ fn the_ratchet_allows_half_a_unit_of_the_printed_precision() {
         c.printed_decimals = decimals;
         c
     };
-    let grows = |then: CellSummary, now: CellSummary| {
-        !ratchet(&now, &then).0.is_empty()
-    };
+    let grows = |then: CellSummary, now: CellSummary| !ratchet(&now, &then).0.is_empty();
     // Six decimals: 4e-7 more is rounding; 6e-7 more is growth.
     assert!(!grows(at(Some(6), 1e-6), at(Some(6), 1.4e-6)));
     assert!(grows(at(Some(6), 1e-6), at(Some(6), 1.6e-6)));
@@ -140,7 +143,10 @@ fn the_ratchet_walks_back_past_a_run_whose_cell_failed_parity_to_the_accepted_de
     let failed = snapshot("r2", "s", "b", vec![steady("psnr", 3e-6, CellParity::Fail)]);
     let now = snapshot("r3", "s", "c", vec![steady("psnr", 3e-6, CellParity::Ok)]);
     let since = since_previous(&now, &[failed.clone(), accepted.clone()]).unwrap();
-    assert_eq!(since.run_id, "r2", "the speed is compared with the latest run");
+    assert_eq!(
+        since.run_id, "r2",
+        "the speed is compared with the latest run"
+    );
     let growth: Vec<&RegressionFlag> = since
         .flags
         .iter()
@@ -261,7 +267,10 @@ fn changes_name_the_baseline_the_spec_the_toolchains_and_a_driver_on_the_same_ha
     now.comparable_spec_sha256 = "2".repeat(64);
     let since = since_previous(&now, &[then]).unwrap();
     assert!(
-        since.changes.iter().any(|c| c.starts_with("spec 111111111111 → 222222222222")),
+        since
+            .changes
+            .iter()
+            .any(|c| c.starts_with("spec 111111111111 → 222222222222")),
         "{:?}",
         since.changes
     );
@@ -384,7 +393,9 @@ fn a_ratchet_growth_fails_the_cell_its_generation_and_the_run_with_both_values()
     assert_eq!(failure.rule, crate::parity::ParityRule::Ratchet);
     assert_eq!((failure.delta, failure.allowed), (3e-6, 1.5e-6));
     assert!(
-        failure.message.contains("grew from 1e-6 (accepted in run r0) to 3e-6"),
+        failure
+            .message
+            .contains("grew from 1e-6 (accepted in run r0) to 3e-6"),
         "{}",
         failure.message
     );
@@ -392,7 +403,10 @@ fn a_ratchet_growth_fails_the_cell_its_generation_and_the_run_with_both_values()
     assert_eq!(report.score_parity, crate::report::ScoreParity::Fail);
     assert_eq!(report.generations[0].exit_code, crate::exit::PARITY_FAILED);
     assert_eq!(report.generations[0].key, key);
-    assert!(report.score_parity_report.iter().any(|l| l.contains("psnr_y")));
+    assert!(report
+        .score_parity_report
+        .iter()
+        .any(|l| l.contains("psnr_y")));
     assert!(report.geomean_cells.len() < geomean_before);
     // Applied twice (a report read again), the failure is not repeated.
     apply_ratchet(&mut report);
