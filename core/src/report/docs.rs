@@ -1,7 +1,7 @@
 //! `abfleet docs update`: a run written into the fork's own pages, idempotently.
 //!
-//! - `docs/benchmarks.md` gets the run's dated section (`markdown::render_docs_section`, in the
-//!   page's table style), between `<!-- abfleet:run RUN begin -->` and `… end -->` markers:
+//! - `docs/benchmarks.md` gets the run's dated section (`docs_section::render_docs_section`,
+//!   in the page's table shapes), between `<!-- abfleet:run RUN begin -->` and `… end -->` markers:
 //!   a section already there is replaced in place, a new one goes above the newest earlier
 //!   dated section (`### `), so the page stays newest first; text outside the markers is
 //!   never touched.
@@ -14,7 +14,7 @@
 
 use std::fmt::Write;
 
-use super::markdown::render_docs_section;
+use super::docs_section::render_docs_section;
 use super::Report;
 use crate::cell::CellParity;
 
