@@ -221,7 +221,8 @@ async fn resolve(
             if args.workload.is_some() || args.fixture.is_some() || args.generation.is_some() { " matching the given cell" } else { "" }
         )));
     };
-    let (Some(good), Some(bad)) = (&since.fork_commit_then, &since.fork_commit_now) else {
+    let (Some(good), Some(bad)) = (since.fork_commit_of(flag), since.fork_commit_now.as_deref())
+    else {
         return Err(Failure::usage(anyhow::anyhow!(
             "run {run_id}'s comparison does not name both fork commits; give --good and --bad"
         )));
@@ -229,15 +230,15 @@ async fn resolve(
     if good == bad {
         return Err(Failure::usage(anyhow::anyhow!(
             "the fork did not change between run {} and run {run_id} (both `{}`): what changed is {}; nothing in the fork's history to bisect",
-            since.run_id,
+            flag.then_run.as_deref().unwrap_or(&since.run_id),
             &good[..good.len().min(12)],
             if since.changes.is_empty() { "not recorded".to_string() } else { since.changes.join("; ") }
         )));
     }
     Ok(Target {
         spec,
-        good: args.good.clone().unwrap_or_else(|| good.clone()),
-        bad: args.bad.clone().unwrap_or_else(|| bad.clone()),
+        good: args.good.clone().unwrap_or_else(|| good.to_string()),
+        bad: args.bad.clone().unwrap_or_else(|| bad.to_string()),
         generation: Some(section.key.clone()).filter(|k| k != "any"),
         workload: flag.workload.clone(),
         fixture: flag.fixture.clone(),

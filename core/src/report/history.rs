@@ -50,6 +50,15 @@ pub fn ratchet_slack(a: Option<u32>, b: Option<u32>) -> f64 {
     0.5 * 10f64.powi(-(decimals.min(17) as i32))
 }
 
+/// A pooled delta for people: `0`, else three significant digits (`3.00e-6`).
+fn show_delta(value: f64) -> String {
+    if value == 0.0 {
+        "0".to_string()
+    } else {
+        format!("{value:.2e}")
+    }
+}
+
 /// What a later run needs of one cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellSummary {
@@ -381,6 +390,9 @@ impl BaselineMove {
 pub struct EarlierRun {
     pub run_id: String,
     pub date: String,
+    /// Its fork commit (what `abfleet bisect RUN` bisects from for a flag against it).
+    #[serde(default)]
+    pub fork_commit: Option<String>,
     /// The cells compared with it (`fixture/workload`).
     pub cells: Vec<String>,
     /// What changed between it and this run.
@@ -417,6 +429,21 @@ pub struct SincePrevious {
     /// down.
     #[serde(default)]
     pub parity_shrink: Vec<ParityShrink>,
+}
+
+impl SincePrevious {
+    /// The fork commit of the run a flag compares with: the previous run's, or that of the
+    /// earlier run the flag's cell was compared with.
+    pub fn fork_commit_of(&self, flag: &RegressionFlag) -> Option<&str> {
+        match &flag.then_run {
+            Some(run) if *run != self.run_id => self
+                .earlier_runs
+                .iter()
+                .find(|e| e.run_id == *run)
+                .and_then(|e| e.fork_commit.as_deref()),
+            _ => self.fork_commit_then.as_deref(),
+        }
+    }
 }
 
 /// A cell's speed against an earlier one: `speedup_shrank` and `fork_slower`.
@@ -518,8 +545,10 @@ fn ratchet(now: &CellSummary, then: &CellSummary) -> (Vec<RegressionFlag>, Vec<P
                 a,
                 b,
                 format!(
-                    "`{metric}` pooled |delta| {a:e} → {b:e} (allowed {:e}: the accepted delta plus half a printed unit)",
-                    a + slack
+                    "`{metric}` pooled |delta| {} → {} (allowed {}: the accepted delta plus half a printed unit)",
+                    show_delta(a),
+                    show_delta(b),
+                    show_delta(a + slack)
                 ),
             );
             grown.allowed = Some(a + slack);
@@ -710,6 +739,7 @@ where
         .map(|(s, cells)| EarlierRun {
             run_id: s.run_id.clone(),
             date: s.date.clone(),
+            fork_commit: s.fork_commit.clone(),
             cells: cells.clone(),
             changes: changes(now, s),
         })
@@ -764,10 +794,11 @@ pub fn apply_ratchet(report: &mut Report) {
             };
             let allowed = grown.allowed.unwrap_or(grown.then);
             let message = format!(
-                "pooled |delta| of `{metric}` grew from {:e} (accepted in run {}) to {:e}, past the ratchet's {allowed:e} (the accepted delta plus half a printed unit), though the gate may allow it: explain the change, or fix it",
-                grown.then,
+                "pooled |delta| of `{metric}` grew from {} (accepted in run {}) to {}, past the ratchet's {} (the accepted delta plus half a printed unit), though the gate may allow it: explain the change, or fix it",
+                show_delta(grown.then),
                 grown.then_run.as_deref().unwrap_or("-"),
-                grown.now
+                show_delta(grown.now),
+                show_delta(allowed)
             );
             let failure = crate::parity::ParityFailure {
                 metric: metric.clone(),
@@ -906,11 +937,11 @@ pub fn render_since_previous(out: &mut String, since: &SincePrevious) {
     for shrink in &since.parity_shrink {
         let _ = writeln!(
             out,
-            "- parity delta shrank on `{}`: `{}` {:e} → {:e} (the allowance can be ratcheted down{})",
+            "- parity delta shrank on `{}`: `{}` {} → {} (the allowance can be ratcheted down{})",
             shrink.cell(),
             shrink.metric,
-            shrink.then,
-            shrink.now,
+            show_delta(shrink.then),
+            show_delta(shrink.now),
             match &shrink.then_run {
                 Some(run) if *run != since.run_id => format!("; accepted in run `{run}`"),
                 _ => String::new(),

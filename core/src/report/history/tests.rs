@@ -169,7 +169,7 @@ fn the_ratchet_walks_back_past_a_run_whose_cell_failed_parity_to_the_accepted_de
     let mut out = String::new();
     render_since_previous(&mut out, &since);
     assert!(
-        out.contains("parity delta shrank on `tiny/psnr`: `psnr_y` 4e-6 → 1e-6")
+        out.contains("parity delta shrank on `tiny/psnr`: `psnr_y` 4.00e-6 → 1.00e-6")
             && out.contains("accepted in run `r1`"),
         "{out}"
     );
@@ -395,7 +395,7 @@ fn a_ratchet_growth_fails_the_cell_its_generation_and_the_run_with_both_values()
     assert!(
         failure
             .message
-            .contains("grew from 1e-6 (accepted in run r0) to 3e-6"),
+            .contains("grew from 1.00e-6 (accepted in run r0) to 3.00e-6"),
         "{}",
         failure.message
     );
