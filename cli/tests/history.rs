@@ -387,6 +387,19 @@ async fn three_runs_flag_a_planted_parity_growth_then_a_planted_slowdown_and_his
     let after_runs: Vec<&str> = after.iter().map(|p| p.run_id.as_str()).collect();
     assert_eq!(after_runs, runs, "no bisect step among them: {json}");
 
+    // `bisect` is no reason a person gives.
+    let refused = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(["trigger", "--reason", "bisect", "--note", "x"])
+        .args(["--coordinator", &coordinator.url()])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("invalid value 'bisect'"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
     let missing = Command::new(env!("CARGO_BIN_EXE_abfleet"))
         .args(["history", "--generation", "cpu/none", "--workload", "psnr"])
         .args(["--coordinator", &coordinator.url()])

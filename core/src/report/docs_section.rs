@@ -244,7 +244,7 @@ fn fixture_table(out: &mut String, cells: &[&CellResult]) {
             .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()));
         let mut delta = match largest {
             None => "—".to_string(),
-            Some((_, d)) if d == 0.0 => "0".to_string(),
+            Some((_, 0.0)) => "0".to_string(),
             Some((_, d)) if !d.is_finite() => "null vs number".to_string(),
             Some((metric, d)) => format!("{d:+.1e} (`{metric}`)"),
         };
@@ -305,7 +305,7 @@ fn feature_tables(out: &mut String, cells: &[&CellResult]) {
                 ));
             }
             match cell.largest_score_delta() {
-                Some((metric, d)) if d == 0.0 => {
+                Some((metric, 0.0)) => {
                     parts.push(format!("every pooled delta 0 (`{metric}` and the rest)"))
                 }
                 Some((metric, d)) if d.is_finite() => {

@@ -758,8 +758,8 @@ where
     })
 }
 
-/// Makes each `parity_growth` flag of the report's comparisons a parity failure of its cell,
-/// with both values (the seed's ratchet: ADR-1228 rejects failing on any non-zero delta in
+/// Makes each `parity_growth` flag of the report's comparisons a parity failure of its cell
+/// (unless the spec gives the metric its own allowance), with both values (the seed's ratchet: ADR-1228 rejects failing on any non-zero delta in
 /// favour of "ratchet on growth"), and the cell, its generation and the run fail parity:
 /// exit 1, like any parity failure. A cell failed this way leaves the geomean, and a later
 /// run's ratchet walks back past it to the last accepted delta.
@@ -771,10 +771,18 @@ pub fn apply_ratchet(report: &mut Report) {
         let Some(since) = &section.since_previous else {
             continue;
         };
+        // A metric with its own allowance (`[parity.allow.METRIC]`, with a reason) is gated
+        // by it alone: that is how a deliberate change of the fork's numerics is accepted
+        // (its flag stays, as a regression against the earlier run).
         let growth: Vec<RegressionFlag> = since
             .flags
             .iter()
             .filter(|f| f.kind == FlagKind::ParityGrowth && f.backend.is_none())
+            .filter(|f| {
+                f.metric
+                    .as_deref()
+                    .is_none_or(|m| !report.allowances.contains_key(m))
+            })
             .cloned()
             .collect();
         let key = section.key.clone();

@@ -386,6 +386,19 @@ fn a_ratchet_growth_fails_the_cell_its_generation_and_the_run_with_both_values()
         }],
         parity_shrink: Vec::new(),
     });
+    // A metric with its own allowance is gated by it alone: no ratchet failure.
+    let mut allowed = report.clone();
+    allowed.allowances.insert(
+        "psnr_y".into(),
+        crate::spec::Allowance {
+            max_delta: Some(1e-5),
+            max_frame_delta: None,
+            reason: "the new psnr rounding (fork PR #1)".into(),
+        },
+    );
+    apply_ratchet(&mut allowed);
+    assert_eq!(allowed.exit_code, crate::exit::OK);
+    assert!(allowed.cells.iter().all(|c| c.parity_failures.is_empty()));
     apply_ratchet(&mut report);
     let cell = report.cells.iter().find(|c| c.workload == "psnr").unwrap();
     assert_eq!(cell.parity, CellParity::Fail);
