@@ -309,3 +309,54 @@ async fn runs_compare_on_the_same_hardware_across_a_driver_bump_and_skip_failed_
     );
     assert_eq!(report.exit_code, exit::PARITY_FAILED);
 }
+
+/// A run pinned to a hardware id (a bisect step) gets a job only for that hardware's agent,
+/// and is offered to no other agent of the same generation key; a hardware id no agent has
+/// fails the run saying what the fleet has.
+#[tokio::test]
+async fn a_run_pinned_to_a_hardware_id_goes_only_to_an_agent_of_that_hardware() {
+    let f = Fixture::new();
+    let (agent_a, agent_b) = (AgentId::new_random(), AgentId::new_random());
+    let mut sessions = Vec::new();
+    for (agent, inventory) in [
+        (agent_a, host("bench-a", "silicon-a", "hardware-a")),
+        (agent_b, host("bench-b", "silicon-b", "hardware-b")),
+    ] {
+        f.fleet.register(agent, &inventory).await.unwrap();
+        let (sender, session) = mpsc::unbounded_channel();
+        f.fleet.open_session(agent, sender).unwrap();
+        sessions.push(session);
+    }
+    // Agent a is idle first: an unpinned job would be its.
+    f.fleet.ready(agent_a).await.unwrap();
+    f.fleet.ready(agent_b).await.unwrap();
+    let run = f
+        .fleet
+        .submit_on(spec(), BISECT_TRIGGER, None, "test", Some("hardware-b"))
+        .await
+        .unwrap();
+    let jobs = f.fleet.store().jobs_of_run(run).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].pinned_agent, Some(agent_b));
+    assert!(
+        sessions[0].try_recv().is_err(),
+        "agent a is offered nothing"
+    );
+    assert!(matches!(
+        sessions[1].try_recv(),
+        Ok(SessionMessage::Offer(_))
+    ));
+
+    let nowhere = f
+        .fleet
+        .submit_on(spec(), BISECT_TRIGGER, None, "test", Some("hardware-z"))
+        .await
+        .unwrap();
+    let row = f.fleet.store().run(nowhere).await.unwrap().unwrap();
+    assert_eq!(row.exit_code, Some(exit::NOT_CARRIED_OUT));
+    let error = row.error.unwrap_or_default();
+    assert!(
+        error.contains("hardware `hardware-z`") && error.contains("hardware hardware-b"),
+        "{error}"
+    );
+}
