@@ -2,7 +2,11 @@
 //! `cpu/x86-64-v4/sapphire-rapids`, `cpu/arm/neoverse-v2`, `cuda/sm_90`, `hip/gfx942`,
 //! `sycl/dg2`. The mapping tables themselves (family/model → microarchitecture, product →
 //! architecture) live with the probes (`probe::uarch`, `probe::intel`, `probe::nvidia`);
-//! this module only turns their answers into keys and silicon identities.
+//! this module only turns their answers into keys and silicon identities. Each generation
+//! has two: the silicon id (everything that makes hosts measure alike, drivers included:
+//! hosts pool only when it is equal) and the hardware id (the same without the GPU driver
+//! and runtime versions, which the toolchain carries: runs are compared across a driver bump
+//! on it).
 
 use abfleet_core::generation::Generation;
 use sha2::{Digest, Sha256};
@@ -44,6 +48,17 @@ fn silicon_id(fields: &[(&str, String)]) -> String {
         hasher.update([0]);
     }
     hex(&hasher.finalize())[..16].to_string()
+}
+
+/// The silicon id of `fields` and the hardware id: the same hash without the fields named in
+/// `software` (the GPU driver and runtime versions, which are also in the toolchain).
+fn silicon_and_hardware_ids(fields: &[(&str, String)], software: &[&str]) -> (String, String) {
+    let hardware: Vec<(&str, String)> = fields
+        .iter()
+        .filter(|(name, _)| !software.contains(name))
+        .cloned()
+        .collect();
+    (silicon_id(fields), silicon_id(&hardware))
 }
 
 fn text<T: ToString>(value: Option<T>) -> String {
@@ -150,6 +165,7 @@ pub fn cpu(info: &CpuInfo, simulated: bool) -> Generation {
         .clone()
         .unwrap_or_else(|| info.microarchitecture.clone());
     let frequency = &info.frequency;
+    // Nothing of a CPU's identity is software: its hardware id is its silicon id.
     let silicon_id = silicon_id(&[
         ("key", key.clone()),
         ("model", model.clone()),
@@ -182,6 +198,7 @@ pub fn cpu(info: &CpuInfo, simulated: bool) -> Generation {
         description.push_str(&format!(", SVE {bits}-bit"));
     }
     Generation {
+        hardware_id: silicon_id.clone(),
         silicon_id,
         description,
         key,
@@ -199,8 +216,8 @@ pub fn nvidia(gpus: &[NvidiaGpu], simulated: bool) -> Vec<Generation> {
         .filter_map(|gpu| {
             let sm = gpu.compute_capability.as_ref()?;
             let key = format!("cuda/{sm}");
-            Some(Generation {
-                silicon_id: silicon_id(&[
+            let (silicon_id, hardware_id) = silicon_and_hardware_ids(
+                &[
                     ("key", key.clone()),
                     ("name", gpu.name.clone()),
                     ("sm_count", text(gpu.sm_count)),
@@ -216,7 +233,12 @@ pub fn nvidia(gpus: &[NvidiaGpu], simulated: bool) -> Vec<Generation> {
                     ),
                     ("max_sm_clock_mhz", text(gpu.max_sm_clock_mhz)),
                     ("mig_mode", text(gpu.mig_mode.as_deref())),
-                ]),
+                ],
+                &["driver"],
+            );
+            Some(Generation {
+                silicon_id,
+                hardware_id,
                 description: format!(
                     "{} ({sm}, driver {})",
                     gpu.name,
@@ -242,8 +264,8 @@ pub fn amd(gpus: &[AmdGpu], simulated: bool) -> Vec<Generation> {
                 .marketing_name
                 .clone()
                 .unwrap_or_else(|| gpu.gfx_target.clone());
-            Generation {
-                silicon_id: silicon_id(&[
+            let (silicon_id, hardware_id) = silicon_and_hardware_ids(
+                &[
                     ("key", key.clone()),
                     ("name", name.clone()),
                     ("compute_units", text(gpu.compute_units)),
@@ -254,7 +276,12 @@ pub fn amd(gpus: &[AmdGpu], simulated: bool) -> Vec<Generation> {
                         "rock_module_version",
                         text(gpu.rock_module_version.as_deref()),
                     ),
-                ]),
+                ],
+                &["runtime_version", "rock_module_version"],
+            );
+            Generation {
+                silicon_id,
+                hardware_id,
                 description: format!(
                     "{name} ({}, {} CUs)",
                     gpu.gfx_target,
@@ -281,15 +308,20 @@ pub fn intel(gpus: &[IntelGpu], simulated: bool) -> Vec<Generation> {
         .map(|gpu| {
             let arch = gpu.architecture.name();
             let key = format!("sycl/{arch}");
-            Generation {
-                silicon_id: silicon_id(&[
+            let (silicon_id, hardware_id) = silicon_and_hardware_ids(
+                &[
                     ("key", key.clone()),
                     ("name", gpu.name.clone()),
                     ("driver", text(gpu.driver_version.as_deref())),
                     ("device_version", text(gpu.device_version.as_deref())),
                     ("compute_units", text(gpu.compute_units)),
                     ("max_clock_mhz", text(gpu.max_clock_mhz)),
-                ]),
+                ],
+                &["driver"],
+            );
+            Generation {
+                silicon_id,
+                hardware_id,
                 description: format!("{} ({arch})", gpu.name),
                 key,
                 backend: "sycl".into(),
@@ -337,10 +369,27 @@ mod tests {
         let mut counted = gpu.clone();
         counted.sm_count = Some(132);
         let id = |g| nvidia(&[g], false)[0].silicon_id.clone();
-        let base = id(gpu);
+        let hardware = |g| nvidia(&[g], false)[0].hardware_id.clone();
+        let base = id(gpu.clone());
         assert_eq!(base, id(same));
-        for other in [newer_driver, capped, locked_clock, counted] {
+        for other in [
+            newer_driver.clone(),
+            capped.clone(),
+            locked_clock.clone(),
+            counted.clone(),
+        ] {
             assert_ne!(base, id(other));
+        }
+        // The hardware id leaves the driver out (it is in the toolchain): a driver bump keeps
+        // the run's history; the hardware and its settings still do not pool.
+        let base_hardware = hardware(gpu);
+        assert_ne!(
+            base_hardware, base,
+            "the silicon id has the driver, the hardware id not"
+        );
+        assert_eq!(base_hardware, hardware(newer_driver));
+        for other in [capped, locked_clock, counted] {
+            assert_ne!(base_hardware, hardware(other));
         }
     }
 
@@ -354,11 +403,16 @@ mod tests {
         let mut fewer_cus = gpu.clone();
         fewer_cus.compute_units = Some(228);
         let id = |g| amd(&[g], false)[0].silicon_id.clone();
+        let hardware = |g| amd(&[g], false)[0].hardware_id.clone();
         let base = id(gpu.clone());
-        assert_eq!(base, id(gpu));
-        for other in [runtime, driver, fewer_cus] {
+        assert_eq!(base, id(gpu.clone()));
+        for other in [runtime.clone(), driver.clone(), fewer_cus.clone()] {
             assert_ne!(base, id(other));
         }
+        let base_hardware = hardware(gpu);
+        assert_eq!(base_hardware, hardware(runtime));
+        assert_eq!(base_hardware, hardware(driver));
+        assert_ne!(base_hardware, hardware(fewer_cus));
     }
 
     #[test]
@@ -367,8 +421,10 @@ mod tests {
         let mut driver = gpu.clone();
         driver.driver_version = Some("23.05.25593.18".into());
         let id = |g| intel(&[g], false)[0].silicon_id.clone();
+        let hardware = |g| intel(&[g], false)[0].hardware_id.clone();
         assert_eq!(id(gpu.clone()), id(gpu.clone()));
-        assert_ne!(id(gpu), id(driver));
+        assert_ne!(id(gpu.clone()), id(driver.clone()));
+        assert_eq!(hardware(gpu), hardware(driver));
     }
 
     #[test]
@@ -406,8 +462,13 @@ mod tests {
             boost: Some("0".into()),
             ..performance.clone()
         };
-        assert_ne!(base, with(genoa.clone(), powersave));
+        assert_ne!(base, with(genoa.clone(), powersave.clone()));
         assert_ne!(base, with(genoa.clone(), no_boost));
+        // A CPU's settings are hardware: its hardware id is its silicon id.
+        let mut governed = genoa.clone();
+        apply_cpu_sysfs(&mut governed, &powersave, CpuFactSource::Live);
+        let generation = cpu(&governed, false);
+        assert_eq!(generation.hardware_id, generation.silicon_id);
         // The key does not change with the governor: the same generation, another silicon.
         assert_eq!(cpu(&genoa, false).key, "cpu/x86-64-v4/zen4");
 

@@ -180,9 +180,10 @@ pub enum Command {
     },
     /// One workload's speedup and the fork's own median over time on a hardware generation.
     ///
-    /// Every finished run on that generation key (of every spec, or of `--name`), oldest
-    /// first, with the regression flags against the run before it on the same silicon and
-    /// what changed in between (fork commit, upstream pin, toolchain).
+    /// Every run finished as `done` on that generation key (of every spec, or of `--name`;
+    /// never a bisect step), oldest first, with the regression flags against the runs before
+    /// it of the same spec and hardware and what changed in between (fork commit, upstream
+    /// pin, toolchain).
     History {
         /// The generation key, exactly as `abfleet agents` shows it (`cpu/x86-64-v4/zen4`).
         #[arg(long, value_name = "KEY")]

@@ -1,8 +1,11 @@
 //! `abfleet bisect` through a real coordinator and agent: the demo subject's fork gains
 //! eight commits after the good one, and the fifth plants a psnr slowdown (each plane's MSE
 //! computed 3000 times, same scores). The bisect confirms the regression, names the fifth
-//! commit in three more steps, and writes bisect.md / bisect.json. `abfleet bisect RUN` takes
-//! the commits from a run flagged against its previous comparable run.
+//! commit in three more steps, and writes bisect.md / bisect.json; after the first step the
+//! good commit's build comes from the agent's cache. A no-op commit whose timing is noise
+//! (pairs too few for any verdict but `unsure`) is retried with twice the pairs, from cached
+//! builds, then reported undecidable, never guessed. `abfleet bisect RUN` (cli/tests/history.rs)
+//! takes the commits from a run flagged against its previous comparable run.
 
 mod support;
 
@@ -10,6 +13,7 @@ use std::process::{Command, Output};
 
 use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::bisect::{Bisection, Decision};
+use abfleet_core::events::BuildStatus;
 use support::*;
 
 fn abfleet(args: &[&str]) -> Output {
@@ -123,6 +127,17 @@ async fn a_planted_slowdown_in_the_fifth_of_eight_commits_is_found() {
             Decision::Good
         };
         assert_eq!(step.decision, expected, "{step:?}");
+        // The good commit is the baseline side of every step: built once, then cached.
+        let first = step.run_id == bisection.steps[0].run_id;
+        assert_eq!(
+            step.good_build,
+            Some(if first {
+                BuildStatus::Built
+            } else {
+                BuildStatus::Cached
+            }),
+            "{step:?}"
+        );
         assert!(step.speedup_ci95.is_some() && step.pairs >= 5, "{step:?}");
         let step_report = tmp
             .path()
@@ -135,11 +150,9 @@ async fn a_planted_slowdown_in_the_fifth_of_eight_commits_is_found() {
             step_report.display()
         );
     }
-    assert!(
-        std::fs::read_to_string(tmp.path().join("bisect-out/bisect.md"))
-            .unwrap()
-            .contains("| Step | Commit | Subject |")
-    );
+    let bisect_md = std::fs::read_to_string(tmp.path().join("bisect-out/bisect.md")).unwrap();
+    assert!(bisect_md.contains("| Step | Commit | Subject |"));
+    assert!(bisect_md.contains("| cached, "), "{bisect_md}");
 
     // Usage: without a RUN, the flags it needs are named.
     let missing = abfleet(&[
@@ -155,4 +168,108 @@ async fn a_planted_slowdown_in_the_fifth_of_eight_commits_is_found() {
         "{}",
         text(&missing)
     );
+}
+
+/// `EXTRA_CFLAGS ?= FLAGS` in the fork's Makefile, committed; returns the commit.
+fn commit_fork_flags(fork: &std::path::Path, flags: &str, message: &str) -> String {
+    let makefile = std::fs::read_to_string(fork.join("Makefile")).unwrap();
+    let line = makefile
+        .lines()
+        .find(|l| l.starts_with("EXTRA_CFLAGS ?="))
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        fork.join("Makefile"),
+        makefile.replace(&line, &format!("EXTRA_CFLAGS ?= {flags}")),
+    )
+    .unwrap();
+    git(fork, &["commit", "-q", "-am", message]);
+    git(fork, &["rev-parse", "HEAD"])
+}
+
+/// A commit whose timing is noise against the good one (the subject's ABFLEET_ALTERNATE_MS:
+/// the good build sleeps on its even runs, the candidate on its odd ones, so the pairs'
+/// speedups alternate far above and far below 1 and no number of pairs gives a verdict but
+/// `unsure`): the step is taken again with twice the pairs, from the builds the first
+/// attempt cached, then reported undecidable; the bisect names no commit and exits 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_noise_level_commit_is_retried_with_more_pairs_then_reported_undecidable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repos = make_repos(tmp.path());
+    let good = commit_fork_flags(
+        &repos.fork,
+        "-DABFLEET_ALTERNATE_MS=40 -DABFLEET_ALTERNATE_PHASE=0",
+        "fork: sleep on even runs",
+    );
+    let noise = commit_fork_flags(
+        &repos.fork,
+        "-DABFLEET_ALTERNATE_MS=40 -DABFLEET_ALTERNATE_PHASE=1",
+        "fork: sleep on odd runs",
+    );
+
+    let coordinator =
+        TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
+    let _agent = TestAgent::start(&coordinator.url(), &tmp.path().join("agent"));
+    let client = coordinator.control().await;
+    wait_for_agents(&client, 1).await;
+
+    let mut options = SpecOptions::git(&repos);
+    options.fork_source = format!("git = \"{}\"\nrev = \"{noise}\"", repos.fork.display());
+    options.workloads = &["psnr"];
+    options.runs = 3;
+    options.max_runs = Some(3);
+    let spec = options.write(tmp.path(), "spec.toml");
+    let out = tmp.path().join("bisect-out");
+    let url = coordinator.url();
+    let out_arg = out.clone();
+    let (good_arg, noise_arg) = (good.clone(), noise.clone());
+    let run = tokio::task::spawn_blocking(move || {
+        abfleet(&[
+            "bisect",
+            "--spec",
+            spec.to_str().unwrap(),
+            "--good",
+            &good_arg,
+            "--bad",
+            &noise_arg,
+            "--workload",
+            "psnr",
+            "--fixture",
+            "tiny",
+            "--coordinator",
+            &url,
+            "--out",
+            out_arg.to_str().unwrap(),
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(run.status.code(), Some(3), "{}", text(&run));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        stdout.contains("**No first bad commit named**: cannot tell whether")
+            && stdout.contains("undecidable"),
+        "{}",
+        text(&run)
+    );
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("was unsure; again with up to 6 pairs"),
+        "{}",
+        text(&run)
+    );
+    let bisection: Bisection =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bisect.json")).unwrap()).unwrap();
+    assert!(!bisection.confirmed);
+    assert!(bisection.first_bad().is_none());
+    assert_eq!(bisection.steps.len(), 1, "{:?}", bisection.steps);
+    let step = &bisection.steps[0];
+    assert_eq!(step.commit.id, noise);
+    assert_eq!(step.decision, Decision::Undecidable);
+    assert!(step.retried);
+    assert_eq!(step.verdict, Some(abfleet_core::paired::Verdict::Unsure));
+    assert_eq!(step.pairs, 6, "twice the pairs: {step:?}");
+    // The retry rebuilt nothing: both commits came from the first attempt's builds.
+    assert_eq!(step.good_build, Some(BuildStatus::Cached), "{step:?}");
+    assert_eq!(step.candidate_build, Some(BuildStatus::Cached), "{step:?}");
+    assert!(stdout.contains(" (retried) | undecidable"), "{stdout}");
 }

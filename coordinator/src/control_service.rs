@@ -2,6 +2,7 @@
 
 use std::pin::Pin;
 
+use abfleet_core::report::history::BISECT_TRIGGER;
 use abfleet_core::spec::JobSpec;
 use abfleet_core::{AgentId, RunId};
 use abfleet_proto::{parse_id, pb};
@@ -40,11 +41,20 @@ impl pb::control_service_server::ControlService for ControlService {
         } else {
             request.trigger.as_str()
         };
-        if !crate::TRIGGER_REASONS.contains(&trigger) {
+        // `bisect` is no reason a person gives: `abfleet bisect` submits its steps with it,
+        // so they stay out of every comparison and history.
+        let bisect_step = trigger == BISECT_TRIGGER;
+        if !crate::TRIGGER_REASONS.contains(&trigger) && !bisect_step {
             return Err(Status::invalid_argument(format!(
                 "trigger `{trigger}` is not one of {}",
                 crate::TRIGGER_REASONS.join(", ")
             )));
+        }
+        let hardware = (!request.hardware_id.is_empty()).then(|| request.hardware_id.clone());
+        if (bisect_step || hardware.is_some()) && request.milestone {
+            return Err(Status::invalid_argument(
+                "a bisect step or a run pinned to a hardware id carries its own spec, not the milestone spec",
+            ));
         }
         let spec = if request.milestone {
             if !request.spec_json.is_empty() {
@@ -63,6 +73,11 @@ impl pb::control_service_server::ControlService for ControlService {
         };
         let note = (!request.trigger_note.is_empty()).then_some(request.trigger_note);
         let run_id = match (spec, note) {
+            (Some((spec, origin)), note) if bisect_step || hardware.is_some() => {
+                self.fleet
+                    .submit_on(spec, trigger, note.as_deref(), &origin, hardware.as_deref())
+                    .await?
+            }
             (Some((spec, origin)), None) => self.fleet.submit(spec, trigger, &origin).await?,
             (spec, note) => self
                 .fleet
@@ -169,6 +184,26 @@ impl pb::control_service_server::ControlService for ControlService {
             points_json: serde_json::to_string(&points)
                 .map_err(|err| Status::internal(err.to_string()))?,
         }))
+    }
+
+    async fn record_bisect(
+        &self,
+        request: Request<pb::RecordBisectRequest>,
+    ) -> Result<Response<pb::RecordBisectResponse>, Status> {
+        let request = request.into_inner();
+        let run_id: RunId = parse_id("run_id", &request.run_id)?;
+        if request.bisect_json.len() > MAX_SPEC_JSON_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "the bisect is {} bytes as JSON, over the coordinator's limit of {MAX_SPEC_JSON_BYTES} bytes",
+                request.bisect_json.len()
+            )));
+        }
+        let record: abfleet_core::bisect::BisectRecord = serde_json::from_str(&request.bisect_json)
+            .map_err(|err| {
+                Status::invalid_argument(format!("the bisect is not a bisect record: {err}"))
+            })?;
+        self.fleet.record_bisect(run_id, record).await?;
+        Ok(Response::new(pb::RecordBisectResponse {}))
     }
 
     async fn list_runs(

@@ -3,6 +3,7 @@
 //! at any point restarts into a consistent store. The store knows rows, not scheduling policy. Its schema
 //! is versioned: [`migrations`] brings any data directory abfleet ever made up to date on open.
 
+mod bisects;
 mod migrations;
 mod previous;
 mod triggers;

@@ -12,6 +12,7 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
+use crate::events::BuildStatus;
 use crate::paired::Verdict;
 use crate::spec::{Fanout, JobSpec, SourceSpec, TargetSpec};
 
@@ -127,6 +128,13 @@ pub struct Step {
     /// The candidate's scores moved against the good commit (reported, not decided on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parity_note: Option<String>,
+    /// How the agent got each build: the good commit's (the baseline side) and the
+    /// candidate's, `built` or `cached` (the agent's build cache is keyed by commit, recipe
+    /// and toolchain); `None` when the step's report did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub good_build: Option<BuildStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_build: Option<BuildStatus>,
 }
 
 /// The search over `commits`: index 0 is the known-good commit, the last the bad one, the
@@ -237,6 +245,29 @@ fn decision_word(decision: Decision) -> &'static str {
     }
 }
 
+/// A finished bisect as the run it bisected keeps it (`abfleet bisect RUN` records it with
+/// the coordinator; `abfleet report RUN` shows it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BisectRecord {
+    /// What was bisected: `` `psnr` on fixture `tiny`, generation `cpu/…` ``.
+    pub what: String,
+    /// When the coordinator recorded it, UTC (empty in what the CLI sends).
+    #[serde(default)]
+    pub recorded: String,
+    pub bisection: Bisection,
+}
+
+/// A recorded bisect as its run's report shows it: the section, with when it was recorded.
+pub fn render_record(record: &BisectRecord) -> String {
+    let mut section = render(&record.bisection, &record.what);
+    if !record.recorded.is_empty() {
+        if let Some(end) = section.find('\n') {
+            section.insert_str(end + 1, &format!("\nRecorded {}.\n", record.recorded));
+        }
+    }
+    section
+}
+
 /// The bisect's report section.
 pub fn render(bisection: &Bisection, what: &str) -> String {
     let mut out = String::new();
@@ -266,7 +297,7 @@ pub fn render(bisection: &Bisection, what: &str) -> String {
     );
     let _ = writeln!(
         out,
-        "| Step | Commit | Subject | Speedup vs good [95% CI] | Verdict | Pairs | Decision | Run |\n|---|---|---|---|---|---|---|---|"
+        "| Step | Commit | Subject | Speedup vs good [95% CI] | Verdict | Pairs | Decision | Builds (good, candidate) | Run |\n|---|---|---|---|---|---|---|---|---|"
     );
     for (n, step) in bisection.steps.iter().enumerate() {
         let speedup = match (step.speedup, step.speedup_ci95) {
@@ -274,9 +305,15 @@ pub fn render(bisection: &Bisection, what: &str) -> String {
             (Some(s), None) => format!("{s:.3}x"),
             _ => "-".into(),
         };
+        let build = |status: Option<BuildStatus>| match status {
+            Some(BuildStatus::Built) => "built",
+            Some(BuildStatus::Cached) => "cached",
+            Some(BuildStatus::Failed) => "failed",
+            None => "-",
+        };
         let _ = writeln!(
             out,
-            "| {} | `{}` | {} | {} | {} | {}{} | {} | `{}` |",
+            "| {} | `{}` | {} | {} | {} | {}{} | {} | {}, {} | `{}` |",
             n + 1,
             short(&step.commit.id),
             step.commit.subject.replace('|', "\\|"),
@@ -286,6 +323,8 @@ pub fn render(bisection: &Bisection, what: &str) -> String {
             step.pairs,
             if step.retried { " (retried)" } else { "" },
             decision_word(step.decision),
+            build(step.good_build),
+            build(step.candidate_build),
             step.run_id
         );
     }
@@ -322,6 +361,8 @@ mod tests {
             decision,
             retried: false,
             parity_note: None,
+            good_build: None,
+            candidate_build: None,
         }
     }
 

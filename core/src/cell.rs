@@ -225,6 +225,11 @@ pub struct CellResult {
     /// measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead_seconds: Option<f64>,
+    /// The most decimals the two sides' outputs printed, the coarser side's (6 for vmaf's
+    /// default `%.6f`, up to 17 with `--precision max`): deltas are compared at this
+    /// precision, and the parity ratchet allows half a unit of it. `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub printed_decimals: Option<u32>,
 }
 
 /// Something that may have disturbed a cell's timings, with what was measured.
@@ -315,6 +320,7 @@ impl CellResult {
             stop_reason: input.stop_reason,
             host_resolution: None,
             overhead_seconds: input.overhead_seconds,
+            printed_decimals: None,
             upstream,
             fork,
         };
@@ -347,6 +353,10 @@ impl CellResult {
                     max_frame_delta: spec.measure.max_frame_delta,
                 };
                 let outcome = parity::compare(up, fk, &spec.parity, gates);
+                cell.printed_decimals = match (up.printed_decimals, fk.printed_decimals) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
                 let passed = outcome.passed();
                 cell.score_delta = outcome.score_delta;
                 cell.max_frame_delta = outcome.max_frame_delta;

@@ -17,6 +17,12 @@ pub struct Generation {
     /// A hash of what makes two hosts measure alike (key, SKU, core/SM/CU count, driver,
     /// power limit): hosts may pool results only when it is equal.
     pub silicon_id: String,
+    /// The same hash without the GPU driver and runtime versions: the hardware and its
+    /// settings alone. A run is compared with the previous one of the same hardware id, so a
+    /// driver or ROCm bump (a toolchain change) keeps its history. Empty from agents older
+    /// than this field: [`Generation::hardware_or_silicon`] then falls back to `silicon_id`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hardware_id: String,
     /// For people: `AMD EPYC 9R14 (Zen 4), 2 cores`.
     pub description: String,
     /// True when the inventory came from recorded probe output (`--probes`), not live tools:
@@ -32,6 +38,15 @@ pub struct Generation {
 }
 
 impl Generation {
+    /// The hardware id, or the silicon id where the agent did not report one.
+    pub fn hardware_or_silicon(&self) -> &str {
+        if self.hardware_id.is_empty() {
+            &self.silicon_id
+        } else {
+            &self.hardware_id
+        }
+    }
+
     /// `tool: old → new` for each tool whose version differs from `earlier`'s (a tool that
     /// appeared or went away counts); empty when either side reports no toolchain.
     pub fn toolchain_changes(&self, earlier: &Generation) -> Vec<String> {

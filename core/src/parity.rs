@@ -52,6 +52,11 @@ pub enum ParityRule {
     MissingMetric,
     /// The sides scored different frames (count or frame numbers).
     Frames,
+    /// The pooled |delta| grew past the one accepted on the previous comparable run (plus
+    /// half a printed unit), though it may be under `max_score_delta`: the seed's ratchet
+    /// (ADR-1228, "ratchet on growth"). Added when the report is compared with earlier runs
+    /// (`report::history`), never by [`compare`].
+    Ratchet,
 }
 
 impl ParityRule {
@@ -62,6 +67,7 @@ impl ParityRule {
             ParityRule::FrameDelta => "per-frame delta over max_frame_delta",
             ParityRule::MissingMetric => "metric missing in the fork",
             ParityRule::Frames => "frames differ",
+            ParityRule::Ratchet => "pooled-mean delta grew past the previous accepted one",
         }
     }
 }

@@ -328,7 +328,7 @@ pub fn render_history_page(history: &HistoryPage) -> String {
                 p { "No finished run has this workload on this generation yet." }
             } @else {
                 p class="muted" {
-                    (history.points.len()) " run(s), oldest first. Red points are flagged against the run before them on the same silicon and fixture; "
+                    (history.points.len()) " run(s), oldest first. Red points are flagged against the runs before them of the same spec, hardware and fixture; "
                     a href=(history_api_link(history)) { "JSON" } "."
                 }
                 @for (fixture, points) in by_fixture(&history.points) {

@@ -74,6 +74,7 @@ impl From<Inventory> for pb::Inventory {
                     description: g.description,
                     simulated: g.simulated,
                     toolchain: g.toolchain.into_iter().collect(),
+                    hardware_id: g.hardware_id,
                 })
                 .collect(),
         }
@@ -113,6 +114,7 @@ impl TryFrom<pb::Inventory> for Inventory {
                         backend: g.backend,
                         vendor: g.vendor,
                         silicon_id: g.silicon_id,
+                        hardware_id: g.hardware_id,
                         description: g.description,
                         simulated: g.simulated,
                         toolchain: g.toolchain.into_iter().collect(),
@@ -258,6 +260,7 @@ mod tests {
                 backend: "cpu".into(),
                 vendor: "amd".into(),
                 silicon_id: "abc".into(),
+                hardware_id: "abd".into(),
                 description: "AMD EPYC 9R14".into(),
                 simulated: true,
                 toolchain: [("cc".to_string(), "cc (Debian 12.2.0-14) 12.2.0".to_string())].into(),
@@ -320,14 +323,25 @@ mod tests {
                 ".{0,16}",
                 any::<bool>(),
                 proptest::collection::btree_map(".{1,6}", ".{0,12}", 0..3),
+                ".{0,8}",
             )
                 .prop_map(
-                    |(key, backend, vendor, silicon_id, description, simulated, toolchain)| {
+                    |(
+                        key,
+                        backend,
+                        vendor,
+                        silicon_id,
+                        description,
+                        simulated,
+                        toolchain,
+                        hardware_id,
+                    )| {
                         Generation {
                             key,
                             backend,
                             vendor,
                             silicon_id,
+                            hardware_id,
                             description,
                             simulated,
                             toolchain,

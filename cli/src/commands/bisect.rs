@@ -2,15 +2,19 @@
 //! The commits come from the fork's first-parent history between the good and the bad
 //! commit (a bare clone here, with the real `git`); each step is a run submitted to the
 //! coordinator (the step's spec and the search are `core::bisect`), so a matching agent
-//! builds and times it, its build cache keeping each commit's build. Writes `bisect.md` and
-//! `bisect.json` to `--out` (each step's report under `--out/steps/RUN`) and prints the section.
+//! builds and times it, its build cache keeping each commit's build. Steps are runs with the
+//! trigger reason `bisect`, which no comparison or history takes as a run of the spec.
+//! Bisecting a RUN pins every step to that run's hardware identity (a generation key can hold
+//! several SKUs) and, once the search ends, records the result with the coordinator, so the
+//! run's own report shows it. Writes `bisect.md` and `bisect.json` to `--out` (each step's
+//! report under `--out/steps/RUN`) and prints the section.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use abfleet_core::bisect::{self, Bisection, Commit, Decision, Step};
+use abfleet_core::bisect::{self, BisectRecord, Bisection, Commit, Decision, Step};
 use abfleet_core::cell::CellParity;
-use abfleet_core::report::history::FlagKind;
+use abfleet_core::report::history::{section_hardware, FlagKind, BISECT_TRIGGER};
 use abfleet_core::spec::{JobSpec, SourceSpec};
 use abfleet_proto::pb;
 
@@ -39,6 +43,10 @@ struct Target {
     generation: Option<String>,
     workload: String,
     fixture: String,
+    /// The run bisected, and the hardware identity its flagged generation ran on: every
+    /// step is pinned to it.
+    run: Option<String>,
+    hardware: Option<String>,
 }
 
 pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
@@ -124,6 +132,21 @@ pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i
             ))
         })?;
     print!("{section}");
+    if let Some(run_id) = &target.run {
+        let record = BisectRecord {
+            what,
+            recorded: String::new(),
+            bisection: bisection.clone(),
+        };
+        client
+            .record_bisect(pb::RecordBisectRequest {
+                run_id: run_id.clone(),
+                bisect_json: serde_json::to_string(&record).infra()?,
+            })
+            .await
+            .map_err(|s| status_error("failed to record the bisect with its run", s))?;
+        eprintln!("recorded with run {run_id}: `abfleet report {run_id}` shows it");
+    }
     Ok(if bisection.first_bad().is_some() {
         0
     } else {
@@ -162,6 +185,8 @@ async fn resolve(
             generation: args.generation.clone(),
             workload: args.workload.clone().expect("checked"),
             fixture: args.fixture.clone().expect("checked"),
+            run: None,
+            hardware: None,
         });
     };
     let run_id: abfleet_core::RunId = run_id.parse().usage()?;
@@ -196,7 +221,8 @@ async fn resolve(
             if args.workload.is_some() || args.fixture.is_some() || args.generation.is_some() { " matching the given cell" } else { "" }
         )));
     };
-    let (Some(good), Some(bad)) = (&since.fork_commit_then, &since.fork_commit_now) else {
+    let (Some(good), Some(bad)) = (since.fork_commit_of(flag), since.fork_commit_now.as_deref())
+    else {
         return Err(Failure::usage(anyhow::anyhow!(
             "run {run_id}'s comparison does not name both fork commits; give --good and --bad"
         )));
@@ -204,18 +230,21 @@ async fn resolve(
     if good == bad {
         return Err(Failure::usage(anyhow::anyhow!(
             "the fork did not change between run {} and run {run_id} (both `{}`): what changed is {}; nothing in the fork's history to bisect",
-            since.run_id,
+            flag.then_run.as_deref().unwrap_or(&since.run_id),
             &good[..good.len().min(12)],
             if since.changes.is_empty() { "not recorded".to_string() } else { since.changes.join("; ") }
         )));
     }
     Ok(Target {
         spec,
-        good: args.good.clone().unwrap_or_else(|| good.clone()),
-        bad: args.bad.clone().unwrap_or_else(|| bad.clone()),
+        good: args.good.clone().unwrap_or_else(|| good.to_string()),
+        bad: args.bad.clone().unwrap_or_else(|| bad.to_string()),
         generation: Some(section.key.clone()).filter(|k| k != "any"),
         workload: flag.workload.clone(),
         fixture: flag.fixture.clone(),
+        run: Some(run_id.to_string()),
+        // A run without targets ran on any one agent: nothing to pin to.
+        hardware: section_hardware(section).filter(|_| section.key != "any"),
     })
 }
 
@@ -242,13 +271,14 @@ async fn measure(
     let run_id = client
         .submit_run(pb::SubmitRunRequest {
             spec_json: spec.to_json(),
-            trigger: "manual".into(),
+            trigger: BISECT_TRIGGER.into(),
             trigger_note: format!(
                 "bisect: {} against {}",
                 &commit.id[..12],
                 &good[..good.len().min(12)]
             ),
             spec_origin: "abfleet bisect".into(),
+            hardware_id: target.hardware.clone().unwrap_or_default(),
             ..Default::default()
         })
         .await
@@ -280,6 +310,8 @@ async fn measure(
         pairs: cell.map_or(0, |c| c.pairs),
         decision,
         retried: false,
+        good_build: report.upstream.build.as_ref().map(|b| b.status),
+        candidate_build: report.fork.build.as_ref().map(|b| b.status),
         parity_note: cell.filter(|c| c.parity == CellParity::Fail).map(|c| {
             format!(
                 "scores moved against the good commit: {}",

@@ -86,6 +86,7 @@ pub async fn trigger(
             spec_origin,
             trigger_note: run.note.to_string(),
             milestone: run.spec.is_none(),
+            ..Default::default()
         })
         .await
         .map_err(|s| status_error("failed to trigger the run", s))?

@@ -4,10 +4,13 @@
 //!
 //! One handle, [`Fleet`] (in `state`), with its methods split by concern: `runs` (submit,
 //! cancel, finish), `sessions` (agents, sessions, dispatch), `leases` (heartbeats, expiry,
-//! requeue), `certificates` (agent id ↔ certificate), `intake` (events), `progress` (watchers), `reports`, `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
+//! requeue), `certificates` (agent id ↔ certificate), `intake` (events), `progress` (watchers), `reports`, `bisects` (a run's recorded bisects), `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
 //! the milestone spec, debounce).
 
+mod bisects;
 mod certificates;
+#[cfg(test)]
+mod comparable_tests;
 mod error;
 mod history;
 mod intake;

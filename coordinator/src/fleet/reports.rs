@@ -17,6 +17,7 @@ impl Fleet {
     pub async fn report(&self, run_id: RunId) -> Result<Report, FleetError> {
         let (mut report, created_ms) = self.assembled(run_id).await?;
         self.attach_previous(&mut report, created_ms).await?;
+        self.attach_bisects(&mut report, run_id).await?;
         Ok(report)
     }
 
@@ -60,7 +61,7 @@ impl Fleet {
     /// For each generation, the toolchain, findings and backend timings of the previous run
     /// of the same spec name on the same generation: a toolchain bump shows as a change in
     /// the report, and so does what it did to registers, occupancy and timings.
-    async fn attach_previous(
+    pub(super) async fn attach_previous(
         &self,
         report: &mut Report,
         created_ms: i64,
@@ -113,8 +114,10 @@ impl Fleet {
         self.attach_since_previous(report, created_ms).await
     }
 
-    /// Each generation compared with the previous comparable run (same name, generation and
-    /// silicon): what changed and the regression flags.
+    /// Each generation compared with the earlier comparable runs (same name, generation and
+    /// hardware; `done`; no bisect steps): what changed and the regression flags; then the
+    /// ratchet's growths become parity failures (exit 1), so the exit code a run finishes
+    /// with already has them.
     async fn attach_since_previous(
         &self,
         report: &mut Report,
@@ -126,21 +129,14 @@ impl Fleet {
                 continue;
             }
             let now = GenerationSnapshot::of(report, section);
-            let Some(then) = self
+            let earlier = self
                 .inner
                 .store
-                .previous_comparable(
-                    &report.name,
-                    &section.key,
-                    now.silicon_id.as_deref(),
-                    created_ms,
-                )
-                .await?
-            else {
-                continue;
-            };
-            report.generations[index].since_previous = Some(history::since_previous(&now, &then));
+                .previous_comparable(&report.name, &section.key, now.hardware(), created_ms)
+                .await?;
+            report.generations[index].since_previous = history::since_previous(&now, &earlier);
         }
+        history::apply_ratchet(report);
         Ok(())
     }
 }

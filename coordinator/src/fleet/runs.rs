@@ -35,8 +35,22 @@ impl Fleet {
         trigger_note: Option<&str>,
         origin: &str,
     ) -> Result<RunId, FleetError> {
+        self.submit_on(spec, trigger, trigger_note, origin, None)
+            .await
+    }
+
+    /// [`Fleet::submit_noted`] on the generations of one hardware identity only, each job
+    /// pinned to an agent that has it (a bisect step runs on the flagged run's hardware).
+    pub async fn submit_on(
+        &self,
+        spec: JobSpec,
+        trigger: &str,
+        trigger_note: Option<&str>,
+        origin: &str,
+        hardware_id: Option<&str>,
+    ) -> Result<RunId, FleetError> {
         let run_id = RunId::new_random();
-        let (jobs, unmatched) = self.plan_jobs(&spec).await?;
+        let (jobs, unmatched) = self.plan_jobs(&spec, hardware_id).await?;
         self.inner
             .store
             .insert_noted_run(
@@ -85,8 +99,15 @@ impl Fleet {
     pub(super) async fn plan_jobs(
         &self,
         spec: &JobSpec,
+        hardware_id: Option<&str>,
     ) -> Result<(Vec<NewJob>, Option<String>), FleetError> {
         let Some(targets) = &spec.targets else {
+            if let Some(hardware) = hardware_id {
+                return Ok((
+                    Vec::new(),
+                    Some(format!("the run is pinned to hardware `{hardware}` but its spec names no [targets]; narrow it to a generation")),
+                ));
+            }
             return Ok((vec![NewJob::any()], None));
         };
         let agents = self.agents().await?;
@@ -100,6 +121,7 @@ impl Fleet {
                 .generations
                 .iter()
                 .filter(|g| targets.matches(g))
+                .filter(|g| hardware_id.is_none_or(|h| g.hardware_or_silicon() == h))
             {
                 let job = match targets.fanout {
                     Fanout::PerGeneration
@@ -112,7 +134,9 @@ impl Fleet {
                     Fanout::PerGeneration => NewJob {
                         job_id: JobId::new_random(),
                         generation: Some(generation.key.clone()),
-                        pinned_agent: None,
+                        // Dispatch matches generation keys only: a job for one hardware id
+                        // stays with an agent that has it.
+                        pinned_agent: hardware_id.map(|_| agent.agent_id),
                     },
                     Fanout::PerAgent => NewJob {
                         job_id: JobId::new_random(),
@@ -126,20 +150,30 @@ impl Fleet {
         if !jobs.is_empty() {
             return Ok((jobs, None));
         }
-        let seen: Vec<String> =
-            agents
-                .iter()
-                .flat_map(|(agent, state, _)| {
-                    agent.inventory.generations.iter().map(move |g| {
-                        format!("{} on {} ({state})", g.key, agent.inventory.hostname)
+        let seen: Vec<String> = agents
+            .iter()
+            .flat_map(|(agent, state, _)| {
+                agent
+                    .inventory
+                    .generations
+                    .iter()
+                    .map(move |g| match hardware_id {
+                        Some(_) => format!(
+                            "{} on {} ({state}, hardware {})",
+                            g.key,
+                            agent.inventory.hostname,
+                            g.hardware_or_silicon()
+                        ),
+                        None => format!("{} on {} ({state})", g.key, agent.inventory.hostname),
                     })
-                })
-                .collect();
+            })
+            .collect();
         let error = format!(
-            "no agent matches the targets (backends {:?}, generations {:?}, vendors {:?}); the fleet has: {}; start an agent on such a host or widen [targets]",
+            "no agent matches the targets (backends {:?}, generations {:?}, vendors {:?}{}); the fleet has: {}; start an agent on such a host or widen [targets]",
             targets.backends,
             targets.generations,
             targets.vendors,
+            hardware_id.map_or(String::new(), |h| format!(", hardware `{h}`")),
             if seen.is_empty() { "no agents with generations".to_string() } else { seen.join(", ") }
         );
         Ok((Vec::new(), Some(error)))
@@ -236,8 +270,10 @@ impl Fleet {
             RunState::Failed
         };
         // One pass: the exit code is derived once, from the report as it reads in the final
-        // state, and stored with that state and what the run leaves for later runs.
-        let (report, _) = self.assembled_in(run_id, Some(state)).await?;
+        // state (compared with the earlier comparable runs: the parity ratchet can fail it),
+        // and stored with that state and what the run leaves for later runs.
+        let (mut report, created_ms) = self.assembled_in(run_id, Some(state)).await?;
+        self.attach_previous(&mut report, created_ms).await?;
         self.inner
             .store
             .finish_run(

@@ -221,6 +221,21 @@ CREATE TABLE generation_toolchains (
 CREATE INDEX webhook_deliveries_by_time ON webhook_deliveries(received_ms);
 "#,
     },
+    Migration {
+        version: 12,
+        summary: "generation_results.hardware_id (the silicon id without the GPU driver and runtime: runs are compared across a driver bump; rows before it take their silicon id) and bisects (a finished `abfleet bisect RUN`, shown in that run's report)",
+        sql: r#"
+ALTER TABLE generation_results ADD COLUMN hardware_id TEXT;
+UPDATE generation_results SET hardware_id = silicon_id;
+CREATE INDEX generation_results_comparable ON generation_results(name, generation, hardware_id, created_ms, run_id);
+CREATE TABLE bisects (
+    run_id         TEXT NOT NULL REFERENCES runs(run_id),
+    recorded_ms    INTEGER NOT NULL,
+    bisection_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, recorded_ms)
+);
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.

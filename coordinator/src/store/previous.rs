@@ -3,13 +3,15 @@
 //! generation). Written when a run finishes, so a report finds "the previous run" with one
 //! indexed read instead of re-assembling every earlier run of its name. Each row also keeps
 //! the generation's `GenerationSnapshot` (migration 10: commits, silicon, a summary of each
-//! cell), which the regression flags and `abfleet history` read.
+//! cell) and its hardware id (migration 12), which the regression flags and `abfleet
+//! history` read: comparable runs are `done` runs of the same name, generation and hardware,
+//! never bisect steps.
 
 use std::collections::BTreeMap;
 
 use abfleet_core::backend_cell::BackendCell;
 use abfleet_core::finding::Finding;
-use abfleet_core::report::history::GenerationSnapshot;
+use abfleet_core::report::history::{GenerationSnapshot, BISECT_TRIGGER};
 use abfleet_core::report::RunState;
 use abfleet_core::RunId;
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -156,37 +158,57 @@ impl Store {
     }
 }
 
+/// How many earlier comparable runs a report walks back through for a cell (the latest with
+/// the cell, the latest whose cell passed parity).
+pub const COMPARABLE_DEPTH: u32 = 64;
+
 impl Store {
-    /// The snapshot of the latest run of `name` on `generation` with the same silicon
-    /// identity, created before `before_ms`: the run a new one's regression flags compare with.
+    /// The snapshots of the earlier comparable runs of a generation, newest first (at most
+    /// [`COMPARABLE_DEPTH`]): runs of `name` on `generation` with the same hardware identity,
+    /// created before `before_ms`, finished as `done` (a cancelled or failed run is not a
+    /// baseline), never a bisect step. A report compares each cell with the latest of them
+    /// that has it (`core::report::history::since_previous`).
     pub async fn previous_comparable(
         &self,
         name: &str,
         generation: &str,
-        silicon_id: Option<&str>,
+        hardware_id: Option<&str>,
         before_ms: i64,
-    ) -> Result<Option<GenerationSnapshot>, CoordinatorError> {
+    ) -> Result<Vec<GenerationSnapshot>, CoordinatorError> {
         let (name, generation) = (name.to_string(), generation.to_string());
-        let silicon_id = silicon_id.map(str::to_string);
+        let hardware_id = hardware_id.map(str::to_string);
         self.with(move |conn| {
-            let row = conn
-                .query_row(
-                    "SELECT run_id, snapshot_json FROM generation_results
-                     WHERE name = ?1 AND generation = ?2 AND created_ms < ?3
-                       AND snapshot_json IS NOT NULL AND silicon_id IS ?4
-                     ORDER BY created_ms DESC, run_id DESC LIMIT 1",
-                    params![name, generation, before_ms, silicon_id],
-                    |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)),
-                )
-                .optional()?;
-            row.map(|(run_id, snapshot)| parse_snapshot(&run_id, &generation, &snapshot))
-                .transpose()
+            let mut stmt = conn.prepare(
+                "SELECT g.run_id, g.snapshot_json FROM generation_results g JOIN runs r ON r.run_id = g.run_id
+                 WHERE g.name = ?1 AND g.generation = ?2 AND g.created_ms < ?3
+                   AND g.snapshot_json IS NOT NULL AND g.hardware_id IS ?4
+                   AND r.state = ?5 AND r.trigger != ?6
+                 ORDER BY g.created_ms DESC, g.run_id DESC LIMIT ?7",
+            )?;
+            let rows = stmt.query_map(
+                params![
+                    name,
+                    generation,
+                    before_ms,
+                    hardware_id,
+                    RunState::Done.as_str(),
+                    BISECT_TRIGGER,
+                    COMPARABLE_DEPTH
+                ],
+                |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)),
+            )?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (run_id, snapshot) = row?;
+                out.push(parse_snapshot(&run_id, &generation, &snapshot)?);
+            }
+            Ok(out)
         })
         .await
     }
 
     /// The snapshots of `generation` (of one spec name, or every name), oldest first: the
-    /// newest `limit` of them.
+    /// newest `limit` of them, of runs finished as `done`, never bisect steps.
     pub async fn generation_history(
         &self,
         generation: &str,
@@ -197,17 +219,21 @@ impl Store {
         let name = name.map(str::to_string);
         self.with(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT name, run_id, snapshot_json FROM generation_results
-                 WHERE generation = ?1 AND (?2 IS NULL OR name = ?2) AND snapshot_json IS NOT NULL
-                 ORDER BY created_ms DESC, run_id DESC LIMIT ?3",
+                "SELECT g.name, g.run_id, g.snapshot_json FROM generation_results g JOIN runs r ON r.run_id = g.run_id
+                 WHERE g.generation = ?1 AND (?2 IS NULL OR g.name = ?2) AND g.snapshot_json IS NOT NULL
+                   AND r.state = ?4 AND r.trigger != ?5
+                 ORDER BY g.created_ms DESC, g.run_id DESC LIMIT ?3",
             )?;
-            let rows = stmt.query_map(params![generation, name, limit], |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                ))
-            })?;
+            let rows = stmt.query_map(
+                params![generation, name, limit, RunState::Done.as_str(), BISECT_TRIGGER],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                    ))
+                },
+            )?;
             let mut out = Vec::new();
             for row in rows {
                 let (name, run_id, snapshot) = row?;
@@ -268,8 +294,8 @@ fn replace_results(
     )?;
     for result in results {
         tx.execute(
-            "INSERT INTO generation_results (name, generation, run_id, created_ms, toolchain_json, findings_json, backend_cells_json, snapshot_json, silicon_id)
-             SELECT name, ?2, run_id, created_ms, ?3, ?4, ?5, ?6, ?7 FROM runs WHERE run_id = ?1",
+            "INSERT INTO generation_results (name, generation, run_id, created_ms, toolchain_json, findings_json, backend_cells_json, snapshot_json, silicon_id, hardware_id)
+             SELECT name, ?2, run_id, created_ms, ?3, ?4, ?5, ?6, ?7, ?8 FROM runs WHERE run_id = ?1",
             params![
                 run_id.to_string(),
                 result.generation,
@@ -281,7 +307,11 @@ fn replace_results(
                     .as_ref()
                     .map(|s| json(serde_json::to_string(s)))
                     .transpose()?,
-                result.snapshot.as_ref().and_then(|s| s.silicon_id.clone())
+                result.snapshot.as_ref().and_then(|s| s.silicon_id.clone()),
+                result
+                    .snapshot
+                    .as_ref()
+                    .and_then(|s| s.hardware().map(str::to_string))
             ],
         )?;
     }

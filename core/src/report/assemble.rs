@@ -257,7 +257,7 @@ fn merge(run: &RunRecord, sections: &[(Option<String>, Report)]) -> Report {
 
 /// The most telling of several exit codes: cancelled, then parity failure, then not
 /// carried out, then ok.
-fn combined_exit_code(codes: impl Iterator<Item = i32>) -> i32 {
+pub(crate) fn combined_exit_code(codes: impl Iterator<Item = i32>) -> i32 {
     let codes: Vec<i32> = codes.collect();
     [
         exit::CANCELLED,
@@ -278,6 +278,23 @@ fn spec_sha256(spec: &crate::spec::JobSpec) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The SHA-256 of the spec's JSON form without the sources' revs, `[targets]`, the
+/// description and `[measure] seed` (a spec without one gets a fresh seed per submission): what
+/// the runs measured and how, whatever commits and hosts they ran on.
+fn comparable_spec_sha256(spec: &crate::spec::JobSpec) -> String {
+    use crate::spec::SourceSpec;
+    let mut normalised = spec.clone();
+    for side in [&mut normalised.upstream, &mut normalised.fork] {
+        if let SourceSpec::Git { rev, .. } = &mut side.source {
+            rev.clear();
+        }
+    }
+    normalised.targets = None;
+    normalised.description.clear();
+    normalised.measure.seed = 0;
+    spec_sha256(&normalised)
+}
+
 /// The report of the jobs of one generation.
 fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
     let spec = &run.spec;
@@ -285,6 +302,7 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         schema_version: 1,
         run_id: run.run_id.clone(),
         spec_sha256: spec_sha256(spec),
+        comparable_spec_sha256: comparable_spec_sha256(spec),
         name: spec.name.clone(),
         trigger: run.trigger.clone(),
         trigger_note: run.trigger_note.clone(),
@@ -327,6 +345,7 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         sweep: None,
         is_sweep: spec.is_sweep(),
         sweep_table: Vec::new(),
+        bisects: Vec::new(),
     };
     let mut sweep_outcome: Option<crate::sweep::SweepOutcome> = None;
     let mut cells: BTreeMap<u32, CellResult> = BTreeMap::new();
@@ -738,6 +757,57 @@ fn add_cuda_fleet_floor(sections: &mut [GenerationSection]) {
             finding
                 .with("floor", floor)
                 .with("oldest_device", oldest_device),
+        );
+    }
+}
+
+#[cfg(test)]
+mod spec_hash_tests {
+    use super::*;
+    use crate::spec::{SourceSpec, TargetSpec};
+
+    fn demo() -> JobSpec {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        let text = include_str!("../../../fixtures/jobs/demo.toml").replace(
+            "[fork]\npath = \"../subject\"",
+            "[fork]\ngit = \"https://example.invalid/fork.git\"\nrev = \"main\"",
+        );
+        JobSpec::from_toml(&text, std::path::Path::new("demo.toml"), dir).unwrap()
+    }
+
+    #[test]
+    fn the_comparable_hash_ignores_revs_targets_seed_and_description_not_what_is_measured() {
+        let spec = demo();
+        assert!(matches!(spec.fork.source, SourceSpec::Git { .. }));
+        let mut moved = spec.clone();
+        if let SourceSpec::Git { rev, .. } = &mut moved.fork.source {
+            *rev = "0123456789abcdef0123456789abcdef01234567".into();
+        }
+        moved.targets = Some(TargetSpec {
+            backends: vec!["cpu".into()],
+            generations: vec!["cpu/x86-64-v3/*".into()],
+            vendors: vec!["*".into()],
+            fanout: crate::spec::Fanout::PerGeneration,
+        });
+        moved.measure.seed = spec.measure.seed.wrapping_add(1);
+        moved.description = "narrowed".into();
+        assert_ne!(
+            spec_sha256(&spec),
+            spec_sha256(&moved),
+            "the full hash sees it all"
+        );
+        assert_eq!(
+            comparable_spec_sha256(&spec),
+            comparable_spec_sha256(&moved)
+        );
+        let mut gate = spec.clone();
+        gate.measure.max_score_delta *= 2.0;
+        assert_ne!(comparable_spec_sha256(&spec), comparable_spec_sha256(&gate));
+        let mut fewer = spec.clone();
+        fewer.workloads.pop();
+        assert_ne!(
+            comparable_spec_sha256(&spec),
+            comparable_spec_sha256(&fewer)
         );
     }
 }

@@ -2,10 +2,11 @@
 //! them (fork and upstream commits, toolchains per generation) and, per cell matched on
 //! generation, fixture and workload, the speedup then and now with a flag when it fell —
 //! the intervals do not overlap and the new one lies lower — and the parity ratchet: a
-//! metric's pooled delta that grew past the earlier one by more than half a printed unit
-//! (5e-7 at vmaf's six decimals), even while still under the gate. Shrinking deltas are
-//! listed too, so the allowance can be ratcheted down. The per-cell rule is
-//! `history::compare_cell`, shared with every report's comparison with its previous run.
+//! metric's pooled delta that grew past the earlier one by more than half a unit of the
+//! precision the outputs printed (5e-7 at vmaf's six decimals), even while still under the
+//! gate. Shrinking deltas are listed too, so the allowance can be ratcheted down. The
+//! per-cell rule is `history::compare_cell`, shared with every report's comparison with its
+//! previous runs (which takes the ratchet's earlier delta from the last accepted cell).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -53,7 +54,7 @@ pub fn compare_reports(now: &Report, earlier: &Report) -> Vec<CellChange> {
         let Some(old) = before.get(&key(cell)) else {
             continue;
         };
-        let (flags, parity_shrink) = compare_cell(
+        let (flags, shrunk) = compare_cell(
             &CellSummary::of(cell),
             &CellSummary::of(old),
             now.practical_threshold,
@@ -72,7 +73,10 @@ pub fn compare_reports(now: &Report, earlier: &Report) -> Vec<CellChange> {
                 .filter(|f| f.kind == FlagKind::ParityGrowth)
                 .map(|f| (f.metric.clone().unwrap_or_default(), f.then, f.now))
                 .collect(),
-            parity_shrink,
+            parity_shrink: shrunk
+                .into_iter()
+                .map(|s| (s.metric, s.then, s.now))
+                .collect(),
         });
     }
     changes

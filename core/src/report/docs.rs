@@ -1,7 +1,7 @@
 //! `abfleet docs update`: a run written into the fork's own pages, idempotently.
 //!
-//! - `docs/benchmarks.md` gets the run's dated section (`markdown::render_docs_section`, in the
-//!   page's table style), between `<!-- abfleet:run RUN begin -->` and `… end -->` markers:
+//! - `docs/benchmarks.md` gets the run's dated section (`docs_section::render_docs_section`,
+//!   in the page's table shapes), between `<!-- abfleet:run RUN begin -->` and `… end -->` markers:
 //!   a section already there is replaced in place, a new one goes above the newest earlier
 //!   dated section (`### `), so the page stays newest first; text outside the markers is
 //!   never touched.
@@ -14,7 +14,7 @@
 
 use std::fmt::Write;
 
-use super::markdown::render_docs_section;
+use super::docs_section::render_docs_section;
 use super::Report;
 use crate::cell::CellParity;
 
@@ -183,26 +183,34 @@ mod tests {
             run_id: "11111111-2222-3333-4444-555555555555".into(),
             date: "2026-12-01".into(),
             changes: vec!["fork `a` (a) → `b` (b)".into()],
+            baseline_moved: None,
             fork_commit_then: Some("a".into()),
             fork_commit_now: Some("b".into()),
             matched_cells: 2,
+            earlier_runs: Vec::new(),
             flags: vec![
                 RegressionFlag {
                     fixture: "tiny".into(),
                     workload: "psnr".into(),
+                    backend: None,
                     kind: FlagKind::ParityGrowth,
                     metric: Some("psnr_y".into()),
                     then: 0.0,
                     now: 3e-6,
+                    then_run: None,
+                    allowed: None,
                     detail: "`psnr_y` pooled |delta| 0 → 3e-6 | wide".into(),
                 },
                 RegressionFlag {
                     fixture: "tiny".into(),
                     workload: "psnr".into(),
+                    backend: None,
                     kind: FlagKind::SpeedupShrank,
                     metric: None,
                     then: 2.0,
                     now: 1.5,
+                    then_run: None,
+                    allowed: None,
                     detail: "speedup 2.000x → 1.500x".into(),
                 },
             ],

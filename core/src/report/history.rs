@@ -1,17 +1,25 @@
 //! A run's results on one generation as later runs see them (`GenerationSnapshot`: the
-//! commits, toolchain, silicon and a summary of each cell), the comparison of a new run with
-//! the previous comparable one (`SincePrevious`: what changed in between and the regression
-//! flags), and the points of `abfleet history`. The snapshot is what the store keeps per
-//! (run, generation), so neither a report's comparison nor the history re-assembles an
-//! earlier run.
+//! commits, toolchains, hardware and a summary of each cell), the comparison of a new run
+//! with the earlier comparable ones (`SincePrevious`: what changed in between, the
+//! regression flags and the parity ratchet), and the points of `abfleet history`. The
+//! snapshot is what the store keeps per (run, generation), so neither a report's comparison
+//! nor the history re-assembles an earlier run.
 //!
-//! The flags, per cell matched on fixture and workload:
+//! Comparable runs are finished (`done`) runs of the same spec name, generation key and
+//! hardware id (the silicon id without the GPU driver and runtime: a driver bump is a
+//! toolchain change, not another history), never bisect steps. Each cell (fixture, workload;
+//! a GPU backend cell also by its backend) is compared with the latest earlier comparable run
+//! that has it, so a cancelled or partial run does not hide the cells of the full run before
+//! it. The flags, per cell:
 //! - `speedup_shrank`: the new speedup interval lies wholly below the earlier one (without
 //!   intervals: the speedup fell by more than the practical threshold);
 //! - `fork_slower`: the fork's own timed runs now all take longer than the earlier ones did
 //!   (the ranges are apart) and its median grew by more than the practical threshold;
-//! - `parity_growth`: a metric's pooled |delta| grew by more than half a printed unit (the
-//!   ratchet: flagged even while still under the gate).
+//! - `parity_growth`: the ratchet (ADR-1228: "ratchet on growth"): a metric's pooled |delta|
+//!   grew past the one *accepted* on the latest earlier comparable run whose cell passed
+//!   parity, by more than half a unit of the printed precision, even while under the gate.
+//!   [`apply_ratchet`] makes it a parity failure of the cell with both values. A delta that
+//!   shrank is recorded so the allowance can be ratcheted down.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -19,17 +27,47 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use super::{GenerationSection, Report};
+use crate::backend_cell::{BackendCell, BackendCellStatus};
 use crate::cell::{CellParity, CellResult};
 use crate::paired::Verdict;
 
-/// Half a unit of six printed decimals: growth below it is rounding, not a change.
-pub const RATCHET_SLACK: f64 = 0.5e-6;
+/// The trigger reason of a bisect step's run (`abfleet bisect`): such runs are never a
+/// comparable run nor a point of a history.
+pub const BISECT_TRIGGER: &str = "bisect";
+
+/// The decimals assumed where a cell does not say what its outputs printed: vmaf's default
+/// `%.6f`.
+pub const DEFAULT_PRINTED_DECIMALS: u32 = 6;
+
+/// Half a unit of the coarser of two printed precisions (either unknown: six decimals): a
+/// change of a pooled delta below it is rounding, not a change.
+pub fn ratchet_slack(a: Option<u32>, b: Option<u32>) -> f64 {
+    let decimals = match (a, b) {
+        (Some(a), Some(b)) => a.min(b),
+        (Some(d), None) | (None, Some(d)) => d,
+        (None, None) => DEFAULT_PRINTED_DECIMALS,
+    };
+    0.5 * 10f64.powi(-(decimals.min(17) as i32))
+}
+
+/// A pooled delta for people: `0`, else three significant digits (`3.00e-6`).
+fn show_delta(value: f64) -> String {
+    if value == 0.0 {
+        "0".to_string()
+    } else {
+        format!("{value:.2e}")
+    }
+}
 
 /// What a later run needs of one cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellSummary {
     pub fixture: String,
     pub workload: String,
+    /// A GPU generation's backend cell (the fork alone with `--backend NAME`): the backend.
+    /// `None` for an A/B cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
     pub speedup: Option<f64>,
     pub speedup_ci95: Option<[f64; 2]>,
     pub verdict: Option<Verdict>,
@@ -41,18 +79,24 @@ pub struct CellSummary {
     pub upstream_median: Option<f64>,
     /// Metric → pooled delta (fork − upstream).
     pub score_delta: BTreeMap<String, f64>,
+    /// The decimals the outputs printed (the coarser side); `None` in snapshots from before
+    /// it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub printed_decimals: Option<u32>,
+}
+
+fn min_max(times: &[f64]) -> (Option<f64>, Option<f64>) {
+    let finite = times.iter().copied().filter(|t| t.is_finite());
+    (finite.clone().reduce(f64::min), finite.reduce(f64::max))
 }
 
 impl CellSummary {
     pub fn of(cell: &CellResult) -> CellSummary {
-        let min_max = |times: &[f64]| {
-            let finite = times.iter().copied().filter(|t| t.is_finite());
-            (finite.clone().reduce(f64::min), finite.reduce(f64::max))
-        };
         let (fork_min, fork_max) = min_max(&cell.fork.times);
         CellSummary {
             fixture: cell.fixture.clone(),
             workload: cell.workload.clone(),
+            backend: None,
             speedup: cell.speedup,
             speedup_ci95: cell.speedup_ci95,
             verdict: cell.verdict,
@@ -62,11 +106,56 @@ impl CellSummary {
             fork_max,
             upstream_median: cell.upstream.median_time,
             score_delta: cell.score_delta.clone(),
+            printed_decimals: cell.printed_decimals,
         }
     }
 
-    fn key(&self) -> (&str, &str) {
-        (&self.fixture, &self.workload)
+    /// A GPU backend cell: the fork alone, so no speedup and no parity; a failed one is
+    /// `unavailable`, any other (measured, or skipped where the device is only recorded)
+    /// `absent_upstream`.
+    pub fn of_backend(cell: &BackendCell) -> CellSummary {
+        let (fork_min, fork_max) = min_max(&cell.times);
+        CellSummary {
+            fixture: cell.fixture.clone(),
+            workload: cell.workload.clone(),
+            backend: Some(cell.backend.clone()),
+            speedup: None,
+            speedup_ci95: None,
+            verdict: None,
+            parity: match cell.status {
+                BackendCellStatus::Failed => CellParity::Unavailable,
+                _ => CellParity::AbsentUpstream,
+            },
+            fork_median: cell.median_seconds,
+            fork_min,
+            fork_max,
+            upstream_median: None,
+            score_delta: BTreeMap::new(),
+            printed_decimals: None,
+        }
+    }
+
+    fn key(&self) -> (&str, &str, Option<&str>) {
+        (&self.fixture, &self.workload, self.backend.as_deref())
+    }
+
+    /// `fixture/workload`, with ` (backend)` for a backend cell.
+    pub fn label(&self) -> String {
+        match &self.backend {
+            Some(backend) => format!("{}/{} ({backend})", self.fixture, self.workload),
+            None => format!("{}/{}", self.fixture, self.workload),
+        }
+    }
+
+    /// Whether the run has this cell: it was measured (not `unavailable`: a run stopped
+    /// before it, or a side could not be built or run).
+    pub fn is_present(&self) -> bool {
+        self.parity != CellParity::Unavailable
+    }
+
+    /// Whether its deltas were accepted: both sides ran and parity passed.
+    pub fn is_accepted(&self) -> bool {
+        self.parity == CellParity::Ok
     }
 }
 
@@ -81,19 +170,35 @@ pub struct GenerationSnapshot {
     /// SHA-256 of the run's spec (empty in snapshots of reports from before it was kept).
     #[serde(default)]
     pub spec_sha256: String,
+    /// SHA-256 of the spec with the sources' revs, `[targets]` and the description left out:
+    /// what was measured and how (empty in older snapshots).
+    #[serde(default)]
+    pub comparable_spec_sha256: String,
     /// The silicon identity the agent reported for this key (hosts pool only when equal).
     pub silicon_id: Option<String>,
+    /// The hardware identity (the silicon id without the GPU driver and runtime): runs are
+    /// compared on it. `None` in older snapshots (the silicon id stands in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware_id: Option<String>,
     pub fork_requested: String,
     pub fork_commit: Option<String>,
     pub upstream_requested: String,
     pub upstream_commit: Option<String>,
+    /// Side → the build's toolchain fingerprint.
     pub toolchain: BTreeMap<String, String>,
+    /// The generation's toolchain as the agent probed it: compilers and, for a GPU, the
+    /// driver or runtime (`nvidia-driver`, `rocm-runtime`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub host_toolchain: BTreeMap<String, String>,
     pub practical_threshold: f64,
     pub cells: Vec<CellSummary>,
 }
 
 impl GenerationSnapshot {
     pub fn of(report: &Report, section: &GenerationSection) -> GenerationSnapshot {
+        let generation = section_generation(section);
+        let mut cells: Vec<CellSummary> = report.cells_of(section).map(CellSummary::of).collect();
+        cells.extend(section.backend_cells.iter().map(CellSummary::of_backend));
         GenerationSnapshot {
             run_id: report.run_id.clone(),
             date: report.date.clone(),
@@ -101,26 +206,47 @@ impl GenerationSnapshot {
             trigger_note: report.trigger_note.clone(),
             generation: section.key.clone(),
             spec_sha256: report.spec_sha256.clone(),
-            silicon_id: section_silicon(section),
+            comparable_spec_sha256: report.comparable_spec_sha256.clone(),
+            silicon_id: generation.map(|g| g.silicon_id.clone()),
+            hardware_id: generation.map(|g| g.hardware_or_silicon().to_string()),
             fork_requested: report.fork.requested.clone(),
             fork_commit: report.fork.resolved.clone(),
             upstream_requested: report.upstream.requested.clone(),
             upstream_commit: report.upstream.resolved.clone(),
             toolchain: section.toolchain.clone(),
+            host_toolchain: generation.map(|g| g.toolchain.clone()).unwrap_or_default(),
             practical_threshold: report.practical_threshold,
-            cells: report.cells_of(section).map(CellSummary::of).collect(),
+            cells,
         }
     }
+
+    /// The identity runs are compared on: the hardware id, else the silicon id.
+    pub fn hardware(&self) -> Option<&str> {
+        self.hardware_id.as_deref().or(self.silicon_id.as_deref())
+    }
+
+    fn cell(&self, key: (&str, &str, Option<&str>)) -> Option<&CellSummary> {
+        self.cells.iter().find(|c| c.key() == key)
+    }
+}
+
+/// The section's generation in its host's inventory.
+fn section_generation(section: &GenerationSection) -> Option<&crate::generation::Generation> {
+    section
+        .host
+        .as_ref()
+        .and_then(|host| host.generations.iter().find(|g| g.key == section.key))
 }
 
 /// The silicon id of the section's key in its host's inventory.
 pub fn section_silicon(section: &GenerationSection) -> Option<String> {
-    section.host.as_ref().and_then(|host| {
-        host.generations
-            .iter()
-            .find(|g| g.key == section.key)
-            .map(|g| g.silicon_id.clone())
-    })
+    section_generation(section).map(|g| g.silicon_id.clone())
+}
+
+/// The hardware id of the section's key in its host's inventory (the silicon id from agents
+/// that do not report one).
+pub fn section_hardware(section: &GenerationSection) -> Option<String> {
+    section_generation(section).map(|g| g.hardware_or_silicon().to_string())
 }
 
 /// What a regression flag says went wrong.
@@ -142,11 +268,14 @@ impl FlagKind {
     }
 }
 
-/// One regression of a cell against the previous comparable run.
+/// One regression of a cell against an earlier comparable run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RegressionFlag {
     pub fixture: String,
     pub workload: String,
+    /// The GPU backend of a backend cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
     pub kind: FlagKind,
     /// The metric, for `parity_growth`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,49 +283,176 @@ pub struct RegressionFlag {
     /// The value then and now: speedup, the fork's median seconds, or |delta|.
     pub then: f64,
     pub now: f64,
+    /// The run `then` comes from: the latest earlier comparable run with the cell, or for
+    /// `parity_growth` the latest whose cell passed parity (the accepted delta).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub then_run: Option<String>,
+    /// For `parity_growth`: what the delta was allowed, `then` plus half a printed unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<f64>,
     /// For people: `speedup 1.84x [1.80, 1.88] → 1.41x [1.38, 1.44]`.
     pub detail: String,
 }
 
-/// A generation's comparison with the previous comparable run (same spec name, generation
-/// key and silicon identity).
+/// A metric's pooled |delta| that shrank against the accepted one: the allowance can be
+/// ratcheted down to `now`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParityShrink {
+    pub fixture: String,
+    pub workload: String,
+    pub metric: String,
+    /// The accepted |delta| and the run it was accepted in.
+    pub then: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub then_run: Option<String>,
+    pub now: f64,
+}
+
+impl ParityShrink {
+    pub fn cell(&self) -> String {
+        format!("{}/{}", self.fixture, self.workload)
+    }
+}
+
+/// Reads a shrink as written now, or as `[cell, metric, then, now]` (reports before the
+/// ratchet named its run).
+impl<'de> Deserialize<'de> for ParityShrink {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Now {
+            fixture: String,
+            workload: String,
+            metric: String,
+            then: f64,
+            #[serde(default)]
+            then_run: Option<String>,
+            now: f64,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Now(Now),
+            Before(String, String, f64, f64),
+        }
+        Ok(match Form::deserialize(deserializer)? {
+            Form::Now(n) => ParityShrink {
+                fixture: n.fixture,
+                workload: n.workload,
+                metric: n.metric,
+                then: n.then,
+                then_run: n.then_run,
+                now: n.now,
+            },
+            Form::Before(cell, metric, then, now) => {
+                let (fixture, workload) = cell.split_once('/').unwrap_or((&cell, ""));
+                ParityShrink {
+                    fixture: fixture.to_string(),
+                    workload: workload.to_string(),
+                    metric,
+                    then,
+                    then_run: None,
+                    now,
+                }
+            }
+        })
+    }
+}
+
+/// The upstream pin moved between the earlier run and this one: speedups are against
+/// another baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SincePrevious {
+pub struct BaselineMove {
+    pub from: String,
+    pub from_commit: Option<String>,
+    pub to: String,
+    pub to_commit: Option<String>,
+}
+
+impl BaselineMove {
+    /// `upstream v3.2.0 → v3.3.0` (with the commits when the names are the same).
+    pub fn line(&self) -> String {
+        if self.from == self.to {
+            format!(
+                "upstream `{}` ({} → {})",
+                self.to,
+                short(&self.from_commit),
+                short(&self.to_commit)
+            )
+        } else {
+            format!("upstream `{}` → `{}`", self.from, self.to)
+        }
+    }
+}
+
+/// An earlier run some cells were compared with because a later comparable run did not have
+/// them (it was partial).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EarlierRun {
     pub run_id: String,
     pub date: String,
-    /// What changed in between: fork commit, upstream pin, toolchain; empty when nothing did.
+    /// Its fork commit (what `abfleet bisect RUN` bisects from for a flag against it).
+    #[serde(default)]
+    pub fork_commit: Option<String>,
+    /// The cells compared with it (`fixture/workload`).
+    pub cells: Vec<String>,
+    /// What changed between it and this run.
     pub changes: Vec<String>,
+}
+
+/// A generation's comparison with the earlier comparable runs (same spec name, generation
+/// key and hardware id; finished; no bisect steps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SincePrevious {
+    /// The previous comparable run: the latest with any of this run's cells.
+    pub run_id: String,
+    pub date: String,
+    /// What changed in between: fork commit, upstream pin, spec, toolchains, silicon; empty
+    /// when nothing did.
+    pub changes: Vec<String>,
+    /// The upstream pin moved since that run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_moved: Option<BaselineMove>,
     /// The fork commits of the previous run and of this one (what `abfleet bisect RUN`
     /// bisects between).
     #[serde(default)]
     pub fork_commit_then: Option<String>,
     #[serde(default)]
     pub fork_commit_now: Option<String>,
-    /// Cells matched on fixture and workload.
+    /// Cells matched on fixture and workload, with any earlier comparable run.
     pub matched_cells: u32,
+    /// Runs before the previous one that cells were compared with, because the later runs
+    /// did not have them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_runs: Vec<EarlierRun>,
     pub flags: Vec<RegressionFlag>,
-    /// Metrics whose delta shrank: the allowance can be ratcheted down. (cell, metric, then, now).
+    /// Metrics whose delta shrank against the accepted one: the allowance can be ratcheted
+    /// down.
     #[serde(default)]
-    pub parity_shrink: Vec<(String, String, f64, f64)>,
+    pub parity_shrink: Vec<ParityShrink>,
 }
 
-/// One matched cell's change: the shared rule of the report's own comparison and of
-/// `abfleet report --against`.
-pub fn compare_cell(
+impl SincePrevious {
+    /// The fork commit of the run a flag compares with: the previous run's, or that of the
+    /// earlier run the flag's cell was compared with.
+    pub fn fork_commit_of(&self, flag: &RegressionFlag) -> Option<&str> {
+        match &flag.then_run {
+            Some(run) if *run != self.run_id => self
+                .earlier_runs
+                .iter()
+                .find(|e| e.run_id == *run)
+                .and_then(|e| e.fork_commit.as_deref()),
+            _ => self.fork_commit_then.as_deref(),
+        }
+    }
+}
+
+/// A cell's speed against an earlier one: `speedup_shrank` and `fork_slower`.
+fn speed_flags(
     now: &CellSummary,
     then: &CellSummary,
     practical_threshold: f64,
-) -> (Vec<RegressionFlag>, Vec<(String, f64, f64)>) {
+) -> Vec<RegressionFlag> {
     let mut flags = Vec::new();
-    let flag = |kind, metric: Option<String>, a: f64, b: f64, detail: String| RegressionFlag {
-        fixture: now.fixture.clone(),
-        workload: now.workload.clone(),
-        kind,
-        metric,
-        then: a,
-        now: b,
-        detail,
-    };
     let threshold = practical_threshold.max(0.0);
     if let (Some(a), Some(b)) = (then.speedup, now.speedup) {
         let shrank = match (now.speedup_ci95, then.speedup_ci95) {
@@ -208,6 +464,7 @@ pub fn compare_cell(
                 c.map_or(String::new(), |[l, h]| format!(" [{l:.3}, {h:.3}]"))
             };
             flags.push(flag(
+                now,
                 FlagKind::SpeedupShrank,
                 None,
                 a,
@@ -228,6 +485,7 @@ pub fn compare_cell(
     ) {
         if now_min > then_max && b > a * (1.0 + threshold) {
             flags.push(flag(
+                now,
                 FlagKind::ForkSlower,
                 None,
                 a,
@@ -239,6 +497,37 @@ pub fn compare_cell(
             ));
         }
     }
+    flags
+}
+
+fn flag(
+    now: &CellSummary,
+    kind: FlagKind,
+    metric: Option<String>,
+    then: f64,
+    value: f64,
+    detail: String,
+) -> RegressionFlag {
+    RegressionFlag {
+        fixture: now.fixture.clone(),
+        workload: now.workload.clone(),
+        backend: now.backend.clone(),
+        kind,
+        metric,
+        then,
+        now: value,
+        then_run: None,
+        allowed: None,
+        detail,
+    }
+}
+
+/// The ratchet of one cell against an earlier one's deltas: a `parity_growth` flag per metric
+/// whose |delta| grew past the earlier one plus half a printed unit, and the metrics whose
+/// |delta| shrank by more than that.
+fn ratchet(now: &CellSummary, then: &CellSummary) -> (Vec<RegressionFlag>, Vec<ParityShrink>) {
+    let slack = ratchet_slack(now.printed_decimals, then.printed_decimals);
+    let mut flags = Vec::new();
     let mut shrink = Vec::new();
     for (metric, delta) in &now.score_delta {
         let Some(old) = then.score_delta.get(metric) else {
@@ -248,28 +537,60 @@ pub fn compare_cell(
         if !a.is_finite() || !b.is_finite() {
             continue;
         }
-        if b > a + RATCHET_SLACK {
-            flags.push(flag(
+        if b > a + slack {
+            let mut grown = flag(
+                now,
                 FlagKind::ParityGrowth,
                 Some(metric.clone()),
                 a,
                 b,
-                format!("`{metric}` pooled |delta| {a:e} → {b:e}"),
-            ));
-        } else if b + RATCHET_SLACK < a {
-            shrink.push((metric.clone(), a, b));
+                format!(
+                    "`{metric}` pooled |delta| {} → {} (allowed {}: the accepted delta plus half a printed unit)",
+                    show_delta(a),
+                    show_delta(b),
+                    show_delta(a + slack)
+                ),
+            );
+            grown.allowed = Some(a + slack);
+            flags.push(grown);
+        } else if b + slack < a {
+            shrink.push(ParityShrink {
+                fixture: now.fixture.clone(),
+                workload: now.workload.clone(),
+                metric: metric.clone(),
+                then: a,
+                then_run: None,
+                now: b,
+            });
         }
     }
     (flags, shrink)
 }
 
-/// The comparison of a generation's new results with its previous comparable run.
-pub fn since_previous(now: &GenerationSnapshot, then: &GenerationSnapshot) -> SincePrevious {
+/// One matched cell's change against one earlier cell: the speed flags and the ratchet
+/// (what `abfleet report --against` shows for two given runs). A report's own comparison
+/// takes the ratchet's earlier delta from the latest run whose cell was accepted
+/// ([`since_previous`]).
+pub fn compare_cell(
+    now: &CellSummary,
+    then: &CellSummary,
+    practical_threshold: f64,
+) -> (Vec<RegressionFlag>, Vec<ParityShrink>) {
+    let mut flags = speed_flags(now, then, practical_threshold);
+    let (grown, shrink) = ratchet(now, then);
+    flags.extend(grown);
+    (flags, shrink)
+}
+
+fn short(commit: &Option<String>) -> String {
+    commit
+        .as_deref()
+        .map_or_else(|| "-".to_string(), |c| c.chars().take(12).collect())
+}
+
+/// What changed between an earlier snapshot and this one.
+fn changes(now: &GenerationSnapshot, then: &GenerationSnapshot) -> Vec<String> {
     let mut changes = Vec::new();
-    let short = |c: &Option<String>| {
-        c.as_deref()
-            .map_or_else(|| "-".to_string(), |c| c.chars().take(12).collect())
-    };
     if now.fork_commit != then.fork_commit {
         changes.push(format!(
             "fork `{}` ({}) → `{}` ({})",
@@ -279,25 +600,21 @@ pub fn since_previous(now: &GenerationSnapshot, then: &GenerationSnapshot) -> Si
             short(&now.fork_commit)
         ));
     }
-    if now.upstream_commit != then.upstream_commit
-        || now.upstream_requested != then.upstream_requested
-    {
+    if let Some(moved) = baseline_move(now, then) {
         changes.push(format!(
             "upstream `{}` ({}) → `{}` ({})",
-            then.upstream_requested,
-            short(&then.upstream_commit),
-            now.upstream_requested,
-            short(&now.upstream_commit)
+            moved.from,
+            short(&moved.from_commit),
+            moved.to,
+            short(&moved.to_commit)
         ));
     }
-    if !now.spec_sha256.is_empty()
-        && !then.spec_sha256.is_empty()
-        && now.spec_sha256 != then.spec_sha256
-    {
+    let (a, b) = (&then.comparable_spec_sha256, &now.comparable_spec_sha256);
+    if !a.is_empty() && !b.is_empty() && a != b {
         changes.push(format!(
-            "spec {} → {} (fixtures, workloads, gate or build changed)",
-            &then.spec_sha256[..then.spec_sha256.len().min(12)],
-            &now.spec_sha256[..now.spec_sha256.len().min(12)]
+            "spec {} → {} (fixtures, workloads, command, gate or build changed)",
+            &a[..a.len().min(12)],
+            &b[..b.len().min(12)]
         ));
     }
     for (side, tool) in &now.toolchain {
@@ -309,48 +626,296 @@ pub fn since_previous(now: &GenerationSnapshot, then: &GenerationSnapshot) -> Si
             _ => {}
         }
     }
-    let earlier: BTreeMap<(&str, &str), &CellSummary> =
-        then.cells.iter().map(|c| (c.key(), c)).collect();
+    if !now.host_toolchain.is_empty() && !then.host_toolchain.is_empty() {
+        let tools: std::collections::BTreeSet<&String> = now
+            .host_toolchain
+            .keys()
+            .chain(then.host_toolchain.keys())
+            .collect();
+        for tool in tools {
+            let (old, new) = (then.host_toolchain.get(tool), now.host_toolchain.get(tool));
+            if old != new {
+                let show =
+                    |v: Option<&String>| v.map_or("(none)".to_string(), |v| format!("`{v}`"));
+                changes.push(format!(
+                    "host toolchain `{tool}`: {} → {}",
+                    show(old),
+                    show(new)
+                ));
+            }
+        }
+    }
+    if let (Some(a), Some(b)) = (&then.silicon_id, &now.silicon_id) {
+        if a != b {
+            changes.push(format!(
+                "silicon id `{a}` → `{b}` (same hardware: a GPU driver or runtime changed)"
+            ));
+        }
+    }
+    changes
+}
+
+fn baseline_move(now: &GenerationSnapshot, then: &GenerationSnapshot) -> Option<BaselineMove> {
+    (now.upstream_commit != then.upstream_commit
+        || now.upstream_requested != then.upstream_requested)
+        .then(|| BaselineMove {
+            from: then.upstream_requested.clone(),
+            from_commit: then.upstream_commit.clone(),
+            to: now.upstream_requested.clone(),
+            to_commit: now.upstream_commit.clone(),
+        })
+}
+
+/// The comparison of a generation's new results with the earlier comparable runs, newest
+/// first (the store's `previous_comparable`): each cell against the latest earlier run that
+/// has it, its deltas against the latest whose cell was accepted. `None` when no earlier run
+/// has any of its cells. Bisect steps among `earlier` are skipped.
+pub fn since_previous(
+    now: &GenerationSnapshot,
+    earlier: &[GenerationSnapshot],
+) -> Option<SincePrevious> {
+    since_previous_in(now, earlier.iter())
+}
+
+fn since_previous_in<'a, I>(now: &GenerationSnapshot, earlier: I) -> Option<SincePrevious>
+where
+    I: Iterator<Item = &'a GenerationSnapshot> + Clone,
+{
+    let earlier = earlier.filter(|s| s.trigger != BISECT_TRIGGER);
     let mut flags = Vec::new();
     let mut parity_shrink = Vec::new();
+    // Run id → (snapshot, the cells compared with it), in the order first met.
+    let mut compared: Vec<(&GenerationSnapshot, Vec<String>)> = Vec::new();
     let mut matched_cells = 0;
-    for cell in &now.cells {
-        let Some(old) = earlier.get(&cell.key()) else {
+    for cell in now.cells.iter().filter(|c| c.is_present()) {
+        let key = cell.key();
+        let latest = earlier
+            .clone()
+            .find_map(|s| s.cell(key).filter(|c| c.is_present()).map(|c| (s, c)));
+        let Some((then_run, then)) = latest else {
             continue;
         };
         matched_cells += 1;
-        let (cell_flags, shrink) = compare_cell(cell, old, now.practical_threshold);
-        flags.extend(cell_flags);
-        parity_shrink.extend(
-            shrink.into_iter().map(|(metric, a, b)| {
-                (format!("{}/{}", cell.fixture, cell.workload), metric, a, b)
-            }),
+        match compared
+            .iter_mut()
+            .find(|(s, _)| s.run_id == then_run.run_id)
+        {
+            Some((_, cells)) => cells.push(cell.label()),
+            None => compared.push((then_run, vec![cell.label()])),
+        }
+        flags.extend(
+            speed_flags(cell, then, now.practical_threshold)
+                .into_iter()
+                .map(|mut f| {
+                    f.then_run = Some(then_run.run_id.clone());
+                    f
+                }),
         );
+        if cell.score_delta.is_empty() {
+            continue;
+        }
+        let accepted = earlier
+            .clone()
+            .find_map(|s| s.cell(key).filter(|c| c.is_accepted()).map(|c| (s, c)));
+        if let Some((accepted_run, accepted)) = accepted {
+            let (grown, shrunk) = ratchet(cell, accepted);
+            flags.extend(grown.into_iter().map(|mut f| {
+                f.then_run = Some(accepted_run.run_id.clone());
+                f
+            }));
+            parity_shrink.extend(shrunk.into_iter().map(|mut s| {
+                s.then_run = Some(accepted_run.run_id.clone());
+                s
+            }));
+        }
     }
-    SincePrevious {
-        run_id: then.run_id.clone(),
-        date: then.date.clone(),
-        changes,
-        fork_commit_then: then.fork_commit.clone(),
+    // The previous run is the newest one compared with (the first in `earlier` order).
+    let newest = earlier
+        .clone()
+        .find(|s| compared.iter().any(|(c, _)| c.run_id == s.run_id))?;
+    let earlier_runs = compared
+        .iter()
+        .filter(|(s, _)| s.run_id != newest.run_id)
+        .map(|(s, cells)| EarlierRun {
+            run_id: s.run_id.clone(),
+            date: s.date.clone(),
+            fork_commit: s.fork_commit.clone(),
+            cells: cells.clone(),
+            changes: changes(now, s),
+        })
+        .collect();
+    Some(SincePrevious {
+        run_id: newest.run_id.clone(),
+        date: newest.date.clone(),
+        changes: changes(now, newest),
+        baseline_moved: baseline_move(now, newest),
+        fork_commit_then: newest.fork_commit.clone(),
         fork_commit_now: now.fork_commit.clone(),
         matched_cells,
+        earlier_runs,
         flags,
         parity_shrink,
+    })
+}
+
+/// Makes each `parity_growth` flag of the report's comparisons a parity failure of its cell
+/// (unless the spec gives the metric its own allowance), with both values (the seed's ratchet: ADR-1228 rejects failing on any non-zero delta in
+/// favour of "ratchet on growth"), and the cell, its generation and the run fail parity:
+/// exit 1, like any parity failure. A cell failed this way leaves the geomean, and a later
+/// run's ratchet walks back past it to the last accepted delta.
+pub fn apply_ratchet(report: &mut Report) {
+    let multi = report.generations.len() > 1;
+    let mut failed_any = false;
+    for index in 0..report.generations.len() {
+        let section = &report.generations[index];
+        let Some(since) = &section.since_previous else {
+            continue;
+        };
+        // A metric with its own allowance (`[parity.allow.METRIC]`, with a reason) is gated
+        // by it alone: that is how a deliberate change of the fork's numerics is accepted
+        // (its flag stays, as a regression against the earlier run).
+        let growth: Vec<RegressionFlag> = since
+            .flags
+            .iter()
+            .filter(|f| f.kind == FlagKind::ParityGrowth && f.backend.is_none())
+            .filter(|f| {
+                f.metric
+                    .as_deref()
+                    .is_none_or(|m| !report.allowances.contains_key(m))
+            })
+            .cloned()
+            .collect();
+        let key = section.key.clone();
+        let mut failed_here = false;
+        for grown in growth {
+            let metric = grown.metric.clone().unwrap_or_default();
+            let Some(cell) = report.cells.iter_mut().find(|c| {
+                c.generation
+                    .as_deref()
+                    .unwrap_or(super::model::ANY_GENERATION)
+                    == key
+                    && c.fixture == grown.fixture
+                    && c.workload == grown.workload
+                    && matches!(c.parity, CellParity::Ok | CellParity::Fail)
+            }) else {
+                continue;
+            };
+            let allowed = grown.allowed.unwrap_or(grown.then);
+            let message = format!(
+                "pooled |delta| of `{metric}` grew from {} (accepted in run {}) to {}, past the ratchet's {} (the accepted delta plus half a printed unit), though the gate may allow it: explain the change, or fix it",
+                show_delta(grown.then),
+                grown.then_run.as_deref().unwrap_or("-"),
+                show_delta(grown.now),
+                show_delta(allowed)
+            );
+            let failure = crate::parity::ParityFailure {
+                metric: metric.clone(),
+                rule: crate::parity::ParityRule::Ratchet,
+                frame: None,
+                upstream_value: None,
+                fork_value: None,
+                delta: grown.now,
+                allowed,
+                message: message.clone(),
+            };
+            if cell.parity_failures.contains(&failure) {
+                continue;
+            }
+            cell.parity_failures.push(failure);
+            cell.parity = CellParity::Fail;
+            let line = format!("{}/{}: {message}", cell.fixture, cell.workload);
+            report.score_parity_report.push(if multi {
+                format!("{key}: {line}")
+            } else {
+                line
+            });
+            failed_here = true;
+        }
+        if failed_here {
+            failed_any = true;
+            let cells: Vec<(String, Option<f64>, CellParity)> = report
+                .cells_of(&report.generations[index])
+                .map(|c| (format!("{}/{}", c.fixture, c.workload), c.speedup, c.parity))
+                .collect();
+            let section = &mut report.generations[index];
+            section.score_parity = super::ScoreParity::Fail;
+            section.exit_code = super::assemble::combined_exit_code(
+                [section.exit_code, crate::exit::PARITY_FAILED].into_iter(),
+            );
+            drop_failed_from_geomean(
+                &mut section.geomean_speedup,
+                &mut section.geomean_cells,
+                &cells,
+            );
+            if !multi {
+                drop_failed_from_geomean(
+                    &mut report.geomean_speedup,
+                    &mut report.geomean_cells,
+                    &cells,
+                );
+            }
+        }
+    }
+    if failed_any {
+        report.score_parity = super::ScoreParity::Fail;
+        report.exit_code = super::assemble::combined_exit_code(
+            [report.exit_code, crate::exit::PARITY_FAILED].into_iter(),
+        );
     }
 }
 
-/// A section's comparison as Markdown lines (empty when it has none).
+/// The geomean without the cells that now fail parity.
+fn drop_failed_from_geomean(
+    geomean: &mut Option<f64>,
+    names: &mut Vec<String>,
+    cells: &[(String, Option<f64>, CellParity)],
+) {
+    names.retain(|name| {
+        cells
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .is_none_or(|(_, _, parity)| *parity != CellParity::Fail)
+    });
+    let speedups: Vec<f64> = names
+        .iter()
+        .filter_map(|name| cells.iter().find(|(n, _, _)| n == name)?.1)
+        .collect();
+    *geomean = crate::stats::geomean(&speedups);
+}
+
+/// A section's comparison as Markdown lines.
 pub fn render_since_previous(out: &mut String, since: &SincePrevious) {
     let _ = writeln!(
         out,
-        "Since run `{}` ({}), the previous comparable run on this generation:",
+        "Since run `{}` ({}), the previous comparable run on this generation and hardware:",
         since.run_id, since.date
     );
+    if let Some(moved) = &since.baseline_moved {
+        let _ = writeln!(
+            out,
+            "- **baseline moved**: {} — the speedups are against another upstream than that run's",
+            moved.line()
+        );
+    }
     if since.changes.is_empty() {
         let _ = writeln!(out, "- nothing changed in the commits or toolchain");
     }
     for change in &since.changes {
         let _ = writeln!(out, "- changed: {change}");
+    }
+    for earlier in &since.earlier_runs {
+        let _ = writeln!(
+            out,
+            "- compared with run `{}` ({}), the latest that has them: {}{}",
+            earlier.run_id,
+            earlier.date,
+            earlier.cells.join(", "),
+            if earlier.changes.is_empty() {
+                String::new()
+            } else {
+                format!(" (changed since: {})", earlier.changes.join("; "))
+            }
+        );
     }
     if since.flags.is_empty() {
         let _ = writeln!(
@@ -360,19 +925,35 @@ pub fn render_since_previous(out: &mut String, since: &SincePrevious) {
         );
     }
     for flag in &since.flags {
+        let against = match &flag.then_run {
+            Some(run) if *run != since.run_id => format!(" (against run `{run}`)"),
+            _ => String::new(),
+        };
+        let backend = flag
+            .backend
+            .as_deref()
+            .map_or(String::new(), |b| format!(" ({b})"));
         let _ = writeln!(
             out,
-            "- **regression** ({}) `{}` / `{}`: {}",
+            "- **regression** ({}) `{}` / `{}`{backend}: {}{against}",
             flag.kind.as_str(),
             flag.fixture,
             flag.workload,
             flag.detail
         );
     }
-    for (cell, metric, a, b) in &since.parity_shrink {
+    for shrink in &since.parity_shrink {
         let _ = writeln!(
             out,
-            "- parity delta shrank on `{cell}`: `{metric}` {a:e} → {b:e} (the allowance can be ratcheted down)"
+            "- parity delta shrank on `{}`: `{}` {} → {} (the allowance can be ratcheted down{})",
+            shrink.cell(),
+            shrink.metric,
+            show_delta(shrink.then),
+            show_delta(shrink.now),
+            match &shrink.then_run {
+                Some(run) if *run != since.run_id => format!("; accepted in run `{run}`"),
+                _ => String::new(),
+            }
         );
     }
     out.push('\n');
@@ -388,44 +969,52 @@ pub struct HistoryPoint {
     pub trigger_note: Option<String>,
     pub generation: String,
     pub silicon_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware_id: Option<String>,
     pub fork_commit: Option<String>,
     pub upstream_requested: String,
     pub toolchain: BTreeMap<String, String>,
     pub cell: CellSummary,
-    /// Flags against the point before it in this history (same silicon).
+    /// Flags against the points before it in this history (same spec name and hardware).
     pub flags: Vec<RegressionFlag>,
     /// What changed since the point before it.
     pub changes: Vec<String>,
 }
 
 /// The history of one workload on a generation, from snapshots oldest first: one point per
-/// snapshot that has the cell (every fixture unless one is named), each compared with the
-/// point before it on the same silicon.
+/// snapshot that has the cell (every fixture unless one is named; bisect steps never), each
+/// compared, like a report, with the points before it of the same spec name, hardware and
+/// cell.
 pub fn history_points(
     snapshots: &[(String, GenerationSnapshot)],
     workload: &str,
     fixture: Option<&str>,
 ) -> Vec<HistoryPoint> {
+    type SeriesKey = (String, Option<String>, String, Option<String>);
     let mut points: Vec<HistoryPoint> = Vec::new();
-    let mut last: BTreeMap<(Option<String>, String), (GenerationSnapshot, CellSummary)> =
-        BTreeMap::new();
+    let mut series: BTreeMap<SeriesKey, Vec<GenerationSnapshot>> = BTreeMap::new();
     for (name, snapshot) in snapshots {
+        if snapshot.trigger == BISECT_TRIGGER {
+            continue;
+        }
         for cell in &snapshot.cells {
-            if cell.workload != workload || fixture.is_some_and(|f| f != cell.fixture) {
+            if cell.workload != workload
+                || fixture.is_some_and(|f| f != cell.fixture)
+                || !cell.is_present()
+            {
                 continue;
             }
-            let key = (snapshot.silicon_id.clone(), cell.fixture.clone());
-            let (flags, changes) = match last.get(&key) {
-                Some((then, old)) => {
-                    let mut one = snapshot.clone();
-                    one.cells = vec![cell.clone()];
-                    let mut before = then.clone();
-                    before.cells = vec![old.clone()];
-                    let since = since_previous(&one, &before);
-                    (since.flags, since.changes)
-                }
-                None => (Vec::new(), Vec::new()),
-            };
+            let key = (
+                name.clone(),
+                snapshot.hardware().map(str::to_string),
+                cell.fixture.clone(),
+                cell.backend.clone(),
+            );
+            let mut one = snapshot.clone();
+            one.cells = vec![cell.clone()];
+            let before = series.entry(key).or_default();
+            let since = since_previous_in(&one, before.iter().rev());
+            let (flags, changes) = since.map_or((Vec::new(), Vec::new()), |s| (s.flags, s.changes));
             points.push(HistoryPoint {
                 run_id: snapshot.run_id.clone(),
                 name: name.clone(),
@@ -434,6 +1023,7 @@ pub fn history_points(
                 trigger_note: snapshot.trigger_note.clone(),
                 generation: snapshot.generation.clone(),
                 silicon_id: snapshot.silicon_id.clone(),
+                hardware_id: snapshot.hardware().map(str::to_string),
                 fork_commit: snapshot.fork_commit.clone(),
                 upstream_requested: snapshot.upstream_requested.clone(),
                 toolchain: snapshot.toolchain.clone(),
@@ -441,7 +1031,7 @@ pub fn history_points(
                 flags,
                 changes,
             });
-            last.insert(key, (snapshot.clone(), cell.clone()));
+            before.push(one);
         }
     }
     points
@@ -460,16 +1050,17 @@ pub fn render_history(points: &[HistoryPoint], generation: &str, workload: &str)
     }
     let _ = writeln!(
         out,
-        "| Date | Run | Trigger | Fork | Upstream | Fixture | Speedup [95% CI] | Fork median | Max |delta| | Flags |"
+        "| Date | Run | Spec | Trigger | Fork | Upstream | Fixture | Speedup [95% CI] | Fork median | Max |delta| | Flags |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     for point in points {
         let cell = &point.cell;
         let speedup = match (cell.speedup, cell.speedup_ci95) {
             (Some(s), Some([lo, hi])) => format!("{s:.3}x [{lo:.3}, {hi:.3}]"),
             (Some(s), None) => format!("{s:.3}x"),
-            _ => match cell.parity {
-                CellParity::AbsentUpstream => "absent upstream".to_string(),
+            _ => match (&cell.backend, cell.parity) {
+                (Some(backend), _) => format!("{backend} (fork only)"),
+                (None, CellParity::AbsentUpstream) => "absent upstream".to_string(),
                 _ => "-".to_string(),
             },
         };
@@ -490,9 +1081,10 @@ pub fn render_history(points: &[HistoryPoint], generation: &str, workload: &str)
         }
         let _ = writeln!(
             out,
-            "| {} | `{}` | {}{} | {} | `{}` | {} | {} | {} | {} | {} |",
+            "| {} | `{}` | {} | {}{} | {} | `{}` | {} | {} | {} | {} | {} |",
             point.date,
             point.run_id.chars().take(8).collect::<String>(),
+            point.name,
             point.trigger,
             point
                 .trigger_note
@@ -511,7 +1103,7 @@ pub fn render_history(points: &[HistoryPoint], generation: &str, workload: &str)
             if flags.is_empty() {
                 "-".to_string()
             } else {
-                flags.join(", ")
+                flags.join(", ").replace('|', "\\|")
             }
         );
     }
@@ -519,154 +1111,4 @@ pub fn render_history(points: &[HistoryPoint], generation: &str, workload: &str)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cell(workload: &str, speedup: f64, ci: [f64; 2], fork: [f64; 3], delta: f64) -> CellSummary {
-        CellSummary {
-            fixture: "tiny".into(),
-            workload: workload.into(),
-            speedup: Some(speedup),
-            speedup_ci95: Some(ci),
-            verdict: Some(Verdict::Faster),
-            parity: CellParity::Ok,
-            fork_median: Some(fork[1]),
-            fork_min: Some(fork[0]),
-            fork_max: Some(fork[2]),
-            upstream_median: Some(fork[1] * speedup),
-            score_delta: [("psnr_y".to_string(), delta)].into(),
-        }
-    }
-
-    fn snapshot(
-        run: &str,
-        silicon: &str,
-        fork: &str,
-        cells: Vec<CellSummary>,
-    ) -> GenerationSnapshot {
-        GenerationSnapshot {
-            run_id: run.into(),
-            date: "2026-12-04".into(),
-            trigger: "manual".into(),
-            trigger_note: None,
-            generation: "cpu/x86-64-v4/zen4".into(),
-            spec_sha256: String::new(),
-            silicon_id: Some(silicon.into()),
-            fork_requested: "main".into(),
-            fork_commit: Some(fork.into()),
-            upstream_requested: "v3.2.0".into(),
-            upstream_commit: Some("u".into()),
-            toolchain: [("fork".to_string(), "gcc 12".to_string())].into(),
-            practical_threshold: 0.02,
-            cells,
-        }
-    }
-
-    #[test]
-    fn a_slower_fork_a_shrunk_speedup_and_a_grown_delta_are_flagged_noise_is_not() {
-        let then = snapshot(
-            "r1",
-            "s",
-            "aaa",
-            vec![cell("psnr", 2.0, [1.9, 2.1], [1.0, 1.01, 1.02], 0.0)],
-        );
-        // Overlapping fork ranges and intervals: nothing.
-        let same = snapshot(
-            "r2",
-            "s",
-            "aaa",
-            vec![cell("psnr", 1.98, [1.88, 2.05], [1.0, 1.015, 1.03], 2e-7)],
-        );
-        let since = since_previous(&same, &then);
-        assert!(since.flags.is_empty(), "{:?}", since.flags);
-        assert!(since.changes.is_empty());
-        assert_eq!(since.matched_cells, 1);
-        // Every fork run slower, the interval below, the delta up by 3e-6.
-        let worse = snapshot(
-            "r3",
-            "s",
-            "bbb",
-            vec![cell("psnr", 1.5, [1.4, 1.6], [1.3, 1.31, 1.33], 3e-6)],
-        );
-        let since = since_previous(&worse, &then);
-        let kinds: Vec<FlagKind> = since.flags.iter().map(|f| f.kind).collect();
-        assert_eq!(
-            kinds,
-            [
-                FlagKind::SpeedupShrank,
-                FlagKind::ForkSlower,
-                FlagKind::ParityGrowth
-            ]
-        );
-        assert!(
-            since.changes[0].starts_with("fork `main` (aaa)"),
-            "{:?}",
-            since.changes
-        );
-        let mut out = String::new();
-        render_since_previous(&mut out, &since);
-        assert!(
-            out.contains("**regression** (fork_slower) `tiny` / `psnr`"),
-            "{out}"
-        );
-    }
-
-    #[test]
-    fn history_compares_each_point_with_the_one_before_on_the_same_silicon() {
-        let points = history_points(
-            &[
-                (
-                    "m".into(),
-                    snapshot(
-                        "r1",
-                        "a",
-                        "c1",
-                        vec![cell("psnr", 2.0, [1.9, 2.1], [1.0, 1.0, 1.0], 0.0)],
-                    ),
-                ),
-                // Other silicon, much slower: not compared with r1.
-                (
-                    "m".into(),
-                    snapshot(
-                        "r2",
-                        "b",
-                        "c1",
-                        vec![cell("psnr", 1.0, [0.9, 1.1], [3.0, 3.0, 3.0], 0.0)],
-                    ),
-                ),
-                (
-                    "m".into(),
-                    snapshot(
-                        "r3",
-                        "a",
-                        "c2",
-                        vec![
-                            cell("psnr", 1.5, [1.4, 1.6], [1.3, 1.3, 1.3], 0.0),
-                            cell("motion", 1.0, [1.0, 1.0], [1.0, 1.0, 1.0], 0.0),
-                        ],
-                    ),
-                ),
-            ],
-            "psnr",
-            None,
-        );
-        assert_eq!(points.len(), 3);
-        assert!(
-            points[1].flags.is_empty(),
-            "r2 has no earlier point on silicon b"
-        );
-        assert_eq!(
-            points[2].flags.len(),
-            2,
-            "r3 against r1: {:?}",
-            points[2].flags
-        );
-        let table = render_history(&points, "cpu/x86-64-v4/zen4", "psnr");
-        assert_eq!(
-            table.lines().filter(|l| l.starts_with("| 2026")).count(),
-            3,
-            "{table}"
-        );
-        assert!(table.contains("speedup_shrank, fork_slower"), "{table}");
-    }
-}
+mod tests;

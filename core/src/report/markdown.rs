@@ -255,6 +255,9 @@ pub fn render_markdown(report: &Report) -> String {
         }
         out.push('\n');
     }
+    for record in &report.bisects {
+        out.push_str(&crate::bisect::render_record(record));
+    }
     render_reproduce(&mut out, &report.cells);
     for (name, side) in [("upstream", &report.upstream), ("fork", &report.fork)] {
         if let Some(build) = &side.build {
@@ -333,102 +336,6 @@ fn render_generations(out: &mut String, report: &Report) {
             );
         }
     }
-}
-
-/// The run's section of the fork's `docs/benchmarks.md`: per generation (one when the run has
-/// none) a dated heading naming the fork commit, upstream ref, host and threads, the host
-/// table and one table per fixture, one row per feature, with the † note.
-pub fn render_docs_section(report: &Report) -> String {
-    let mut out = String::new();
-    let date = report.date.get(..10).unwrap_or(&report.date);
-    let threads = if report.threads == 1 {
-        "single-threaded".to_string()
-    } else {
-        format!("{} threads", report.threads)
-    };
-    let fork = report
-        .fork
-        .resolved
-        .as_deref()
-        .map_or(report.fork_ref.clone(), |c| {
-            match c.strip_prefix("sha256:") {
-                // A path source: its content hash.
-                Some(hash) => format!("sha256:{}", &hash[..hash.len().min(12)]),
-                None => c.chars().take(9).collect(),
-            }
-        });
-    let mut groups: Vec<(Option<&super::GenerationSection>, Vec<&CellResult>)> = Vec::new();
-    if report.generations.len() > 1 {
-        for section in &report.generations {
-            groups.push((Some(section), report.cells_of(section).collect()));
-        }
-    } else {
-        groups.push((report.generations.first(), report.cells.iter().collect()));
-    }
-    for (section, cells) in groups {
-        let host = section
-            .and_then(|s| s.host.as_ref())
-            .or(report.host.as_ref());
-        let host_name = host.map_or("unknown host".to_string(), |h| h.hostname.clone());
-        let generation = section
-            .filter(|s| s.key != super::model::ANY_GENERATION)
-            .map_or(String::new(), |s| format!(" (`{}`)", s.key));
-        let _ = writeln!(
-            out,
-            "### {date} — fork `{fork}` vs upstream `{}`, `{host_name}`{generation}, {threads}\n",
-            report.upstream_ref
-        );
-        let _ = writeln!(
-            out,
-            "abfleet run `{}` (`{}`, trigger `{}`); {} warm-up, {}–{} timed pairs per cell, median wall time; parity gate {:e}. Command: `{}`.\n",
-            report.run_id,
-            report.name,
-            report.trigger,
-            report.warmup,
-            report.runs,
-            report.max_runs,
-            report.max_score_delta,
-            cells
-                .iter()
-                .find_map(|c| c.fork.command.as_ref())
-                .map_or("-".to_string(), short_command)
-        );
-        if let Some(host) = host {
-            let _ = writeln!(
-                out,
-                "| Profile | CPU | Cores | Memory | OS |\n|---|---|---|---|---|\n| `{}` | {} | {} / {} | {:.1} GiB | {} |\n",
-                host.hostname,
-                host.cpu_model,
-                host.physical_cores,
-                host.logical_cores,
-                host.memory_bytes as f64 / (1u64 << 30) as f64,
-                host.os
-            );
-        }
-        render_cell_tables(&mut out, &cells, "####");
-        if cells.iter().any(|c| c.startup_dominated) {
-            let _ = writeln!(
-                out,
-                "† start-up-dominated: the fork's median is under {:.1} s.\n",
-                report.min_useful_seconds
-            );
-        }
-    }
-    out
-}
-
-/// A timed run's argv with each path cut to its file name (the docs page is not the host).
-fn short_command(command: &crate::cell::RunCommand) -> String {
-    command
-        .argv
-        .iter()
-        .map(|arg| match arg.rsplit_once('/') {
-            Some((_, name)) if !name.is_empty() => name.to_string(),
-            _ => arg.clone(),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('`', "'")
 }
 
 /// One table per fixture, one row per feature.

@@ -5,6 +5,7 @@
 mod assemble;
 mod compare;
 pub mod docs;
+mod docs_section;
 pub mod history;
 mod junit;
 mod markdown;
@@ -15,7 +16,8 @@ mod time;
 
 pub use assemble::{assemble, AttemptRecord, JobRecord, JobState, RunRecord, RunState};
 pub use compare::{compare_reports, render_comparison, CellChange};
+pub use docs_section::render_docs_section;
 pub use junit::render_junit;
-pub use markdown::{render_docs_section, render_markdown};
+pub use markdown::render_markdown;
 pub use model::{backend_of, AttemptSummary, GenerationSection, Report, ScoreParity, SideInfo};
 pub use time::format_utc;

@@ -18,6 +18,14 @@ pub struct Report {
     /// SHA-256 of the run's validated spec (its JSON form).
     #[serde(default)]
     pub spec_sha256: String,
+    /// SHA-256 of the spec with what does not change what is measured left out: the
+    /// sources' revs (the commits are compared on their own), `[targets]` (a retuning run
+    /// narrowed to one generation measures the same cells), the description and `[measure]
+    /// seed` (fresh per submission unless the spec sets one). Two runs of
+    /// one name whose hashes differ measured differently (fixtures, workloads, command,
+    /// gate, build).
+    #[serde(default)]
+    pub comparable_spec_sha256: String,
     pub name: String,
     pub trigger: String,
     /// What the trigger said about itself (a tag, a PR, a release name), when it said anything.
@@ -94,6 +102,10 @@ pub struct Report {
     /// A sweep run: one row per generation, its best configuration and the default's verdict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sweep_table: Vec<crate::sweep::SweepRow>,
+    /// Finished bisects of this run (`abfleet bisect RUN`), oldest first: report.md shows
+    /// each as a "Bisect" section. Attached by the coordinator, never part of the assembly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bisects: Vec<crate::bisect::BisectRecord>,
 }
 
 /// One attempt of one job, as the report's attempt history lists it.

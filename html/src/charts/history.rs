@@ -233,6 +233,7 @@ mod tests {
             trigger_note: None,
             generation: "cpu/x86-64-v3/zen3".into(),
             silicon_id: None,
+            hardware_id: None,
             fork_commit: None,
             upstream_requested: "v3.2.0".into(),
             toolchain: Default::default(),
@@ -252,15 +253,20 @@ mod tests {
                 fork_max: Some(0.6),
                 upstream_median: None,
                 score_delta: Default::default(),
+                backend: None,
+                printed_decimals: None,
             },
             flags: if flagged {
                 vec![RegressionFlag {
                     fixture: "f".into(),
                     workload: "psnr".into(),
+                    backend: None,
                     kind: FlagKind::SpeedupShrank,
                     metric: None,
                     then: 2.0,
                     now: 1.2,
+                    then_run: None,
+                    allowed: None,
                     detail: "speedup 2.00x → 1.20x".into(),
                 }]
             } else {

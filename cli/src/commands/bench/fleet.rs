@@ -424,6 +424,7 @@ fn inventory(i: usize) -> Inventory {
             backend: "cpu".into(),
             vendor: "simulated".into(),
             silicon_id: "simulated".into(),
+            hardware_id: "simulated".into(),
             description: "a simulated agent".into(),
             simulated: true,
             toolchain: Default::default(),

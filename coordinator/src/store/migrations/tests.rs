@@ -461,3 +461,36 @@ fn a_failed_migration_leaves_the_store_at_the_last_version_that_committed() {
         );
     }
 }
+
+/// Migration 12: a result recorded before hardware ids keeps its history: its hardware id is
+/// its silicon id, so the next run of that host (reporting both) finds it.
+#[test]
+fn results_recorded_before_hardware_ids_take_their_silicon_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_file(dir.path());
+    let mut conn = Connection::open(&path).unwrap();
+    migrate_to(&mut conn, &path, 10).unwrap();
+    conn.execute(
+        "INSERT INTO runs (run_id, name, trigger, spec_json, spec_origin, state, created_ms) VALUES ('r1', 'demo', 'manual', '{}', 'demo.toml', 'done', 1000)",
+        [],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO generation_results (name, generation, run_id, created_ms, toolchain_json, findings_json, backend_cells_json, snapshot_json, silicon_id) VALUES ('demo', 'cuda/sm_90', 'r1', 1000, '{}', '[]', '[]', NULL, 'abc123')",
+        [],
+    )
+    .unwrap();
+    migrate_to(&mut conn, &path, 12).unwrap();
+    let hardware: Option<String> = conn
+        .query_row(
+            "SELECT hardware_id FROM generation_results WHERE run_id = 'r1'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(hardware.as_deref(), Some("abc123"));
+    let bisects: i64 = conn
+        .query_row("SELECT COUNT(*) FROM bisects", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(bisects, 0);
+}

@@ -1,0 +1,43 @@
+//! Finished bisects of a run (`abfleet bisect RUN`, table `bisects`, migration 12): kept with
+//! the run they bisected, so that run's report shows a "Bisect" section. The coordinator
+//! stores the document as the CLI sent it (`core::bisect::BisectRecord`, checked before it is
+//! stored) and never reads into it.
+
+use abfleet_core::RunId;
+use rusqlite::params;
+
+use super::Store;
+use crate::error::CoordinatorError;
+
+impl Store {
+    /// Keeps a bisect of `run_id` (a `BisectRecord` as JSON), recorded at `now_ms`.
+    pub async fn record_bisect(
+        &self,
+        run_id: RunId,
+        now_ms: i64,
+        bisection_json: String,
+    ) -> Result<(), CoordinatorError> {
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT OR REPLACE INTO bisects (run_id, recorded_ms, bisection_json) VALUES (?1, ?2, ?3)",
+                params![run_id.to_string(), now_ms, bisection_json],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The bisects of `run_id`, oldest first: (recorded at, the document).
+    pub async fn bisects_of(&self, run_id: RunId) -> Result<Vec<(i64, String)>, CoordinatorError> {
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT recorded_ms, bisection_json FROM bisects WHERE run_id = ?1 ORDER BY recorded_ms",
+            )?;
+            let rows = stmt.query_map(params![run_id.to_string()], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+    }
+}
