@@ -76,6 +76,8 @@ runs = 3
         spec.to_str().unwrap(),
         "--work-dir",
         tmp.path().join("work").to_str().unwrap(),
+        "--data-dir",
+        tmp.path().join("data").to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
     ]);
