@@ -10,8 +10,10 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use abfleet_coordinator::store::Store;
 use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::cell::CellParity;
+use abfleet_core::events::JobEventPayload;
 use abfleet_core::report::{render_markdown, Report};
 use abfleet_core::sweep::{DefaultVerdict, SweepSection, RETUNING_CHECK};
 use support::*;
@@ -23,11 +25,17 @@ struct SweepOptions<'a> {
     /// Extra arguments of the fork's build command (`EXTRA_CFLAGS=…`).
     build_extra: &'a str,
     toolchain: &'a str,
-    chunk_values: &'a str,
-    chunk_default: &'a str,
+    band_values: &'a str,
+    band_default: &'a str,
+    /// The row stride's values (the default is 1; any other moves float_ssim).
+    stride_values: &'a str,
     sweep_extra: &'a str,
     /// Top-level tables before `[fork]` (`[targets]`).
     top_extra: &'a str,
+    /// The fixture: width, height, frames.
+    fixture: (u32, u32, u32),
+    /// More `[[sweep.tunables]]` after the band height and the row stride.
+    tunables_extra: &'a str,
 }
 
 impl SweepOptions<'_> {
@@ -49,12 +57,12 @@ template = ["{{binary}}", "-r", "{{reference}}", "-d", "{{distorted}}", "-w", "{
             "-p", "{{pixel_format}}", "-b", "{{bitdepth}}", "--threads", "{{threads}}", "-o", "{{output}}", "--json"]
 
 [[fixtures]]
-name = "small"
-width = 320
-height = 180
+name = "pattern"
+width = {width}
+height = {height}
 bitdepth = 8
 pixel_format = "420"
-frames = 6
+frames = {frames}
 reference = {{ generate = "moving-pattern", seed = 5 }}
 distorted = {{ generate = "moving-pattern-distorted", seed = 5 }}
 
@@ -72,25 +80,31 @@ timeout_seconds = 60
 {sweep_extra}
 
 [[sweep.tunables]]
-name = "ssim_chunk"
-build = ["SSIM_CHUNK={{value}}"]
-values = [{chunk_values}]
-default = {chunk_default}
+name = "ssim_band"
+build = ["SSIM_BAND={{value}}"]
+values = [{band_values}]
+default = {band_default}
 
 [[sweep.tunables]]
 name = "row_stride"
 env = "SUBJECT_SSIM_ROW_STRIDE"
-values = [1, 2]
+values = [{stride_values}]
 default = 1
+{tunables_extra}
 "#,
             fork = self.fork.display(),
             rev = self.rev,
             build_extra = self.build_extra,
             toolchain = self.toolchain,
-            chunk_values = self.chunk_values,
-            chunk_default = self.chunk_default,
+            band_values = self.band_values,
+            band_default = self.band_default,
+            stride_values = self.stride_values,
             sweep_extra = self.sweep_extra,
             top_extra = self.top_extra,
+            width = self.fixture.0,
+            height = self.fixture.1,
+            frames = self.fixture.2,
+            tunables_extra = self.tunables_extra,
         );
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
@@ -104,10 +118,13 @@ fn options<'a>(repos: &'a Repos) -> SweepOptions<'a> {
         rev: &repos.fork_commit,
         build_extra: "",
         toolchain: r#"["cc", "--version"]"#,
-        chunk_values: "1, 8, 64",
-        chunk_default: "8",
+        band_values: "1, 8, 64",
+        band_default: "8",
+        stride_values: "1, 2",
         sweep_extra: "",
         top_extra: "",
+        fixture: (320, 180, 6),
+        tunables_extra: "",
     }
 }
 
@@ -170,7 +187,7 @@ async fn a_sweep_runs_end_to_end_and_reports_best_default_verdict_and_intervals(
     assert_eq!(sweep.configurations.len(), 6);
     assert_eq!(sweep.not_tried_count, 0);
     assert!(sweep.configurations[0].is_default);
-    assert_eq!(sweep.default.label, "ssim_chunk=8 row_stride=1");
+    assert_eq!(sweep.default.label, "ssim_band=8 row_stride=1");
     for c in &sweep.configurations[1..] {
         assert_eq!(c.values.len(), 2, "{c:?}");
         let [lo, hi] = c
@@ -179,7 +196,7 @@ async fn a_sweep_runs_end_to_end_and_reports_best_default_verdict_and_intervals(
         let speedup = c.speedup.unwrap();
         assert!(lo <= speedup && speedup <= hi, "{c:?}");
         assert!(c.verdict.is_some() && c.pairs >= 6, "{c:?}");
-        // Parity first: the row stride moves float_ssim, the chunk size never does.
+        // Parity first: the row stride moves float_ssim, the band height never does.
         let expected = if c.values["row_stride"] == "2" {
             CellParity::Fail
         } else {
@@ -194,21 +211,21 @@ async fn a_sweep_runs_end_to_end_and_reports_best_default_verdict_and_intervals(
         sweep.rejected_by_parity
     );
 
-    // A verdict with an interval; neither a parity-rejected nor the planted ≥2x-slower
-    // chunk of 1 can be the best.
+    // A verdict with an interval; neither a parity-rejected configuration nor bands of one
+    // row (the horizontal pass done 11 times over, several times slower) can be the best.
     let best = sweep.best.as_ref().expect("a best configuration");
     assert_eq!(best.configuration.values["row_stride"], "1", "{best:?}");
-    assert_ne!(best.configuration.values["ssim_chunk"], "1", "{best:?}");
+    assert_ne!(best.configuration.values["ssim_band"], "1", "{best:?}");
     assert!(best.speedup_ci95[0] <= best.speedup && best.speedup <= best.speedup_ci95[1]);
-    let chunk_one = sweep
+    let band_one = sweep
         .configurations
         .iter()
-        .find(|c| c.label == "ssim_chunk=1 row_stride=1")
+        .find(|c| c.label == "ssim_band=1 row_stride=1")
         .unwrap();
     assert_ne!(
-        chunk_one.verdict,
+        band_one.verdict,
         Some(abfleet_core::paired::Verdict::Faster),
-        "{chunk_one:?}"
+        "{band_one:?}"
     );
     let verdict = sweep.default_verdict.expect("a default verdict");
     match verdict {
@@ -226,6 +243,36 @@ async fn a_sweep_runs_end_to_end_and_reports_best_default_verdict_and_intervals(
     }
     assert!(sweep.runner_up.is_some());
 
+    // Every build finished before the first timed run: in the job's stored events, the
+    // three builds all come before the sweep's first progress line (timing the default),
+    // and no build comes after it.
+    let store = Store::open(&tmp.path().join("data")).unwrap();
+    let jobs = store
+        .jobs_of_run(report.run_id.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), 1);
+    let events = store.events(jobs[0].job_id, jobs[0].attempt).await.unwrap();
+    let builds: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e.payload, JobEventPayload::Build(_)))
+        .map(|(i, _)| i)
+        .collect();
+    let timing: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(&e.payload, JobEventPayload::Progress { phase, .. } if phase == "sweep"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(builds.len(), 3, "one build per band height");
+    assert_eq!(timing.len(), 6, "the default, then each configuration");
+    assert!(
+        builds.iter().all(|b| *b < timing[0]),
+        "a build after timing started: builds at {builds:?}, timing from {}",
+        timing[0]
+    );
+
     // One build directory per distinct build configuration, shared by the env values.
     let mut builds = std::collections::BTreeMap::new();
     for c in &sweep.configurations {
@@ -235,10 +282,10 @@ async fn a_sweep_runs_end_to_end_and_reports_best_default_verdict_and_intervals(
             .expect("every configuration names its build");
         assert_eq!(
             builds
-                .entry(c.values["ssim_chunk"].clone())
+                .entry(c.values["ssim_band"].clone())
                 .or_insert_with(|| key.clone()),
             &key,
-            "configurations with one chunk size share one build"
+            "configurations with one band height share one build"
         );
     }
     let distinct: std::collections::BTreeSet<&String> = builds.values().collect();
@@ -265,7 +312,7 @@ async fn a_sweep_runs_end_to_end_and_reports_best_default_verdict_and_intervals(
         "retuning sweep of fork",
         "#### Best value per generation",
         "Rejected by parity (never a winner, however fast):",
-        "`ssim_chunk=8 row_stride=1` (shipped default)",
+        "`ssim_band=8 row_stride=1` (shipped default)",
         &sweep.verdict_line,
     ] {
         assert!(markdown.contains(needle), "{needle:?} not in\n{markdown}");
@@ -280,16 +327,29 @@ async fn a_sweep_runs_end_to_end_and_reports_best_default_verdict_and_intervals(
 }
 
 /// The issue's second test, sharpened: a configuration that changes a score is rejected
-/// by parity even though it is faster, and the default with it stays best.
+/// by parity although it is measurably faster (its speedup's interval lies above 1), and it
+/// never wins. On a 1280x720 fixture, so the work the row stride skips outweighs process
+/// start-up. Also an `args` tunable end to end: `--cpumask 63` reaches the timed runs (the
+/// fork's JSON says it ran its scalar level) and keeps parity (every level is bit-identical).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_faster_configuration_that_moves_a_score_is_rejected_and_never_wins() {
     let tmp = tempfile::tempdir().unwrap();
     let repos = make_repos(tmp.path());
-    // Whole rows (0) as the shipped chunk, the row stride the only other knob.
+    // The whole picture (0) as the shipped band height; one knob at a time; a row stride of
+    // 4 skips three rows in four of both passes.
     let spec = SweepOptions {
-        chunk_values: "0, 64",
-        chunk_default: "0",
+        band_values: "0, 64",
+        band_default: "0",
+        stride_values: "1, 4",
         sweep_extra: "search = \"one-at-a-time\"",
+        fixture: (1280, 720, 4),
+        tunables_extra: r#"
+[[sweep.tunables]]
+name = "simd"
+args = ["--cpumask", "{value}"]
+values = [0, 63]
+default = 0
+"#,
         ..options(&repos)
     }
     .write(tmp.path(), "sweep.toml");
@@ -304,7 +364,7 @@ async fn a_faster_configuration_that_moves_a_score_is_rejected_and_never_wins() 
     let stride = sweep
         .configurations
         .iter()
-        .find(|c| c.label == "ssim_chunk=0 row_stride=2")
+        .find(|c| c.label == "ssim_band=0 row_stride=4 simd=0")
         .expect("the row stride was tried");
     assert_eq!(stride.parity, CellParity::Fail, "{stride:?}");
     assert!(
@@ -313,15 +373,89 @@ async fn a_faster_configuration_that_moves_a_score_is_rejected_and_never_wins() 
         "{:?}",
         stride.parity_failures
     );
-    assert_eq!(sweep.rejected_by_parity, ["ssim_chunk=0 row_stride=2"]);
+    // It was faster: its pairs' speedup interval lies above 1 (it does a quarter of the
+    // work: several times faster), and it still is not the best.
+    let [lo, _] = stride
+        .speedup_ci95
+        .unwrap_or_else(|| panic!("no interval: {stride:?}"));
+    assert!(stride.pairs >= 6, "{stride:?}");
+    assert!(
+        lo > 1.0,
+        "the planted configuration was not faster: {stride:?}"
+    );
+    eprintln!(
+        "planted {}: {:.3}x {:?} ({:?}, {} pairs), rejected by parity",
+        stride.label,
+        stride.speedup.unwrap(),
+        stride.speedup_ci95.unwrap(),
+        stride.verdict,
+        stride.pairs
+    );
+    assert_eq!(
+        sweep.rejected_by_parity,
+        ["ssim_band=0 row_stride=4 simd=0"]
+    );
     let best = sweep.best.as_ref().unwrap();
     assert_ne!(best.configuration.label, stride.label);
-    // The combination of the two changed knobs is left out by the strategy, and said so.
-    assert_eq!(sweep.not_tried_count, 1);
-    assert_eq!(sweep.not_tried[0].label, "ssim_chunk=64 row_stride=2");
-    assert!(sweep.not_tried[0].reason.contains("one tunable at a time"));
+    assert_ne!(
+        sweep.runner_up.as_ref().unwrap().configuration.label,
+        stride.label
+    );
+    // The args tunable: the scalar level kept parity, and its runs were given `--cpumask 63`.
+    let scalar = sweep
+        .configurations
+        .iter()
+        .find(|c| c.label == "ssim_band=0 row_stride=1 simd=63")
+        .expect("the simd level was tried");
+    assert_eq!(scalar.parity, CellParity::Ok, "{scalar:?}");
+    assert!(scalar.pairs >= 6, "{scalar:?}");
+    let outputs = files_named(
+        &tmp.path().join("agent/jobs"),
+        "ssim_band_0_row_stride_1_simd_63-",
+    );
+    let json: Vec<&PathBuf> = outputs
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    assert!(
+        !json.is_empty(),
+        "no output of the simd=63 runs in {outputs:?}"
+    );
+    for path in json {
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(doc["simd"], "scalar", "{}", path.display());
+    }
+    // The combinations of changed knobs are left out by the strategy, and said so.
+    assert_eq!(sweep.configurations.len(), 4);
+    assert_eq!(sweep.not_tried_count, 4);
+    assert!(sweep
+        .not_tried
+        .iter()
+        .all(|n| n.reason.contains("one tunable at a time")));
+    assert!(sweep
+        .not_tried
+        .iter()
+        .any(|n| n.label == "ssim_band=64 row_stride=4 simd=0"));
     agent.stop().await;
     coordinator.stop().await;
+}
+
+/// Every file under `dir` whose name starts with `prefix`.
+fn files_named(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if entry.file_name().to_string_lossy().starts_with(prefix) {
+                found.push(path);
+            }
+        }
+    }
+    found
 }
 
 /// The issue's third test: the budget stops the search, and the report says what was not
@@ -397,19 +531,19 @@ async fn the_budget_stops_the_search_and_the_report_says_what_was_not_tried() {
 async fn a_winner_that_changed_after_a_toolchain_change_is_a_retuning_finding() {
     let tmp = tempfile::tempdir().unwrap();
     let repos = make_repos(tmp.path());
-    // Run 1: the shipped chunk (8) runs its horizontal pass 8 times over: 64 wins.
+    // Run 1: the shipped band height (8) runs its horizontal pass 8 times over: 64 wins.
     let first = SweepOptions {
-        build_extra: r#", "EXTRA_CFLAGS=-DABFLEET_SLOW_CHUNK=8""#,
+        build_extra: r#", "EXTRA_CFLAGS=-DABFLEET_SLOW_BAND=8""#,
         toolchain: r#"["echo", "cc 1.0"]"#,
-        chunk_values: "8, 64",
+        band_values: "8, 64",
         ..options(&repos)
     }
     .write(tmp.path(), "first.toml");
     // Run 2, a "new compiler": now 64 is the slow one, and the default wins.
     let second = SweepOptions {
-        build_extra: r#", "EXTRA_CFLAGS=-DABFLEET_SLOW_CHUNK=64""#,
+        build_extra: r#", "EXTRA_CFLAGS=-DABFLEET_SLOW_BAND=64""#,
         toolchain: r#"["echo", "cc 2.0"]"#,
-        chunk_values: "8, 64",
+        band_values: "8, 64",
         ..options(&repos)
     }
     .write(tmp.path(), "second.toml");
@@ -428,7 +562,7 @@ async fn a_winner_that_changed_after_a_toolchain_change_is_a_retuning_finding() 
     );
     assert_eq!(
         sweep.best.as_ref().unwrap().configuration.label,
-        "ssim_chunk=64 row_stride=1"
+        "ssim_band=64 row_stride=1"
     );
     assert!(sweep.history.is_none(), "no earlier sweep");
 
@@ -437,7 +571,7 @@ async fn a_winner_that_changed_after_a_toolchain_change_is_a_retuning_finding() 
     let sweep = only_sweep(&report);
     assert_eq!(
         sweep.best.as_ref().unwrap().configuration.label,
-        "ssim_chunk=8 row_stride=1",
+        "ssim_band=8 row_stride=1",
         "{}",
         sweep.verdict_line
     );
@@ -446,7 +580,7 @@ async fn a_winner_that_changed_after_a_toolchain_change_is_a_retuning_finding() 
         .as_ref()
         .expect("compared with the first sweep");
     assert_eq!(history.previous_run, first_run);
-    assert_eq!(history.previous_best, "ssim_chunk=64 row_stride=1");
+    assert_eq!(history.previous_best, "ssim_band=64 row_stride=1");
     assert!(history.best_changed && history.retuning, "{history:?}");
     assert_eq!(history.toolchain_changes, ["fork: `cc 1.0` → `cc 2.0`"]);
     let retuning: Vec<_> = section
@@ -457,7 +591,7 @@ async fn a_winner_that_changed_after_a_toolchain_change_is_a_retuning_finding() 
     assert_eq!(retuning.len(), 1, "{:?}", section.findings);
     assert!(retuning[0]
         .verdict
-        .contains("ssim_chunk=64 row_stride=1 → ssim_chunk=8 row_stride=1"));
+        .contains("ssim_band=64 row_stride=1 → ssim_band=8 row_stride=1"));
     let markdown = render_markdown(&report);
     assert!(markdown.contains("**Retuning finding:**"), "{markdown}");
     // The same sweep once more, same toolchain: same winner, no new retuning finding.
@@ -478,7 +612,7 @@ async fn a_sweep_fans_out_one_job_per_generation_with_a_section_and_a_table_row_
     let tmp = tempfile::tempdir().unwrap();
     let repos = make_repos(tmp.path());
     let spec = SweepOptions {
-        chunk_values: "8, 64",
+        band_values: "8, 64",
         top_extra: "[targets]\nbackends = [\"cpu\"]\ngenerations = [\"cpu/*\"]",
         ..options(&repos)
     }
@@ -520,7 +654,7 @@ async fn a_sweep_fans_out_one_job_per_generation_with_a_section_and_a_table_row_
         assert!(sweep.default_verdict.is_some(), "{}", section.key);
         assert_eq!(
             sweep.rejected_by_parity,
-            ["ssim_chunk=8 row_stride=2", "ssim_chunk=64 row_stride=2"]
+            ["ssim_band=8 row_stride=2", "ssim_band=64 row_stride=2"]
         );
         assert!(
             section.findings.iter().any(|f| f.check == "sweep"),

@@ -538,8 +538,8 @@ mod tests {
         SweepSpec {
             tunables: vec![
                 Tunable {
-                    name: "ssim_chunk".into(),
-                    how: TunableKind::Build(vec!["SSIM_CHUNK={value}".into()]),
+                    name: "ssim_band".into(),
+                    how: TunableKind::Build(vec!["SSIM_BAND={value}".into()]),
                     values: vec!["8".into(), "64".into()],
                     default: "8".into(),
                 },
@@ -567,7 +567,7 @@ mod tests {
         let sweep = sweep();
         let plan = plan(&sweep, 1);
         let last = plan.configurations.last().unwrap();
-        assert_eq!(last.label, "ssim_chunk=64 row_stride=2 threads=2");
+        assert_eq!(last.label, "ssim_band=64 row_stride=2 threads=2");
         let base = BuildRecipe {
             commands: vec![vec!["make".into(), "-s".into()], vec!["true".into()]],
             binary: "build/vmaf".into(),
@@ -575,7 +575,7 @@ mod tests {
             toolchain: vec!["cc".into(), "--version".into()],
         };
         let recipe = recipe_for(&base, &sweep, last);
-        assert_eq!(recipe.commands[0], ["make", "-s", "SSIM_CHUNK=64"]);
+        assert_eq!(recipe.commands[0], ["make", "-s", "SSIM_BAND=64"]);
         assert_eq!(recipe.commands[1], ["true"], "only the first command");
         let (env, args) = run_settings(&sweep, last);
         assert_eq!(env["SUBJECT_SSIM_ROW_STRIDE"], "2");
@@ -585,7 +585,7 @@ mod tests {
         let env_only = plan
             .configurations
             .iter()
-            .find(|c| c.label == "ssim_chunk=8 row_stride=2 threads=1")
+            .find(|c| c.label == "ssim_band=8 row_stride=2 threads=1")
             .unwrap();
         assert_eq!(
             recipe_for(&base, &sweep, default),

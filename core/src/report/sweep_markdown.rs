@@ -261,8 +261,9 @@ mod tests {
     use crate::spec::{JobSpec, SourceSpec};
     use crate::sweep::{plan, ConfigurationRun, SweepOutcome};
 
-    /// A fixed sweep: demo-sweep.toml's 8 configurations with made-up, deterministic pairs
-    /// (whole rows 2.1x, 64 1.8x, chunk 1 0.2x; the row stride faster but off in its score).
+    /// A fixed sweep: demo-sweep.toml's 6 configurations with made-up, deterministic pairs
+    /// (64-row bands 1.27x, 4 0.8x over the whole picture; the row stride faster but off in
+    /// its score).
     fn sample_sweep_report() -> Report {
         let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
         let mut spec = JobSpec::load(&dir.join("demo-sweep.toml")).unwrap();
@@ -279,14 +280,13 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let chunk = c.values["ssim_chunk"].as_str();
+                let band = c.values["ssim_band"].as_str();
                 let stride = c.values["row_stride"] == "2";
-                let ratio = match chunk {
-                    "1" => 0.21,
-                    "64" => 1.8,
-                    "0" => 2.1,
+                let ratio = match band {
+                    "4" => 0.8,
+                    "64" => 1.27,
                     _ => 1.0,
-                } * if stride { 1.2 } else { 1.0 };
+                } * if stride { 1.4 } else { 1.0 };
                 let pairs = if i == 0 {
                     Vec::new()
                 } else {
@@ -303,7 +303,7 @@ mod tests {
                 ConfigurationRun {
                     configuration: c.clone(),
                     is_default: i == 0,
-                    build_key: Some(format!("key-{chunk}")),
+                    build_key: Some(format!("key-{band}")),
                     order: crate::paired::run_order(i as u64, pairs.len()),
                     pairs,
                     stop_reason: (i > 0).then_some(StopReason::Decided),
@@ -314,7 +314,7 @@ mod tests {
                     },
                     score_delta: Default::default(),
                     parity_failures: if stride {
-                        vec!["pattern_640x360/float_ssim: pooled mean of `float_ssim` differs by +1.623e-3".into()]
+                        vec!["pattern_1280x720/float_ssim: pooled mean of `float_ssim` differs by +1.623e-3".into()]
                     } else {
                         Vec::new()
                     },
@@ -325,7 +325,7 @@ mod tests {
         let outcome = SweepOutcome {
             strategy: planned.strategy.as_str().into(),
             grid_size: planned.grid_size,
-            cells: vec!["pattern_640x360/float_ssim".into()],
+            cells: vec!["pattern_1280x720/float_ssim".into()],
             configurations,
             not_tried: Vec::new(),
             not_tried_count: 0,
@@ -356,7 +356,7 @@ mod tests {
             JobEventPayload::Build(BuildRecord {
                 side: Side::Fork,
                 status: BuildStatus::Built,
-                cache_key: "key-8".into(),
+                cache_key: "key-0".into(),
                 toolchain: "cc (Debian 12.2.0-14) 12.2.0".into(),
                 seconds: 1.0,
                 log_path: String::new(),
@@ -402,9 +402,9 @@ mod tests {
         let sweep = report.generations[0].sweep.as_ref().unwrap();
         assert_eq!(
             sweep.best.as_ref().unwrap().configuration.label,
-            "ssim_chunk=0 row_stride=1"
+            "ssim_band=64 row_stride=1"
         );
-        assert_eq!(sweep.rejected_by_parity.len(), 4);
+        assert_eq!(sweep.rejected_by_parity.len(), 3);
         assert_eq!(report.sweep_table.len(), 1);
         insta::assert_snapshot!(render_markdown(&report));
     }

@@ -8,6 +8,8 @@
 //! than the tie tolerance (the practical threshold, or the host's A/A resolution from
 //! `abfleet calibrate` when that is wider), are tied, and the tie goes to the one planned first (nearest
 //! the default), not to the larger median, so a winner does not flip between identical runs.
+//! The same tolerance holds against the default: a configuration `faster` by no more than it
+//! is within noise of the default, not a reason to call the default stale.
 
 use serde::{Deserialize, Serialize};
 
@@ -218,19 +220,39 @@ pub fn judge(
         speedup_ci95: c.speedup_ci95.unwrap_or([1.0, 1.0]),
         tied_with,
     };
+    // Against the default, the host's resolution counts as for ties: a configuration beats
+    // the default only when it is `faster` by more than the tie tolerance, and loses to it
+    // only when it is `slower` by more than that; anything between is within noise of it.
+    let beats_default = |c: &ConfigurationSummary| {
+        c.verdict == Some(Verdict::Faster) && c.speedup.unwrap_or(1.0) > 1.0 + tie_tolerance
+    };
+    let loses_to_default = |c: &ConfigurationSummary| {
+        c.verdict == Some(Verdict::Slower) && c.speedup.unwrap_or(1.0) < 1.0 / (1.0 + tie_tolerance)
+    };
     let faster: Vec<&ConfigurationSummary> = eligible
         .iter()
         .copied()
-        .filter(|c| c.verdict == Some(Verdict::Faster))
+        .filter(|c| beats_default(c))
         .collect();
     let (best, runner_up, default_verdict, verdict_line) = if eligible.is_empty() {
-        let why = if rejected_by_parity.is_empty() {
-            "no configuration could be compared with the default (see the errors)".to_string()
-        } else {
-            format!(
+        let not_timed: Vec<String> = configurations
+            .iter()
+            .filter(|c| !c.is_default && c.parity != CellParity::Fail)
+            .map(|c| c.label.clone())
+            .collect();
+        let why = match (rejected_by_parity.is_empty(), not_timed.is_empty()) {
+            (true, _) => {
+                "no configuration could be compared with the default (see the errors)".to_string()
+            }
+            (false, true) => format!(
                 "default still best: every other configuration moved a score ({})",
                 rejected_by_parity.join(", ")
-            )
+            ),
+            (false, false) => format!(
+                "default still best of those compared: {} moved a score; {} could not be timed (see the errors)",
+                rejected_by_parity.join(", "),
+                not_timed.join(", ")
+            ),
         };
         let verdict = (!rejected_by_parity.is_empty()).then_some(DefaultVerdict::DefaultBest);
         (verdict.map(|_| default_best.clone()), None, verdict, why)
@@ -238,7 +260,7 @@ pub fn judge(
         let noise: Vec<&ConfigurationSummary> = eligible
             .iter()
             .copied()
-            .filter(|c| c.verdict != Some(Verdict::Slower))
+            .filter(|c| !loses_to_default(c))
             .collect();
         let fastest_other = eligible
             .iter()
@@ -264,14 +286,34 @@ pub fn judge(
             let mut best = default_best.clone();
             best.tied_with = tied.clone();
             let runner = fastest_other.map(|c| best_of(c, Vec::new()));
+            // Faster by the statistics, but not by more than the host resolves.
+            let inside: Vec<String> = noise
+                .iter()
+                .filter(|c| c.verdict == Some(Verdict::Faster))
+                .map(|c| format!("{} ({:.3}x)", c.label, c.speedup.unwrap_or(1.0)))
+                .collect();
+            let mut line = format!(
+                "default within noise: no configuration is faster; {} cannot be told apart from it",
+                tied.join(", ")
+            );
+            if !inside.is_empty() {
+                let by = if tie_tolerance > practical_threshold {
+                    "the host's A/A resolution"
+                } else {
+                    "the practical threshold"
+                };
+                line = format!(
+                    "default within noise: no configuration is faster by more than {:.1}% ({by}); {} cannot be told apart from it ({} faster, but inside that)",
+                    tie_tolerance * 100.0,
+                    tied.join(", "),
+                    inside.join(", ")
+                );
+            }
             (
                 Some(best),
                 runner,
                 Some(DefaultVerdict::DefaultWithinNoise),
-                format!(
-                    "default within noise: no configuration is faster; {} cannot be told apart from it",
-                    tied.join(", ")
-                ),
+                line,
             )
         }
     } else {
@@ -300,7 +342,7 @@ pub fn judge(
             .copied()
             .filter(|c| c.label != winner.label)
             .max_by(|a, b| a.speedup.partial_cmp(&b.speedup).expect("finite speedups"))
-            .filter(|c| c.verdict == Some(Verdict::Faster))
+            .filter(|c| beats_default(c))
             .map(|c| best_of(c, Vec::new()))
             .unwrap_or_else(|| default_best.clone());
         let [lo, hi] = best.speedup_ci95;
@@ -393,7 +435,9 @@ pub fn sweep_finding(section: &SweepSection, backend: &str) -> Finding {
             .map_or("not_measured", DefaultVerdict::as_str),
     );
     if let Some(b) = &section.best {
-        finding = finding.with("speedup", (b.speedup * 1000.0).round() / 1000.0);
+        finding = finding
+            .with("speedup", (b.speedup * 1000.0).round() / 1000.0)
+            .with("tied_with", b.tied_with.clone());
     }
     finding
 }
@@ -585,6 +629,93 @@ mod tests {
             "the tie goes to the one planned first"
         );
         assert_eq!(best.tied_with, ["chunk=0"]);
+    }
+
+    #[test]
+    fn the_host_resolution_also_decides_whether_the_default_is_stale() {
+        // 3% faster with a tight interval: `faster` by the statistics either way.
+        let runs = || vec![run("64", 1.03, CellParity::Ok)];
+        let quiet = judge(&outcome(runs()), &spec(), 0.02, None);
+        assert_eq!(quiet.configurations[1].verdict, Some(Verdict::Faster));
+        assert_eq!(quiet.default_verdict, Some(DefaultVerdict::Stale));
+        // On a host that resolves only ±5%, 3% is inside its noise: the default is within
+        // noise of it, as two configurations 3% apart would be tied.
+        let noisy = judge(&outcome(runs()), &spec(), 0.02, Some(0.05));
+        assert_eq!(noisy.configurations[1].verdict, Some(Verdict::Faster));
+        assert_eq!(
+            noisy.default_verdict,
+            Some(DefaultVerdict::DefaultWithinNoise),
+            "{}",
+            noisy.verdict_line
+        );
+        let best = noisy.best.as_ref().unwrap();
+        assert_eq!(best.configuration.label, "chunk=8", "the default");
+        assert_eq!(best.tied_with, ["chunk=64"]);
+        assert!(
+            noisy.verdict_line.contains(
+                "no configuration is faster by more than 5.0% (the host's A/A resolution)"
+            ),
+            "{}",
+            noisy.verdict_line
+        );
+        assert_eq!(noisy.runner_up.unwrap().configuration.label, "chunk=64");
+        // 10% faster is beyond it: stale on either host.
+        let clear = judge(
+            &outcome(vec![run("64", 1.10, CellParity::Ok)]),
+            &spec(),
+            0.02,
+            Some(0.05),
+        );
+        assert_eq!(clear.default_verdict, Some(DefaultVerdict::Stale));
+        // The slower side alike: 3% slower is `default still best` on a quiet host, within
+        // noise on the coarse one.
+        let slower = || vec![run("1", 0.97, CellParity::Ok)];
+        let quiet = judge(&outcome(slower()), &spec(), 0.02, None);
+        assert_eq!(quiet.configurations[1].verdict, Some(Verdict::Slower));
+        assert_eq!(quiet.default_verdict, Some(DefaultVerdict::DefaultBest));
+        let noisy = judge(&outcome(slower()), &spec(), 0.02, Some(0.05));
+        assert_eq!(
+            noisy.default_verdict,
+            Some(DefaultVerdict::DefaultWithinNoise)
+        );
+    }
+
+    #[test]
+    fn configurations_that_failed_are_not_said_to_have_moved_a_score() {
+        let only_rejected = judge(
+            &outcome(vec![run("2", 5.0, CellParity::Fail)]),
+            &spec(),
+            0.02,
+            None,
+        );
+        assert!(
+            only_rejected
+                .verdict_line
+                .contains("every other configuration moved a score (chunk=2)"),
+            "{}",
+            only_rejected.verdict_line
+        );
+        let mut failed = run("64", 2.0, CellParity::Unavailable);
+        failed.error = Some("its build failed".into());
+        failed.pairs.clear();
+        let mixed = judge(
+            &outcome(vec![run("2", 5.0, CellParity::Fail), failed]),
+            &spec(),
+            0.02,
+            None,
+        );
+        assert_eq!(mixed.default_verdict, Some(DefaultVerdict::DefaultBest));
+        assert!(
+            !mixed.verdict_line.contains("every other configuration"),
+            "{}",
+            mixed.verdict_line
+        );
+        assert!(
+            mixed.verdict_line.contains("chunk=2 moved a score")
+                && mixed.verdict_line.contains("chunk=64 could not be timed"),
+            "{}",
+            mixed.verdict_line
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub const NOT_TRIED_LISTED: usize = 50;
 /// One setting of every tunable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Configuration {
-    /// `ssim_chunk=64 row_stride=1`: every tunable, in the spec's order.
+    /// `ssim_band=64 row_stride=1`: every tunable, in the spec's order.
     pub label: String,
     /// Tunable name → value.
     pub values: BTreeMap<String, String>,
