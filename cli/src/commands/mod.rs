@@ -227,6 +227,24 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         }
         Command::Bench {
             command:
+                BenchCommand::AgentCpu {
+                    smoke,
+                    pairs,
+                    run_seconds,
+                },
+        } => {
+            bench::agent_cpu::run(bench::agent_cpu::AgentCpuArgs::new(
+                smoke,
+                pairs,
+                run_seconds,
+            ))
+            .await
+        }
+        Command::Bench {
+            command: BenchCommand::Rerun { smoke, subject },
+        } => bench::rerun::run(bench::rerun::RerunArgs::new(smoke, subject)).await,
+        Command::Bench {
+            command:
                 BenchCommand::Parse {
                     smoke,
                     frames,
