@@ -356,6 +356,10 @@ pub enum BenchCommand {
         /// How long each run sleeps [default: 1.0; 0.05 with --smoke].
         #[arg(long)]
         run_seconds: Option<f64>,
+        /// The abfleet binary whose `agent` runs the job [default: this one]; another
+        /// build's, to compare two builds in one sitting.
+        #[arg(long)]
+        agent_binary: Option<PathBuf>,
     },
     /// A spec with git sources pinned to full commits, run twice through `abfleet local` on
     /// one work dir: what the rerun starts (git, make and the compiler wrapped on PATH and
@@ -368,6 +372,10 @@ pub enum BenchCommand {
         /// The demo subject's directory [default: fixtures/subject of this checkout].
         #[arg(long)]
         subject: Option<PathBuf>,
+        /// The abfleet binary whose `local` runs the spec [default: this one]; another
+        /// build's, to compare two builds in one sitting.
+        #[arg(long)]
+        local_binary: Option<PathBuf>,
     },
     /// A vmaf JSON output of a 4K 10-minute clip (14,400 frames × 30 metrics) written to a
     /// temporary file and parsed as the agent parses one (streamed), a few times.

@@ -231,18 +231,25 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                     smoke,
                     pairs,
                     run_seconds,
+                    agent_binary,
                 },
         } => {
             bench::agent_cpu::run(bench::agent_cpu::AgentCpuArgs::new(
                 smoke,
                 pairs,
                 run_seconds,
+                agent_binary,
             ))
             .await
         }
         Command::Bench {
-            command: BenchCommand::Rerun { smoke, subject },
-        } => bench::rerun::run(bench::rerun::RerunArgs::new(smoke, subject)).await,
+            command:
+                BenchCommand::Rerun {
+                    smoke,
+                    subject,
+                    local_binary,
+                },
+        } => bench::rerun::run(bench::rerun::RerunArgs::new(smoke, subject, local_binary)).await,
         Command::Bench {
             command:
                 BenchCommand::Parse {

@@ -29,15 +29,23 @@ pub struct AgentCpuArgs {
     pub smoke: bool,
     pub pairs: u32,
     pub run_seconds: f64,
+    /// The `abfleet` binary whose `agent` runs the job (another build, to compare).
+    pub agent_binary: Option<std::path::PathBuf>,
 }
 
 impl AgentCpuArgs {
     /// The flags' values, their defaults depending on `--smoke`.
-    pub fn new(smoke: bool, pairs: Option<u32>, run_seconds: Option<f64>) -> AgentCpuArgs {
+    pub fn new(
+        smoke: bool,
+        pairs: Option<u32>,
+        run_seconds: Option<f64>,
+        agent_binary: Option<std::path::PathBuf>,
+    ) -> AgentCpuArgs {
         AgentCpuArgs {
             smoke,
             pairs: pairs.unwrap_or(if smoke { 3 } else { 10 }).max(3),
             run_seconds: run_seconds.unwrap_or(if smoke { 0.05 } else { 1.0 }),
+            agent_binary,
         }
     }
 }
@@ -126,8 +134,12 @@ pub async fn run(args: AgentCpuArgs) -> Result<i32, Failure> {
         },
     ));
     let agent_log = std::fs::File::create(dir.join("agent.log")).infra()?;
+    let binary = match &args.agent_binary {
+        Some(binary) => binary.clone(),
+        None => std::env::current_exe().infra()?,
+    };
     let agent = KillOnDrop(
-        std::process::Command::new(std::env::current_exe().infra()?)
+        std::process::Command::new(binary)
             .args(["agent", "--coordinator", &url, "--work-dir"])
             .arg(dir.join("agent"))
             .stdout(std::process::Stdio::null())
@@ -352,7 +364,7 @@ fn read_samples(text: &str) -> anyhow::Result<Vec<RunSample>> {
         })
         .collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(
-        !points.is_empty() && points.len() % 2 == 0,
+        !points.is_empty() && points.len().is_multiple_of(2),
         "the probe holds {} samples, not pairs",
         points.len()
     );

@@ -25,12 +25,15 @@ use crate::failure::{Classify, Failure};
 pub struct RerunArgs {
     pub smoke: bool,
     pub subject: PathBuf,
+    /// The `abfleet` binary whose `local` runs the spec (another build, to compare).
+    pub local_binary: Option<PathBuf>,
 }
 
 impl RerunArgs {
-    pub fn new(smoke: bool, subject: Option<PathBuf>) -> RerunArgs {
+    pub fn new(smoke: bool, subject: Option<PathBuf>, local_binary: Option<PathBuf>) -> RerunArgs {
         RerunArgs {
             smoke,
+            local_binary,
             subject: subject.unwrap_or_else(|| {
                 PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/subject"))
             }),
@@ -95,8 +98,12 @@ pub async fn run(args: RerunArgs) -> Result<i32, Failure> {
     let spec = write_spec(&dir, &args).infra()?;
     let bin = dir.join("wrapped-bin");
     wrap_tools(&bin).infra()?;
-    let first = local_run(&dir, &spec, &bin, "first").infra()?;
-    let rerun = local_run(&dir, &spec, &bin, "rerun").infra()?;
+    let binary = match &args.local_binary {
+        Some(binary) => binary.clone(),
+        None => std::env::current_exe().infra()?,
+    };
+    let first = local_run(&binary, &dir, &spec, &bin, "first").infra()?;
+    let rerun = local_run(&binary, &dir, &spec, &bin, "rerun").infra()?;
     let no_build_no_fetch = rerun.started.builds == 0
         && rerun.started.fetches == 0
         && rerun.started.checkouts == 0
@@ -279,14 +286,20 @@ fn wrap_tools(bin: &Path) -> anyhow::Result<()> {
 }
 
 /// `abfleet local SPEC` on the bench's work dir, with the wrapped tools first on PATH.
-fn local_run(dir: &Path, spec: &Path, bin: &Path, name: &str) -> anyhow::Result<RunFigures> {
+fn local_run(
+    binary: &Path,
+    dir: &Path,
+    spec: &Path,
+    bin: &Path,
+    name: &str,
+) -> anyhow::Result<RunFigures> {
     let log = dir.join(format!("{name}.exec.log"));
     let out = dir.join(format!("{name}-out"));
     let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
     ))?;
     let started = Instant::now();
-    let output = std::process::Command::new(std::env::current_exe()?)
+    let output = std::process::Command::new(binary)
         .arg("local")
         .arg(spec)
         .arg("--out")
