@@ -29,12 +29,17 @@ pub struct BuiltSide {
     pub tree: PathBuf,
 }
 
-/// Fingerprints the toolchain by running the recipe's toolchain command.
+/// Fingerprints the toolchain: the output of the recipe's toolchain command, run once per
+/// agent process while the program it runs stays the same file (see [`ToolchainKey`]).
 pub fn toolchain_fingerprint(recipe: &BuildRecipe) -> String {
     let Some((program, args)) = recipe.toolchain.split_first() else {
         return "unknown".into();
     };
-    match std::process::Command::new(program)
+    let key = ToolchainKey::of(recipe, program);
+    if let Some(known) = key.as_ref().and_then(|key| FINGERPRINTS.get(key)) {
+        return known;
+    }
+    let fingerprint = match std::process::Command::new(program)
         .args(args)
         .envs(&recipe.env)
         .output()
@@ -48,6 +53,82 @@ pub fn toolchain_fingerprint(recipe: &BuildRecipe) -> String {
             }
         }
         Err(err) => format!("{program}: not runnable ({err})"),
+    };
+    if let Some(key) = key {
+        FINGERPRINTS.insert(key, &fingerprint);
+    }
+    fingerprint
+}
+
+/// What a toolchain fingerprint depends on. The invalidation rule: the same command and
+/// recipe environment, and the program it starts (found on the recipe's `PATH`, else the
+/// agent's) resolving, through its symlinks, to the same file with the same length, inode,
+/// modification and change time. An upgraded or reinstalled compiler is a new file (new
+/// times, usually a new inode); `update-alternatives` moves a symlink (a new resolved path).
+/// A program that cannot be found is never cached.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ToolchainKey {
+    command: Vec<String>,
+    env: Vec<(String, String)>,
+    program: PathBuf,
+    len: u64,
+    inode: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+impl ToolchainKey {
+    fn of(recipe: &BuildRecipe, program: &str) -> Option<ToolchainKey> {
+        use std::os::unix::fs::MetadataExt;
+        let found = if program.contains('/') {
+            PathBuf::from(program)
+        } else {
+            let search = recipe
+                .env
+                .get("PATH")
+                .map(std::ffi::OsString::from)
+                .or_else(|| std::env::var_os("PATH"))?;
+            std::env::split_paths(&search)
+                .map(|dir| dir.join(program))
+                .find(|candidate| {
+                    candidate
+                        .metadata()
+                        .is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
+                })?
+        };
+        let program = std::fs::canonicalize(found).ok()?;
+        let meta = program.metadata().ok()?;
+        Some(ToolchainKey {
+            command: recipe.toolchain.clone(),
+            env: recipe
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            program,
+            len: meta.len(),
+            inode: meta.ino(),
+            modified: (meta.mtime(), meta.mtime_nsec()),
+            changed: (meta.ctime(), meta.ctime_nsec()),
+        })
+    }
+}
+
+/// Toolchain fingerprints computed in this agent process.
+struct Fingerprints(std::sync::Mutex<std::collections::HashMap<ToolchainKey, String>>);
+
+static FINGERPRINTS: std::sync::LazyLock<Fingerprints> =
+    std::sync::LazyLock::new(|| Fingerprints(std::sync::Mutex::default()));
+
+impl Fingerprints {
+    fn get(&self, key: &ToolchainKey) -> Option<String> {
+        let known = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        known.get(key).cloned()
+    }
+
+    fn insert(&self, key: ToolchainKey, fingerprint: &str) {
+        let mut known = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        known.insert(key, fingerprint.to_string());
     }
 }
 
@@ -243,6 +324,56 @@ mod tests {
             env: BTreeMap::new(),
             toolchain: vec!["cc".into(), "--version".into()],
         }
+    }
+
+    /// Issue 15: every job ran the toolchain command again, for each side.
+    #[test]
+    fn a_toolchain_is_fingerprinted_once_until_its_program_changes() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let calls = tmp.path().join("calls");
+        let write_tool = |version: &str| {
+            let tool = bin.join("fakecc");
+            // A new file each time, as a package upgrade installs one.
+            let _ = std::fs::remove_file(&tool);
+            std::fs::write(
+                &tool,
+                format!(
+                    "#!/bin/sh\necho run >> {}\necho 'fakecc version {version}'\n",
+                    calls.display()
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        write_tool("1.0");
+        let mut r = recipe(vec![vec!["make"]], "b");
+        r.toolchain = vec!["fakecc".into(), "--version".into()];
+        r.env.insert(
+            "PATH".into(),
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        );
+        let runs = || {
+            std::fs::read_to_string(&calls)
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        assert_eq!(toolchain_fingerprint(&r), "fakecc version 1.0");
+        assert_eq!(toolchain_fingerprint(&r), "fakecc version 1.0");
+        assert_eq!(runs(), 1, "the second side of a job reuses the fingerprint");
+        write_tool("2.0");
+        assert_eq!(toolchain_fingerprint(&r), "fakecc version 2.0");
+        assert_eq!(runs(), 2, "an upgraded compiler is fingerprinted again");
+        // Another recipe environment is another toolchain.
+        r.env.insert("CC_FLAVOUR".into(), "x".into());
+        toolchain_fingerprint(&r);
+        assert_eq!(runs(), 3);
+        // A program that is not there is never cached (and says so).
+        r.toolchain = vec!["abfleet-no-such-compiler".into()];
+        assert!(toolchain_fingerprint(&r).contains("not runnable"));
     }
 
     #[test]

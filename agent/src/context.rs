@@ -17,6 +17,7 @@ use crate::build::{build_side, BuiltSide};
 use crate::fixtures::{self, PreparedFixture};
 use crate::sink::EventSink;
 use crate::source;
+use crate::upload_gate::Hushed;
 
 /// How often a build in progress reports its step and elapsed time.
 const BUILD_HEARTBEAT: Duration = Duration::from_secs(10);
@@ -86,14 +87,23 @@ pub(crate) fn check_cancel(ctx: &JobContext) -> Result<(), Stop> {
     Ok(())
 }
 
-/// Between cells, the uploader gets its turn (timed runs keep it quiet): a short wait for the
-/// spool to drain, so progress is live. A coordinator that is away does not hold up timing;
-/// the events wait in the spool.
+/// Between cells, the uploader gets its turn (timed cells keep it quiet): a short wait for
+/// the spool to drain, so progress is live. A coordinator that is away does not hold up
+/// timing; the events wait in the spool.
 pub(crate) async fn settle_uploads(ctx: &JobContext) -> Result<(), Stop> {
     match tokio::time::timeout(Duration::from_secs(2), ctx.sink.flush()).await {
         Ok(Err(_)) => Err(Stop::LeaseLost),
         _ => Ok(()),
     }
+}
+
+/// What a stage does right before it times a cell, after emitting the cell's progress: the
+/// uploads settle (that progress goes out), then the agent is hushed — no upload,
+/// acknowledgement or spool upkeep until the returned guard is dropped, after the cell's
+/// last run.
+pub(crate) async fn quiet_for_cell(ctx: &JobContext) -> Result<Hushed, Stop> {
+    settle_uploads(ctx).await?;
+    Ok(ctx.sink.hush().await)
 }
 
 pub(crate) async fn prepare_fixtures(ctx: &JobContext) -> Result<Vec<PreparedFixture>, Stop> {

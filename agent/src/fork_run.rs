@@ -54,8 +54,8 @@ impl ForkRun {
     }
 }
 
-/// Runs `argv` in `cwd`, its output at `output`, stdout and stderr into `log`; the uploader
-/// is quiet meanwhile.
+/// Runs `argv` in `cwd`, its output at `output`, stdout and stderr into `log`. The caller
+/// keeps the agent quiet for the whole cell (`context::quiet_for_cell`).
 pub(crate) async fn run_fork(
     ctx: &mut JobContext,
     argv: &[String],
@@ -65,7 +65,6 @@ pub(crate) async fn run_fork(
 ) -> Result<ForkRun, Stop> {
     let _ = std::fs::remove_file(output);
     let _ = std::fs::remove_file(log);
-    ctx.sink.set_quiet(true);
     let outcome = runner::run(
         CommandSpec {
             argv,
@@ -77,7 +76,6 @@ pub(crate) async fn run_fork(
         &mut ctx.cancel,
     )
     .await;
-    ctx.sink.set_quiet(false);
     if outcome.exit == ExitKind::Cancelled {
         return Err(Stop::Cancelled);
     }

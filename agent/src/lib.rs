@@ -30,6 +30,8 @@ pub mod sink;
 pub mod source;
 pub mod spool;
 pub mod stages;
+pub mod timeline;
+pub mod upload_gate;
 pub mod work_dir_lock;
 
 pub use config::AgentConfig;

@@ -20,7 +20,10 @@ pub struct HostSample {
 }
 
 impl HostSample {
+    /// Reads every `/proc/PID/stat` (a few milliseconds on a busy host): called before a
+    /// cell's warm-ups, never between its runs.
     pub fn take() -> HostSample {
+        crate::timeline::mark("host.sample");
         HostSample {
             process_ticks: process_ticks(Path::new("/proc")),
             throttle_events: throttle_events(Path::new("/sys/devices/system/cpu")),
@@ -28,8 +31,9 @@ impl HostSample {
         }
     }
 
-    /// The flags for the cell that ran since `take`.
+    /// The flags for the cell that ran since `take`, read after its last run.
     pub fn flags_since(&self) -> Vec<NoiseFlag> {
+        crate::timeline::mark("host.sample");
         let wall_s = self.started.elapsed().as_secs_f64();
         let mut flags = Vec::new();
         if let Some(governor) = governor(Path::new(

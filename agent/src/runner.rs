@@ -146,7 +146,11 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
             cpu_s: 0.0,
         };
     }
+    // Opened before the clock starts: inside the timed window, listing the child's group is
+    // one `write`, with no open and no fsync.
+    let group_list = owner.as_deref().and_then(GroupList::open);
     let cpu_before = children_cpu_s();
+    crate::timeline::mark_path("run.start", spec.log_path);
     let started = Instant::now();
     let mut child = match command.spawn() {
         Ok(child) => child,
@@ -155,10 +159,9 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
         }
     };
     // Dropped after `_group` (reverse order): the group is killed, then unlisted.
-    let _listed = owner
-        .as_deref()
+    let _listed = group_list
         .zip(child.id())
-        .map(|(dir, pgid)| ListedGroup::add(dir, pgid));
+        .map(|(list, pgid)| list.add(pgid));
     let _group = child.id().map(ProcessGroup);
     let exit = tokio::select! {
         status = child.wait() => match status {
@@ -179,6 +182,7 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
         }
     };
     let wall_s = started.elapsed().as_secs_f64();
+    crate::timeline::mark_path("run.end", spec.log_path);
     let cpu_s = (children_cpu_s() - cpu_before).max(0.0);
     RunOutcome {
         exit,
@@ -230,30 +234,62 @@ fn die_with_the_agent(command: &mut Command) {
 /// Serialises updates of `running.pgids` within this process.
 static RUNNING_PGIDS_LOCK: Mutex<()> = Mutex::new(());
 
+/// `<work dir>/running.pgids`, opened for appending before a child is spawned.
+///
+/// Entries are written without fsync: they only matter while the host stays up (a crash of
+/// the host takes every child with it), and what a killed agent wrote is in the page cache,
+/// where the next agent on the work dir reads it. So the timed window holds one `write`.
+struct GroupList {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl GroupList {
+    fn open(work_dir: &Path) -> Option<GroupList> {
+        let path = work_dir.join(RUNNING_PGIDS_FILE);
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        {
+            Ok(file) => Some(GroupList { path, file }),
+            Err(err) => {
+                tracing::warn!(path = %path.display(), error = %err, "failed to open the list of running children; a crash now could leave this one running");
+                None
+            }
+        }
+    }
+
+    /// Lists a running child's group (one append) until the returned guard is dropped.
+    fn add(mut self, pgid: u32) -> ListedGroup {
+        use std::io::Write;
+        let mut line = [0u8; 12];
+        let len = {
+            let mut cursor = std::io::Cursor::new(&mut line[..]);
+            let _ = writeln!(cursor, "{pgid}");
+            cursor.position() as usize
+        };
+        let written = {
+            let _guard = RUNNING_PGIDS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+            self.file.write_all(&line[..len])
+        };
+        if let Err(err) = written {
+            tracing::warn!(path = %self.path.display(), error = %err, "failed to list a running child; a crash now could leave it running");
+        }
+        ListedGroup {
+            path: self.path,
+            pgid,
+            _file: self.file,
+        }
+    }
+}
+
 /// A running child's group, listed in `<work dir>/running.pgids` until dropped.
 struct ListedGroup {
     path: PathBuf,
     pgid: u32,
-}
-
-impl ListedGroup {
-    fn add(work_dir: &Path, pgid: u32) -> ListedGroup {
-        use std::io::Write;
-        let path = work_dir.join(RUNNING_PGIDS_FILE);
-        let _guard = RUNNING_PGIDS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut file| {
-                file.write_all(format!("{pgid}\n").as_bytes())?;
-                file.sync_data()
-            });
-        if let Err(err) = written {
-            tracing::warn!(path = %path.display(), error = %err, "failed to list a running child; a crash now could leave it running");
-        }
-        ListedGroup { path, pgid }
-    }
+    /// Closed when the group is unlisted, after the timed window, not in it.
+    _file: std::fs::File,
 }
 
 impl Drop for ListedGroup {

@@ -21,6 +21,7 @@ use crate::config::AgentConfig;
 use crate::error::AgentError;
 use crate::job::{run_job, JobContext};
 use crate::sink::EventSink;
+use crate::upload_gate::UploadGate;
 use crate::{identity, spool};
 
 struct RunningJob {
@@ -75,7 +76,9 @@ pub async fn run_agent(
     let client = AgentServiceClient::new(channel);
     let spool_dir = config.work_dir.join("spool");
     info!(agent_id = %agent_id, coordinator = %config.coordinator_url, work_dir = %config.work_dir.display(), "agent starting");
-    drain_leftover_spools(&spool_dir, &agent_id, &client);
+    // One for the whole agent: a timed cell hushes every uploader, a leftover spool's too.
+    let gate = UploadGate::new();
+    drain_leftover_spools(&spool_dir, &agent_id, &client, &gate);
 
     let mut running: Option<RunningJob> = None;
     // Jittered, so a fleet whose coordinator restarts does not come back in lockstep.
@@ -121,7 +124,7 @@ pub async fn run_agent(
                 }
                 message = incoming.message() => match message {
                     Ok(Some(message)) => {
-                        handle_message(message, &config, &agent_id, &inventory, &client, &spool_dir, &mut running);
+                        handle_message(message, &config, &agent_id, &inventory, &client, &gate, &mut running);
                     }
                     Ok(None) => { warn!("coordinator closed the session"); break; }
                     Err(status) if status.code() == tonic::Code::FailedPrecondition => {
@@ -256,7 +259,7 @@ fn handle_message(
     agent_id: &str,
     inventory: &Inventory,
     client: &AgentServiceClient<Channel>,
-    spool_dir: &std::path::Path,
+    gate: &UploadGate,
     running: &mut Option<RunningJob>,
 ) {
     match message.kind {
@@ -265,7 +268,8 @@ fn handle_message(
                 warn!(offered = %offer.job_id, running = %job.job_id, "offer while busy; ignoring it (its lease will expire)");
                 return;
             }
-            match start_job(offer, config, agent_id, inventory, client, spool_dir) {
+            let spool_dir = config.work_dir.join("spool");
+            match start_job(offer, config, agent_id, inventory, client, &spool_dir, gate) {
                 Ok(job) => *running = Some(job),
                 Err(err) => warn!(error = %err, "cannot start the offered job"),
             }
@@ -297,6 +301,7 @@ fn start_job(
     inventory: &Inventory,
     client: &AgentServiceClient<Channel>,
     spool_dir: &std::path::Path,
+    gate: &UploadGate,
 ) -> Result<RunningJob, AgentError> {
     // The job id names the spool file and the job's directories: checked before either exists.
     crate::input_checks::check_job_id(&offer.job_id).map_err(AgentError::BadOffer)?;
@@ -306,6 +311,7 @@ fn start_job(
         &offer.job_id,
         offer.attempt,
         offer.next_seq,
+        gate.clone(),
     )
     .map_err(|source| AgentError::Io {
         what: format!("open the spool in `{}`", spool_dir.display()),
@@ -388,9 +394,10 @@ fn drain_leftover_spools(
     spool_dir: &std::path::Path,
     agent_id: &str,
     client: &AgentServiceClient<Channel>,
+    gate: &UploadGate,
 ) {
     for (_, job_id, attempt) in spool::leftovers(spool_dir) {
-        match EventSink::open(spool_dir, agent_id, &job_id, attempt, 0) {
+        match EventSink::open(spool_dir, agent_id, &job_id, attempt, 0, gate.clone()) {
             Ok(sink) => {
                 info!(job_id = %job_id, attempt, "re-sending events left by an earlier agent process");
                 sink.close();

@@ -1,7 +1,9 @@
 //! The event sink of one job attempt: numbers events, writes them to the spool, and one
 //! uploader task sends them to the coordinator and drops what it acknowledged. The uploader
-//! stays silent while a timed run is in flight (`set_quiet`), and `flush` is the barrier
-//! the job passes before it may send "done". An event the spool could not write (the work
+//! does nothing while a cell is timed: it sends, acknowledges and tidies the spool only
+//! under a permit of the agent's [`UploadGate`], which a stage hushes for the whole cell
+//! ([`EventSink::hush`]); and `flush` is the barrier the job passes before it may send
+//! "done". An event the spool could not write (the work
 //! dir is full) is still kept and sent, and the sink remembers the failure
 //! (`spool_failure`): the job fails with it rather than run on without a durable record.
 //!
@@ -23,6 +25,7 @@ use tracing::{debug, error, warn};
 
 use crate::backoff::Backoff;
 use crate::spool::{Spool, SpooledEvent};
+use crate::upload_gate::{Hushed, UploadGate, HUSH_GRACE};
 
 const BATCH: usize = 64;
 /// The most event JSON one upload carries (the coordinator takes up to 16 MiB a message).
@@ -56,7 +59,7 @@ struct Inner {
     state: Mutex<State>,
     /// Bumped on every change of `state`; waiters watch it.
     changes: watch::Sender<u64>,
-    quiet: watch::Sender<bool>,
+    gate: UploadGate,
 }
 
 #[derive(Clone)]
@@ -71,6 +74,7 @@ impl EventSink {
         job_id: &str,
         attempt: u32,
         next_seq: u64,
+        gate: UploadGate,
     ) -> std::io::Result<EventSink> {
         let spool = Spool::open(spool_dir, job_id, attempt)?;
         let next_seq = spool
@@ -91,7 +95,7 @@ impl EventSink {
                     closed: false,
                 }),
                 changes: watch::channel(0).0,
-                quiet: watch::channel(false).0,
+                gate,
             }),
         })
     }
@@ -158,9 +162,12 @@ impl EventSink {
         self.lock().spool_failure.clone()
     }
 
-    /// While quiet, nothing is uploaded (a timed run is in flight).
-    pub fn set_quiet(&self, quiet: bool) {
-        self.inner.quiet.send_replace(quiet);
+    /// Quiet until the guard is dropped: no upload, acknowledgement or spool upkeep of any
+    /// sink of this agent runs meanwhile. Waits for an upload in flight to finish first
+    /// (at most [`HUSH_GRACE`], then it is dropped and sent again later). A stage holds it
+    /// for a whole cell: warm-ups and every timed run.
+    pub async fn hush(&self) -> Hushed {
+        self.inner.gate.hush().await
     }
 
     pub fn lease_lost(&self) -> Option<LeaseLost> {
@@ -208,25 +215,27 @@ impl EventSink {
         self.bump();
     }
 
-    /// The uploader: runs until closed and drained, or the lease is lost.
+    /// The uploader: runs until closed and drained, or the lease is lost. Everything it
+    /// does (send, acknowledge, tidy the spool) it does under an upload permit, so never
+    /// while a cell is timed.
     pub async fn upload(self, mut client: AgentServiceClient<Channel>) {
         let mut changes = self.inner.changes.subscribe();
-        let mut quiet = self.inner.quiet.subscribe();
         // Jittered: after a coordinator restart, agents do not retry in the same instants.
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
         // Halved when a coordinator with a smaller message limit refuses a batch as too large.
         let mut budget = MAX_BATCH_JSON_BYTES;
         loop {
             // Never compete with a timed run.
-            while *quiet.borrow_and_update() {
-                if quiet.changed().await.is_err() {
-                    break;
-                }
-            }
+            let permit = self.inner.gate.permit().await;
             let (batch, closed) = {
-                let state = self.lock();
+                let mut state = self.lock();
                 if state.lease_lost.is_some() {
                     return;
+                }
+                if state.spool.needs_upkeep() {
+                    if let Err(err) = state.spool.upkeep() {
+                        warn!(error = %err, "failed to tidy the spool; acknowledged events stay in it");
+                    }
                 }
                 (
                     within_bytes(state.spool.pending(BATCH), budget),
@@ -234,6 +243,7 @@ impl EventSink {
                 )
             };
             if batch.is_empty() {
+                drop(permit);
                 if closed {
                     return;
                 }
@@ -253,16 +263,29 @@ impl EventSink {
                     })
                     .collect(),
             };
-            match client.push_events(request).await {
+            crate::timeline::mark("upload.start");
+            let pushed = {
+                let push = client.push_events(request);
+                tokio::pin!(push);
+                tokio::select! {
+                    pushed = &mut push => Some(pushed),
+                    // A cell wants quiet: the batch may finish for a while, else it is dropped
+                    // and sent again after the cell (the coordinator ignores what it stored).
+                    () = self.inner.gate.hush_requested() => {
+                        tokio::time::timeout(HUSH_GRACE, &mut push).await.ok()
+                    }
+                }
+            };
+            let Some(pushed) = pushed else {
+                crate::timeline::mark("upload.end");
+                debug!(job_id = %self.inner.job_id, "upload dropped: a cell is being timed");
+                continue;
+            };
+            match pushed {
                 Ok(response) => {
                     let acked = response.into_inner().acked;
                     debug!(job_id = %self.inner.job_id, count = acked.len(), "events acknowledged");
-                    {
-                        let mut state = self.lock();
-                        if let Err(err) = state.spool.acknowledge(&acked) {
-                            warn!(error = %err, "failed to rewrite the spool");
-                        }
-                    }
+                    self.lock().spool.acknowledge(&acked);
                     self.bump();
                     backoff.reset();
                 }
@@ -274,6 +297,7 @@ impl EventSink {
                             | tonic::Code::InvalidArgument
                     ) =>
                 {
+                    crate::timeline::mark("upload.end");
                     warn!(job_id = %self.inner.job_id, %status, "coordinator refused the events; dropping the attempt");
                     self.mark_lost(status.message());
                     return;
@@ -294,18 +318,20 @@ impl EventSink {
                     error!(job_id = %self.inner.job_id, "{message}");
                     {
                         let mut state = self.lock();
-                        if let Err(err) = state.spool.acknowledge(&[batch[0].seq]) {
-                            warn!(error = %err, "failed to rewrite the spool");
-                        }
+                        state.spool.acknowledge(&[batch[0].seq]);
                         state.spool_failure.get_or_insert(message);
                     }
                     self.bump();
                 }
                 Err(status) => {
+                    crate::timeline::mark("upload.end");
+                    drop(permit);
                     debug!(job_id = %self.inner.job_id, %status, "upload failed; retrying");
                     tokio::time::sleep(backoff.next_delay()).await;
+                    continue;
                 }
             }
+            crate::timeline::mark("upload.end");
         }
     }
 }
@@ -400,7 +426,7 @@ mod tests {
             return;
         };
         let spool_dir = fs.dir.path().join("spool");
-        let sink = EventSink::open(&spool_dir, "agent", "job", 1, 0).unwrap();
+        let sink = EventSink::open(&spool_dir, "agent", "job", 1, 0, UploadGate::new()).unwrap();
         fs.fill(0);
         let line = "y".repeat(8192);
         let seq = sink
@@ -484,7 +510,7 @@ mod tests {
     #[test]
     fn a_cell_too_large_to_send_goes_without_its_frames_and_says_so() {
         let dir = tempfile::tempdir().unwrap();
-        let sink = EventSink::open(dir.path(), "agent", "job", 1, 0).unwrap();
+        let sink = EventSink::open(dir.path(), "agent", "job", 1, 0, UploadGate::new()).unwrap();
         let big = cell(100_000);
         assert!(
             serde_json::to_string(&JobEventPayload::Cell(Box::new(big.clone())))
@@ -532,7 +558,7 @@ mod tests {
     #[test]
     fn an_event_that_cannot_be_made_small_enough_fails_the_job_and_is_not_spooled() {
         let dir = tempfile::tempdir().unwrap();
-        let sink = EventSink::open(dir.path(), "agent", "job", 1, 0).unwrap();
+        let sink = EventSink::open(dir.path(), "agent", "job", 1, 0, UploadGate::new()).unwrap();
         sink.emit(&JobEventPayload::Log {
             level: LogLevel::Info,
             line: "z".repeat(MAX_EVENT_JSON_BYTES + 1),

@@ -84,11 +84,43 @@ pub fn resolve(
     }
 }
 
+/// Whether `rev` names one commit for good: a full SHA-1 (40) or SHA-256 (64) hex object
+/// name, which no push can move.
+fn is_full_commit(rev: &str) -> bool {
+    matches!(rev.len(), 40 | 64) && rev.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The commit `rev` names in `mirror`, or `None` when the mirror does not know it.
+fn commit_in(mirror: &Path, rev: &str) -> Option<String> {
+    git(
+        Some(mirror),
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &format!("{rev}^{{commit}}"),
+        ],
+    )
+    .ok()
+}
+
 fn resolve_git(url: &str, rev: &str, cache_dir: &Path) -> Result<ResolvedSource, SourceError> {
     std::fs::create_dir_all(cache_dir).map_err(io(format!("create `{}`", cache_dir.display())))?;
     let key = hex(&Sha256::digest(url.as_bytes()))[..16].to_string();
     let mirror = cache_dir.join(format!("{key}.git"));
     if mirror.join("HEAD").exists() {
+        // A full commit hash the mirror already holds cannot have moved: no fetch (one git
+        // process, no network). Tags and branches can move, so they are always fetched.
+        if is_full_commit(rev) {
+            if let Some(commit) = commit_in(&mirror, rev).filter(|c| c.eq_ignore_ascii_case(rev)) {
+                tracing::info!(url, rev, "the mirror already holds the commit; not fetched");
+                return Ok(ResolvedSource {
+                    resolved: commit.clone(),
+                    kind: Resolved::Git { mirror, commit },
+                });
+            }
+        }
         git(Some(&mirror), &["remote", "update", "--prune"])?;
     } else {
         let partial = cache_dir.join(format!("{key}.git.partial"));
@@ -106,17 +138,7 @@ fn resolve_git(url: &str, rev: &str, cache_dir: &Path) -> Result<ResolvedSource,
         )?;
         std::fs::rename(&partial, &mirror).map_err(io("move the fresh mirror into place"))?;
     }
-    let commit = git(
-        Some(&mirror),
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            "--end-of-options",
-            &format!("{rev}^{{commit}}"),
-        ],
-    )
-    .map_err(|_| SourceError::UnknownRev {
+    let commit = commit_in(&mirror, rev).ok_or_else(|| SourceError::UnknownRev {
         url: url.to_string(),
         rev: rev.to_string(),
     })?;
@@ -141,6 +163,16 @@ fn resolve_path(path: &Path, host: &str) -> Result<ResolvedSource, SourceError> 
         });
     }
     let files = list_files(path)?;
+    let stamps = stamps(path, &files)?;
+    if let Some(resolved) = TREE_HASHES.lookup(path, &stamps) {
+        return Ok(ResolvedSource {
+            resolved,
+            kind: Resolved::Path {
+                root: path.to_path_buf(),
+                files,
+            },
+        });
+    }
     let mut hasher = Sha256::new();
     for relative in &files {
         let full = path.join(relative);
@@ -168,13 +200,86 @@ fn resolve_path(path: &Path, host: &str) -> Result<ResolvedSource, SourceError> 
         }
         hasher.update([0]);
     }
+    let resolved = format!("sha256:{}", hex(&hasher.finalize()));
+    TREE_HASHES.remember(path, stamps, &resolved);
     Ok(ResolvedSource {
-        resolved: format!("sha256:{}", hex(&hasher.finalize())),
+        resolved,
         kind: Resolved::Path {
             root: path.to_path_buf(),
             files,
         },
     })
+}
+
+/// What a file's content hash depends on, as `stat` tells it: a file whose stamp is the same
+/// has the same bytes. The change time is in it, and nothing (not `touch`) can set that back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    relative: PathBuf,
+    len: u64,
+    inode: u64,
+    mode: u32,
+    modified_ns: i128,
+    changed_ns: i128,
+}
+
+/// A file changed this recently may change again within the same clock tick, unseen by its
+/// stamp: a tree with one is hashed every time ("racy" files, as git calls them).
+const RACY_WITHIN_NS: i128 = 2_000_000_000;
+
+fn stamps(root: &Path, files: &[PathBuf]) -> Result<Vec<FileStamp>, SourceError> {
+    use std::os::unix::fs::MetadataExt;
+    files
+        .iter()
+        .map(|relative| {
+            let full = root.join(relative);
+            let meta = std::fs::symlink_metadata(&full)
+                .map_err(io(format!("stat `{}`", full.display())))?;
+            Ok(FileStamp {
+                relative: relative.clone(),
+                len: meta.len(),
+                inode: meta.ino(),
+                mode: meta.mode(),
+                modified_ns: i128::from(meta.mtime()) * 1_000_000_000
+                    + i128::from(meta.mtime_nsec()),
+                changed_ns: i128::from(meta.ctime()) * 1_000_000_000
+                    + i128::from(meta.ctime_nsec()),
+            })
+        })
+        .collect()
+}
+
+/// Path sources' tree hashes computed in this process, by root: reused while every file's
+/// stamp is unchanged (same files, same lengths, inodes, modes, modification and change
+/// times), so a second job on the same tree (or the other side of a spec that builds both
+/// from one directory) stats the files instead of reading them.
+struct TreeHashes(std::sync::Mutex<std::collections::HashMap<PathBuf, (Vec<FileStamp>, String)>>);
+
+static TREE_HASHES: std::sync::LazyLock<TreeHashes> =
+    std::sync::LazyLock::new(|| TreeHashes(std::sync::Mutex::default()));
+
+impl TreeHashes {
+    fn lookup(&self, root: &Path, stamps: &[FileStamp]) -> Option<String> {
+        let cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (known, resolved) = cache.get(root)?;
+        (known.as_slice() == stamps).then(|| resolved.clone())
+    }
+
+    /// Keeps a tree's hash unless one of its files changed within the last two seconds.
+    fn remember(&self, root: &Path, stamps: Vec<FileStamp>, resolved: &str) {
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        let racy = stamps
+            .iter()
+            .any(|s| now_ns - s.modified_ns.max(s.changed_ns) < RACY_WITHIN_NS);
+        let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if racy {
+            cache.remove(root);
+        } else {
+            cache.insert(root.to_path_buf(), (stamps, resolved.to_string()));
+        }
+    }
 }
 
 /// The files of a directory tree: git's view (tracked and untracked, ignored files left
@@ -316,6 +421,94 @@ mod tests {
         };
         let again = resolve(&head, &tmp.path().join("cache"), "h").unwrap();
         assert_ne!(again.resolved, expected);
+    }
+
+    /// Issue 15: a warm rerun fetched into the mirror even when the rev was a full commit
+    /// the mirror already held.
+    #[test]
+    fn a_full_commit_already_in_the_mirror_is_not_fetched_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        repo_with_tag(&repo);
+        let cache = tmp.path().join("cache");
+        let tagged = git(Some(&repo), &["rev-parse", "v1.0.0^{commit}"]).unwrap();
+        let pinned = |rev: &str| SourceSpec::Git {
+            url: repo.display().to_string(),
+            rev: rev.to_string(),
+        };
+        assert_eq!(
+            resolve(&pinned(&tagged), &cache, "h").unwrap().resolved,
+            tagged
+        );
+        // A commit made after the mirror was cloned: a fetch would bring it.
+        std::fs::write(repo.join("a.txt"), "three").unwrap();
+        sh(&repo, &["commit", "-q", "-am", "three"]);
+        let head = git(Some(&repo), &["rev-parse", "HEAD"]).unwrap();
+        let mirror_has = |commit: &str| {
+            let mirror = std::fs::read_dir(&cache)
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
+            commit_in(&mirror, commit).is_some()
+        };
+        let again = resolve(&pinned(&tagged), &cache, "h").unwrap();
+        assert_eq!(again.resolved, tagged);
+        assert!(
+            !mirror_has(&head),
+            "a pinned commit in the mirror must not fetch"
+        );
+        // A branch can move: it is fetched. So is a full commit the mirror lacks.
+        let moved = resolve(&pinned("main"), &cache, "h").unwrap();
+        assert_eq!(moved.resolved, head);
+        std::fs::write(repo.join("a.txt"), "four").unwrap();
+        sh(&repo, &["commit", "-q", "-am", "four"]);
+        let newest = git(Some(&repo), &["rev-parse", "HEAD"]).unwrap();
+        assert_eq!(
+            resolve(&pinned(&newest), &cache, "h").unwrap().resolved,
+            newest
+        );
+        assert!(
+            is_full_commit(&newest) && !is_full_commit("v1.0.0") && !is_full_commit(&newest[..12])
+        );
+    }
+
+    /// A path tree's hash is reused while no file's stamp changed, and recomputed when one did.
+    #[test]
+    fn a_path_tree_hash_is_reused_until_a_file_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("tree");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("x.c"), "int x;").unwrap();
+        std::fs::write(root.join("y.c"), "int y;").unwrap();
+        let spec = SourceSpec::Path { path: root.clone() };
+        // Freshly written files are "racy": hashed every time, never remembered.
+        let fresh = resolve(&spec, tmp.path(), "h").unwrap();
+        let listed = |root: &Path| stamps(root, &list_files(root).unwrap()).unwrap();
+        assert_eq!(TREE_HASHES.lookup(&root, &listed(&root)), None);
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        let settled = resolve(&spec, tmp.path(), "h").unwrap();
+        assert_eq!(settled.resolved, fresh.resolved);
+        assert_eq!(
+            TREE_HASHES.lookup(&root, &listed(&root)),
+            Some(fresh.resolved.clone()),
+            "a settled tree is remembered"
+        );
+        assert_eq!(
+            resolve(&spec, tmp.path(), "h").unwrap().resolved,
+            fresh.resolved
+        );
+        // Same length, new content: its change time differs, so it is hashed again.
+        std::fs::write(root.join("y.c"), "int z;").unwrap();
+        assert_eq!(TREE_HASHES.lookup(&root, &listed(&root)), None);
+        let changed = resolve(&spec, tmp.path(), "h").unwrap();
+        assert_ne!(changed.resolved, fresh.resolved);
+        std::fs::rename(root.join("x.c"), root.join("w.c")).unwrap();
+        assert_ne!(
+            resolve(&spec, tmp.path(), "h").unwrap().resolved,
+            changed.resolved
+        );
     }
 
     #[test]

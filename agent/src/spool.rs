@@ -4,11 +4,25 @@
 //! restart loses nothing. A write that fails (the work dir's disk is full) still keeps the
 //! event in memory, so it is sent, and cuts the file back to its last whole line, so a torn
 //! line never sits between good ones; the caller fails the job loudly (see `sink`).
+//!
+//! Acknowledging costs no I/O: acknowledged events leave the memory at once and the file at
+//! the next [`Spool::upkeep`], which the uploader runs outside timed runs and only once the
+//! acknowledged lines are at least [`COMPACT_MIN_BYTES`] and half the file (or all of it:
+//! the file is removed). Until then a crash leaves acknowledged events in the file, which
+//! are sent again and ignored by the coordinator (it keys events by job, attempt and
+//! sequence number); every unacknowledged one is always there. Rewriting only when the
+//! acknowledged part is at least half the file keeps the rewrites linear in what was
+//! acknowledged, even after a long outage (a rewrite per acknowledged batch was quadratic).
 
+use std::collections::{HashSet, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+/// Acknowledged lines below this many bytes stay in the file (they are sent again after a
+/// crash, and ignored): a rewrite for less is not worth its fsync.
+pub const COMPACT_MIN_BYTES: u64 = 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpooledEvent {
@@ -20,7 +34,13 @@ pub struct SpooledEvent {
 #[derive(Debug)]
 pub struct Spool {
     path: PathBuf,
-    pending: Vec<SpooledEvent>,
+    /// Unacknowledged events, oldest first, each with the bytes of its line in the file
+    /// (0 when its write failed).
+    pending: VecDeque<(SpooledEvent, u64)>,
+    /// The file's length as this process knows it.
+    file_bytes: u64,
+    /// Bytes of acknowledged lines still in the file.
+    acked_bytes: u64,
 }
 
 impl Spool {
@@ -32,7 +52,7 @@ impl Spool {
     }
 
     pub fn open_file(path: PathBuf) -> std::io::Result<Spool> {
-        let pending = match std::fs::read(&path) {
+        let (pending, file_bytes) = match std::fs::read(&path) {
             Ok(bytes) => {
                 // A torn last line (power loss mid-write) was never sent; it is dropped, and
                 // cut off the file, so the next append starts a line of its own. (Bytes, not
@@ -46,16 +66,24 @@ impl Spool {
                     file.set_len(whole as u64)?;
                     file.sync_data()?;
                 }
-                String::from_utf8_lossy(&bytes[..whole])
-                    .lines()
-                    .filter(|line| !line.trim().is_empty())
-                    .filter_map(|line| serde_json::from_str(line).ok())
-                    .collect()
+                let pending = bytes[..whole]
+                    .split_inclusive(|&b| b == b'\n')
+                    .filter_map(|line| {
+                        let event = serde_json::from_slice(line.trim_ascii()).ok()?;
+                        Some((event, line.len() as u64))
+                    })
+                    .collect();
+                (pending, whole as u64)
             }
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => (VecDeque::new(), 0),
             Err(err) => return Err(err),
         };
-        Ok(Spool { path, pending })
+        Ok(Spool {
+            path,
+            pending,
+            file_bytes,
+            acked_bytes: 0,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -67,7 +95,7 @@ impl Spool {
     /// file, so later appends follow the last whole line.
     pub fn push(&mut self, event: SpooledEvent) -> std::io::Result<()> {
         let line = serde_json::to_string(&event).map_err(std::io::Error::other);
-        self.pending.push(event);
+        self.pending.push_back((event, 0));
         let mut line = line?;
         line.push('\n');
         let mut file = std::fs::OpenOptions::new()
@@ -78,19 +106,29 @@ impl Spool {
         let written = file
             .write_all(line.as_bytes())
             .and_then(|()| file.sync_data());
+        crate::timeline::mark_path("spool.fsync", &self.path);
         if let Err(err) = written {
             // Disk full mid-line: drop the torn part, or the next append would glue a good
             // line onto it and a reader would lose both.
             let _ = file.set_len(good_len);
             let _ = file.sync_data();
+            self.file_bytes = good_len;
             return Err(err);
+        }
+        self.file_bytes = good_len + line.len() as u64;
+        if let Some((_, bytes)) = self.pending.back_mut() {
+            *bytes = line.len() as u64;
         }
         Ok(())
     }
 
     /// Up to `max` unacknowledged events, oldest first.
     pub fn pending(&self, max: usize) -> Vec<SpooledEvent> {
-        self.pending.iter().take(max).cloned().collect()
+        self.pending
+            .iter()
+            .take(max)
+            .map(|(event, _)| event.clone())
+            .collect()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -101,37 +139,64 @@ impl Spool {
         self.pending.len()
     }
 
-    /// Drops acknowledged events and rewrites the file (atomically, by rename).
-    pub fn acknowledge(&mut self, acked: &[u64]) -> std::io::Result<()> {
-        let before = self.pending.len();
-        self.pending.retain(|event| !acked.contains(&event.seq));
-        if self.pending.len() == before {
-            return Ok(());
+    /// Drops acknowledged events from memory; no I/O (the file catches up in [`upkeep`]).
+    ///
+    /// [`upkeep`]: Spool::upkeep
+    pub fn acknowledge(&mut self, acked: &[u64]) {
+        let mut acked: HashSet<u64> = acked.iter().copied().collect();
+        // The coordinator acknowledges the oldest events first: a prefix, usually all of it.
+        while let Some((event, _)) = self.pending.front() {
+            if !acked.remove(&event.seq) {
+                break;
+            }
+            let (_, bytes) = self.pending.pop_front().expect("front exists");
+            self.acked_bytes += bytes;
         }
-        self.rewrite()
+        if !acked.is_empty() {
+            let mut freed = 0;
+            self.pending.retain(|(event, bytes)| {
+                let keep = !acked.contains(&event.seq);
+                if !keep {
+                    freed += bytes;
+                }
+                keep
+            });
+            self.acked_bytes += freed;
+        }
     }
 
-    /// Forgets everything (the lease was lost: nobody will take these events).
-    pub fn discard(&mut self) -> std::io::Result<()> {
-        self.pending.clear();
-        match std::fs::remove_file(&self.path) {
-            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
-            _ => Ok(()),
-        }
-    }
-
-    fn rewrite(&self) -> std::io::Result<()> {
+    /// Whether [`upkeep`](Spool::upkeep) has work: the file holds only acknowledged events,
+    /// or its acknowledged part is large enough to rewrite.
+    pub fn needs_upkeep(&self) -> bool {
         if self.pending.is_empty() {
+            return self.file_bytes > 0;
+        }
+        self.acked_bytes >= COMPACT_MIN_BYTES && self.acked_bytes * 2 >= self.file_bytes
+    }
+
+    /// Removes the file when every event is acknowledged, else rewrites it (atomically, by
+    /// rename) with the unacknowledged events only.
+    pub fn upkeep(&mut self) -> std::io::Result<()> {
+        if self.pending.is_empty() {
+            crate::timeline::mark_path("spool.remove", &self.path);
             return match std::fs::remove_file(&self.path) {
                 Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
-                _ => Ok(()),
+                _ => {
+                    self.file_bytes = 0;
+                    self.acked_bytes = 0;
+                    Ok(())
+                }
             };
         }
+        crate::timeline::mark_path("spool.compact", &self.path);
         let tmp = self.path.with_extension("jsonl.tmp");
         let mut text = String::new();
-        for event in &self.pending {
+        let mut lengths = Vec::with_capacity(self.pending.len());
+        for (event, _) in &self.pending {
+            let before = text.len();
             text.push_str(&serde_json::to_string(event).map_err(std::io::Error::other)?);
             text.push('\n');
+            lengths.push((text.len() - before) as u64);
         }
         let written = std::fs::File::create(&tmp).and_then(|mut file| {
             file.write_all(text.as_bytes())?;
@@ -143,7 +208,24 @@ impl Spool {
             let _ = std::fs::remove_file(&tmp);
             return Err(err);
         }
-        std::fs::rename(tmp, &self.path)
+        std::fs::rename(tmp, &self.path)?;
+        for ((_, bytes), length) in self.pending.iter_mut().zip(lengths) {
+            *bytes = length;
+        }
+        self.file_bytes = text.len() as u64;
+        self.acked_bytes = 0;
+        Ok(())
+    }
+
+    /// Forgets everything (the lease was lost: nobody will take these events).
+    pub fn discard(&mut self) -> std::io::Result<()> {
+        self.pending.clear();
+        self.file_bytes = 0;
+        self.acked_bytes = 0;
+        match std::fs::remove_file(&self.path) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -191,7 +273,14 @@ pub(crate) mod tests {
         for seq in 0..4 {
             spool.push(event(seq)).unwrap();
         }
-        spool.acknowledge(&[0, 2]).unwrap();
+        spool.acknowledge(&[0, 2]);
+        assert_eq!(spool.pending(10), vec![event(1), event(3)]);
+        // Acknowledging wrote nothing: a crash now sends 0 and 2 again (the coordinator
+        // ignores them), and never loses 1 or 3.
+        let reopened = Spool::open(dir.path(), "job", 1).unwrap();
+        assert_eq!(reopened.pending(10), (0..4).map(event).collect::<Vec<_>>());
+        assert!(!spool.needs_upkeep(), "a few small acknowledged lines stay");
+        spool.upkeep().unwrap();
         let reopened = Spool::open(dir.path(), "job", 1).unwrap();
         assert_eq!(reopened.pending(10), vec![event(1), event(3)]);
         let found = leftovers(dir.path());
@@ -290,6 +379,49 @@ pub(crate) mod tests {
         assert_eq!(seqs, expected);
     }
 
+    /// Issue 15: every acknowledged batch rewrote the whole spool (and fsynced it), so
+    /// draining a spool after a long outage cost time quadratic in its size.
+    #[test]
+    fn draining_a_long_spool_rewrites_it_a_few_times_and_never_loses_a_pending_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spool = Spool::open(dir.path(), "job", 4).unwrap();
+        let total = 2000u64;
+        for seq in 0..total {
+            spool.push(big_event(seq)).unwrap();
+        }
+        let pushed_bytes = std::fs::metadata(spool.path()).unwrap().len();
+        let (mut rewrites, mut rewritten_bytes) = (0, 0);
+        let mut next = 0;
+        while next < total {
+            let batch: Vec<u64> = (next..(next + 64).min(total)).collect();
+            next += batch.len() as u64;
+            spool.acknowledge(&batch);
+            if spool.needs_upkeep() {
+                spool.upkeep().unwrap();
+                rewrites += 1;
+                rewritten_bytes += std::fs::metadata(spool.path()).map_or(0, |m| m.len());
+            }
+            // A crash at any point: every unacknowledged event is in the file.
+            if next % 640 == 0 {
+                let reopened = Spool::open(dir.path(), "job", 4).unwrap();
+                let seqs: Vec<u64> = reopened.pending(usize::MAX).iter().map(|e| e.seq).collect();
+                assert!(
+                    (next..total).all(|seq| seqs.contains(&seq)),
+                    "an unacknowledged event is missing after {next} acknowledged"
+                );
+            }
+        }
+        assert!(spool.is_empty());
+        assert!(!spool.path().exists(), "the drained spool is removed");
+        // 2000 events of ~3 KB are ~6 MB: a rewrite each time half of the file is
+        // acknowledged, each rewriting at most what was acknowledged since.
+        assert!(rewrites <= 6, "{rewrites} rewrites");
+        assert!(
+            rewritten_bytes <= pushed_bytes,
+            "{rewritten_bytes} bytes rewritten for {pushed_bytes} spooled"
+        );
+    }
+
     #[test]
     fn a_torn_last_line_is_cut_off_so_the_next_append_is_read() {
         let dir = tempfile::tempdir().unwrap();
@@ -314,8 +446,11 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut spool = Spool::open(dir.path(), "job", 2).unwrap();
         spool.push(event(0)).unwrap();
-        spool.acknowledge(&[0]).unwrap();
+        spool.acknowledge(&[0]);
+        assert!(spool.needs_upkeep(), "an all-acknowledged file is removed");
+        spool.upkeep().unwrap();
         assert!(!spool.path().exists());
+        assert!(!spool.needs_upkeep());
         spool.push(event(1)).unwrap();
         let mut file = std::fs::OpenOptions::new()
             .append(true)

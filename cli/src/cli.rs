@@ -342,6 +342,42 @@ pub enum BenchCommand {
         #[arg(long)]
         busy_loop: bool,
     },
+    /// The CPU a real `abfleet agent` process (session, heartbeats, uploader) uses while its
+    /// job's timed runs are in flight: a job of `sleep` runs, the agent's /proc/PID/stat read
+    /// at each run's start and end; and the cost of the agent's host sample (every
+    /// /proc/PID/stat).
+    AgentCpu {
+        /// Three pairs of 50 ms runs, in seconds (CI): checks the benchmark works.
+        #[arg(long)]
+        smoke: bool,
+        /// Timed pairs of the job's one cell (a warm-up of each side first; at least 3) [default: 10; 3
+        /// with --smoke].
+        #[arg(long)]
+        pairs: Option<u32>,
+        /// How long each run sleeps [default: 1.0; 0.05 with --smoke].
+        #[arg(long)]
+        run_seconds: Option<f64>,
+        /// The abfleet binary whose `agent` runs the job [default: this one]; another
+        /// build's, to compare two builds in one sitting.
+        #[arg(long)]
+        agent_binary: Option<PathBuf>,
+    },
+    /// A spec with git sources pinned to full commits, run twice through `abfleet local` on
+    /// one work dir: what the rerun starts (git, make and the compiler wrapped on PATH and
+    /// counted; timed runs from its report), that it builds and fetches nothing, and its
+    /// wall time against the sum of its timed runs.
+    Rerun {
+        /// One small cell, in seconds (CI); still checks no build and no fetch.
+        #[arg(long)]
+        smoke: bool,
+        /// The demo subject's directory [default: fixtures/subject of this checkout].
+        #[arg(long)]
+        subject: Option<PathBuf>,
+        /// The abfleet binary whose `local` runs the spec [default: this one]; another
+        /// build's, to compare two builds in one sitting.
+        #[arg(long)]
+        local_binary: Option<PathBuf>,
+    },
     /// A vmaf JSON output of a 4K 10-minute clip (14,400 frames × 30 metrics) written to a
     /// temporary file and parsed as the agent parses one (streamed), a few times.
     Parse {

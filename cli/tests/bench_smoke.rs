@@ -68,6 +68,73 @@ fn bench_runner_smoke_times_both_commands_both_ways() {
     for key in ["long_ratio_met", "short_added_ms_met", "agent_cpu_pct_met"] {
         assert!(json["targets"][key].is_boolean(), "targets.{key}: {json}");
     }
+    // `perf stat -r N` of the same commands, when perf is installed and may count here.
+    if !json["perf"].is_null() {
+        for command in ["short", "long"] {
+            for key in [
+                "mean_s",
+                "direct_mean_s",
+                "recorded_mean_s",
+                "ratio_recorded_to_perf",
+            ] {
+                positive(&json, &format!("/perf/{command}/{key}"));
+            }
+            assert!(json["perf"][command]["runs"].as_u64() >= Some(2), "{json}");
+        }
+    }
+}
+
+#[test]
+fn bench_agent_cpu_smoke_samples_a_real_agent_process_around_each_run() {
+    let json = bench_smoke("agent-cpu");
+    // A warm-up and three pairs of each side: eight runs, each sampled at its start and end.
+    assert_eq!(json["runs"], 8, "{json}");
+    positive(&json, "/clock_ticks_per_s");
+    for part in ["during_runs", "cell"] {
+        positive(&json, &format!("/{part}/wall_s"));
+        let cpu_s = json[part]["cpu_s"].as_f64().unwrap();
+        assert!(cpu_s >= 0.0 && cpu_s.is_finite(), "{json}");
+    }
+    assert!(json["overhead_seconds"].is_f64(), "{json}");
+    positive(&json, "/host_sample/take/median_s");
+    positive(&json, "/host_sample/processes");
+    assert!(
+        json["targets"]["met"].is_null(),
+        "a smoke run is not judged: {json}"
+    );
+}
+
+/// Not a timing check: a rerun of pinned commits must build nothing and fetch nothing.
+#[test]
+fn bench_rerun_smoke_builds_nothing_and_fetches_nothing_the_second_time() {
+    let json = bench_smoke("rerun");
+    let first = &json["first"]["started"];
+    assert!(
+        first["fetches"].as_u64() >= Some(2),
+        "the first run clones both: {json}"
+    );
+    assert!(
+        first["builds"].as_u64() >= Some(2),
+        "the first run builds both: {json}"
+    );
+    let rerun = &json["rerun"]["started"];
+    assert_eq!(rerun["fetches"], 0, "{json}");
+    assert_eq!(rerun["builds"], 0, "{json}");
+    assert_eq!(rerun["checkouts"], 0, "{json}");
+    assert_eq!(
+        json["rerun"]["build_statuses"],
+        serde_json::json!(["cached", "cached"])
+    );
+    assert_eq!(json["no_build_no_fetch"], true, "{json}");
+    // One rev-parse per side, and `cc --version` twice: the agent's inventory probe at
+    // start-up and one toolchain fingerprint (the second side reuses it).
+    assert_eq!(rerun["calls"]["git rev-parse"], 2, "{json}");
+    assert_eq!(rerun["calls"]["cc --version"], 2, "{json}");
+    // A warm-up and three pairs of each side.
+    assert_eq!(rerun["timed_runs"], 8, "{json}");
+    positive(&json, "/rerun/wall_s");
+    positive(&json, "/rerun/runs_s");
+    positive(&json, "/rerun_wall_over_runs");
 }
 
 #[test]

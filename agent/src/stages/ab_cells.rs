@@ -19,7 +19,7 @@ use tracing::info;
 
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
-use crate::context::{check_cancel, emit, progress, read_scores, settle_uploads, JobContext, Stop};
+use crate::context::{check_cancel, emit, progress, quiet_for_cell, read_scores, JobContext, Stop};
 use crate::fixtures::PreparedFixture;
 use crate::runner::{self, CommandSpec, ExitKind};
 use crate::{loadavg, noise};
@@ -96,7 +96,6 @@ pub(crate) async fn run_cells(
                 continue;
             }
             check_cancel(ctx)?;
-            settle_uploads(ctx).await?;
             let label = format!("{}/{}", fixture.name, workload.name);
             progress(
                 ctx,
@@ -105,7 +104,10 @@ pub(crate) async fn run_cells(
                 index,
                 Some(label.clone()),
             )?;
+            // Quiet from the host sample before the warm-ups to the one after the last run.
+            let quiet = quiet_for_cell(ctx).await?;
             let input = measure_cell(ctx, index, fixture, paths, workload, upstream, fork).await?;
+            drop(quiet);
             let cell = CellResult::evaluate(input, &spec);
             info!(cell = %label, parity = ?cell.parity, speedup = ?cell.speedup, "cell finished");
             if cell.parity == CellParity::Unavailable {
@@ -492,7 +494,6 @@ async fn run_once(
     let _ = std::fs::remove_file(&output);
     let _ = std::fs::remove_file(&log);
     let argv = command_line(&ctx.spec, binary, run, &output);
-    ctx.sink.set_quiet(true);
     let outcome = runner::run(
         CommandSpec {
             argv: &argv,
@@ -504,7 +505,6 @@ async fn run_once(
         &mut ctx.cancel,
     )
     .await;
-    ctx.sink.set_quiet(false);
     let stderr_tail = || runner::tail(&log, STDERR_TAIL_BYTES);
     let command = RunCommand {
         argv: argv.clone(),

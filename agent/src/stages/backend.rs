@@ -15,7 +15,7 @@ use tracing::info;
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
 use crate::context::{
-    check_cancel, emit, fetch_and_build, progress, settle_uploads, JobContext, Stop,
+    check_cancel, emit, fetch_and_build, progress, quiet_for_cell, JobContext, Stop,
 };
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::{median_and_spread, run_fork};
@@ -305,7 +305,6 @@ async fn time_cells(
                 emit(ctx, JobEventPayload::BackendCell(Box::new(cell)))?;
                 continue;
             }
-            settle_uploads(ctx).await?;
             let label = format!("{}/{}", fixture.name, workload.name);
             progress(
                 ctx,
@@ -314,6 +313,7 @@ async fn time_cells(
                 0,
                 Some(label),
             )?;
+            let quiet = quiet_for_cell(ctx).await?;
             let cell = time_cell(
                 ctx,
                 backend,
@@ -324,6 +324,7 @@ async fn time_cells(
                 workload,
             )
             .await?;
+            drop(quiet);
             info!(backend, cell = %cell.label(), status = ?cell.status, "backend cell finished");
             emit(ctx, JobEventPayload::BackendCell(Box::new(cell)))?;
         }

@@ -10,7 +10,7 @@ use tracing::info;
 
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
-use crate::context::{emit, progress, settle_uploads, JobContext, Stop};
+use crate::context::{emit, progress, quiet_for_cell, JobContext, Stop};
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::run_fork;
 use crate::probe::cpu::parse_cpuinfo;
@@ -59,7 +59,6 @@ pub(crate) async fn dispatch_sweep(
         .join("dispatch");
     std::fs::create_dir_all(&out_dir)
         .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
-    settle_uploads(ctx).await?;
     progress(
         ctx,
         "retune",
@@ -87,7 +86,8 @@ pub(crate) async fn dispatch_sweep(
     let output = out_dir.join(format!("out.{}", spec.command.output_format.extension()));
     let log = out_dir.join("run.log");
     let base_argv = cell_command_line(&spec, &binary, fixture, paths, workload, &output);
-    // Round 0 is the warm-up of every level; rounds 1..=runs are timed.
+    // Quiet for every round: round 0 is the warm-up of every level, rounds 1..=runs are timed.
+    let quiet = quiet_for_cell(ctx).await?;
     for round in 0..=sweep.runs {
         for offset in 0..levels.len() {
             let i = (offset + round as usize) % levels.len();
@@ -116,6 +116,7 @@ pub(crate) async fn dispatch_sweep(
             }
         }
     }
+    drop(quiet);
     if compiled.is_none() && !sweep.simd_info.is_empty() {
         let (template, binary, tree) = (sweep.simd_info.clone(), binary.clone(), fork.tree.clone());
         compiled = tokio::task::spawn_blocking(move || simd_info(&template, &binary, &tree))

@@ -22,7 +22,7 @@ use tracing::info;
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
 use crate::context::{
-    build_fetched, check_cancel, emit, fetch, progress, read_scores, settle_uploads, JobContext,
+    build_fetched, check_cancel, emit, fetch, progress, quiet_for_cell, read_scores, JobContext,
     Stop,
 };
 use crate::fixtures::PreparedFixture;
@@ -86,7 +86,6 @@ pub(crate) async fn run_sweep(
         .join("sweep");
     std::fs::create_dir_all(&out_dir)
         .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
-    settle_uploads(ctx).await?;
     let cells: Vec<String> = spec
         .fixtures
         .iter()
@@ -116,7 +115,10 @@ pub(crate) async fn run_sweep(
         0,
         Some(default.configuration.label.clone()),
     )?;
-    let default_scores = match warm_up_and_score(ctx, &timer, default).await? {
+    let quiet = quiet_for_cell(ctx).await?;
+    let default_scores = warm_up_and_score(ctx, &timer, default).await?;
+    drop(quiet);
+    let default_scores = match default_scores {
         Ok(scores) => scores,
         Err(error) => {
             runs.push(failed_run(default, true, error));
@@ -170,8 +172,10 @@ pub(crate) async fn run_sweep(
             index as u32,
             Some(candidate.configuration.label.clone()),
         )?;
+        let quiet = quiet_for_cell(ctx).await?;
         let run =
             time_against_default(ctx, &timer, default, candidate, &default_scores, index).await?;
+        drop(quiet);
         info!(configuration = %run.configuration.label, parity = ?run.parity, pairs = run.pairs.len(), "sweep configuration timed");
         runs.push(run);
     }
@@ -307,7 +311,6 @@ async fn one_pass(
             let _ = std::fs::remove_file(&log);
             let mut argv = cell_command_line(spec, &binary, fixture, paths, workload, &output);
             argv.extend(configuration.extra_args.iter().cloned());
-            ctx.sink.set_quiet(true);
             let outcome = runner::run(
                 CommandSpec {
                     argv: &argv,
@@ -319,7 +322,6 @@ async fn one_pass(
                 &mut ctx.cancel,
             )
             .await;
-            ctx.sink.set_quiet(false);
             if outcome.exit == runner::ExitKind::Cancelled {
                 return Err(Stop::Cancelled);
             }

@@ -227,6 +227,31 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         }
         Command::Bench {
             command:
+                BenchCommand::AgentCpu {
+                    smoke,
+                    pairs,
+                    run_seconds,
+                    agent_binary,
+                },
+        } => {
+            bench::agent_cpu::run(bench::agent_cpu::AgentCpuArgs::new(
+                smoke,
+                pairs,
+                run_seconds,
+                agent_binary,
+            ))
+            .await
+        }
+        Command::Bench {
+            command:
+                BenchCommand::Rerun {
+                    smoke,
+                    subject,
+                    local_binary,
+                },
+        } => bench::rerun::run(bench::rerun::RerunArgs::new(smoke, subject, local_binary)).await,
+        Command::Bench {
+            command:
                 BenchCommand::Parse {
                     smoke,
                     frames,

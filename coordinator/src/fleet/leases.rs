@@ -1,5 +1,6 @@
-//! Leases: renewed by heartbeats, released when they expire or their agent comes back idle,
-//! and the job requeued until it has used up its attempts. A lease that lapsed while its
+//! Leases: renewed by heartbeats, released when they expire, when their agent's session
+//! closed and it stayed away `agent_lost_after`, or when it comes back idle, and the job
+//! requeued until it has used up its attempts. A lease that lapsed while its
 //! agent was cut off is given back to that agent when it returns, if no other agent took the
 //! job meanwhile: the attempt goes on and what it measured while away is accepted.
 
@@ -144,26 +145,33 @@ impl Fleet {
         Ok(())
     }
 
-    /// Frees every job whose lease has expired. Run by a background task.
+    /// Frees every job whose lease has expired, or whose agent's session closed
+    /// `agent_lost_after` ago without the agent coming back. Run by a background task.
     pub async fn reap_expired_leases(&self) -> Result<(), FleetError> {
         let now = self.now_ms();
+        let gone = self.gone_agents();
         let mut released = false;
         for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
-            if job.lease_expires_ms.is_some_and(|t| t < now) {
-                let agent = job.agent_id.map(|a| a.to_string()).unwrap_or_default();
+            let agent = job.agent_id.map(|a| a.to_string()).unwrap_or_default();
+            let reason = if job.lease_expires_ms.is_some_and(|t| t < now) {
                 warn!(job_id = %job.job_id, agent_id = %agent, attempt = job.attempt, "lease expired");
-                super::metrics::Counters::add(&self.inner.counters.lease_expiries, 1);
-                self.release(
-                    job.job_id,
-                    job.run_id,
-                    format!(
-                        "agent {agent} lost: lease of attempt {} expired",
-                        job.attempt
-                    ),
+                format!(
+                    "agent {agent} lost: lease of attempt {} expired",
+                    job.attempt
                 )
-                .await?;
-                released = true;
-            }
+            } else if let Some(away_ms) = job.agent_id.and_then(|a| gone.get(&a)) {
+                warn!(job_id = %job.job_id, agent_id = %agent, attempt = job.attempt, away_ms, "the agent's session closed and it did not come back");
+                format!(
+                    "agent {agent} lost: its session closed {:.1} s ago and it did not reconnect (attempt {})",
+                    *away_ms as f64 / 1000.0,
+                    job.attempt
+                )
+            } else {
+                continue;
+            };
+            super::metrics::Counters::add(&self.inner.counters.lease_expiries, 1);
+            self.release(job.job_id, job.run_id, reason).await?;
+            released = true;
         }
         if released {
             self.dispatch().await?;

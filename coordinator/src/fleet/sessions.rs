@@ -82,6 +82,12 @@ impl Fleet {
                 last_seen_ms: now,
             },
         );
+        drop(sessions);
+        self.inner
+            .disconnected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&agent_id);
         Ok(number)
     }
 
@@ -98,6 +104,10 @@ impl Fleet {
         }
     }
 
+    /// The agent's session ended (its stream closed or broke). Unless the agent opens another
+    /// within `agent_lost_after`, the job it holds is requeued then, without waiting for its
+    /// lease: a killed agent's connection closes at once. (A silent network partition closes
+    /// nothing; there the lease decides.)
     pub fn close_session(&self, agent_id: AgentId, number: u64) {
         let mut sessions = self
             .inner
@@ -106,8 +116,30 @@ impl Fleet {
             .unwrap_or_else(|p| p.into_inner());
         if sessions.get(&agent_id).is_some_and(|s| s.number == number) {
             sessions.remove(&agent_id);
+            // Recorded under the sessions lock: a new session, which clears it, cannot come
+            // in between.
+            self.inner
+                .disconnected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(agent_id, self.now_ms());
             info!(agent_id = %agent_id, "agent session closed");
         }
+    }
+
+    /// Agents whose session closed at least `agent_lost_after` ago and who have not opened
+    /// another: how long ago, in milliseconds.
+    pub(super) fn gone_agents(&self) -> HashMap<AgentId, i64> {
+        let now = self.now_ms();
+        let grace = self.inner.config.agent_lost_after.as_millis() as i64;
+        self.inner
+            .disconnected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(_, closed)| now - **closed >= grace)
+            .map(|(agent, closed)| (*agent, now - closed))
+            .collect()
     }
 
     /// Queues a message on the agent's session (never dropped for want of room). False, and

@@ -80,6 +80,11 @@ pub(super) struct Inner {
     pub(super) clock: Arc<dyn Clock>,
     pub(super) config: CoordinatorConfig,
     pub(super) sessions: Mutex<HashMap<AgentId, Session>>,
+    /// Agents whose session closed and who have not opened another since: when it closed.
+    /// A job such an agent holds is requeued once it has stayed away `agent_lost_after`
+    /// (`leases::reap_expired_leases`); kept in memory only, so after a restart the lease
+    /// alone decides.
+    pub(super) disconnected: Mutex<HashMap<AgentId, i64>>,
     pub(super) next_session: std::sync::atomic::AtomicU64,
     pub(super) progress: broadcast::Sender<RunProgress>,
     /// Held while dispatching, so two dispatches never offer one job twice.
@@ -115,6 +120,7 @@ impl Fleet {
                 clock,
                 config,
                 sessions: Mutex::new(HashMap::new()),
+                disconnected: Mutex::new(HashMap::new()),
                 next_session: std::sync::atomic::AtomicU64::new(1),
                 progress,
                 dispatch: tokio::sync::Mutex::new(()),

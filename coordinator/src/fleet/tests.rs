@@ -47,6 +47,8 @@ struct Harness {
     clock: ManualClock,
     agent: AgentId,
     session: mpsc::UnboundedReceiver<SessionMessage>,
+    /// The number of the agent's session, to close it.
+    session_number: u64,
     progress: broadcast::Receiver<RunProgress>,
     _dir: tempfile::TempDir,
 }
@@ -71,13 +73,14 @@ impl Harness {
         let agent = AgentId::new_random();
         fleet.register(agent, &inventory()).await.unwrap();
         let (sender, session) = mpsc::unbounded_channel();
-        fleet.open_session(agent, sender).unwrap();
+        let session_number = fleet.open_session(agent, sender).unwrap();
         let progress = fleet.subscribe();
         Harness {
             fleet,
             clock,
             agent,
             session,
+            session_number,
             progress,
             _dir: dir,
         }
@@ -376,6 +379,76 @@ async fn an_agent_that_comes_back_idle_gets_its_job_requeued_at_once() {
     let second = h.ready_and_take_offer().await;
     assert_eq!((second.job_id, second.attempt), (first.job_id, 2));
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
+}
+
+/// Issue 15: a SIGKILLed agent's job waited out its whole lease (30 s) although its
+/// connection closed at once. Now it is requeued once the agent has stayed away
+/// `agent_lost_after` (10 s); one that comes back in time keeps it, and one that comes back
+/// later gets the lapsed lease back if nobody took the job.
+#[tokio::test]
+async fn a_job_whose_agent_closed_its_session_and_stayed_away_is_requeued_before_the_lease_ends() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    h.fleet.close_session(h.agent, h.session_number);
+    h.clock.advance(Duration::from_secs(9));
+    h.fleet.reap_expired_leases().await.unwrap();
+    assert_eq!(
+        h.job_state(run_id).await,
+        JobState::Leased,
+        "within the grace"
+    );
+    h.clock.advance(Duration::from_secs(1));
+    h.fleet.reap_expired_leases().await.unwrap();
+    assert_eq!(
+        h.job_state(run_id).await,
+        JobState::Queued,
+        "10 s, not the 30 s lease"
+    );
+    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let reason = job.error.unwrap();
+    assert!(
+        reason.contains("session closed 10.0 s ago") && reason.contains("attempt 1"),
+        "{reason}"
+    );
+    // It comes back while nobody has taken the job: the same attempt goes on.
+    let (sender, _session) = mpsc::unbounded_channel();
+    h.fleet.open_session(h.agent, sender).unwrap();
+    h.fleet
+        .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
+        .await
+        .unwrap();
+    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.attempt, job.error),
+        (JobState::Leased, 1, None)
+    );
+}
+
+#[tokio::test]
+async fn an_agent_that_reconnects_within_agent_lost_after_keeps_its_job() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    h.fleet.close_session(h.agent, h.session_number);
+    h.clock.advance(Duration::from_secs(4));
+    let (sender, _session) = mpsc::unbounded_channel();
+    h.fleet.open_session(h.agent, sender).unwrap();
+    h.fleet
+        .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
+        .await
+        .unwrap();
+    // An old session's late close changes nothing.
+    h.fleet.close_session(h.agent, h.session_number);
+    h.clock.advance(Duration::from_secs(20));
+    h.fleet.reap_expired_leases().await.unwrap();
+    assert_eq!(h.job_state(run_id).await, JobState::Leased);
+    // Only the lease decides for an agent whose session stays open but silent.
+    h.clock.advance(LEASE);
+    h.fleet.reap_expired_leases().await.unwrap();
+    assert_eq!(h.job_state(run_id).await, JobState::Queued);
+    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    assert!(job.error.unwrap().contains("lease of attempt 1 expired"));
 }
 
 #[tokio::test]

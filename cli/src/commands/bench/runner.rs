@@ -13,6 +13,10 @@
 //! `times` hold, so its difference to `direct` is a bias in every reported time), and `call`,
 //! the wall time of the whole call (what a cell pays, log file opening included). The
 //! agent's own CPU time is read around each long run through the runner.
+//!
+//! When `perf` is on PATH and `perf stat -e task-clock true` works, the same commands are
+//! then timed by `perf stat -r N` in the same sitting (its mean elapsed time, against the
+//! means of the direct and runner timings): an outside harness's view of the same runs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -85,6 +89,25 @@ struct CommandFigures {
     added_call_ms: f64,
 }
 
+/// `perf stat -r N` of one command: the mean elapsed time and its standard deviation over
+/// the runs, as perf prints them, next to the means of this bench's own timings.
+#[derive(Serialize)]
+struct PerfFigures {
+    runs: u32,
+    mean_s: f64,
+    stddev_s: Option<f64>,
+    direct_mean_s: f64,
+    recorded_mean_s: f64,
+    /// recorded mean / perf mean.
+    ratio_recorded_to_perf: f64,
+}
+
+#[derive(Serialize)]
+struct PerfComparison {
+    short: PerfFigures,
+    long: PerfFigures,
+}
+
 #[derive(Serialize)]
 struct AgentCpu {
     cpu_s: f64,
@@ -111,6 +134,8 @@ struct RunnerReport {
     /// The busy loop's steps; `null` when the long command is `sleep`.
     long_loop_iterations: Option<u64>,
     agent_cpu: AgentCpu,
+    /// `null` when `perf` is not on PATH or cannot count here.
+    perf: Option<PerfComparison>,
     targets: Targets,
 }
 
@@ -136,6 +161,16 @@ pub async fn run(args: RunnerArgs) -> Result<i32, Failure> {
         })
         .await
         .infra()?;
+    let perf = if perf_works() {
+        let short_perf = perf_stat(&short_argv, args.short_pairs, &short).infra()?;
+        let long_perf = perf_stat(&long_argv, args.long_pairs, &long).infra()?;
+        Some(PerfComparison {
+            short: short_perf,
+            long: long_perf,
+        })
+    } else {
+        None
+    };
     let agent_cpu_s: f64 = long.agent_cpu.iter().sum();
     let agent_wall_s: f64 = long.call.iter().sum();
     let agent_cpu = AgentCpu {
@@ -162,6 +197,7 @@ pub async fn run(args: RunnerArgs) -> Result<i32, Failure> {
         long,
         long_loop_iterations: iterations,
         agent_cpu,
+        perf,
         targets,
     };
     print_table(&report);
@@ -214,6 +250,63 @@ fn time_direct(argv: &[String]) -> anyhow::Result<f64> {
         argv.join(" ")
     );
     Ok(wall_s)
+}
+
+/// Whether `perf stat` can count here (it is installed and the kernel lets it).
+fn perf_works() -> bool {
+    std::process::Command::new("perf")
+        .args(["stat", "-e", "task-clock", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// `perf stat -r runs -e task-clock -- argv`, its statistics written to a file and read back.
+fn perf_stat(argv: &[String], runs: u32, timings: &Timings) -> anyhow::Result<PerfFigures> {
+    let runs = runs.max(2);
+    let out = tempfile::NamedTempFile::new()?;
+    let status = std::process::Command::new("perf")
+        .args(["stat", "-r", &runs.to_string(), "-e", "task-clock", "-o"])
+        .arg(out.path())
+        .arg("--")
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    anyhow::ensure!(
+        status.success(),
+        "`perf stat` of `{}` failed: {status}",
+        argv.join(" ")
+    );
+    let text = std::fs::read_to_string(out.path())?;
+    let (mean_s, stddev_s) = parse_perf_elapsed(&text).ok_or_else(|| {
+        anyhow::anyhow!("no \"seconds time elapsed\" line in perf's output:\n{text}")
+    })?;
+    let mean = |values: &[f64]| values.iter().sum::<f64>() / values.len().max(1) as f64;
+    let recorded_mean_s = mean(&timings.recorded);
+    Ok(PerfFigures {
+        runs,
+        mean_s,
+        stddev_s,
+        direct_mean_s: mean(&timings.direct),
+        recorded_mean_s,
+        ratio_recorded_to_perf: recorded_mean_s / mean_s,
+    })
+}
+
+/// perf's `  0.102465 +- 0.000684 seconds time elapsed  ( +-  0.67% )` as (mean, stddev).
+fn parse_perf_elapsed(text: &str) -> Option<(f64, Option<f64>)> {
+    let line = text.lines().find(|l| l.contains("seconds time elapsed"))?;
+    let mut words = line.split_whitespace();
+    let mean = words.next()?.parse().ok()?;
+    let stddev = match words.next() {
+        Some("+-") => words.next().and_then(|w| w.parse().ok()),
+        _ => None,
+    };
+    Some((mean, stddev))
 }
 
 /// A warm-up of each, then `pairs` pairs of a direct run and one through the runner, the
@@ -327,6 +420,21 @@ fn print_table(report: &RunnerReport) {
         report.short.added_call_ms,
         met(t.short_added_ms_met)
     );
+    if let Some(perf) = &report.perf {
+        for (name, p) in [("short", &perf.short), ("long", &perf.long)] {
+            println!(
+                "{name}: perf stat -r {}: mean {:.3} ms (± {:.3}); direct mean {:.3} ms, runner recorded mean {:.3} ms (runner/perf {:.4})",
+                p.runs,
+                p.mean_s * 1e3,
+                p.stddev_s.unwrap_or(f64::NAN) * 1e3,
+                p.direct_mean_s * 1e3,
+                p.recorded_mean_s * 1e3,
+                p.ratio_recorded_to_perf
+            );
+        }
+    } else {
+        println!("perf stat: not available here (not on PATH, or the kernel refuses to count)");
+    }
     println!(
         "agent CPU during the long runs: {:.4} s over {:.3} s = {:.3}% of one core (target < {AGENT_CPU_PCT_TARGET}%: {})",
         report.agent_cpu.cpu_s,
@@ -334,4 +442,21 @@ fn print_table(report: &RunnerReport) {
         report.agent_cpu.pct_of_one_core,
         met(t.agent_cpu_pct_met)
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perf_elapsed_lines_parse_with_and_without_a_deviation() {
+        let repeated = " Performance counter stats for 'sleep 0.1' (5 runs):\n\n              1.04 msec task-clock\n\n          0.102465 +- 0.000684 seconds time elapsed  ( +-  0.67% )\n";
+        assert_eq!(
+            parse_perf_elapsed(repeated),
+            Some((0.102465, Some(0.000684)))
+        );
+        let once = "       0.001234567 seconds time elapsed\n";
+        assert_eq!(parse_perf_elapsed(once), Some((0.001234567, None)));
+        assert_eq!(parse_perf_elapsed("nothing here"), None);
+    }
 }
