@@ -203,8 +203,14 @@ pub enum Command {
         #[command(flatten)]
         source: StoreSource,
     },
-    /// List runs.
+    /// List runs, newest first: the newest 50, or --limit N, or --all.
     Runs {
+        /// How many of the newest runs to list.
+        #[arg(long, default_value_t = 50, conflicts_with = "all", value_parser = clap::value_parser!(u32).range(1..))]
+        limit: u32,
+        /// Every run (paged through, newest first).
+        #[arg(long)]
+        all: bool,
         #[command(flatten)]
         source: StoreSource,
     },

@@ -141,7 +141,9 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             )
             .await
         }
-        Command::Runs { source } => lists::runs(&source).await,
+        Command::Runs { limit, all, source } => {
+            lists::runs(if all { None } else { Some(limit) }, &source).await
+        }
         Command::Agents { coordinator, tls } => lists::agents(&coordinator, &tls).await,
         Command::Cancel {
             run_id,

@@ -4,11 +4,12 @@
 //!
 //! One handle, [`Fleet`] (in `state`), with its methods split by concern: `runs` (submit,
 //! cancel, finish), `sessions` (agents, sessions, dispatch), `leases` (heartbeats, expiry,
-//! requeue), `certificates` (agent id ↔ certificate), `intake` (events), `progress` (watchers), `reports`, `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
+//! requeue), `certificates` (agent id ↔ certificate), `heartbeats` (when agents last spoke, written in batches), `intake` (events), `progress` (watchers), `reports`, `served_reports` (a finished run's report, assembled once and kept), `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
 //! the milestone spec, debounce).
 
 mod certificates;
 mod error;
+mod heartbeats;
 mod history;
 mod intake;
 mod leases;
@@ -16,6 +17,7 @@ mod metrics;
 mod progress;
 mod reports;
 mod runs;
+mod served_reports;
 mod sessions;
 mod state;
 #[cfg(test)]

@@ -13,8 +13,9 @@ use super::FleetError;
 use crate::store::GenerationResult;
 
 impl Fleet {
-    /// The full report, with each generation compared against the previous run's toolchain.
-    pub async fn report(&self, run_id: RunId) -> Result<Report, FleetError> {
+    /// The full report assembled now, with each generation compared against the previous
+    /// run's toolchain (`served_reports` keeps it once the run finished).
+    pub(super) async fn fresh_report(&self, run_id: RunId) -> Result<Report, FleetError> {
         let (mut report, created_ms) = self.assembled(run_id).await?;
         self.attach_previous(&mut report, created_ms).await?;
         Ok(report)
@@ -43,7 +44,14 @@ impl Fleet {
         if let Some(state) = finishing_as {
             run.state = state;
         }
-        Ok((report::assemble(&run, &jobs), run.created_ms))
+        let created_ms = run.created_ms;
+        // Seconds of CPU for a run of many cells: off the async runtime.
+        let report = tokio::task::spawn_blocking(move || report::assemble_owned(&run, jobs))
+            .await
+            .map_err(|err| {
+                crate::CoordinatorError::Internal(format!("report assembly failed: {err}"))
+            })?;
+        Ok((report, created_ms))
     }
 
     /// Records again what a finished run leaves for later runs, from its stored events (a
@@ -60,7 +68,7 @@ impl Fleet {
     /// For each generation, the toolchain, findings and backend timings of the previous run
     /// of the same spec name on the same generation: a toolchain bump shows as a change in
     /// the report, and so does what it did to registers, occupancy and timings.
-    async fn attach_previous(
+    pub(super) async fn attach_previous(
         &self,
         report: &mut Report,
         created_ms: i64,

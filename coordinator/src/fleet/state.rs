@@ -92,6 +92,10 @@ pub(super) struct Inner {
     pub(super) triggers: tokio::sync::Mutex<()>,
     /// Events stored per job still taking events (see `intake::events_stored`).
     pub(super) event_counts: Mutex<HashMap<JobId, u64>>,
+    /// Per job still taking events, its run and cell count (see `intake::job_facts`).
+    pub(super) job_facts: Mutex<HashMap<JobId, super::intake::JobFacts>>,
+    /// Heartbeats not yet written to the store (see `heartbeats`).
+    pub(super) heard: Mutex<super::heartbeats::Heard>,
 }
 
 /// A cheap handle on the coordinator's state.
@@ -122,6 +126,8 @@ impl Fleet {
                 counters: Default::default(),
                 triggers: tokio::sync::Mutex::new(()),
                 event_counts: Mutex::new(HashMap::new()),
+                job_facts: Mutex::new(HashMap::new()),
+                heard: Mutex::new(Default::default()),
             }),
         }
     }

@@ -197,6 +197,23 @@ CREATE INDEX generation_results_by_generation ON generation_results(generation, 
 UPDATE runs SET results_recorded = 0;
 "#,
     },
+    Migration {
+        version: 11,
+        summary: "run_reports: a finished run's report as served, assembled once; results_changes: each change of what a run leaves for later runs, which a stored report may depend on",
+        sql: r#"
+CREATE TABLE run_reports (
+    run_id       TEXT PRIMARY KEY REFERENCES runs(run_id),
+    report_json  TEXT NOT NULL,
+    assembled_by TEXT NOT NULL,
+    assembled_ms INTEGER NOT NULL
+);
+CREATE TABLE results_changes (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    name       TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.
