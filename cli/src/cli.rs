@@ -379,6 +379,10 @@ pub enum BenchCommand {
         /// Events per PushEvents call [default: 100].
         #[arg(long)]
         batch: Option<u32>,
+        /// The abfleet binary whose coordinator (and `abfleet report`) is measured [default:
+        /// this one]: the same simulated fleet against another build, for a before/after.
+        #[arg(long, value_name = "PATH")]
+        coordinator_bin: Option<PathBuf>,
     },
     /// A store with many finished runs (filled through a real coordinator by simulated
     /// agents), then list runs, fetch reports and submit, each timed.
@@ -389,6 +393,9 @@ pub enum BenchCommand {
         /// Finished runs in the store [default: 10000; 40 with --smoke].
         #[arg(long)]
         runs: Option<usize>,
+        /// The abfleet binary whose coordinator and commands are measured [default: this one].
+        #[arg(long, value_name = "PATH")]
+        coordinator_bin: Option<PathBuf>,
     },
     /// The report of a run with many cells assembled from its events, then written as
     /// report.json and report.md, a few times.

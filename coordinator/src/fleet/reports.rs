@@ -35,6 +35,9 @@ impl Fleet {
         run_id: RunId,
         finishing_as: Option<RunState>,
     ) -> Result<(Report, i64), FleetError> {
+        let _permit = self.inner.assembling.acquire().await.map_err(|err| {
+            crate::CoordinatorError::Internal(format!("report assembly queue: {err}"))
+        })?;
         let (mut run, jobs) = self
             .inner
             .store

@@ -96,6 +96,9 @@ pub(super) struct Inner {
     pub(super) job_facts: Mutex<HashMap<JobId, super::intake::JobFacts>>,
     /// Heartbeats not yet written to the store (see `heartbeats`).
     pub(super) heard: Mutex<super::heartbeats::Heard>,
+    /// Reports assembled at once, at most one per core: each holds its run's decoded events,
+    /// and runs finishing together queue here instead of all being in memory at once.
+    pub(super) assembling: tokio::sync::Semaphore,
 }
 
 /// A cheap handle on the coordinator's state.
@@ -128,6 +131,9 @@ impl Fleet {
                 event_counts: Mutex::new(HashMap::new()),
                 job_facts: Mutex::new(HashMap::new()),
                 heard: Mutex::new(Default::default()),
+                assembling: tokio::sync::Semaphore::new(
+                    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4)),
+                ),
             }),
         }
     }

@@ -160,9 +160,13 @@ pub(super) fn results_changed(conn: &Connection, run_id: RunId) -> Result<(), Co
         return Ok(());
     };
     conn.execute(
-        "DELETE FROM run_reports WHERE run_id = ?1 OR run_id IN
-         (SELECT run_id FROM runs WHERE name = ?2 AND created_ms > ?3)",
-        params![run_id.to_string(), name, created_ms],
+        "DELETE FROM run_reports WHERE run_id = ?1",
+        params![run_id.to_string()],
+    )?;
+    conn.execute(
+        "DELETE FROM run_reports WHERE run_id IN
+         (SELECT run_id FROM runs WHERE name = ?1 AND created_ms > ?2)",
+        params![name, created_ms],
     )?;
     conn.execute(
         "INSERT INTO results_changes (name, created_ms) VALUES (?1, ?2)",
