@@ -204,8 +204,14 @@ pub enum Command {
         #[command(flatten)]
         source: StoreSource,
     },
-    /// List runs.
+    /// List runs, newest first: the newest 50, or --limit N, or --all.
     Runs {
+        /// How many of the newest runs to list.
+        #[arg(long, default_value_t = 50, conflicts_with = "all", value_parser = clap::value_parser!(u32).range(1..))]
+        limit: u32,
+        /// Every run (paged through, newest first).
+        #[arg(long)]
+        all: bool,
         #[command(flatten)]
         source: StoreSource,
     },
@@ -410,6 +416,10 @@ pub enum BenchCommand {
         /// Events per PushEvents call [default: 100].
         #[arg(long)]
         batch: Option<u32>,
+        /// The abfleet binary whose coordinator (and `abfleet report`) is measured [default:
+        /// this one]: the same simulated fleet against another build, for a before/after.
+        #[arg(long, value_name = "PATH")]
+        coordinator_bin: Option<PathBuf>,
     },
     /// A store with many finished runs (filled through a real coordinator by simulated
     /// agents), then list runs, fetch reports and submit, each timed.
@@ -420,6 +430,9 @@ pub enum BenchCommand {
         /// Finished runs in the store [default: 10000; 40 with --smoke].
         #[arg(long)]
         runs: Option<usize>,
+        /// The abfleet binary whose coordinator and commands are measured [default: this one].
+        #[arg(long, value_name = "PATH")]
+        coordinator_bin: Option<PathBuf>,
     },
     /// The report of a run with many cells assembled from its events, then written as
     /// report.json and report.md, a few times.

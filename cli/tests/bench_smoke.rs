@@ -180,9 +180,20 @@ fn bench_fleet_smoke_measures_a_real_coordinator_with_simulated_agents() {
         "/dispatch_p99_ms",
         "/events_per_s",
         "/done_to_report/median_s",
+        "/report_again/median_s",
+        "/report_cli/median_s",
+        "/report_bytes",
         "/store_bytes",
     ] {
         positive(&json, pointer);
+    }
+    // CPU times count clock ticks: a smoke run's may round to 0, never below.
+    for key in ["coordinator_cpu_s", "agents_cpu_s"] {
+        let cpu = json[key].as_f64();
+        assert!(
+            cpu.is_some_and(|s| s.is_finite() && s >= 0.0),
+            "{key}: {json}"
+        );
     }
     assert!(json["dispatch_p50_ms"].as_f64() <= json["dispatch_p99_ms"].as_f64());
     assert!(
@@ -199,5 +210,20 @@ fn bench_store_smoke_fills_a_store_and_times_what_an_operator_does() {
         positive(&json, &format!("/{part}/median_s"));
         assert_eq!(json[part]["n"], 20, "{json}");
     }
+    // The same as the real `abfleet` commands, end to end.
+    for part in [
+        "runs",
+        "runs_all",
+        "report_newest",
+        "report_oldest",
+        "submit",
+    ] {
+        positive(&json, &format!("/cli/{part}/median_s"));
+        assert_eq!(json["cli"][part]["n"], 5, "{json}");
+    }
     positive(&json, "/store_bytes");
+    assert!(
+        json["target_met"].is_null(),
+        "a smoke run is not judged: {json}"
+    );
 }

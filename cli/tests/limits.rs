@@ -97,7 +97,7 @@ async fn a_fleet_larger_than_one_message_lists_by_pages() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn runs_page_oldest_first_and_an_oversize_spec_is_refused_naming_the_limit() {
+async fn runs_page_newest_first_or_oldest_first_and_an_oversize_spec_is_refused_naming_the_limit() {
     let tmp = tempfile::tempdir().unwrap();
     let mut coordinator =
         TestCoordinator::start(&tmp.path().join("data"), CoordinatorConfig::default()).await;
@@ -107,25 +107,75 @@ async fn runs_page_oldest_first_and_an_oversize_spec_is_refused_naming_the_limit
     let mut submitted = Vec::new();
     for _ in 0..5 {
         submitted.push(submit(&mut control, &spec).await);
+        // Each its own millisecond, so submission order is the list's order.
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
-    let mut listed = Vec::new();
-    let mut token = String::new();
-    loop {
-        let page = control
-            .list_runs(pb::ListRunsRequest {
-                page_size: 2,
-                page_token: token,
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        listed.extend(page.runs.into_iter().map(|r| r.run_id));
-        if page.next_page_token.is_empty() {
-            break;
+    for oldest_first in [false, true] {
+        let mut listed = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = control
+                .list_runs(pb::ListRunsRequest {
+                    page_size: 2,
+                    page_token: token,
+                    oldest_first,
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(page.runs.len() <= 2);
+            listed.extend(page.runs.into_iter().map(|r| r.run_id));
+            if page.next_page_token.is_empty() {
+                break;
+            }
+            token = page.next_page_token;
         }
-        token = page.next_page_token;
+        let mut expected = submitted.clone();
+        if !oldest_first {
+            expected.reverse();
+        }
+        assert_eq!(listed, expected, "oldest_first: {oldest_first}");
     }
-    assert_eq!(listed, submitted);
+    // A token this coordinator never gave out (an offset, as older ones did) is refused.
+    let status = control
+        .list_runs(pb::ListRunsRequest {
+            page_size: 2,
+            page_token: "200".into(),
+            oldest_first: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status.message().contains("start again"),
+        "{}",
+        status.message()
+    );
+
+    // `abfleet runs` lists the newest first: --limit 3 shows three and says there are more,
+    // --all shows every run and says nothing more.
+    let listed_by_cli = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args(["runs", "--coordinator", &coordinator.url()])
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        assert!(output.status.success(), "{stderr}");
+        let ids: Vec<String> = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .skip(1)
+            .filter_map(|line| line.split_whitespace().next().map(str::to_string))
+            .collect();
+        (ids, stderr)
+    };
+    let newest_first: Vec<String> = submitted.iter().rev().cloned().collect();
+    let (ids, stderr) = listed_by_cli(&["--limit", "3"]);
+    assert_eq!(ids, newest_first[..3], "{stderr}");
+    assert!(stderr.contains("--all"), "{stderr}");
+    let (ids, stderr) = listed_by_cli(&["--all"]);
+    assert_eq!(ids, newest_first, "{stderr}");
+    assert!(!stderr.contains("--all"), "{stderr}");
 
     // A spec over 1 MiB as JSON: refused by the coordinator, naming its limit.
     let mut json: serde_json::Value =

@@ -4,7 +4,6 @@
 
 use std::pin::Pin;
 
-use abfleet_core::events::JobEventPayload;
 use abfleet_core::inventory::Inventory;
 use abfleet_core::{AgentId, JobId};
 use abfleet_proto::{parse_id, pb};
@@ -16,7 +15,7 @@ use tracing::{instrument, warn};
 
 use crate::auth::caller_of;
 use crate::fleet::Fleet;
-use crate::store::StoredEvent;
+use crate::store::IncomingEvent;
 
 pub(crate) struct AgentService {
     pub(crate) fleet: Fleet,
@@ -124,18 +123,14 @@ impl pb::agent_service_server::AgentService for AgentService {
         let job_id: JobId = parse_id("job_id", &request.job_id)?;
         let mut events = Vec::with_capacity(request.events.len());
         for event in request.events {
-            let payload = JobEventPayload::from_json(&event.payload_json).map_err(|err| {
+            // A cell's header only (`store/incoming.rs`); its body is read with the report.
+            let (seq, at_ms) = (event.seq, event.at_ms);
+            let event = IncomingEvent::parse(seq, at_ms, event.payload_json).map_err(|err| {
                 Status::invalid_argument(format!(
-                    "event {} of job {job_id} does not parse: {err}; is the agent newer than the coordinator?",
-                    event.seq
+                    "event {seq} of job {job_id} does not parse: {err}; is the agent newer than the coordinator?"
                 ))
             })?;
-            events.push(StoredEvent {
-                seq: event.seq,
-                at_ms: event.at_ms,
-                payload,
-                payload_json: Some(event.payload_json),
-            });
+            events.push(event);
         }
         let acked = self
             .fleet

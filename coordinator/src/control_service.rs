@@ -11,7 +11,7 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::fleet::Fleet;
-use crate::store::RunRow;
+use crate::store::{RunCursor, RunListing, RunOrder};
 
 pub(crate) struct ControlService {
     pub(crate) fleet: Fleet,
@@ -151,11 +151,13 @@ impl pb::control_service_server::ControlService for ControlService {
         request: Request<pb::GetReportRequest>,
     ) -> Result<Response<pb::GetReportResponse>, Status> {
         let run_id: RunId = parse_id("run_id", &request.into_inner().run_id)?;
-        let report = self.fleet.report(run_id).await?;
-        let spec = self.fleet.run_spec(run_id).await?;
+        // A finished run's report is one stored row (`fleet::served_reports`), its spec the
+        // validated JSON stored with the run: neither is decoded here.
+        let report_json = self.fleet.report_json(run_id).await?;
+        let spec_json = self.fleet.run_spec_json(run_id).await?;
         Ok(Response::new(pb::GetReportResponse {
-            report_json: report.to_json_pretty(),
-            spec_json: spec.to_json(),
+            report_json,
+            spec_json,
         }))
     }
 
@@ -211,10 +213,29 @@ impl pb::control_service_server::ControlService for ControlService {
         request: Request<pb::ListRunsRequest>,
     ) -> Result<Response<pb::ListRunsResponse>, Status> {
         let request = request.into_inner();
-        let page = Page::of(request.page_size, &request.page_token, RUNS_PAGE)?;
-        let mut runs = self.fleet.runs_page(page.offset, page.size + 1).await?;
-        let next_page_token = page.next_token(runs.len());
-        runs.truncate(page.size as usize);
+        let size = page_size(request.page_size, RUNS_PAGE);
+        let cursor = if request.page_token.is_empty() {
+            None
+        } else {
+            Some(RunCursor::from_token(&request.page_token).ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "page_token `{}` is not one this coordinator gave out; start again with an empty token",
+                    request.page_token
+                ))
+            })?)
+        };
+        let order = if request.oldest_first {
+            RunOrder::OldestFirst
+        } else {
+            RunOrder::NewestFirst
+        };
+        let mut runs = self.fleet.run_listing(order, cursor, size + 1).await?;
+        let more = runs.len() > size as usize;
+        runs.truncate(size as usize);
+        let next_page_token = match runs.last() {
+            Some(last) if more => RunCursor::after(last).token(),
+            _ => String::new(),
+        };
         Ok(Response::new(pb::ListRunsResponse {
             runs: runs.into_iter().map(run_summary).collect(),
             next_page_token,
@@ -280,15 +301,24 @@ impl pb::control_service_server::ControlService for ControlService {
 const RUNS_PAGE: (u32, u32) = (200, 1000);
 const AGENTS_PAGE: (u32, u32) = (50, 200);
 
-/// One page of a list: where it starts and how long it is. The token is the position of
-/// the next item; lists only append, so paging by position sees each item once.
+/// One page of the agent list: where it starts and how long it is. The token is the
+/// position of the next item; the list only appends, so paging by position sees each item
+/// once.
 struct Page {
     offset: u64,
     size: u32,
 }
 
+/// A list's page size: the default for 0, at most the largest.
+fn page_size(requested: u32, (default, max): (u32, u32)) -> u32 {
+    match requested {
+        0 => default,
+        n => n.min(max),
+    }
+}
+
 impl Page {
-    fn of(requested: u32, token: &str, (default, max): (u32, u32)) -> Result<Page, Status> {
+    fn of(requested: u32, token: &str, limits: (u32, u32)) -> Result<Page, Status> {
         let offset = if token.is_empty() {
             0
         } else {
@@ -298,11 +328,10 @@ impl Page {
                 ))
             })?
         };
-        let size = match requested {
-            0 => default,
-            n => n.min(max),
-        };
-        Ok(Page { offset, size })
+        Ok(Page {
+            offset,
+            size: page_size(requested, limits),
+        })
     }
 
     /// The token of the page after this one, given how many items were fetched (one more
@@ -317,7 +346,7 @@ impl Page {
 }
 
 /// A stored run as the run list shows it (`exit_code` -1 while it runs).
-pub fn run_summary(run: RunRow) -> pb::RunSummary {
+pub fn run_summary(run: RunListing) -> pb::RunSummary {
     pb::RunSummary {
         run_id: run.run_id.to_string(),
         name: run.name,

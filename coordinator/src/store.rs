@@ -4,21 +4,27 @@
 //! is versioned: [`migrations`] brings any data directory abfleet ever made up to date on open.
 
 mod bisects;
+mod incoming;
+mod listing;
 mod migrations;
 mod previous;
+mod report_inputs;
+mod reports;
 mod triggers;
+pub use incoming::{EventHeader, IncomingEvent};
+pub use listing::{RunCursor, RunListing, RunOrder};
+pub use reports::{ReportToStore, StoredReport};
 pub use triggers::{
     toolchain_fingerprint, KnownToolchains, TriggerRow, UpstreamPin, DELIVERY_MEMORY_MS,
 };
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use abfleet_core::cell::CellResult;
 use abfleet_core::events::JobEventPayload;
 use abfleet_core::inventory::Inventory;
-use abfleet_core::report::{AttemptRecord, JobRecord, JobState, RunRecord, RunState};
+use abfleet_core::report::{JobState, RunState};
 use abfleet_core::spec::JobSpec;
 use abfleet_core::{AgentId, JobId, RunId};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -27,10 +33,13 @@ use crate::error::CoordinatorError;
 
 pub use previous::{GenerationResult, PreviousResult};
 
-/// A handle on the store; cheap to clone. Calls run on the blocking pool.
+/// A handle on the store; cheap to clone. Calls run on the blocking pool. Writes (and the
+/// reads a write decides on) go through one connection; reads that decide nothing (reports,
+/// listings) have their own, so under WAL they neither wait for ingest nor hold it up.
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
+    reader: Arc<Mutex<Connection>>,
     path: PathBuf,
 }
 
@@ -108,7 +117,42 @@ pub struct AgentRow {
 pub struct AppendOutcome {
     pub acked: Vec<u64>,
     /// Events in the batch that were new (not duplicates), in order.
-    pub new_events: Vec<StoredEvent>,
+    pub new_events: Vec<NewEvent>,
+}
+
+/// An event a batch stored for the first time: what intake acts on (progress, `done`).
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub seq: u64,
+    pub header: EventHeader,
+}
+
+/// A job's lease and its run's state, read in the transaction that stores a batch.
+#[derive(Debug, Clone)]
+pub struct LeaseView {
+    pub run_id: RunId,
+    pub state: JobState,
+    pub attempt: u32,
+    pub agent_id: Option<AgentId>,
+    pub run_state: RunState,
+}
+
+/// What [`Store::append_batch`] did with a batch.
+#[derive(Debug)]
+pub enum BatchOutcome {
+    /// Stored (or acknowledged as re-sends of stored events).
+    Stored {
+        outcome: AppendOutcome,
+        job: LeaseView,
+    },
+    /// The agent does not hold the job's lease at that attempt: nothing stored (the batch
+    /// is handed back).
+    NotHolder {
+        job: LeaseView,
+        events: Vec<IncomingEvent>,
+    },
+    /// The batch would take the job past its event limit: nothing stored.
+    OverLimit(LeaseView),
 }
 
 impl Store {
@@ -138,8 +182,10 @@ impl Store {
             source,
         })?;
         migrations::migrate(&mut conn, &path)?;
+        let reader = open_reader(&path)?;
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
+            reader: Arc::new(Mutex::new(reader)),
             path,
         })
     }
@@ -158,6 +204,25 @@ impl Store {
         tokio::task::spawn_blocking(move || {
             let mut guard = conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             f(&mut guard)
+        })
+        .await
+        .map_err(|err| CoordinatorError::Internal(format!("store task failed: {err}")))?
+    }
+
+    /// Runs `f` with the read-only connection on the blocking pool, inside one read
+    /// transaction (one consistent snapshot of the store, however many statements `f` runs).
+    async fn read<T, F>(&self, f: F) -> Result<T, CoordinatorError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, CoordinatorError> + Send + 'static,
+    {
+        let conn = self.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let tx = guard.transaction()?;
+            let value = f(&tx)?;
+            tx.finish()?;
+            Ok(value)
         })
         .await
         .map_err(|err| CoordinatorError::Internal(format!("store task failed: {err}")))?
@@ -492,14 +557,17 @@ impl Store {
     }
 
     /// Stores a batch of events of one attempt, ignoring sequence numbers already stored.
-    /// A `Done` event finishes the job in the same transaction.
+    /// A `Done` event finishes the job in the same transaction. `accept_new`: new events are
+    /// stored (checked again in the transaction: the attempt is still the job's and live);
+    /// otherwise only re-sends of stored events are acknowledged.
     pub async fn append_events(
         &self,
         job_id: JobId,
         attempt: u32,
-        events: Vec<StoredEvent>,
+        events: Vec<impl Into<IncomingEvent>>,
         accept_new: bool,
     ) -> Result<AppendOutcome, CoordinatorError> {
+        let events: Vec<IncomingEvent> = events.into_iter().map(Into::into).collect();
         self.with(move |conn| {
             let tx = conn.transaction()?;
             if accept_new {
@@ -519,88 +587,44 @@ impl Store {
                     });
                 }
             }
-            let mut outcome = AppendOutcome::default();
-            let job_key = job_id.to_string();
-            for mut event in events {
-                if !accept_new {
-                    let stored: bool = tx.query_row(
-                        "SELECT EXISTS (SELECT 1 FROM events WHERE job_id = ?1 AND attempt = ?2 AND seq = ?3)",
-                        params![job_id.to_string(), attempt, event.seq as i64],
-                        |row| row.get(0),
-                    )?;
-                    if !stored {
-                        return Err(CoordinatorError::LeaseLost {
-                            job_id: job_id.to_string(),
-                            attempt,
-                        });
-                    }
-                    outcome.acked.push(event.seq);
-                    continue;
-                }
-                let payload_json = match event.payload_json.take() {
-                    Some(json) => json,
-                    None => serde_json::to_string(&event.payload)
-                        .map_err(|err| CoordinatorError::Internal(err.to_string()))?,
-                };
-                let kind = event.payload.kind().as_str();
-                let inserted = tx
-                    .prepare_cached(
-                        "INSERT OR IGNORE INTO events (job_id, attempt, seq, at_ms, kind, payload_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    )?
-                    .execute(params![job_key, attempt, event.seq as i64, event.at_ms, kind, payload_json])?;
-                if inserted == 1 {
-                    match &event.payload {
-                        JobEventPayload::Cell(cell) => {
-                            tx.prepare_cached(
-                                "INSERT OR IGNORE INTO cells (job_id, attempt, cell_index, fixture, workload, parity, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                            )?
-                            .execute(
-                                params![
-                                    job_key,
-                                    attempt,
-                                    cell.index,
-                                    cell.fixture,
-                                    cell.workload,
-                                    cell.parity.as_str(),
-                                    event.seq as i64
-                                ],
-                            )?;
-                        }
-                        JobEventPayload::Done { outcome: job_outcome, error } => {
-                            let state = match job_outcome {
-                                abfleet_core::events::JobOutcome::Completed => JobState::Done,
-                                abfleet_core::events::JobOutcome::Failed => JobState::Failed,
-                                abfleet_core::events::JobOutcome::Cancelled => JobState::Cancelled,
-                            };
-                            let reason = match error {
-                                Some(error) => format!("{}: {error}", state.as_str()),
-                                None => state.as_str().to_string(),
-                            };
-                            end_attempt(&tx, job_id, attempt, &reason)?;
-                            // A leased job that completes clears the reason an earlier
-                            // attempt ended (its agent was lost): the attempt history keeps
-                            // it, and it is no problem of the finished job.
-                            tx.execute(
-                                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = CASE WHEN state = ?5 AND ?3 = ?7 THEN ?4 ELSE COALESCE(error, ?4) END WHERE job_id = ?1 AND attempt = ?2 AND state IN (?5, ?6)",
-                                params![
-                                    job_id.to_string(),
-                                    attempt,
-                                    state.as_str(),
-                                    error,
-                                    JobState::Leased.as_str(),
-                                    JobState::Cancelled.as_str(),
-                                    JobState::Done.as_str()
-                                ],
-                            )?;
-                        }
-                        _ => {}
-                    }
-                    outcome.new_events.push(event.clone());
-                }
-                outcome.acked.push(event.seq);
-            }
+            let outcome = insert_batch(&tx, job_id, attempt, events, accept_new)?;
             tx.commit()?;
             Ok(outcome)
+        })
+        .await
+    }
+
+    /// Intake's one trip to the store per batch: in one transaction, the job as it is now
+    /// (its lease, its run's state), and — when `agent_id` holds the lease at `attempt` and
+    /// the batch keeps the job within `limit` events (`stored` so far) — the batch stored as
+    /// [`Store::append_events`] stores it (new events while the job is leased or cancelled,
+    /// only re-sends once it finished). `None` for an unknown job.
+    pub async fn append_batch(
+        &self,
+        job_id: JobId,
+        attempt: u32,
+        agent_id: AgentId,
+        events: Vec<IncomingEvent>,
+        (stored, limit): (u64, u64),
+    ) -> Result<Option<BatchOutcome>, CoordinatorError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let Some(job) = lease_view(&tx, job_id)? else {
+                return Ok(None);
+            };
+            let holder = job.attempt == attempt
+                && job.agent_id == Some(agent_id)
+                && job.state != JobState::Queued;
+            if !holder {
+                return Ok(Some(BatchOutcome::NotHolder { job, events }));
+            }
+            if stored + events.len() as u64 > limit {
+                return Ok(Some(BatchOutcome::OverLimit(job)));
+            }
+            let accept_new = matches!(job.state, JobState::Leased | JobState::Cancelled);
+            let outcome = insert_batch(&tx, job_id, attempt, events, accept_new)?;
+            tx.commit()?;
+            Ok(Some(BatchOutcome::Stored { outcome, job }))
         })
         .await
     }
@@ -832,6 +856,28 @@ impl Store {
         .await
     }
 
+    /// Records when each agent last spoke, all in one transaction (agents the store does not
+    /// know are skipped).
+    pub async fn touch_agents(&self, heard: Vec<(AgentId, i64)>) -> Result<(), CoordinatorError> {
+        if heard.is_empty() {
+            return Ok(());
+        }
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "UPDATE agents SET last_heartbeat_ms = MAX(last_heartbeat_ms, ?2) WHERE agent_id = ?1",
+                )?;
+                for (agent_id, at_ms) in heard {
+                    stmt.execute(params![agent_id.to_string(), at_ms])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
     pub async fn agents(&self) -> Result<Vec<AgentRow>, CoordinatorError> {
         self.agents_page(0, u32::MAX).await
     }
@@ -887,129 +933,143 @@ impl Store {
         })
         .await
     }
-
-    /// The inputs of report assembly: the run and, per job, its latest attempt's events.
-    pub async fn report_inputs(
-        &self,
-        run_id: RunId,
-    ) -> Result<Option<(RunRecord, Vec<JobRecord>)>, CoordinatorError> {
-        let Some(run) = self.run(run_id).await? else {
-            return Ok(None);
-        };
-        let mut jobs = Vec::new();
-        for job in self.jobs_of_run(run_id).await? {
-            let events = self.events(job.job_id, job.attempt).await?;
-            let (attempts, kept_cells) = self.attempts_of(job.job_id, job.attempt).await?;
-            jobs.push(JobRecord {
-                attempts,
-                kept_cells,
-                generation: job.generation,
-                job_id: job.job_id.to_string(),
-                state: job.state,
-                attempt: job.attempt,
-                agent_id: job.agent_id.map(|id| id.to_string()),
-                error: job.error,
-                events: events.into_iter().map(|e| e.payload).collect(),
-            });
-        }
-        Ok(Some((
-            RunRecord {
-                run_id: run.run_id.to_string(),
-                trigger: run.trigger,
-                trigger_note: run.trigger_note,
-                created_ms: run.created_ms,
-                state: run.state,
-                spec: run.spec,
-                error: run.error,
-            },
-            jobs,
-        )))
-    }
 }
 
-impl Store {
-    /// A job's recorded attempts, oldest first, and the cells its latest attempt (`latest`)
-    /// keeps, each as the earlier attempt that measured it stored it.
-    async fn attempts_of(
-        &self,
-        job_id: JobId,
-        latest: u32,
-    ) -> Result<(Vec<AttemptRecord>, Vec<(u32, CellResult)>), CoordinatorError> {
-        self.with(move |conn| {
-            let mut measured: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-            {
-                let mut stmt = conn.prepare(
-                    "SELECT attempt, cell_index FROM cells WHERE job_id = ?1 ORDER BY attempt, cell_index",
-                )?;
-                let rows = stmt.query_map(params![job_id.to_string()], |row| {
-                    Ok((row.get::<_, u32>(0)?, row.get::<_, u32>(1)?))
-                })?;
-                for row in rows {
-                    let (attempt, index) = row?;
-                    measured.entry(attempt).or_default().push(index);
-                }
+/// The read-only connection beside the writer: `query_only`, so nothing can write through it
+/// by mistake, and the same busy timeout.
+fn open_reader(path: &Path) -> Result<Connection, CoordinatorError> {
+    let open_error = |source| CoordinatorError::OpenStore {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn = Connection::open(path).map_err(open_error)?;
+    conn.execute_batch("PRAGMA busy_timeout = 5000; PRAGMA query_only = ON;")
+        .map_err(open_error)?;
+    Ok(conn)
+}
+
+/// Stores `events` of one attempt in `tx` (see [`Store::append_events`]).
+fn insert_batch(
+    tx: &rusqlite::Transaction<'_>,
+    job_id: JobId,
+    attempt: u32,
+    events: Vec<IncomingEvent>,
+    accept_new: bool,
+) -> Result<AppendOutcome, CoordinatorError> {
+    let mut outcome = AppendOutcome::default();
+    let job_key = job_id.to_string();
+    for event in events {
+        if !accept_new {
+            let stored: bool = tx
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM events WHERE job_id = ?1 AND attempt = ?2 AND seq = ?3)",
+                )?
+                .query_row(params![job_key, attempt, event.seq as i64], |row| row.get(0))?;
+            if !stored {
+                return Err(CoordinatorError::LeaseLost {
+                    job_id: job_key,
+                    attempt,
+                });
             }
-            let mut attempts = Vec::new();
-            {
-                let mut stmt = conn.prepare(
-                    "SELECT attempt, agent_id, leased_ms, kept_cells_json, end_reason FROM attempts WHERE job_id = ?1 ORDER BY attempt",
-                )?;
-                let rows = stmt.query_map(params![job_id.to_string()], |row| {
-                    Ok((
-                        row.get::<_, u32>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, i64>(2)?,
-                        row.get::<_, String>(3)?,
-                        row.get::<_, Option<String>>(4)?,
-                    ))
-                })?;
-                for row in rows {
-                    let (attempt, agent_id, leased_ms, kept_json, end_reason) = row?;
-                    attempts.push(AttemptRecord {
+            outcome.acked.push(event.seq);
+            continue;
+        }
+        let kind = event.kind().as_str();
+        let inserted = tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO events (job_id, attempt, seq, at_ms, kind, payload_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![job_key, attempt, event.seq as i64, event.at_ms, kind, event.payload_json])?;
+        outcome.acked.push(event.seq);
+        if inserted == 0 {
+            continue;
+        }
+        match &event.header {
+            EventHeader::Cell(cell) => {
+                tx.prepare_cached(
+                    "INSERT OR IGNORE INTO cells (job_id, attempt, cell_index, fixture, workload, parity, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )?
+                .execute(params![
+                    job_key,
+                    attempt,
+                    cell.index,
+                    cell.fixture,
+                    cell.workload,
+                    cell.parity.as_str(),
+                    event.seq as i64
+                ])?;
+            }
+            EventHeader::Other(JobEventPayload::Done {
+                outcome: job_outcome,
+                error,
+            }) => {
+                let state = match job_outcome {
+                    abfleet_core::events::JobOutcome::Completed => JobState::Done,
+                    abfleet_core::events::JobOutcome::Failed => JobState::Failed,
+                    abfleet_core::events::JobOutcome::Cancelled => JobState::Cancelled,
+                };
+                let reason = match error {
+                    Some(error) => format!("{}: {error}", state.as_str()),
+                    None => state.as_str().to_string(),
+                };
+                end_attempt(tx, job_id, attempt, &reason)?;
+                // A leased job that completes clears the reason an earlier attempt ended (its
+                // agent was lost): the attempt history keeps it, and it is no problem of the
+                // finished job.
+                tx.execute(
+                    "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = CASE WHEN state = ?5 AND ?3 = ?7 THEN ?4 ELSE COALESCE(error, ?4) END WHERE job_id = ?1 AND attempt = ?2 AND state IN (?5, ?6)",
+                    params![
+                        job_key,
                         attempt,
-                        agent_id,
-                        leased_ms,
-                        kept_cells: kept_cells_of(&job_id, attempt, Some(&kept_json))?
-                            .into_iter()
-                            .collect(),
-                        measured_cells: measured.get(&attempt).cloned().unwrap_or_default(),
-                        end_reason,
-                    });
-                }
-            }
-            let keep: BTreeSet<u32> = attempts
-                .iter()
-                .find(|a| a.attempt == latest)
-                .map(|a| a.kept_cells.iter().copied().collect())
-                .unwrap_or_default();
-            let mut kept: BTreeMap<u32, (u32, CellResult)> = BTreeMap::new();
-            if !keep.is_empty() {
-                let mut stmt = conn.prepare(
-                    "SELECT attempt, seq, payload_json FROM events WHERE job_id = ?1 AND attempt < ?2 AND kind = 'cell' ORDER BY attempt, seq",
+                        state.as_str(),
+                        error,
+                        JobState::Leased.as_str(),
+                        JobState::Cancelled.as_str(),
+                        JobState::Done.as_str()
+                    ],
                 )?;
-                let rows = stmt.query_map(params![job_id.to_string(), latest], |row| {
-                    Ok((row.get::<_, u32>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?))
-                })?;
-                for row in rows {
-                    let (attempt, seq, payload_json) = row?;
-                    let payload =
-                        JobEventPayload::from_json(&payload_json).map_err(|err| {
-                            CoordinatorError::Corrupt(format!(
-                                "event {seq} of job {job_id} attempt {attempt} does not parse: {err}"
-                            ))
-                        })?;
-                    if let JobEventPayload::Cell(cell) = payload {
-                        if keep.contains(&cell.index) {
-                            // The latest earlier attempt that stored the cell is the one kept.
-                            kept.insert(cell.index, (attempt, *cell));
-                        }
-                    }
-                }
             }
-            Ok((attempts, kept.into_values().collect()))
-        })
-        .await
+            EventHeader::Other(_) => {}
+        }
+        // The stored JSON is no longer needed: what intake reads next is the header.
+        outcome.new_events.push(NewEvent {
+            seq: event.seq,
+            header: event.header,
+        });
     }
+    Ok(outcome)
+}
+
+/// A job's lease and its run's state, as intake decides on them.
+fn lease_view(conn: &Connection, job_id: JobId) -> Result<Option<LeaseView>, CoordinatorError> {
+    let row = conn
+        .prepare_cached(
+            "SELECT jobs.run_id, jobs.state, jobs.attempt, jobs.agent_id, runs.state
+             FROM jobs JOIN runs USING (run_id) WHERE jobs.job_id = ?1",
+        )?
+        .query_row(params![job_id.to_string()], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, u32>(2)?,
+                row.get::<_, Option<String>>(3)?,
+                row.get::<_, String>(4)?,
+            ))
+        })
+        .optional()?;
+    let Some((run_id, state, attempt, agent_id, run_state)) = row else {
+        return Ok(None);
+    };
+    let corrupt = |what: &str, err: abfleet_core::names::UnknownName| {
+        CoordinatorError::Corrupt(format!("{what} of job {job_id}: {err}"))
+    };
+    Ok(Some(LeaseView {
+        run_id: parse_stored_id(&run_id)?,
+        state: state.parse().map_err(|err| corrupt("state", err))?,
+        attempt,
+        agent_id: agent_id.as_deref().map(parse_stored_id).transpose()?,
+        run_state: run_state.parse().map_err(|err| corrupt("run state", err))?,
+    }))
 }
 
 /// Records how an attempt ended, unless it already has an end.

@@ -1,5 +1,7 @@
 //! `abfleet runs`, `abfleet agents`, `abfleet cancel`.
 
+use abfleet_coordinator::run_summary;
+use abfleet_coordinator::store::{RunCursor, RunOrder};
 use abfleet_core::report::format_utc;
 use abfleet_core::{AgentId, RunId};
 use abfleet_proto::pb;
@@ -9,36 +11,52 @@ use crate::cli::StoreSource;
 use crate::cli::TlsArgs;
 use crate::failure::{Classify, Failure};
 
-pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
-    let runs: Vec<pb::RunSummary> = match &source.data_dir {
+/// Runs read per page with `--all`.
+const ALL_PAGE: u32 = 1000;
+
+/// `abfleet runs`: the newest `limit` runs (`None`: every run), newest first.
+pub async fn runs(limit: Option<u32>, source: &StoreSource) -> Result<i32, Failure> {
+    let (runs, more) = match &source.data_dir {
         Some(dir) => {
             let coordinator =
                 abfleet_coordinator::Coordinator::open(dir, Default::default()).infra()?;
-            coordinator
-                .fleet
-                .runs()
-                .await
-                .infra()?
-                .into_iter()
-                .map(abfleet_coordinator::run_summary)
-                .collect()
+            let fleet = &coordinator.fleet;
+            let mut runs = Vec::new();
+            let mut cursor = None;
+            loop {
+                let want = limit.unwrap_or(ALL_PAGE);
+                let mut page = fleet
+                    .run_listing(RunOrder::NewestFirst, cursor.take(), want.saturating_add(1))
+                    .await
+                    .infra()?;
+                let full = page.len() > want as usize;
+                page.truncate(want as usize);
+                cursor = page.last().map(RunCursor::after);
+                runs.extend(page.into_iter().map(run_summary));
+                if !full || limit.is_some() {
+                    break (runs, full);
+                }
+            }
         }
         None => {
             let mut client = control_client(&source.coordinator, &source.tls).await?;
             let mut runs = Vec::new();
             let mut page_token = String::new();
             loop {
+                let page_size = limit.map_or(ALL_PAGE, |n| n - runs.len() as u32);
                 let page = client
                     .list_runs(pb::ListRunsRequest {
-                        page_size: 0,
+                        page_size,
                         page_token,
+                        oldest_first: false,
                     })
                     .await
                     .map_err(|s| status_error("failed to list runs", s))?
                     .into_inner();
                 runs.extend(page.runs);
-                if page.next_page_token.is_empty() {
-                    break runs;
+                let done = limit.is_some_and(|n| runs.len() as u32 >= n);
+                if page.next_page_token.is_empty() || done {
+                    break (runs, !page.next_page_token.is_empty());
                 }
                 page_token = page.next_page_token;
             }
@@ -48,6 +66,7 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
         "{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  {:<20}  note",
         "run", "submitted", "state", "trigger", "exit", "name"
     );
+    let runs_shown = runs.len();
     for run in runs {
         let exit = if run.exit_code < 0 {
             "-".to_string()
@@ -65,6 +84,12 @@ pub async fn runs(source: &StoreSource) -> Result<i32, Failure> {
             run.trigger_note
         );
         println!("{}", line.trim_end());
+    }
+    if more {
+        eprintln!(
+            "(the newest {} runs; --limit N for more, --all for every run)",
+            runs_shown
+        );
     }
     Ok(0)
 }

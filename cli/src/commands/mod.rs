@@ -141,7 +141,9 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             )
             .await
         }
-        Command::Runs { source } => lists::runs(&source).await,
+        Command::Runs { limit, all, source } => {
+            lists::runs(if all { None } else { Some(limit) }, &source).await
+        }
         Command::Agents { coordinator, tls } => lists::agents(&coordinator, &tls).await,
         Command::Cancel {
             run_id,
@@ -266,20 +268,25 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                     jobs,
                     events_per_job,
                     batch,
+                    coordinator_bin,
                 },
         } => {
-            bench::fleet::run(bench::fleet::FleetArgs::new(
-                smoke,
-                agents,
-                jobs,
-                events_per_job,
-                batch,
-            ))
-            .await
+            let mut args = bench::fleet::FleetArgs::new(smoke, agents, jobs, events_per_job, batch);
+            args.coordinator_bin = coordinator_bin;
+            bench::fleet::run(args).await
         }
         Command::Bench {
-            command: BenchCommand::Store { smoke, runs },
-        } => bench::store::run(bench::store::StoreArgs::new(smoke, runs)).await,
+            command:
+                BenchCommand::Store {
+                    smoke,
+                    runs,
+                    coordinator_bin,
+                },
+        } => {
+            let mut args = bench::store::StoreArgs::new(smoke, runs);
+            args.coordinator_bin = coordinator_bin;
+            bench::store::run(args).await
+        }
         Command::Bench {
             command:
                 BenchCommand::Report {

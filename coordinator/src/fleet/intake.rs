@@ -1,6 +1,10 @@
 //! Event intake: a leased job's numbered events stored exactly once, progress published
 //! from them, and the run finished when its last job is done. Events of an attempt whose
 //! lease lapsed are accepted when nobody else took the job (the lease is given back).
+//!
+//! A batch is one trip to the store (`Store::append_batch`: the lease checked and the events
+//! stored in one transaction); what intake needs besides — the job's run and its spec's cell
+//! count, the events stored so far — is kept per job while it takes events.
 
 use abfleet_core::events::JobEventPayload;
 use abfleet_core::progress::RunProgress;
@@ -9,8 +13,15 @@ use abfleet_core::{AgentId, JobId};
 
 use super::Fleet;
 use super::FleetError;
-use crate::store::StoredEvent;
+use crate::store::{BatchOutcome, EventHeader, IncomingEvent, LeaseView, NewEvent};
 use tracing::warn;
+
+/// What intake keeps of a job while it takes events: facts that never change.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct JobFacts {
+    /// The cell count of the job's run's spec (cell indexes are below it).
+    pub(super) cell_count: usize,
+}
 
 impl Fleet {
     /// Stores events of a leased job; returns the acknowledged sequence numbers.
@@ -19,8 +30,9 @@ impl Fleet {
         agent_id: AgentId,
         job_id: JobId,
         attempt: u32,
-        events: Vec<StoredEvent>,
+        events: Vec<impl Into<IncomingEvent>>,
     ) -> Result<Vec<u64>, FleetError> {
+        let events = events.into_iter().map(Into::into).collect();
         let result = self.store_events(agent_id, job_id, attempt, events).await;
         if matches!(
             result,
@@ -38,84 +50,111 @@ impl Fleet {
         agent_id: AgentId,
         job_id: JobId,
         attempt: u32,
-        events: Vec<StoredEvent>,
+        events: Vec<IncomingEvent>,
     ) -> Result<Vec<u64>, FleetError> {
-        let mut job = self
-            .inner
-            .store
-            .job(job_id)
-            .await?
-            .ok_or_else(|| FleetError::UnknownJob(job_id))?;
-        if job.state == JobState::Queued
-            && job.attempt == attempt
-            && job.agent_id == Some(agent_id)
-            && self.reclaim_lapsed(job_id, agent_id, attempt).await?
-        {
-            // Cut off longer than the lease, but nobody took the job: its events still count.
-            job = self
-                .inner
-                .store
-                .job(job_id)
-                .await?
-                .ok_or_else(|| FleetError::UnknownJob(job_id))?;
-        }
-        if job.attempt == attempt
-            && job.state != JobState::Queued
-            && job.agent_id.is_some_and(|holder| holder != agent_id)
-        {
-            // Another agent's live (or finished) lease: never results forged into it.
-            return Err(FleetError::NotLeaseHolder {
-                job_id,
-                attempt,
-                agent_id,
-            });
-        }
-        if job.attempt != attempt || job.agent_id != Some(agent_id) || job.state == JobState::Queued
-        {
-            return Err(FleetError::LeaseLost { job_id, attempt });
-        }
-        let run = self.run_row(job.run_id).await?;
-        check_events(job_id, attempt, run.spec.cell_count(), &events)?;
+        let facts = self.job_facts(job_id).await?;
+        check_events(job_id, attempt, facts.cell_count, &events)?;
         let limit = self.inner.config.max_events_per_job;
         let stored = self.events_stored(job_id).await?;
-        if stored + events.len() as u64 > limit {
-            // Re-sends of stored events count here too; near the limit that errs by a
-            // batch, which a limit this far above any real job can afford.
-            let error = FleetError::TooManyEvents { job_id, limit };
-            warn!(job_id = %job_id, stored, limit, "job over its event limit; failing it");
-            self.forget_event_count(job_id);
-            self.fail_job(job_id, job.run_id, error.to_string()).await?;
-            return Err(error);
-        }
-        // After "done" nothing new can legitimately arrive: only re-sends are acknowledged.
-        let accept_new = matches!(job.state, JobState::Leased | JobState::Cancelled);
-        let outcome = self
-            .inner
-            .store
-            .append_events(job_id, attempt, events, accept_new)
-            .await?;
+        let mut reclaimed = false;
+        let mut events = events;
+        let (outcome, job) = loop {
+            let batch = self
+                .inner
+                .store
+                .append_batch(job_id, attempt, agent_id, events, (stored, limit))
+                .await?
+                .ok_or(FleetError::UnknownJob(job_id))?;
+            match batch {
+                BatchOutcome::Stored { outcome, job } => break (outcome, job),
+                BatchOutcome::NotHolder {
+                    job,
+                    events: refused,
+                } if !reclaimed
+                    && job.state == JobState::Queued
+                    && job.attempt == attempt
+                    && job.agent_id == Some(agent_id)
+                    && self.reclaim_lapsed(job_id, agent_id, attempt).await? =>
+                {
+                    // Cut off longer than the lease, but nobody took the job: its events
+                    // still count.
+                    reclaimed = true;
+                    events = refused;
+                }
+                BatchOutcome::NotHolder { job, .. } => {
+                    return Err(not_holder_error(job_id, attempt, agent_id, &job))
+                }
+                BatchOutcome::OverLimit(job) => {
+                    // Re-sends of stored events count here too; near the limit that errs by a
+                    // batch, which a limit this far above any real job can afford.
+                    let error = FleetError::TooManyEvents { job_id, limit };
+                    warn!(job_id = %job_id, stored, limit, "job over its event limit; failing it");
+                    self.forget_job(job_id);
+                    self.fail_job(job_id, job.run_id, error.to_string()).await?;
+                    return Err(error);
+                }
+            }
+        };
         super::metrics::Counters::add(
             &self.inner.counters.events_ingested,
             outcome.new_events.len() as u64,
         );
         self.count_new_events(job_id, stored, outcome.new_events.len() as u64);
-        let mut finished = false;
-        for event in &outcome.new_events {
-            match &event.payload {
-                JobEventPayload::Progress {
+        let finished = self.publish_progress(job_id, &job, facts, &outcome.new_events);
+        if job.run_state.is_finished() && !outcome.new_events.is_empty() {
+            // A cancelled run's agent still uploads its last events: what the run leaves for
+            // later runs follows its report.
+            self.record_results_of(job.run_id).await?;
+        }
+        if finished {
+            // After "done" only re-sends arrive: what intake kept of the job is not needed.
+            self.forget_job(job_id);
+            self.finish_run_if_complete(job.run_id).await?;
+            self.dispatch().await?;
+        }
+        Ok(outcome.acked)
+    }
+
+    /// Progress from a batch's new events, for watchers (none: nothing is formatted); the
+    /// cells of a batch are one update, its last. `true` when the batch held `done`.
+    fn publish_progress(
+        &self,
+        job_id: JobId,
+        job: &LeaseView,
+        facts: JobFacts,
+        events: &[NewEvent],
+    ) -> bool {
+        let finished = events.iter().any(|event| {
+            matches!(
+                event.header,
+                EventHeader::Other(JobEventPayload::Done { .. })
+            )
+        });
+        if self.inner.progress.receiver_count() == 0 {
+            return finished;
+        }
+        let last_cell = events.iter().rev().find_map(|event| match &event.header {
+            EventHeader::Cell(cell) => Some(cell),
+            EventHeader::Other(_) => None,
+        });
+        for event in events {
+            match &event.header {
+                EventHeader::Other(JobEventPayload::Progress {
                     phase,
                     message,
                     cells_done,
                     cells_total,
                     current_cell,
-                } => {
+                }) => {
                     let mut update = RunProgress::new(job.run_id, Some(job_id), phase, message);
                     update.cells_done = *cells_done;
                     update.cells_total = *cells_total;
                     update.current_cell = current_cell.clone().filter(|cell| !cell.is_empty());
                     self.publish(update);
                 }
-                JobEventPayload::Cell(cell) => {
+                EventHeader::Cell(cell)
+                    if last_cell.is_some_and(|last| std::ptr::eq(last, cell)) =>
+                {
                     let mut update = RunProgress::new(
                         job.run_id,
                         Some(job_id),
@@ -126,25 +165,64 @@ impl Fleet {
                         ),
                     );
                     update.cells_done = cell.index + 1;
-                    update.cells_total = run.spec.cell_count() as u32;
+                    update.cells_total = facts.cell_count as u32;
                     self.publish(update);
                 }
-                JobEventPayload::Done { .. } => finished = true,
                 _ => {}
             }
         }
-        if run.state.is_finished() && !outcome.new_events.is_empty() {
-            // A cancelled run's agent still uploads its last events: what the run leaves for
-            // later runs follows its report.
-            self.record_results_of(job.run_id).await?;
+        finished
+    }
+
+    /// The job's spec's cell count: read (the spec parsed) once per job while it takes events.
+    async fn job_facts(&self, job_id: JobId) -> Result<JobFacts, FleetError> {
+        if let Some(facts) = self.job_facts_map().get(&job_id) {
+            return Ok(*facts);
         }
-        if finished {
-            // After "done" only re-sends arrive: the count is no longer needed.
-            self.forget_event_count(job_id);
-            self.finish_run_if_complete(job.run_id).await?;
-            self.dispatch().await?;
+        let job = self
+            .inner
+            .store
+            .job(job_id)
+            .await?
+            .ok_or(FleetError::UnknownJob(job_id))?;
+        let facts = JobFacts {
+            cell_count: self.run_row(job.run_id).await?.spec.cell_count(),
+        };
+        self.job_facts_map().insert(job_id, facts);
+        Ok(facts)
+    }
+
+    fn job_facts_map(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<JobId, JobFacts>> {
+        self.inner
+            .job_facts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Forgets what intake kept of a job (it finished, or failed over its limit).
+    fn forget_job(&self, job_id: JobId) {
+        self.forget_event_count(job_id);
+        self.job_facts_map().remove(&job_id);
+    }
+}
+
+/// Why a batch from an agent that does not hold the job's lease at `attempt` is refused:
+/// another agent's live (or finished) lease is never written into; anything else is a lease
+/// this agent lost.
+fn not_holder_error(job_id: JobId, attempt: u32, agent_id: AgentId, job: &LeaseView) -> FleetError {
+    if job.attempt == attempt
+        && job.state != JobState::Queued
+        && job.agent_id.is_some_and(|holder| holder != agent_id)
+    {
+        FleetError::NotLeaseHolder {
+            job_id,
+            attempt,
+            agent_id,
         }
-        Ok(outcome.acked)
+    } else {
+        FleetError::LeaseLost { job_id, attempt }
     }
 }
 
@@ -184,7 +262,7 @@ pub(super) fn check_events(
     job_id: JobId,
     attempt: u32,
     cell_count: usize,
-    events: &[StoredEvent],
+    events: &[IncomingEvent],
 ) -> Result<(), FleetError> {
     for event in events {
         let refuse = |reason: String| FleetError::InvalidEvent {
@@ -200,7 +278,7 @@ pub(super) fn check_events(
                 i64::MAX
             )));
         }
-        if let JobEventPayload::Cell(cell) = &event.payload {
+        if let EventHeader::Cell(cell) = &event.header {
             if cell.index as usize >= cell_count {
                 return Err(refuse(format!(
                     "cell index {} is outside the spec's {cell_count} cell(s) (indices 0..{cell_count})",

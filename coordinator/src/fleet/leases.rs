@@ -20,14 +20,7 @@ impl Fleet {
         running: Option<(JobId, u32)>,
     ) -> Result<(), FleetError> {
         self.touch_session(agent_id);
-        if !self
-            .inner
-            .store
-            .touch_agent(agent_id, self.now_ms())
-            .await?
-        {
-            return Err(FleetError::NotRegistered(agent_id));
-        }
+        self.touch_agent(agent_id).await?;
         if let Some((job_id, attempt)) = running {
             if let Some(job) = self.inner.store.job(job_id).await? {
                 if job.attempt == attempt

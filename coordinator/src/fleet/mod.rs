@@ -4,7 +4,7 @@
 //!
 //! One handle, [`Fleet`] (in `state`), with its methods split by concern: `runs` (submit,
 //! cancel, finish), `sessions` (agents, sessions, dispatch), `leases` (heartbeats, expiry,
-//! requeue), `certificates` (agent id ↔ certificate), `intake` (events), `progress` (watchers), `reports`, `bisects` (a run's recorded bisects), `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
+//! requeue), `certificates` (agent id ↔ certificate), `heartbeats` (when agents last spoke, written in batches), `intake` (events), `progress` (watchers), `reports`, `served_reports` (a finished run's report, assembled once and kept), `bisects` (a run's recorded bisects), `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
 //! the milestone spec, debounce).
 
 mod bisects;
@@ -12,6 +12,7 @@ mod certificates;
 #[cfg(test)]
 mod comparable_tests;
 mod error;
+mod heartbeats;
 mod history;
 mod intake;
 mod leases;
@@ -19,6 +20,7 @@ mod metrics;
 mod progress;
 mod reports;
 mod runs;
+mod served_reports;
 mod sessions;
 mod state;
 #[cfg(test)]

@@ -13,8 +13,9 @@ use super::FleetError;
 use crate::store::GenerationResult;
 
 impl Fleet {
-    /// The full report, with each generation compared against the previous run's toolchain.
-    pub async fn report(&self, run_id: RunId) -> Result<Report, FleetError> {
+    /// The full report assembled now, with each generation compared against the previous
+    /// run's toolchain (`served_reports` keeps it once the run finished).
+    pub(super) async fn fresh_report(&self, run_id: RunId) -> Result<Report, FleetError> {
         let (mut report, created_ms) = self.assembled(run_id).await?;
         self.attach_previous(&mut report, created_ms).await?;
         self.attach_bisects(&mut report, run_id).await?;
@@ -35,6 +36,9 @@ impl Fleet {
         run_id: RunId,
         finishing_as: Option<RunState>,
     ) -> Result<(Report, i64), FleetError> {
+        let _permit = self.inner.assembling.acquire().await.map_err(|err| {
+            crate::CoordinatorError::Internal(format!("report assembly queue: {err}"))
+        })?;
         let (mut run, jobs) = self
             .inner
             .store
@@ -44,7 +48,14 @@ impl Fleet {
         if let Some(state) = finishing_as {
             run.state = state;
         }
-        Ok((report::assemble(&run, &jobs), run.created_ms))
+        let created_ms = run.created_ms;
+        // Seconds of CPU for a run of many cells: off the async runtime.
+        let report = tokio::task::spawn_blocking(move || report::assemble_owned(&run, jobs))
+            .await
+            .map_err(|err| {
+                crate::CoordinatorError::Internal(format!("report assembly failed: {err}"))
+            })?;
+        Ok((report, created_ms))
     }
 
     /// Records again what a finished run leaves for later runs, from its stored events (a

@@ -9,9 +9,10 @@ use abfleet_core::{JobId, RunId};
 use tracing::{info, warn};
 
 use super::reports::results_for_later_runs;
+use super::served_reports::report_to_json;
 use super::Fleet;
 use super::FleetError;
-use crate::store::{NewJob, RunRow};
+use crate::store::{NewJob, ReportToStore, RunCursor, RunListing, RunOrder, RunRow};
 
 impl Fleet {
     /// Stores a run with its jobs (one, or one per matching generation or agent) and offers
@@ -229,9 +230,23 @@ impl Fleet {
         Ok(self.inner.store.runs().await?)
     }
 
-    /// Up to `limit` runs from position `offset`, oldest first.
-    pub async fn runs_page(&self, offset: u64, limit: u32) -> Result<Vec<RunRow>, FleetError> {
-        Ok(self.inner.store.runs_page(offset, limit).await?)
+    /// Up to `limit` runs in `order` after `cursor`: the run list, without reading specs.
+    pub async fn run_listing(
+        &self,
+        order: RunOrder,
+        cursor: Option<RunCursor>,
+        limit: u32,
+    ) -> Result<Vec<RunListing>, FleetError> {
+        Ok(self.inner.store.run_listing(order, cursor, limit).await?)
+    }
+
+    /// The validated spec a run was submitted with, as the JSON stored with it.
+    pub async fn run_spec_json(&self, run_id: RunId) -> Result<String, FleetError> {
+        self.inner
+            .store
+            .spec_json(run_id)
+            .await?
+            .ok_or(FleetError::UnknownRun(run_id))
     }
 
     /// Up to `limit` runs from position `offset`, newest first.
@@ -271,28 +286,35 @@ impl Fleet {
         };
         // One pass: the exit code is derived once, from the report as it reads in the final
         // state (compared with the earlier comparable runs: the parity ratchet can fail it),
-        // and stored with that state and what the run leaves for later runs.
+        // and stored with that state, what the run leaves for later runs and the report as
+        // it is served from now on (`served_reports`). A comparison that fails fails the
+        // finish: an exit code without the ratchet would be wrong.
+        let basis = self.inner.store.report_basis().await?;
         let (mut report, created_ms) = self.assembled_in(run_id, Some(state)).await?;
         self.attach_previous(&mut report, created_ms).await?;
+        let results = results_for_later_runs(&report);
+        let (exit_code, cells_done) = (report.exit_code, report.cells.len() as u32);
+        let json = tokio::task::spawn_blocking(move || report_to_json(&report))
+            .await
+            .map_err(|err| crate::CoordinatorError::Internal(format!("report to JSON: {err}")))?;
+        let served = Some(ReportToStore {
+            json,
+            basis,
+            now_ms: self.now_ms(),
+        });
         self.inner
             .store
-            .finish_run(
-                run_id,
-                state,
-                report.exit_code,
-                self.now_ms(),
-                results_for_later_runs(&report),
-            )
+            .finish_run(run_id, state, exit_code, self.now_ms(), results, served)
             .await?;
-        info!(run_id = %run_id, state = state.as_str(), exit_code = report.exit_code, "run finished");
+        info!(run_id = %run_id, state = state.as_str(), exit_code, "run finished");
         let mut finished = RunProgress::new(
             run_id,
             jobs.first().map(|j| j.job_id),
             state.as_str(),
             "finished",
         );
-        finished.exit_code = Some(report.exit_code);
-        finished.cells_done = report.cells.len() as u32;
+        finished.exit_code = Some(exit_code);
+        finished.cells_done = cells_done;
         finished.cells_total = run.spec.cell_count() as u32;
         self.publish(finished);
         Ok(())

@@ -39,6 +39,7 @@ impl Fleet {
             .store
             .upsert_agent(agent_id, inventory, self.now_ms())
             .await?;
+        self.registered(agent_id);
         info!(agent_id = %agent_id, host = %inventory.hostname, "agent registered");
         super::metrics::Counters::add(&self.inner.counters.registrations, 1);
         self.watch_toolchains(agent_id, inventory, earlier.as_ref())
@@ -168,14 +169,7 @@ impl Fleet {
     /// restarted), so it goes back to the queue at once instead of waiting out its lease.
     pub async fn ready(&self, agent_id: AgentId) -> Result<(), FleetError> {
         self.touch_session(agent_id);
-        if !self
-            .inner
-            .store
-            .touch_agent(agent_id, self.now_ms())
-            .await?
-        {
-            return Err(FleetError::NotRegistered(agent_id));
-        }
+        self.touch_agent(agent_id).await?;
         for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
             if job.agent_id == Some(agent_id) {
                 warn!(agent_id = %agent_id, job_id = %job.job_id, "agent is idle but held a lease; requeueing");
@@ -348,7 +342,10 @@ impl Fleet {
         let agents = self.inner.store.agents_page(offset, limit).await?;
         Ok(agents
             .into_iter()
-            .map(|agent| {
+            .map(|mut agent| {
+                if let Some(heard) = self.heard_since_written(agent.agent_id) {
+                    agent.last_heartbeat_ms = agent.last_heartbeat_ms.max(heard);
+                }
                 let running = leased
                     .iter()
                     .find(|j| j.agent_id == Some(agent.agent_id))

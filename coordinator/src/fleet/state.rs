@@ -97,6 +97,13 @@ pub(super) struct Inner {
     pub(super) triggers: tokio::sync::Mutex<()>,
     /// Events stored per job still taking events (see `intake::events_stored`).
     pub(super) event_counts: Mutex<HashMap<JobId, u64>>,
+    /// Per job still taking events, its run and cell count (see `intake::job_facts`).
+    pub(super) job_facts: Mutex<HashMap<JobId, super::intake::JobFacts>>,
+    /// Heartbeats not yet written to the store (see `heartbeats`).
+    pub(super) heard: Mutex<super::heartbeats::Heard>,
+    /// Reports assembled at once, at most one per core: each holds its run's decoded events,
+    /// and runs finishing together queue here instead of all being in memory at once.
+    pub(super) assembling: tokio::sync::Semaphore,
 }
 
 /// A cheap handle on the coordinator's state.
@@ -128,6 +135,11 @@ impl Fleet {
                 counters: Default::default(),
                 triggers: tokio::sync::Mutex::new(()),
                 event_counts: Mutex::new(HashMap::new()),
+                job_facts: Mutex::new(HashMap::new()),
+                heard: Mutex::new(Default::default()),
+                assembling: tokio::sync::Semaphore::new(
+                    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4)),
+                ),
             }),
         }
     }

@@ -633,8 +633,11 @@ async fn runs_finished_before_the_results_table_are_recorded_when_a_report_needs
     let second = h.run_with_toolchain("cc 13", JobOutcome::Completed).await;
     {
         let conn = rusqlite::Connection::open(h.fleet.store().path()).unwrap();
-        conn.execute_batch("DELETE FROM generation_results; UPDATE runs SET results_recorded = 0;")
-            .unwrap();
+        // Such a data dir has no stored reports either (migration 13).
+        conn.execute_batch(
+            "DELETE FROM generation_results; DELETE FROM run_reports; UPDATE runs SET results_recorded = 0;",
+        )
+        .unwrap();
     }
     let report = h.fleet.report(second).await.unwrap();
     assert_eq!(report.generations[0].previous_run, Some(first.to_string()));
@@ -694,7 +697,12 @@ async fn the_state_machine_says_which_run_or_lease_is_wrong() {
     let offer = h.ready_and_take_offer().await;
     let stale = h
         .fleet
-        .push_events(h.agent, offer.job_id, offer.attempt + 1, Vec::new())
+        .push_events(
+            h.agent,
+            offer.job_id,
+            offer.attempt + 1,
+            Vec::<StoredEvent>::new(),
+        )
         .await;
     assert!(matches!(
         stale,
@@ -1013,3 +1021,5 @@ async fn a_draining_agent_keeps_its_job_and_is_offered_nothing_until_resumed() {
         "{unknown:?}"
     );
 }
+
+mod served_reports;

@@ -1,7 +1,8 @@
 //! Finished bisects of a run (`abfleet bisect RUN`, table `bisects`, migration 12): kept with
 //! the run they bisected, so that run's report shows a "Bisect" section. The coordinator
 //! stores the document as the CLI sent it (`core::bisect::BisectRecord`, checked before it is
-//! stored) and never reads into it.
+//! stored) and never reads into it. Recording one drops the run's stored report (its next
+//! read assembles it with the bisect) in the same transaction.
 
 use abfleet_core::RunId;
 use rusqlite::params;
@@ -18,10 +19,13 @@ impl Store {
         bisection_json: String,
     ) -> Result<(), CoordinatorError> {
         self.with(move |conn| {
-            conn.execute(
+            let tx = conn.transaction()?;
+            tx.execute(
                 "INSERT OR REPLACE INTO bisects (run_id, recorded_ms, bisection_json) VALUES (?1, ?2, ?3)",
                 params![run_id.to_string(), now_ms, bisection_json],
             )?;
+            super::reports::report_changed(&tx, run_id)?;
+            tx.commit()?;
             Ok(())
         })
         .await

@@ -236,6 +236,24 @@ CREATE TABLE bisects (
 );
 "#,
     },
+    Migration {
+        version: 13,
+        summary: "run_reports: a finished run's report as served, assembled once; results_changes: each change of what a run leaves for later runs, which a stored report may depend on; runs_unrecorded: the finished runs whose results a report may still have to record, without scanning every run of the name",
+        sql: r#"
+CREATE TABLE run_reports (
+    run_id       TEXT PRIMARY KEY REFERENCES runs(run_id),
+    report_json  TEXT NOT NULL,
+    assembled_by TEXT NOT NULL,
+    assembled_ms INTEGER NOT NULL
+);
+CREATE TABLE results_changes (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    name       TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+CREATE INDEX runs_unrecorded ON runs(name, created_ms) WHERE results_recorded = 0;
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.

@@ -39,8 +39,9 @@ pub struct PreviousResult {
 }
 
 impl Store {
-    /// Ends a run: its state, exit code and finished time, and what it leaves for later runs,
-    /// in one transaction.
+    /// Ends a run: its state, exit code and finished time, what it leaves for later runs, and
+    /// its report (`store/reports.rs`; kept only if what it compares with did not change
+    /// while it was assembled), in one transaction.
     pub async fn finish_run(
         &self,
         run_id: RunId,
@@ -48,6 +49,7 @@ impl Store {
         exit_code: i32,
         now_ms: i64,
         results: Vec<GenerationResult>,
+        report: Option<super::ReportToStore>,
     ) -> Result<(), CoordinatorError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
@@ -55,7 +57,16 @@ impl Store {
                 "UPDATE runs SET state = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
                 params![run_id.to_string(), state.as_str(), exit_code, now_ms],
             )?;
+            let report = match report {
+                Some(report) if super::reports::is_current(&tx, run_id, report.basis)? => {
+                    Some(report)
+                }
+                _ => None,
+            };
             replace_results(&tx, run_id, results)?;
+            if let Some(report) = report {
+                super::reports::put(&tx, run_id, &report)?;
+            }
             tx.commit()?;
             Ok(())
         })
@@ -288,6 +299,7 @@ fn replace_results(
     let json = |value: serde_json::Result<String>| {
         value.map_err(|err| CoordinatorError::Internal(err.to_string()))
     };
+    super::reports::results_changed(tx, run_id)?;
     tx.execute(
         "DELETE FROM generation_results WHERE run_id = ?1",
         params![run_id.to_string()],

@@ -83,11 +83,12 @@ struct Document<'t> {
 impl Document<'_> {
     /// Takes in one start or empty element, spanning `span` of the text.
     fn element(&mut self, tag: &BytesStart<'_>, span: Range<usize>) -> Result<(), OutputError> {
-        let at = Position::of_offset(self.text, span.start);
+        // A position is counted from the text's start: only for an error (per element, a
+        // 4K 10-minute output's 14,400 frames took seconds).
         let element = Element {
             text: self.text,
+            attributes: attributes(tag, || Position::of_offset(self.text, span.start))?,
             span,
-            attributes: attributes(tag, at)?,
         };
         let name = tag.name();
         let name = name.as_ref();
@@ -117,28 +118,34 @@ impl Document<'_> {
     }
 
     fn finish(self) -> Result<Scores, OutputError> {
-        let end = Position::of_offset(self.text, self.text.len());
+        let end = || Position::of_offset(self.text, self.text.len());
         if !self.open.is_empty() || !self.saw_root {
             return Err(OutputError::Truncated {
                 format: FORMAT,
-                at: end,
+                at: end(),
             });
         }
         if !self.saw_frames {
-            return Err(malformed(end, "`<VMAF>` has no `<frames>` element".into()));
+            return Err(malformed(
+                end(),
+                "`<VMAF>` has no `<frames>` element".into(),
+            ));
         }
         Ok(self.scores)
     }
 }
 
-/// The attributes of a tag, unescaped, in the order written.
-fn attributes(tag: &BytesStart<'_>, at: Position) -> Result<Vec<(String, String)>, OutputError> {
+/// The attributes of a tag, unescaped, in the order written; `at` says where the tag starts.
+fn attributes(
+    tag: &BytesStart<'_>,
+    at: impl Fn() -> Position,
+) -> Result<Vec<(String, String)>, OutputError> {
     tag.attributes()
         .map(|attribute| {
-            let attribute = attribute.map_err(|err| attribute_error(tag, at, &err))?;
+            let attribute = attribute.map_err(|err| attribute_error(tag, at(), &err))?;
             let value = attribute
                 .normalized_value(XmlVersion::Implicit1_0)
-                .map_err(|err| attribute_error(tag, at, &err))?;
+                .map_err(|err| attribute_error(tag, at(), &err))?;
             Ok((attribute.key.as_ref().to_owned(), value.into_owned()))
         })
         .collect()

@@ -148,6 +148,7 @@ pub struct AttemptRecord {
     pub end_reason: Option<String>,
 }
 
+#[derive(Clone)]
 pub struct JobRecord {
     pub job_id: String,
     /// The generation key the job measures; `None` when the spec names no targets.
@@ -170,24 +171,27 @@ pub struct JobRecord {
 /// over all of them (the fork's document shape; a single-generation run is just that
 /// generation). Cells of different generations never share a summary.
 pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
-    let mut keys: Vec<Option<String>> = Vec::new();
+    assemble_owned(run, jobs.to_vec())
+}
+
+/// [`assemble`] from records it may take apart: each cell moves from its event into the
+/// report instead of being copied (the coordinator's reports of 10,000-cell runs).
+pub fn assemble_owned(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
+    let mut groups: Vec<(Option<String>, Vec<JobRecord>)> = Vec::new();
     for job in jobs {
-        if !keys.contains(&job.generation) {
-            keys.push(job.generation.clone());
+        match groups.iter_mut().find(|(key, _)| *key == job.generation) {
+            Some((_, group)) => group.push(job),
+            None => groups.push((job.generation.clone(), vec![job])),
         }
     }
-    let sections: Vec<(Option<String>, Report)> = keys
-        .iter()
-        .map(|key| {
-            let group: Vec<&JobRecord> = jobs.iter().filter(|j| &j.generation == key).collect();
-            (key.clone(), assemble_jobs(run, &group))
+    let sections: Vec<(Option<String>, Report)> = groups
+        .into_iter()
+        .map(|(key, group)| {
+            let report = assemble_jobs(run, group);
+            (key, report)
         })
         .collect();
-    let mut report = match sections.first() {
-        Some((_, first)) if sections.len() == 1 => first.clone(),
-        _ => merge(run, &sections),
-    };
-    report.generations = sections
+    let generations = sections
         .iter()
         .map(|(key, sub)| {
             GenerationSection::from_report(
@@ -196,6 +200,12 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
             )
         })
         .collect();
+    let mut report = if sections.len() == 1 {
+        sections.into_iter().next().expect("one section").1
+    } else {
+        merge(run, sections)
+    };
+    report.generations = generations;
     add_cuda_fleet_floor(&mut report.generations);
     report.sweep_table = report
         .generations
@@ -212,12 +222,22 @@ pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
 
 /// The top level of a multi-generation run: every cell (tagged with its generation), the
 /// worst exit code, and no cross-generation geomean.
-fn merge(run: &RunRecord, sections: &[(Option<String>, Report)]) -> Report {
-    let mut report = assemble_jobs(run, &[]);
+fn merge(run: &RunRecord, sections: Vec<(Option<String>, Report)>) -> Report {
+    let mut report = assemble_jobs(run, Vec::new());
     report.missing_cells.clear();
+    let subs = || sections.iter().map(|(_, r)| r);
+    report.score_parity = if subs().any(|r| r.score_parity == ScoreParity::Fail) {
+        ScoreParity::Fail
+    } else if subs().any(|r| r.score_parity == ScoreParity::Ok) {
+        ScoreParity::Ok
+    } else {
+        ScoreParity::NotRun
+    };
+    report.startup_bound = !sections.is_empty() && subs().all(|r| r.startup_bound);
+    let exit_code = combined_exit_code(subs().map(|r| r.exit_code));
     for (key, sub) in sections {
         let key = key.as_deref().unwrap_or(super::model::ANY_GENERATION);
-        report.cells.extend(sub.cells.iter().cloned());
+        report.cells.extend(sub.cells);
         report
             .missing_cells
             .extend(sub.missing_cells.iter().map(|m| format!("{key}: {m}")));
@@ -230,28 +250,17 @@ fn merge(run: &RunRecord, sections: &[(Option<String>, Report)]) -> Report {
                 .map(|l| format!("{key}: {l}")),
         );
         report.attempts = report.attempts.max(sub.attempts);
-        report
-            .attempt_history
-            .extend(sub.attempt_history.iter().cloned());
+        report.attempt_history.extend(sub.attempt_history);
         if report.upstream.resolved.is_none() {
-            report.upstream.resolved = sub.upstream.resolved.clone();
-            report.fork.resolved = sub.fork.resolved.clone();
-            report.fork_ref = sub.fork_ref.clone();
+            report.upstream.resolved = sub.upstream.resolved;
+            report.fork.resolved = sub.fork.resolved;
+            report.fork_ref = sub.fork_ref;
         }
     }
-    let subs: Vec<&Report> = sections.iter().map(|(_, r)| r).collect();
-    report.score_parity = if subs.iter().any(|r| r.score_parity == ScoreParity::Fail) {
-        ScoreParity::Fail
-    } else if subs.iter().any(|r| r.score_parity == ScoreParity::Ok) {
-        ScoreParity::Ok
-    } else {
-        ScoreParity::NotRun
-    };
-    report.startup_bound = !subs.is_empty() && subs.iter().all(|r| r.startup_bound);
     report.startup_note = None;
     report.geomean_speedup = None;
     report.geomean_cells = Vec::new();
-    report.exit_code = combined_exit_code(subs.iter().map(|r| r.exit_code));
+    report.exit_code = exit_code;
     report
 }
 
@@ -296,7 +305,7 @@ fn comparable_spec_sha256(spec: &crate::spec::JobSpec) -> String {
 }
 
 /// The report of the jobs of one generation.
-fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
+fn assemble_jobs(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
     let spec = &run.spec;
     let mut report = Report {
         schema_version: 1,
@@ -350,24 +359,26 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
     let mut sweep_outcome: Option<crate::sweep::SweepOutcome> = None;
     let mut cells: BTreeMap<u32, CellResult> = BTreeMap::new();
     let mut job_finished_cleanly = true;
-    for &job in jobs {
+    let generation = jobs.first().and_then(|j| j.generation.clone());
+    let any_job_done = jobs.iter().any(|j| j.state == JobState::Done);
+    let has_jobs = !jobs.is_empty();
+    for job in jobs {
         report.attempts = report.attempts.max(job.attempt);
         report.agent_id = job.agent_id.clone().or(report.agent_id.take());
-        report.attempt_history.extend(attempt_history(job));
-        for (attempt, cell) in &job.kept_cells {
-            let mut cell = cell.clone();
-            cell.attempt = Some(*attempt);
+        report.attempt_history.extend(attempt_history(&job));
+        for (attempt, mut cell) in job.kept_cells {
+            cell.attempt = Some(attempt);
             cells.insert(cell.index, cell);
         }
         let mut saw_done = false;
-        for event in &job.events {
+        for event in job.events {
             match event {
                 JobEventPayload::Started { host, calibration } => {
-                    report.host = Some(host.clone());
-                    report.calibration = calibration.as_deref().cloned();
+                    report.host = Some(host);
+                    report.calibration = calibration.map(|c| *c);
                 }
                 JobEventPayload::SourceResolved { side, resolved, .. } => {
-                    side_mut(&mut report, *side).resolved = Some(resolved.clone());
+                    side_mut(&mut report, side).resolved = Some(resolved);
                 }
                 JobEventPayload::Build(build) => {
                     if build.status == BuildStatus::Failed {
@@ -382,39 +393,38 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
                             build.error.as_deref().unwrap_or("see the build log")
                         ));
                     }
-                    side_mut(&mut report, build.side).build = Some(build.clone());
+                    let side = build.side;
+                    side_mut(&mut report, side).build = Some(build);
                 }
                 JobEventPayload::Cell(cell) => {
-                    let mut cell = (**cell).clone();
+                    let mut cell = *cell;
                     cell.attempt = Some(job.attempt);
                     cells.insert(cell.index, cell);
                 }
                 JobEventPayload::Done { outcome, error } => {
                     saw_done = true;
-                    if *outcome != JobOutcome::Completed {
+                    if outcome != JobOutcome::Completed {
                         job_finished_cleanly = false;
                     }
                     if let Some(error) = error {
-                        report.errors.push(error.clone());
+                        report.errors.push(error);
                     }
                 }
-                JobEventPayload::Finding(finding) => report.findings.push((**finding).clone()),
-                JobEventPayload::CheckSkipped(skipped) => {
-                    report.skipped_checks.push(skipped.clone())
-                }
+                JobEventPayload::Finding(finding) => report.findings.push(*finding),
+                JobEventPayload::CheckSkipped(skipped) => report.skipped_checks.push(skipped),
                 JobEventPayload::BackendCell(cell) => {
                     // A retried attempt measures the cell again; the last measurement stands.
                     report
                         .backend_cells
                         .retain(|c| (&c.backend, c.label()) != (&cell.backend, cell.label()));
-                    report.backend_cells.push((**cell).clone());
+                    report.backend_cells.push(*cell);
                 }
-                JobEventPayload::Sweep(outcome) => sweep_outcome = Some((**outcome).clone()),
+                JobEventPayload::Sweep(outcome) => sweep_outcome = Some(*outcome),
                 JobEventPayload::Progress { .. } | JobEventPayload::Log { .. } => {}
             }
         }
-        if let Some(error) = &job.error {
-            report.errors.push(error.clone());
+        if let Some(error) = job.error {
+            report.errors.push(error);
         }
         if job.state != JobState::Done || !saw_done {
             job_finished_cleanly = false;
@@ -424,7 +434,6 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
         report.fork_ref = short_ref(commit);
     }
     report.cells = cells.into_values().collect();
-    let generation = jobs.first().and_then(|j| j.generation.clone());
     for cell in &mut report.cells {
         cell.generation = generation.clone();
     }
@@ -473,7 +482,7 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
                     .push(crate::sweep::sweep_finding(&section, finding_backend));
                 report.sweep = Some(section);
             }
-            None if jobs.iter().any(|j| j.state == JobState::Done) => report
+            None if any_job_done => report
                 .errors
                 .push("sweep: the job finished without a sweep result".into()),
             None => {}
@@ -499,8 +508,7 @@ fn assemble_jobs(run: &RunRecord, jobs: &[&JobRecord]) -> Report {
     }
     summarise(&mut report);
     report.exit_code = exit_code(&report, run.state, job_finished_cleanly);
-    if spec.is_sweep() && report.sweep.is_none() && !jobs.is_empty() && report.exit_code == exit::OK
-    {
+    if spec.is_sweep() && report.sweep.is_none() && has_jobs && report.exit_code == exit::OK {
         report.exit_code = exit::NOT_CARRIED_OUT;
     }
     report

@@ -10,7 +10,10 @@
 //!   JSON each) in batches of B: cell events stored per second, from the first push to the
 //!   last cell's acknowledgement;
 //! - from a job's `done` to its run's report in hand (the run finishes on `done`: its report
-//!   is assembled and stored; then `GetReport`);
+//!   is assembled and stored; then `GetReport`), and a finished run's report read again, over
+//!   gRPC and by the real `abfleet report` process;
+//! - the coordinator's CPU time over the ingest phase, per event: a figure the load of other
+//!   processes on the machine changes much less than a rate does;
 //! - the store's size on disk.
 
 use std::collections::HashMap;
@@ -47,6 +50,8 @@ pub struct FleetArgs {
     pub events_per_job: u32,
     pub batch: u32,
     pub dispatch_jobs: usize,
+    /// The binary whose coordinator is measured; `None`: this one.
+    pub coordinator_bin: Option<std::path::PathBuf>,
 }
 
 impl FleetArgs {
@@ -68,6 +73,7 @@ impl FleetArgs {
                 .max(1),
             batch: batch.unwrap_or(100).max(1),
             dispatch_jobs: if smoke { 5 } else { 200 },
+            coordinator_bin: None,
         }
     }
 }
@@ -88,6 +94,21 @@ struct FleetReport {
     events_per_s: f64,
     ingest_seconds: f64,
     done_to_report: Summary,
+    /// `GetReport` of a finished ingest run again, over gRPC (5 times).
+    report_again: Summary,
+    /// `abfleet report RUN --format json`, the real process, end to end (3 times).
+    report_cli: Summary,
+    /// The report's JSON as `GetReport` sends it.
+    report_bytes: usize,
+    /// The coordinator's CPU time (user + system) from the first ingest push to the last
+    /// report fetched, and per cell event.
+    coordinator_cpu_s: f64,
+    coordinator_cpu_us_per_event: f64,
+    /// This process's (the simulated agents') CPU time over the same phase.
+    agents_cpu_s: f64,
+    /// The 1-minute load average when the benchmark started and ended.
+    load_avg_start: Option<f64>,
+    load_avg_end: Option<f64>,
     coordinator_rss_peak_kib: Option<u64>,
     store_bytes: u64,
     targets: Targets,
@@ -132,6 +153,8 @@ pub(super) struct SimFleet {
     pub(super) data: tempfile::TempDir,
     _child: Child,
     pub(super) pid: u32,
+    /// The coordinator's address, for `abfleet … --coordinator`.
+    pub(super) url: String,
     pub(super) control: ControlServiceClient<Channel>,
     shared: Arc<Shared>,
     pub(super) registrations_per_s: f64,
@@ -139,9 +162,10 @@ pub(super) struct SimFleet {
 
 impl SimFleet {
     /// Starts the coordinator, registers `agents` simulated agents and opens their sessions;
-    /// each answers an ingest job (a spec named `bench-ingest`) with `events_per_job` cell
+    /// each answers an ingest job (a spec named `bench-ingest…`) with `events_per_job` cell
     /// events in batches of `batch`, then `done`.
     pub(super) async fn start(
+        exe: &Path,
         agents: usize,
         events_per_job: u32,
         batch: u32,
@@ -153,13 +177,13 @@ impl SimFleet {
             events_per_job,
             batch,
             dispatch_jobs: 0,
+            coordinator_bin: None,
         };
         let data = tempfile::tempdir().infra()?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .infra()?
             .port();
-        let exe = std::env::current_exe().infra()?;
         let child = Child(
             std::process::Command::new(exe)
                 .args([
@@ -181,7 +205,7 @@ impl SimFleet {
         for _ in 0..args.agents.div_ceil(AGENTS_PER_CHANNEL) {
             channels.push(connect(&url).await?);
         }
-        let control = ControlServiceClient::new(channels[0].clone());
+        let control = control_client(channels[0].clone());
 
         // Registration.
         let agent_ids: Vec<String> = (0..args.agents)
@@ -232,6 +256,7 @@ impl SimFleet {
             data,
             _child: child,
             pid,
+            url,
             control,
             shared,
             registrations_per_s,
@@ -249,7 +274,9 @@ impl SimFleet {
 }
 
 pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
-    let fleet = SimFleet::start(args.agents, args.events_per_job, args.batch).await?;
+    let load_avg_start = load_avg();
+    let exe = measured_binary(args.coordinator_bin.as_deref())?;
+    let fleet = SimFleet::start(&exe, args.agents, args.events_per_job, args.batch).await?;
     let (pid, shared, registrations_per_s) =
         (fleet.pid, fleet.shared.clone(), fleet.registrations_per_s);
     let mut control = fleet.control.clone();
@@ -273,9 +300,22 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
 
     // Ingest: every job at once.
     shared.finished.lock().unwrap().clear();
-    let spec = synthetic::spec("bench-ingest", args.events_per_job, Some(GENERATION));
-    for _ in 0..args.jobs {
-        submit(&mut control, &spec).await?;
+    // One spec name per job, as jobs of different specs: runs of one name that finish in
+    // another order than they were submitted have their kept reports dropped and assembled
+    // again (each compares with the run before it; docs/performance.md).
+    let specs: Vec<_> = (0..args.jobs)
+        .map(|i| {
+            synthetic::spec(
+                &format!("bench-ingest-{i}"),
+                args.events_per_job,
+                Some(GENERATION),
+            )
+        })
+        .collect();
+    let (cpu_before, agents_cpu_before) = (cpu_s(pid), super::summary::self_cpu_s());
+    let mut ingest_runs = Vec::with_capacity(args.jobs);
+    for spec in &specs {
+        ingest_runs.push(submit(&mut control, spec).await?);
     }
     wait_for(
         Duration::from_secs(600),
@@ -288,6 +328,8 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
             "a simulated agent failed: {error}"
         )));
     }
+    let coordinator_cpu_s = cpu_s(pid).zip(cpu_before).map_or(f64::NAN, |(a, b)| a - b);
+    let agents_cpu_s = super::summary::self_cpu_s() - agents_cpu_before;
     let finished = shared.finished.lock().unwrap().clone();
     let first_push = finished.iter().map(|f| f.0).min().expect("jobs >= 1");
     let last_cell = finished.iter().map(|f| f.1).max().expect("jobs >= 1");
@@ -299,6 +341,9 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
         .iter()
         .map(|f| f.3.duration_since(f.1).as_secs_f64())
         .collect();
+    // A finished run's report again: as `GetReport` serves it, and as a user runs it.
+    let (report_again, report_bytes) = report_again(&mut control, &ingest_runs[0], 5).await?;
+    let report_cli = report_cli(&exe, &fleet.url, &ingest_runs[0], 3)?;
     let rss_peak = rss_kib(pid, "VmHWM:");
     let store_bytes = dir_bytes(fleet.data.path());
     drop(fleet);
@@ -318,6 +363,14 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
         events_per_s: events / ingest_seconds,
         ingest_seconds,
         done_to_report: Summary::of(&done_to_report).expect("jobs >= 1"),
+        report_again,
+        report_cli,
+        report_bytes,
+        coordinator_cpu_s,
+        coordinator_cpu_us_per_event: coordinator_cpu_s / events * 1e6,
+        agents_cpu_s,
+        load_avg_start,
+        load_avg_end: load_avg(),
         coordinator_rss_peak_kib: rss_peak,
         store_bytes,
         targets: Targets {
@@ -379,6 +432,27 @@ fn print_table(r: &FleetReport) {
         "done → the run's report",
         r.done_to_report.median_s * 1e3,
         r.done_to_report.max_s * 1e3
+    );
+    println!(
+        "{:<52} gRPC median {:.1} ms, `abfleet report` median {:.1} ms ({:.1} MiB of JSON)",
+        "a finished run's report again",
+        r.report_again.median_s * 1e3,
+        r.report_cli.median_s * 1e3,
+        r.report_bytes as f64 / (1024.0 * 1024.0)
+    );
+    println!(
+        "{:<52} {:.2} s, {:.1} µs per event (the agents: {:.2} s)",
+        "coordinator CPU, first push → last report",
+        r.coordinator_cpu_s,
+        r.coordinator_cpu_us_per_event,
+        r.agents_cpu_s
+    );
+    let load = |l: Option<f64>| l.map_or("?".into(), |l| format!("{l:.2}"));
+    println!(
+        "{:<52} {} → {}",
+        "1-minute load average, start → end",
+        load(r.load_avg_start),
+        load(r.load_avg_end)
     );
     println!(
         "{:<52} peak RSS {}, store {:.1} MiB; targets {}",
@@ -568,7 +642,7 @@ async fn simulated_agent(
             .insert(offer.run_id.clone(), now);
         shared.offered.notify_waiters();
         *running.lock().unwrap() = Some((offer.job_id.clone(), offer.attempt));
-        let ingest = offer.spec_json.contains("\"bench-ingest\"");
+        let ingest = offer.spec_json.contains("\"bench-ingest");
         let events: Vec<&String> = if ingest {
             cell_events.iter().collect()
         } else {
@@ -605,12 +679,19 @@ async fn simulated_agent(
         let acked = Instant::now();
         *running.lock().unwrap() = None;
         if ingest {
-            let mut control = ControlServiceClient::new(channel.clone());
-            let _ = control
+            let mut control = control_client(channel.clone());
+            if let Err(status) = control
                 .get_report(pb::GetReportRequest {
                     run_id: offer.run_id.clone(),
                 })
-                .await;
+                .await
+            {
+                shared
+                    .errors
+                    .lock()
+                    .unwrap()
+                    .push(format!("get report: {status}"));
+            }
             shared
                 .finished
                 .lock()
@@ -651,6 +732,102 @@ async fn push_batch(
         })
         .await
         .map(|_| ())
+}
+
+/// `GetReport` of `run_id`, `times` times: how long each took, and the JSON's size.
+pub(super) async fn report_again(
+    control: &mut ControlServiceClient<Channel>,
+    run_id: &str,
+    times: usize,
+) -> Result<(Summary, usize), Failure> {
+    let mut seconds = Vec::with_capacity(times);
+    let mut bytes = 0;
+    for _ in 0..times {
+        let started = Instant::now();
+        let response = control
+            .get_report(pb::GetReportRequest {
+                run_id: run_id.to_string(),
+            })
+            .await
+            .map_err(|s| anyhow::anyhow!("get report: {s}"))
+            .infra()?;
+        seconds.push(started.elapsed().as_secs_f64());
+        bytes = response.into_inner().report_json.len();
+    }
+    Ok((Summary::of(&seconds).expect("times >= 1"), bytes))
+}
+
+/// `abfleet report RUN --format json` against the coordinator at `url`, `times` times, end to
+/// end (process start to exit).
+fn report_cli(exe: &Path, url: &str, run_id: &str, times: usize) -> Result<Summary, Failure> {
+    let mut seconds = Vec::with_capacity(times);
+    for _ in 0..times {
+        seconds.push(cli_seconds(
+            exe,
+            &["report", run_id, "--format", "json", "--coordinator", url],
+        )?);
+    }
+    Ok(Summary::of(&seconds).expect("times >= 1"))
+}
+
+/// The binary measured: `--coordinator-bin`, or this one.
+pub(super) fn measured_binary(chosen: Option<&Path>) -> Result<std::path::PathBuf, Failure> {
+    match chosen {
+        Some(path) => Ok(path.to_path_buf()),
+        None => std::env::current_exe().infra(),
+    }
+}
+
+/// A control client that takes replies as large as the coordinator sends (a report), as the
+/// CLI's does.
+fn control_client(channel: Channel) -> ControlServiceClient<Channel> {
+    ControlServiceClient::new(channel)
+        .max_decoding_message_size(abfleet_coordinator::MAX_REPLY_BYTES)
+}
+
+/// `exe` run with `args`, its output discarded: its wall time, from spawn to exit.
+pub(super) fn cli_seconds(exe: &Path, args: &[&str]) -> Result<f64, Failure> {
+    let started = Instant::now();
+    let output = std::process::Command::new(exe)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .infra()?;
+    let seconds = started.elapsed().as_secs_f64();
+    if !output.status.success() {
+        return Err(Failure::infra(anyhow::anyhow!(
+            "`abfleet {}` failed ({}): {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    Ok(seconds)
+}
+
+/// The CPU time (user + system) a process has used, from `/proc/PID/stat`.
+fn cpu_s(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name in parentheses: state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let per_s = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&t| t > 0)
+        .unwrap_or(100);
+    Some(ticks as f64 / per_s as f64)
+}
+
+/// The 1-minute load average.
+pub(super) fn load_avg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// `VmRSS:` or `VmHWM:` of a process, in KiB.

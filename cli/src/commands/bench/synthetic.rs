@@ -14,6 +14,16 @@ pub const WORKLOADS: u32 = 20;
 /// A spec named `name` with at least `cells` cells (fixtures of 20 workloads each), targeting
 /// `generation` (`None`: any agent).
 pub fn spec(name: &str, cells: u32, generation: Option<&str>) -> JobSpec {
+    JobSpec::from_toml(
+        &spec_toml(name, cells, generation),
+        std::path::Path::new("synthetic.toml"),
+        std::path::Path::new("/"),
+    )
+    .expect("the synthetic spec is valid")
+}
+
+/// The TOML of [`spec`] (what `abfleet submit` reads).
+pub fn spec_toml(name: &str, cells: u32, generation: Option<&str>) -> String {
     let fixtures = cells.div_ceil(WORKLOADS).max(1);
     let mut toml = format!(
         "name = \"{name}\"\n[upstream]\npath = \"/nonexistent/upstream\"\n[fork]\npath = \"/nonexistent/fork\"\n\
@@ -37,12 +47,7 @@ pub fn spec(name: &str, cells: u32, generation: Option<&str>) -> JobSpec {
             "[targets]\nbackends = [\"{backend}\"]\ngenerations = [\"{key}\"]\n"
         ));
     }
-    JobSpec::from_toml(
-        &toml,
-        std::path::Path::new("synthetic.toml"),
-        std::path::Path::new("/"),
-    )
-    .expect("the synthetic spec is valid")
+    toml
 }
 
 fn side(seconds: f64, psnr: f64) -> SideMeasurement {

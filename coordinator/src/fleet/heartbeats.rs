@@ -1,0 +1,78 @@
+//! When each agent last spoke, kept in memory and written to the store in batches. With a
+//! thousand agents heartbeating every 2 s, a write (a committed, fsync'd transaction) per
+//! heartbeat was 500 commits a second queued on the store's one writer ahead of every event
+//! batch (docs/performance.md); now one transaction a second writes them all. What a crash
+//! loses is at most a second of "last heard" times, which only say whether an agent is
+//! listed as lost (after `agent_lost_after`, 10 s by default); listings add what is not
+//! written yet. Leases are not batched: a renewal is written at once, as before.
+
+use std::collections::{HashMap, HashSet};
+
+use abfleet_core::AgentId;
+
+use super::Fleet;
+use super::FleetError;
+
+/// Heartbeats wait at most this long in memory (while any agent still speaks).
+const WRITE_EVERY_MS: i64 = 1000;
+
+#[derive(Default)]
+pub(super) struct Heard {
+    /// Agent → when it last spoke, not yet written.
+    pending: HashMap<AgentId, i64>,
+    /// Agents the store knows (registration is never undone).
+    registered: HashSet<AgentId>,
+    /// When pending heartbeats were last written.
+    written_ms: i64,
+}
+
+impl Fleet {
+    /// Records that an agent spoke (a heartbeat, a ready). `NotRegistered` for an agent the
+    /// store does not know: the first time an agent is heard it is looked up (and its time
+    /// written); after that, heard in memory.
+    pub(super) async fn touch_agent(&self, agent_id: AgentId) -> Result<(), FleetError> {
+        let now = self.now_ms();
+        let due = {
+            let mut heard = self.heard();
+            if heard.registered.contains(&agent_id) {
+                heard.pending.insert(agent_id, now);
+                (now - heard.written_ms >= WRITE_EVERY_MS).then(|| {
+                    heard.written_ms = now;
+                    std::mem::take(&mut heard.pending)
+                })
+            } else {
+                None
+            }
+        };
+        match due {
+            Some(batch) => {
+                let batch: Vec<(AgentId, i64)> = batch.into_iter().collect();
+                self.inner.store.touch_agents(batch).await?;
+            }
+            None if self.heard().registered.contains(&agent_id) => {}
+            None => {
+                if !self.inner.store.touch_agent(agent_id, now).await? {
+                    return Err(FleetError::NotRegistered(agent_id));
+                }
+                self.heard().registered.insert(agent_id);
+            }
+        }
+        Ok(())
+    }
+
+    /// The agent registered (the store has it, heard now).
+    pub(super) fn registered(&self, agent_id: AgentId) {
+        let mut heard = self.heard();
+        heard.registered.insert(agent_id);
+        heard.pending.remove(&agent_id);
+    }
+
+    /// When the agent was last heard and that is not written yet.
+    pub(super) fn heard_since_written(&self, agent_id: AgentId) -> Option<i64> {
+        self.heard().pending.get(&agent_id).copied()
+    }
+
+    fn heard(&self) -> std::sync::MutexGuard<'_, Heard> {
+        self.inner.heard.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

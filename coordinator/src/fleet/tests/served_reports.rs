@@ -1,0 +1,258 @@
+//! Reports kept in the store (`fleet::served_reports`, `store/reports.rs`), heartbeats
+//! written in batches (`fleet::heartbeats`) and intake's header-only cells
+//! (`store/incoming.rs`), driven through the fleet on a manual clock.
+
+use std::time::Duration;
+
+use abfleet_core::events::{JobEventPayload, JobOutcome};
+use abfleet_core::report::{Report, RunState};
+use abfleet_core::session::SessionMessage;
+use abfleet_core::AgentId;
+use tokio::sync::mpsc;
+
+use super::{build, cell, inventory, spec, Harness};
+use crate::store::{IncomingEvent, StoredEvent, StoredReport};
+
+fn event(seq: u64, payload: JobEventPayload) -> StoredEvent {
+    StoredEvent {
+        seq,
+        at_ms: 0,
+        payload,
+        payload_json: None,
+    }
+}
+
+fn done(seq: u64) -> StoredEvent {
+    event(
+        seq,
+        JobEventPayload::Done {
+            outcome: JobOutcome::Completed,
+            error: None,
+        },
+    )
+}
+
+impl Harness {
+    /// The report the store keeps for `run_id`, decoded; panics when none is kept.
+    async fn kept_report(&self, run_id: abfleet_core::RunId) -> Report {
+        match self.fleet.store().stored_report(run_id).await.unwrap() {
+            Some(StoredReport::Stored(json)) => Report::from_json(&json).unwrap(),
+            other => panic!("no report kept for {run_id}: {other:?}"),
+        }
+    }
+
+    async fn kept(&self, run_id: abfleet_core::RunId) -> bool {
+        matches!(
+            self.fleet.store().stored_report(run_id).await.unwrap(),
+            Some(StoredReport::Stored(_))
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_finished_runs_report_is_kept_with_its_state_and_served_as_assembled() {
+    let mut h = Harness::new(3).await;
+    let first = h.run_with_toolchain("cc 12", JobOutcome::Completed).await;
+    let second = h.run_with_toolchain("cc 13", JobOutcome::Completed).await;
+    let kept = h.kept_report(second).await;
+    // The same report a fresh assembly makes, the previous run included.
+    assert_eq!(kept, h.fleet.fresh_report(second).await.unwrap());
+    assert_eq!(kept.generations[0].previous_run, Some(first.to_string()));
+    assert_eq!(h.fleet.report(second).await.unwrap(), kept);
+    assert_eq!(
+        Report::from_json(&h.fleet.report_json(second).await.unwrap()).unwrap(),
+        kept
+    );
+    // The run's exit code is the kept report's.
+    assert_eq!(
+        h.run_state(second).await,
+        (RunState::Done, Some(kept.exit_code))
+    );
+    assert_eq!(kept.status, "done");
+}
+
+#[tokio::test]
+async fn a_run_still_going_is_assembled_at_each_read_and_never_kept() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    h.fleet
+        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(0, 0)])
+        .await
+        .unwrap();
+    assert_eq!(h.fleet.report(run_id).await.unwrap().cells.len(), 1);
+    assert!(!h.kept(run_id).await);
+    h.fleet
+        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(1, 1)])
+        .await
+        .unwrap();
+    assert_eq!(h.fleet.report(run_id).await.unwrap().cells.len(), 2);
+    h.done(&offer, 2, JobOutcome::Completed).await;
+    assert_eq!(h.kept_report(run_id).await.cells.len(), 2);
+}
+
+#[tokio::test]
+async fn an_earlier_run_finishing_later_is_in_the_later_runs_report() {
+    let mut h = Harness::new(3).await;
+    h.clock.advance(Duration::from_secs(60));
+    let earlier = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let earlier_offer = h.ready_and_take_offer().await;
+    h.fleet
+        .push_events(
+            h.agent,
+            earlier_offer.job_id,
+            earlier_offer.attempt,
+            vec![event(0, build("cc 12"))],
+        )
+        .await
+        .unwrap();
+    // A second agent runs a later run of the same spec to its end first.
+    h.clock.advance(Duration::from_secs(60));
+    let later = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let other = AgentId::new_random();
+    h.fleet.register(other, &inventory()).await.unwrap();
+    let (sender, mut other_session) = mpsc::unbounded_channel();
+    h.fleet.open_session(other, sender).unwrap();
+    h.fleet.ready(other).await.unwrap();
+    let Ok(SessionMessage::Offer(later_offer)) = other_session.try_recv() else {
+        panic!("the second agent was offered nothing");
+    };
+    assert_eq!(later_offer.run_id, later);
+    h.fleet
+        .push_events(
+            other,
+            later_offer.job_id,
+            later_offer.attempt,
+            vec![event(0, build("cc 13")), done(1)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(h.kept_report(later).await.generations[0].previous_run, None);
+    // The earlier run ends: the later run's kept report compared with nothing, so it goes,
+    // and the next read compares the later run with it.
+    h.done(&earlier_offer, 1, JobOutcome::Completed).await;
+    assert!(!h.kept(later).await);
+    let report = h.fleet.report(later).await.unwrap();
+    assert_eq!(
+        report.generations[0].previous_run,
+        Some(earlier.to_string())
+    );
+    assert_eq!(report.generations[0].previous_toolchain["fork"], "cc 12");
+    assert_eq!(h.kept_report(later).await, report);
+}
+
+#[tokio::test]
+async fn late_events_of_a_cancelled_run_are_in_its_report_after_it_was_read() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    h.fleet
+        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(0, 0)])
+        .await
+        .unwrap();
+    h.fleet.cancel(run_id, "by test").await.unwrap();
+    let read = h.fleet.report(run_id).await.unwrap();
+    assert_eq!((read.status.as_str(), read.cells.len()), ("cancelled", 1));
+    assert!(
+        h.kept(run_id).await,
+        "a finished run's report is kept once read"
+    );
+    // The agent uploads what it measured before it heard of the cancel.
+    h.fleet
+        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(1, 1)])
+        .await
+        .unwrap();
+    let report = h.fleet.report(run_id).await.unwrap();
+    assert_eq!(report.cells.len(), 2);
+    assert_eq!(report.exit_code, abfleet_core::exit::CANCELLED);
+}
+
+#[tokio::test]
+async fn a_cell_body_the_coordinator_cannot_read_is_a_report_error_and_stays_stored() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    let spec = spec();
+    // What a newer agent might send: the header intake reads, a body of another shape.
+    let body = serde_json::json!({
+        "kind": "cell",
+        "index": 1,
+        "fixture": spec.fixtures[0].name,
+        "workload": spec.workloads[1].name,
+        "parity": "ok",
+        "upstream": "a shape this coordinator does not know",
+    })
+    .to_string();
+    let unreadable = IncomingEvent::parse(1, 0, body.clone()).unwrap();
+    let acked = h
+        .fleet
+        .push_events(
+            h.agent,
+            offer.job_id,
+            offer.attempt,
+            vec![IncomingEvent::from(cell(0, 0)), unreadable],
+        )
+        .await
+        .unwrap();
+    assert_eq!(acked, vec![0, 1]);
+    h.done(&offer, 2, JobOutcome::Completed).await;
+    let (state, exit_code) = h.run_state(run_id).await;
+    assert_eq!(state, RunState::Done);
+    let report = h.fleet.report(run_id).await.unwrap();
+    assert_eq!(exit_code, Some(report.exit_code));
+    assert_eq!(report.exit_code, abfleet_core::exit::NOT_CARRIED_OUT);
+    assert_eq!(
+        report.cells.iter().map(|c| c.index).collect::<Vec<_>>(),
+        [0]
+    );
+    let missing = format!("{}/{}", spec.fixtures[0].name, spec.workloads[1].name);
+    assert!(
+        report.missing_cells.contains(&missing),
+        "{:?}",
+        report.missing_cells
+    );
+    assert!(
+        report
+            .errors
+            .iter()
+            .any(|e| e.contains("cell event 1 of attempt 1 could not be read")),
+        "{:?}",
+        report.errors
+    );
+    // Nothing dropped: the event is stored as the agent sent it.
+    let stored = h.fleet.store().count_events(offer.job_id).await.unwrap();
+    assert_eq!(stored, 3);
+    assert_eq!(
+        h.fleet.store().stored_cells(offer.job_id).await.unwrap(),
+        [(1, 0), (1, 1)]
+    );
+}
+
+#[tokio::test]
+async fn heartbeats_are_written_together_and_listed_before_they_are() {
+    let h = Harness::new(3).await;
+    let stored_ms = || async { h.fleet.store().agents().await.unwrap()[0].last_heartbeat_ms };
+    let listed_ms = || async { h.fleet.agents().await.unwrap()[0].0.last_heartbeat_ms };
+    let registered = stored_ms().await;
+    // The first heartbeat after registration is due (over a second since nothing was
+    // written): written at once.
+    h.clock.advance(Duration::from_secs(2));
+    h.fleet.heartbeat(h.agent, None).await.unwrap();
+    let first = stored_ms().await;
+    assert_eq!(first, registered + 2_000);
+    // Within the second after a write, heartbeats wait in memory; listings see them.
+    h.clock.advance(Duration::from_millis(400));
+    h.fleet.heartbeat(h.agent, None).await.unwrap();
+    assert_eq!(stored_ms().await, first);
+    assert_eq!(listed_ms().await, first + 400);
+    // The next one due writes every waiting heartbeat.
+    h.clock.advance(Duration::from_millis(700));
+    h.fleet.heartbeat(h.agent, None).await.unwrap();
+    assert_eq!(stored_ms().await, first + 1_100);
+    // An agent the store does not know is still refused at once.
+    let stranger = AgentId::new_random();
+    assert!(matches!(
+        h.fleet.heartbeat(stranger, None).await,
+        Err(crate::FleetError::NotRegistered(id)) if id == stranger
+    ));
+}
