@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod config;
 mod failure;
+mod log_writer;
 mod progress;
 mod table;
 
@@ -54,7 +55,7 @@ fn init_tracing(verbose: u8, format: cli::LogFormat) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(log_writer::lossy_stderr);
     match format {
         cli::LogFormat::Text => builder.init(),
         // One JSON object per line, the span and event fields (run_id, job_id, agent_id,

@@ -152,16 +152,17 @@ async fn metrics_health_and_reflection_show_a_run_as_it_happened() {
     agent.stop().await;
 }
 
-#[test]
-fn json_logs_carry_fields_and_the_http_listener_comes_up_with_the_coordinator() {
-    let tmp = tempfile::tempdir().unwrap();
+/// A `coordinator --log-format json -v` process on loopback ports and its data dir; the
+/// gRPC and HTTP addresses its JSON log lines name (checked on the way). Its standard error is
+/// no longer read once both are known: the reader is dropped, as a closed terminal would be.
+fn coordinator_logging_json(data_dir: &std::path::Path) -> (KillOnDrop, SocketAddr, SocketAddr) {
     // Port 0 for both: the log lines say where the coordinator listens.
     let mut child = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_abfleet"))
             .args(["coordinator", "--plaintext", "--log-format", "json", "-v"])
             .args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
             .arg("--data-dir")
-            .arg(tmp.path().join("data"))
+            .arg(data_dir)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -198,6 +199,43 @@ fn json_logs_carry_fields_and_the_http_listener_comes_up_with_the_coordinator() 
         .expect("a JSON `metrics and health` line with addr")
         .parse()
         .unwrap();
+    (child, grpc, http)
+}
+
+#[test]
+fn json_logs_carry_fields_and_the_http_listener_comes_up_with_the_coordinator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_child, _grpc, http) = coordinator_logging_json(&tmp.path().join("data"));
     let (status, body) = http_get(http, "/healthz");
     assert_eq!((status, body.trim()), (200, "ok"));
+}
+
+/// `tracing-subscriber` reports a log line it could not write with `eprintln!`, which panics
+/// when standard error is what failed: a coordinator whose log reader went away (a closed
+/// terminal, a restarted collector) died at its next log line. Its lines are now dropped.
+#[test]
+fn a_coordinator_whose_log_reader_went_away_keeps_serving() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, grpc, http) = coordinator_logging_json(&tmp.path().join("data"));
+    // The reader is gone; each submit logs `run submitted` at info into the closed pipe.
+    for _ in 0..3 {
+        let submitted = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args(["submit", "--coordinator", &format!("http://{grpc}")])
+            .arg(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jobs/demo.toml"),
+            )
+            .output()
+            .unwrap();
+        assert!(
+            submitted.status.success(),
+            "submit: {}",
+            String::from_utf8_lossy(&submitted.stderr)
+        );
+    }
+    let (status, body) = http_get(http, "/healthz");
+    assert_eq!((status, body.trim()), (200, "ok"));
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "the coordinator exited once nobody read its log"
+    );
 }
