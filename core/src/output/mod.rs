@@ -15,6 +15,7 @@ mod csv;
 mod error;
 mod json;
 mod parse;
+pub mod synthetic;
 mod xml;
 
 pub use crate::spec::OutputFormat;

@@ -1,14 +1,15 @@
 //! `abfleet bench parse`: how long the agent takes to read a big output. A vmaf JSON output
 //! of a 4K 10-minute clip at 24 fps (14,400 frames × 30 metrics, in the shape and `%.6f`
-//! precision vmaf writes) is generated into a temporary file, then parsed as the agent parses
+//! precision vmaf writes; `abfleet_core::output::synthetic`) is generated into a temporary file, then parsed as the agent parses
 //! every timed run's output (`abfleet_core::output::parse_reader` over a `BufReader` of the
 //! file, streamed), a few times. Also the peak resident set's growth over the first parse
 //! (`VmHWM`): the cost of the parsed scores, since the text is never held.
 
-use std::io::Write;
-use std::path::Path;
 use std::time::Instant;
 
+use abfleet_core::output::synthetic::{
+    write_output, METRICS, TEN_MINUTES_AT_24_FPS as FULL_FRAMES,
+};
 use abfleet_core::output::{parse_reader, OutputFormat};
 use serde::Serialize;
 
@@ -17,43 +18,6 @@ use crate::failure::{Classify, Failure};
 
 /// The target: a 10-minute 4K output parsed in under 100 ms.
 pub const PARSE_MS_TARGET: f64 = 100.0;
-
-/// 10 minutes at 24 fps.
-const FULL_FRAMES: u32 = 14_400;
-
-/// The per-frame metrics: a vmaf model's features plus the common extra features.
-const METRICS: [&str; 30] = [
-    "integer_adm2",
-    "integer_aim",
-    "integer_adm3",
-    "integer_adm_scale0",
-    "integer_adm_scale1",
-    "integer_adm_scale2",
-    "integer_adm_scale3",
-    "integer_motion2",
-    "integer_motion",
-    "integer_vif_scale0",
-    "integer_vif_scale1",
-    "integer_vif_scale2",
-    "integer_vif_scale3",
-    "integer_motion3",
-    "vmaf",
-    "float_ssim",
-    "float_ms_ssim",
-    "psnr_y",
-    "psnr_cb",
-    "psnr_cr",
-    "psnr_hvs_y",
-    "psnr_hvs_cb",
-    "psnr_hvs_cr",
-    "psnr_hvs",
-    "cambi",
-    "ciede2000",
-    "ssimulacra2",
-    "float_vif_scale0",
-    "float_adm2",
-    "float_motion",
-];
 
 pub struct ParseArgs {
     pub smoke: bool,
@@ -96,7 +60,8 @@ pub fn run(args: ParseArgs) -> Result<i32, Failure> {
         .map_err(|err| anyhow::anyhow!("failed to create a temporary directory: {err}"))
         .infra()?;
     let path = dir.path().join("vmaf.json");
-    write_output(&path, args.frames)
+    std::fs::File::create(&path)
+        .and_then(|file| write_output(OutputFormat::Json, args.frames, file))
         .map_err(|err| anyhow::anyhow!("failed to write `{}`: {err}", path.display()))
         .infra()?;
     let file_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -178,55 +143,4 @@ pub fn run(args: ParseArgs) -> Result<i32, Failure> {
         .infra()?;
     println!("{line}");
     Ok(abfleet_core::exit::OK)
-}
-
-/// Writes a vmaf JSON output of `frames` frames as vmaf prints it (`--json`, `%.6f`): the
-/// frames, then the pooled block (min, max, mean, harmonic mean per metric), then an empty
-/// `aggregate_metrics`. Values come from a seeded xorshift, so every run parses the same text.
-fn write_output(path: &Path, frames: u32) -> std::io::Result<()> {
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
-    let mut pooled = [(f64::INFINITY, f64::NEG_INFINITY, 0.0f64, 0.0f64); METRICS.len()];
-    writeln!(
-        out,
-        "{{\n  \"version\": \"3.0.0\",\n  \"fps\": 14.87,\n  \"frames\": ["
-    )?;
-    for frame in 0..frames {
-        writeln!(
-            out,
-            "    {{\n      \"frameNum\": {frame},\n      \"metrics\": {{"
-        )?;
-        for (i, metric) in METRICS.iter().enumerate() {
-            let value = 0.5 + next() * 99.5;
-            let (min, max, sum, inv_sum) = &mut pooled[i];
-            *min = min.min(value);
-            *max = max.max(value);
-            *sum += value;
-            *inv_sum += 1.0 / value;
-            let comma = if i + 1 < METRICS.len() { "," } else { "" };
-            writeln!(out, "        \"{metric}\": {value:.6}{comma}")?;
-        }
-        let comma = if frame + 1 < frames { "," } else { "" };
-        writeln!(out, "      }}\n    }}{comma}")?;
-    }
-    writeln!(out, "  ],\n  \"pooled_metrics\": {{")?;
-    let n = f64::from(frames);
-    for (i, metric) in METRICS.iter().enumerate() {
-        let (min, max, sum, inv_sum) = pooled[i];
-        let comma = if i + 1 < METRICS.len() { "," } else { "" };
-        writeln!(
-            out,
-            "    \"{metric}\": {{\n      \"min\": {min:.6},\n      \"max\": {max:.6},\n      \"mean\": {:.6},\n      \"harmonic_mean\": {:.6}\n    }}{comma}",
-            sum / n,
-            n / inv_sum
-        )?;
-    }
-    writeln!(out, "  }},\n  \"aggregate_metrics\": {{\n  }}\n}}")?;
-    out.flush()
 }
