@@ -393,8 +393,7 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
         ..report
     };
     print_table(&report);
-    println!("{}", serde_json::to_string(&report).unwrap_or_default());
-    Ok(0)
+    super::summary::print_json_line(&report)
 }
 
 fn print_table(r: &FleetReport) {

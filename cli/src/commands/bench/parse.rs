@@ -138,9 +138,5 @@ pub fn run(args: ParseArgs) -> Result<i32, Failure> {
             .peak_rss_delta_kib
             .map_or("?".to_string(), |kib| kib.to_string()),
     );
-    let line = serde_json::to_string(&report)
-        .map_err(|err| anyhow::anyhow!("failed to write the JSON line: {err}"))
-        .infra()?;
-    println!("{line}");
-    Ok(abfleet_core::exit::OK)
+    super::summary::print_json_line(&report)
 }

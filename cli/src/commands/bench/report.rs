@@ -168,6 +168,5 @@ pub fn run(args: ReportArgs) -> Result<i32, Failure> {
             None => "not judged: fewer than 10,000 cells",
         }
     );
-    println!("{}", serde_json::to_string(&bench).unwrap_or_default());
-    Ok(0)
+    super::summary::print_json_line(&bench)
 }

@@ -118,11 +118,7 @@ pub async fn run(args: RerunArgs) -> Result<i32, Failure> {
         rerun,
     };
     print_table(&report);
-    let line = serde_json::to_string(&report)
-        .map_err(|err| anyhow::anyhow!("failed to write the JSON line: {err}"))
-        .infra()?;
-    println!("{line}");
-    Ok(abfleet_core::exit::OK)
+    super::summary::print_json_line(&report)
 }
 
 /// `git` with a fixed author, which must succeed; its stdout, trimmed.

@@ -201,11 +201,7 @@ pub async fn run(args: RunnerArgs) -> Result<i32, Failure> {
         targets,
     };
     print_table(&report);
-    let line = serde_json::to_string(&report)
-        .map_err(|err| anyhow::anyhow!("failed to write the JSON line: {err}"))
-        .infra()?;
-    println!("{line}");
-    Ok(abfleet_core::exit::OK)
+    super::summary::print_json_line(&report)
 }
 
 fn argv(items: &[&str]) -> Vec<String> {

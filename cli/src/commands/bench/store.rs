@@ -225,8 +225,7 @@ pub async fn run(args: StoreArgs) -> Result<i32, Failure> {
             None => "not judged: fewer than 10,000 runs",
         }
     );
-    println!("{}", serde_json::to_string(&bench).unwrap_or_default());
-    Ok(0)
+    super::summary::print_json_line(&bench)
 }
 
 /// The operations as `abfleet` commands against the coordinator at `url`, `CLI_TIMES` each.

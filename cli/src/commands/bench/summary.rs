@@ -1,7 +1,19 @@
 //! What the benchmarks share: a sample's median, min and max, and process figures read from
-//! the kernel (this process's CPU time, its peak resident set).
+//! the kernel (this process's CPU time, its peak resident set), and the JSON line each prints.
 
 use serde::Serialize;
+
+use crate::failure::{Classify, Failure};
+
+/// Prints a benchmark's figures as its one JSON line (what tools and `bench_smoke.rs` read)
+/// and gives the exit code every benchmark ends with, whatever its figures: 0.
+pub fn print_json_line(report: &impl Serialize) -> Result<i32, Failure> {
+    let line = serde_json::to_string(report)
+        .map_err(|err| anyhow::anyhow!("failed to write the JSON line: {err}"))
+        .infra()?;
+    println!("{line}");
+    Ok(abfleet_core::exit::OK)
+}
 
 /// Median, min and max of a sample of seconds.
 #[derive(Debug, Clone, Copy, Serialize)]
