@@ -125,6 +125,13 @@ impl Hooked {
         self.deliver(event, delivery, body, Some(signature)).await
     }
 
+    /// A signed delivery that must start a run (202 "started run ID: …"): the run's id.
+    async fn deliver_starting_a_run(&self, event: &str, delivery: &str, body: Vec<u8>) -> String {
+        let (status, reply) = self.deliver_signed(event, delivery, body).await;
+        assert_eq!(status, 202, "{reply}");
+        started_run_id(&reply)
+    }
+
     async fn stop(mut self) {
         for stop in self.stops.drain(..) {
             let _ = stop.send(());
@@ -210,15 +217,13 @@ async fn a_signed_release_starts_a_milestone_run_with_its_reason_and_note() {
     let milestone = write_milestone_spec(tmp.path());
     let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
 
-    let (status, body) = hooked
-        .deliver_signed(
+    let run_id = hooked
+        .deliver_starting_a_run(
             "release",
             "72d3162e-cc78-11e3-81ab-4c9367dc0958",
             fixture("release.published.json"),
         )
         .await;
-    assert_eq!(status, 202, "{body}");
-    let run_id = started_run_id(&body);
     let runs = hooked.runs().await;
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].run_id.to_string(), run_id);
@@ -300,20 +305,16 @@ async fn a_pull_request_runs_its_head_commit_as_the_fork() {
     let milestone = write_milestone_spec(tmp.path());
     let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
 
-    let (status, body) = hooked
-        .deliver_signed("pull_request", "pr-1", fixture("pull_request.labeled.json"))
+    let perf_run = hooked
+        .deliver_starting_a_run("pull_request", "pr-1", fixture("pull_request.labeled.json"))
         .await;
-    assert_eq!(status, 202, "{body}");
-    let perf_run = started_run_id(&body);
-    let (status, body) = hooked
-        .deliver_signed(
+    let bot_run = hooked
+        .deliver_starting_a_run(
             "pull_request",
             "pr-2",
             fixture("pull_request.dependabot.json"),
         )
         .await;
-    assert_eq!(status, 202, "{body}");
-    let bot_run = started_run_id(&body);
     let runs = hooked.runs().await;
     let run = |id: &str| runs.iter().find(|r| r.run_id.to_string() == id).unwrap();
     assert_eq!(
@@ -380,27 +381,21 @@ async fn an_upstream_tag_moves_the_pin_for_the_runs_after_it() {
     let milestone = write_milestone_spec(tmp.path());
     let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
 
-    let (status, body) = hooked
-        .deliver_signed("push", "tag-1", fixture("push.tag.json"))
+    let tag_run = hooked
+        .deliver_starting_a_run("push", "tag-1", fixture("push.tag.json"))
         .await;
-    assert_eq!(status, 202, "{body}");
-    let tag_run = started_run_id(&body);
-    let (status, body) = hooked
-        .deliver_signed("pull_request", "pr-1", fixture("pull_request.labeled.json"))
+    let pr_run = hooked
+        .deliver_starting_a_run("pull_request", "pr-1", fixture("pull_request.labeled.json"))
         .await;
-    assert_eq!(status, 202, "{body}");
-    let pr_run = started_run_id(&body);
 
     // A backport of the 3.0 line, pushed after v3.1.0: measured as itself.
-    let (status, body) = hooked
-        .deliver_signed(
+    let backport_run = hooked
+        .deliver_starting_a_run(
             "push",
             "tag-2",
             fixture_with("push.tag.json", "/ref", "refs/tags/v3.0.5".into()),
         )
         .await;
-    assert_eq!(status, 202, "{body}");
-    let backport_run = started_run_id(&body);
     // `abfleet trigger` without a spec runs the milestone spec as the webhooks do.
     let url = hooked.url();
     let dir = tmp.path().to_path_buf();
@@ -465,8 +460,8 @@ async fn an_upstream_tag_moves_the_pin_for_the_runs_after_it() {
 
     // The operator writes a newer pin into the file: the file wins, and nothing is said.
     write_milestone_spec_at(tmp.path(), "https://github.com/Netflix/vmaf.git", "v3.2.0");
-    let (status, body) = hooked
-        .deliver_signed(
+    let after_edit = hooked
+        .deliver_starting_a_run(
             "pull_request",
             "pr-2",
             fixture_with(
@@ -476,8 +471,6 @@ async fn an_upstream_tag_moves_the_pin_for_the_runs_after_it() {
             ),
         )
         .await;
-    assert_eq!(status, 202, "{body}");
-    let after_edit = started_run_id(&body);
     let runs = hooked.runs().await;
     let run = runs
         .iter()
@@ -515,11 +508,9 @@ async fn a_tag_seen_by_webhooks_and_the_upstream_watcher_is_one_run() {
 
     git(&upstream, &["commit", "--allow-empty", "-qm", "3.1.0"]);
     git(&upstream, &["tag", "-a", "v3.1.0", "-m", "VMAF v3.1.0"]);
-    let (status, body) = hooked
-        .deliver_signed("push", "tag-push", fixture("push.tag.json"))
+    let run_id = hooked
+        .deliver_starting_a_run("push", "tag-push", fixture("push.tag.json"))
         .await;
-    assert_eq!(status, 202, "{body}");
-    let run_id = started_run_id(&body);
     tokio::time::sleep(Duration::from_millis(20)).await;
     let (status, body) = hooked
         .deliver_signed("release", "release", fixture("release.published.json"))
@@ -753,11 +744,9 @@ async fn deliveries_for_one_tag_within_the_window_start_one_run() {
     let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
 
     // The tag push and, a moment later, another delivery for the same tag.
-    let (status, first) = hooked
-        .deliver_signed("push", "push-1", fixture("push.tag.json"))
+    let run_id = hooked
+        .deliver_starting_a_run("push", "push-1", fixture("push.tag.json"))
         .await;
-    assert_eq!(status, 202, "{first}");
-    let run_id = started_run_id(&first);
     let (status, second) = hooked
         .deliver_signed("push", "push-2", fixture("push.tag.json"))
         .await;
@@ -769,15 +758,13 @@ async fn deliveries_for_one_tag_within_the_window_start_one_run() {
     assert_eq!(hooked.runs().await.len(), 1);
 
     // Another tag is another thing: its own run.
-    let (status, other) = hooked
-        .deliver_signed(
+    let other_run = hooked
+        .deliver_starting_a_run(
             "push",
             "push-3",
             fixture_with("push.tag.json", "/ref", "refs/tags/v3.1.1".into()),
         )
         .await;
-    assert_eq!(status, 202, "{other}");
-    let other_run = started_run_id(&other);
     assert_ne!(other_run, run_id);
     assert_eq!(hooked.runs().await.len(), 2);
 
