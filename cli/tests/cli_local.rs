@@ -12,23 +12,6 @@ use abfleet_core::parity::ParityRule;
 use abfleet_core::report::Report;
 use support::*;
 
-fn abfleet(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("abfleet runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
 fn local(dir: &Path, spec: &Path) -> (Output, Option<Report>) {
     let out = dir.join("out");
     let output = abfleet(
@@ -51,7 +34,7 @@ fn the_demo_spec_passes_parity_and_writes_both_reports() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jobs/demo.toml");
     let (output, report) = local(tmp.path(), &spec);
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(0), "{}", output_text(&output));
     let report = report.expect("report.json is written");
     assert_eq!(report.cells.len(), 8);
     // Issue 15: each cell says what the agent spent on it besides the runs.
@@ -122,7 +105,7 @@ fn a_drifting_fork_fails_the_parity_gate_with_exit_1_naming_metric_rule_and_delt
     let tmp = tempfile::tempdir().unwrap();
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jobs/demo-drift.toml");
     let (output, report) = local(tmp.path(), &spec);
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(1), "{}", output_text(&output));
     let report = report.unwrap();
     let cell = report
         .cells
@@ -191,7 +174,7 @@ fn a_fork_that_does_not_build_ends_with_exit_3_and_the_build_log_tail() {
     }
     .write(tmp.path(), "broken.toml");
     let (output, report) = local(tmp.path(), &spec);
-    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(3), "{}", output_text(&output));
     let report = report.unwrap();
     assert!(report
         .cells
@@ -269,13 +252,18 @@ fn a_crashing_binary_and_one_that_scores_nothing_make_their_cells_unavailable() 
         }
         .write(&dir, "spec.toml");
         let (output, report) = local(&dir, &spec);
-        assert_eq!(output.status.code(), Some(3), "{flag}: {}", text(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(3),
+            "{flag}: {}",
+            output_text(&output)
+        );
         // A fixed 3 pairs is fine for a smoke test, but said to allow no verdict.
         assert!(
             String::from_utf8_lossy(&output.stderr)
                 .contains("warning: [measure] max_runs = 3 is below 6 pairs"),
             "{}",
-            text(&output)
+            output_text(&output)
         );
         let cell = &report.unwrap().cells[0];
         assert_eq!(cell.parity, CellParity::Unavailable);
@@ -326,7 +314,7 @@ fn bad_specs_get_clear_errors_and_the_right_exit_code() {
         let spec = dir.join(name);
         std::fs::write(&spec, spec_text).unwrap();
         let (output, _) = local(&dir, &spec);
-        let all = text(&output);
+        let all = output_text(&output);
         assert_eq!(output.status.code(), Some(code), "{name}: {all}");
         for needle in expected {
             assert!(all.contains(needle), "{name}: expected `{needle}` in {all}");
@@ -381,7 +369,7 @@ fn ctrl_c_on_local_stops_the_children_and_leaves_the_store_consistent() {
         .unwrap();
     assert!(status.success());
     let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(130), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(130), "{}", output_text(&output));
     // No timed child outlives the interrupt.
     let survivors = Command::new("pgrep")
         .args(["-f", work_dir.to_str().unwrap()])
@@ -419,7 +407,7 @@ fn ctrl_c_on_local_stops_the_children_and_leaves_the_store_consistent() {
             data_dir.to_str().unwrap(),
         ],
     );
-    assert!(report.status.success(), "{}", text(&report));
+    assert!(report.status.success(), "{}", output_text(&report));
     let report = Report::from_json(&String::from_utf8_lossy(&report.stdout)).unwrap();
     assert_eq!(report.status, "cancelled");
     assert_eq!(report.exit_code, 130);
@@ -462,7 +450,12 @@ fn xml_and_csv_outputs_are_read_as_the_spec_selects() {
         let spec = dir.join("spec.toml");
         std::fs::write(&spec, spec_text).unwrap();
         let (output, report) = local(&dir, &spec);
-        assert_eq!(output.status.code(), Some(0), "{format}: {}", text(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{format}: {}",
+            output_text(&output)
+        );
         let report = report.unwrap();
         let psnr = &report.cells[0];
         assert_eq!(psnr.fork.nframes, Some(6), "{format}");
@@ -537,7 +530,12 @@ fn submit_wait_against_separate_coordinator_and_agent_processes() {
             out.to_str().unwrap(),
         ],
     );
-    assert_eq!(submitted.status.code(), Some(0), "{}", text(&submitted));
+    assert_eq!(
+        submitted.status.code(),
+        Some(0),
+        "{}",
+        output_text(&submitted)
+    );
     let report =
         Report::from_json(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(report.trigger, "performance-pr");
@@ -571,7 +569,11 @@ fn submit_wait_against_separate_coordinator_and_agent_processes() {
         if output.status.success() {
             break String::from_utf8_lossy(&output.stdout).to_string();
         }
-        assert!(std::time::Instant::now() < deadline, "{}", text(&output));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            output_text(&output)
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
     assert!(
@@ -591,7 +593,7 @@ fn submit_wait_against_separate_coordinator_and_agent_processes() {
     assert!(
         String::from_utf8_lossy(&unknown.stderr).contains("abfleet runs"),
         "{}",
-        text(&unknown)
+        output_text(&unknown)
     );
 }
 
@@ -645,7 +647,7 @@ fn a_coordinator_that_accepts_but_never_answers_ends_the_cli_with_a_clear_error(
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(3), "{}", output_text(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("stopped answering") && stderr.contains("abfleet coordinator"),
@@ -661,9 +663,9 @@ fn report_against_an_earlier_run_flags_a_grown_parity_delta() {
     let tmp = tempfile::tempdir().unwrap();
     let jobs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jobs");
     let (output, demo) = local(tmp.path(), &jobs.join("demo.toml"));
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(0), "{}", output_text(&output));
     let (output, drift) = local(tmp.path(), &jobs.join("demo-drift.toml"));
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(1), "{}", output_text(&output));
     let (demo, drift) = (demo.unwrap(), drift.unwrap());
     let output = abfleet(
         tmp.path(),
@@ -676,7 +678,7 @@ fn report_against_an_earlier_run_flags_a_grown_parity_delta() {
             "abfleet-out/.coordinator",
         ],
     );
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(0), "{}", output_text(&output));
     let markdown = String::from_utf8_lossy(&output.stdout);
     assert!(
         markdown.contains(&format!("run {} against run {}", drift.run_id, demo.run_id)),

@@ -4,43 +4,19 @@
 //! it for real; the assertions hold on any host (a verdict, every interval, the planted
 //! row stride rejected by parity), never a timing.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use abfleet_core::cell::CellParity;
 use abfleet_core::report::Report;
 use abfleet_core::sweep::SweepSection;
+use support::{abfleet, output_text, KillOnDrop};
 
 fn demo_spec() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/jobs/demo-sweep.toml")
-}
-
-fn abfleet(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("abfleet runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// A child process killed when the test ends, however it ends.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// What the demo must show whatever the host: the whole 3 x 2 grid timed, a default verdict
@@ -115,7 +91,7 @@ fn the_demo_sweep_runs_with_abfleet_local() {
             out.to_str().unwrap(),
         ],
     );
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(0), "{}", output_text(&output));
     let sweep = check_demo_report(&out, &String::from_utf8_lossy(&output.stdout));
     eprintln!(
         "demo sweep (local): {} in {:.1} s",
@@ -179,7 +155,12 @@ fn the_demo_sweep_runs_through_coordinator_agent_and_submit_processes() {
             out.to_str().unwrap(),
         ],
     );
-    assert_eq!(submitted.status.code(), Some(0), "{}", text(&submitted));
+    assert_eq!(
+        submitted.status.code(),
+        Some(0),
+        "{}",
+        output_text(&submitted)
+    );
     let sweep = check_demo_report(&out, &String::from_utf8_lossy(&submitted.stdout));
     eprintln!(
         "demo sweep (coordinator + agent): {} in {:.1} s",

@@ -592,6 +592,25 @@ pub fn repo_from_tarball(tarball: &Path, dir: &Path, tag: Option<&str>) -> Strin
     git(dir, &["rev-parse", "HEAD"])
 }
 
+/// `abfleet ARGS` run to its end in `dir`.
+pub fn abfleet(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("abfleet runs")
+}
+
+/// A finished process's status, stdout and stderr, for an assertion's message.
+pub fn output_text(output: &std::process::Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
 /// A child process that dies with the test, even when an assertion fails first.
 pub struct KillOnDrop(pub std::process::Child);
 
