@@ -293,8 +293,8 @@ fn containerfile() -> Vec<(String, String)> {
     instructions
 }
 
-/// The newest `rust-version` of any package in Cargo.lock that a Linux build uses, as (major,
-/// minor). Filtered to the image's platform: crates only Windows or the web need are neither
+/// The newest `rust-version` of any dependency in Cargo.lock that a Linux build uses (not
+/// abfleet's own crates), as (major, minor). Filtered to the image's platform: crates only Windows or the web need are neither
 /// built in the image nor in the offline registry cache of a machine that only built for Linux.
 fn newest_rust_version_locked() -> (u32, u32) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
@@ -306,17 +306,41 @@ fn newest_rust_version_locked() -> (u32, u32) {
         .unwrap();
     assert!(output.status.success(), "{}", text(&output));
     let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let ours = metadata["workspace_members"].as_array().unwrap();
     metadata["packages"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|package| !ours.contains(&package["id"]))
         .filter_map(|package| package["rust_version"].as_str())
-        .map(|version| {
-            let mut parts = version.split('.').map(|part| part.parse::<u32>().unwrap());
-            (parts.next().unwrap(), parts.next().unwrap_or(0))
-        })
+        .map(major_minor)
         .max()
         .unwrap()
+}
+
+/// `1.95` or `1.95.0` as (1, 95).
+fn major_minor(version: &str) -> (u32, u32) {
+    let mut parts = version.split('.').map(|part| part.parse::<u32>().unwrap());
+    (parts.next().unwrap(), parts.next().unwrap_or(0))
+}
+
+/// The workspace's declared `rust-version` (the MSRV its crates inherit).
+fn declared_rust_version() -> (u32, u32) {
+    let manifest = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
+    major_minor(
+        toml_value(&manifest, "workspace", "package")["rust-version"]
+            .as_str()
+            .expect("[workspace.package] rust-version"),
+    )
+}
+
+#[test]
+fn the_declared_rust_version_builds_the_locked_dependencies() {
+    let (declared, needed) = (declared_rust_version(), newest_rust_version_locked());
+    assert!(
+        declared >= needed,
+        "Cargo.toml declares rust-version {declared:?}, but a locked dependency needs {needed:?}: raise it"
+    );
 }
 
 fn toml_value(text: &str, table: &str, key: &str) -> toml::Value {
@@ -351,10 +375,10 @@ fn containerfile_builds_the_binary_and_runs_the_coordinator_unprivileged() {
         .expect("the builder is rust:X.Y-slim-RELEASE");
     let mut parts = rust.split('.').map(|part| part.parse::<u32>().unwrap());
     let rust = (parts.next().unwrap(), parts.next().unwrap());
-    let needed = newest_rust_version_locked();
+    let needed = newest_rust_version_locked().max(declared_rust_version());
     assert!(
         rust >= needed,
-        "the builder's Rust {rust:?} is older than a locked dependency needs ({needed:?})"
+        "the builder's Rust {rust:?} is older than abfleet or a locked dependency needs ({needed:?})"
     );
     assert_eq!(
         from[1].rsplit('/').next().unwrap(),
