@@ -49,9 +49,6 @@ pub struct StoredEvent {
     pub seq: u64,
     pub at_ms: i64,
     pub payload: JobEventPayload,
-    /// The payload's JSON as the agent sent it (it parsed as `payload`): stored as it is,
-    /// so a batch is not serialized a second time. `None`: serialize `payload`.
-    pub payload_json: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -292,22 +289,11 @@ impl Store {
         .await
     }
 
+    /// Every run, oldest first.
     pub async fn runs(&self) -> Result<Vec<RunRow>, CoordinatorError> {
-        self.runs_page(0, u32::MAX).await
-    }
-
-    /// Up to `limit` runs from position `offset`, oldest first. New runs only append, so
-    /// a caller paging by offset sees each run once.
-    pub async fn runs_page(
-        &self,
-        offset: u64,
-        limit: u32,
-    ) -> Result<Vec<RunRow>, CoordinatorError> {
         self.with(move |conn| {
-            let mut stmt = conn.prepare(&format!(
-                "{SELECT_RUNS} ORDER BY created_ms, run_id LIMIT ?1 OFFSET ?2"
-            ))?;
-            let rows = stmt.query_map(params![i64::from(limit), offset as i64], run_row)?;
+            let mut stmt = conn.prepare(&format!("{SELECT_RUNS} ORDER BY created_ms, run_id"))?;
+            let rows = stmt.query_map([], run_row)?;
             rows.map(|row| row?).collect()
         })
         .await
@@ -556,49 +542,12 @@ impl Store {
         .await
     }
 
-    /// Stores a batch of events of one attempt, ignoring sequence numbers already stored.
-    /// A `Done` event finishes the job in the same transaction. `accept_new`: new events are
-    /// stored (checked again in the transaction: the attempt is still the job's and live);
-    /// otherwise only re-sends of stored events are acknowledged.
-    pub async fn append_events(
-        &self,
-        job_id: JobId,
-        attempt: u32,
-        events: Vec<impl Into<IncomingEvent>>,
-        accept_new: bool,
-    ) -> Result<AppendOutcome, CoordinatorError> {
-        let events: Vec<IncomingEvent> = events.into_iter().map(Into::into).collect();
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            if accept_new {
-                // Checked again inside the transaction: the job may have been requeued and
-                // leased anew (its kept cells fixed) since the caller read it, and a cell of
-                // the old attempt stored now would be measured twice.
-                let (current, state): (u32, String) = tx.query_row(
-                    "SELECT attempt, state FROM jobs WHERE job_id = ?1",
-                    params![job_id.to_string()],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )?;
-                let live = [JobState::Leased.as_str(), JobState::Cancelled.as_str()];
-                if current != attempt || !live.contains(&state.as_str()) {
-                    return Err(CoordinatorError::LeaseLost {
-                        job_id: job_id.to_string(),
-                        attempt,
-                    });
-                }
-            }
-            let outcome = insert_batch(&tx, job_id, attempt, events, accept_new)?;
-            tx.commit()?;
-            Ok(outcome)
-        })
-        .await
-    }
-
     /// Intake's one trip to the store per batch: in one transaction, the job as it is now
     /// (its lease, its run's state), and — when `agent_id` holds the lease at `attempt` and
-    /// the batch keeps the job within `limit` events (`stored` so far) — the batch stored as
-    /// [`Store::append_events`] stores it (new events while the job is leased or cancelled,
-    /// only re-sends once it finished). `None` for an unknown job.
+    /// the batch keeps the job within `limit` events (`stored` so far) — the batch stored,
+    /// ignoring sequence numbers already stored: new events while the job is leased or
+    /// cancelled, only re-sends once it finished; a `Done` event finishes the job in the same
+    /// transaction. `None` for an unknown job.
     pub async fn append_batch(
         &self,
         job_id: JobId,
@@ -668,7 +617,6 @@ impl Store {
                     seq: seq as u64,
                     at_ms,
                     payload,
-                    payload_json: None,
                 });
             }
             Ok(events)
@@ -948,7 +896,7 @@ fn open_reader(path: &Path) -> Result<Connection, CoordinatorError> {
     Ok(conn)
 }
 
-/// Stores `events` of one attempt in `tx` (see [`Store::append_events`]).
+/// Stores `events` of one attempt in `tx` (see [`Store::append_batch`]).
 fn insert_batch(
     tx: &rusqlite::Transaction<'_>,
     job_id: JobId,
@@ -1199,7 +1147,27 @@ mod tests {
                 level: LogLevel::Info,
                 line: format!("line {seq}"),
             },
-            payload_json: None,
+        }
+    }
+
+    /// Stores `events` as intake does, for the lease holder; panics when they are not stored.
+    async fn append(
+        store: &Store,
+        job_id: JobId,
+        attempt: u32,
+        agent_id: AgentId,
+        events: Vec<StoredEvent>,
+    ) -> AppendOutcome {
+        let events = events.into_iter().map(Into::into).collect();
+        match store
+            .append_batch(job_id, attempt, agent_id, events, (0, u64::MAX))
+            .await
+            .unwrap()
+        {
+            Some(BatchOutcome::Stored { outcome, .. }) => outcome,
+            Some(BatchOutcome::NotHolder { .. }) => panic!("not the lease holder"),
+            Some(BatchOutcome::OverLimit(_)) => panic!("over the limit"),
+            None => panic!("no such job"),
         }
     }
 
@@ -1225,16 +1193,10 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(attempt, 1);
-        let first = store
-            .append_events(job_id, attempt, vec![log(0), log(1)], true)
-            .await
-            .unwrap();
+        let first = append(&store, job_id, attempt, agent_id, vec![log(0), log(1)]).await;
         assert_eq!(first.acked, vec![0, 1]);
         assert_eq!(first.new_events.len(), 2);
-        let again = store
-            .append_events(job_id, attempt, vec![log(1), log(2)], true)
-            .await
-            .unwrap();
+        let again = append(&store, job_id, attempt, agent_id, vec![log(1), log(2)]).await;
         assert_eq!(again.acked, vec![1, 2]);
         assert_eq!(again.new_events.len(), 1);
         assert_eq!(store.event_count(job_id, attempt).await.unwrap(), 3);
@@ -1259,12 +1221,8 @@ mod tests {
                     outcome: JobOutcome::Completed,
                     error: None,
                 },
-                payload_json: None,
             };
-            store
-                .append_events(job_id, attempt, vec![done], true)
-                .await
-                .unwrap();
+            append(&store, job_id, attempt, agent_id, vec![done]).await;
             (run_id, job_id)
         };
         let store = Store::open(dir.path()).unwrap();
@@ -1288,9 +1246,14 @@ mod tests {
             .unwrap();
         // Between the intake's read (attempt 1, leased) and its write, attempt 2 was leased.
         store.lease_job(job_id, agent_id, 10, 2).await.unwrap();
-        let late = store.append_events(job_id, 1, vec![log(0)], true).await;
+        let late = store
+            .append_batch(job_id, 1, agent_id, vec![log(0).into()], (0, u64::MAX))
+            .await;
         assert!(
-            matches!(late, Err(CoordinatorError::LeaseLost { attempt: 1, .. })),
+            matches!(
+                late,
+                Ok(Some(BatchOutcome::NotHolder { ref job, .. })) if job.attempt == 2
+            ),
             "{late:?}"
         );
         assert_eq!(store.event_count(job_id, 1).await.unwrap(), 0);

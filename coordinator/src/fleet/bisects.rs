@@ -32,7 +32,7 @@ impl Fleet {
         report: &mut Report,
         run_id: RunId,
     ) -> Result<(), FleetError> {
-        for (_, json) in self.inner.store.bisects_of(run_id).await? {
+        for json in self.inner.store.bisects_of(run_id).await? {
             match serde_json::from_str::<BisectRecord>(&json) {
                 Ok(record) => report.bisects.push(record),
                 Err(err) => warn!(run_id = %run_id, %err, "a stored bisect does not read"),

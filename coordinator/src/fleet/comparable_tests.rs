@@ -173,7 +173,6 @@ impl Fixture {
             seq,
             at_ms: now,
             payload,
-            payload_json: None,
         };
         let events = vec![
             event(

@@ -7,11 +7,18 @@ use tokio::sync::broadcast;
 
 use super::Fleet;
 use super::FleetError;
+use crate::store::RunRow;
 
 impl Fleet {
     /// The progress a new watcher sees first: where the run stands now.
     pub async fn snapshot(&self, run_id: RunId) -> Result<RunProgress, FleetError> {
         let run = self.run_row(run_id).await?;
+        self.snapshot_of(&run).await
+    }
+
+    /// [`Fleet::snapshot`] of a run row already read.
+    pub async fn snapshot_of(&self, run: &RunRow) -> Result<RunProgress, FleetError> {
+        let run_id = run.run_id;
         let jobs = self.inner.store.jobs_of_run(run_id).await?;
         let mut snapshot = RunProgress::new(
             run_id,

@@ -16,7 +16,19 @@ impl Fleet {
     /// The full report assembled now, with each generation compared against the previous
     /// run's toolchain (`served_reports` keeps it once the run finished).
     pub(super) async fn fresh_report(&self, run_id: RunId) -> Result<Report, FleetError> {
-        let (mut report, created_ms) = self.assembled(run_id).await?;
+        self.report_as(run_id, None).await
+    }
+
+    /// The full report as it reads once the run is in `finishing_as` when one is given
+    /// ([`Fleet::assembled_in`]): its own events, each generation compared with the earlier
+    /// comparable runs (the ratchet can fail it) and its recorded bisects. Both the report a
+    /// run is finished with and the one served for it later are this one.
+    pub(super) async fn report_as(
+        &self,
+        run_id: RunId,
+        finishing_as: Option<RunState>,
+    ) -> Result<Report, FleetError> {
+        let (mut report, created_ms) = self.assembled_in(run_id, finishing_as).await?;
         self.attach_previous(&mut report, created_ms).await?;
         self.attach_bisects(&mut report, run_id).await?;
         Ok(report)

@@ -213,11 +213,6 @@ impl Fleet {
         Ok(true)
     }
 
-    /// The job spec a run was submitted with.
-    pub async fn run_spec(&self, run_id: RunId) -> Result<abfleet_core::spec::JobSpec, FleetError> {
-        Ok(self.run_row(run_id).await?.spec)
-    }
-
     pub(super) async fn run_row(&self, run_id: RunId) -> Result<RunRow, FleetError> {
         self.inner
             .store
@@ -290,8 +285,7 @@ impl Fleet {
         // it is served from now on (`served_reports`). A comparison that fails fails the
         // finish: an exit code without the ratchet would be wrong.
         let basis = self.inner.store.report_basis().await?;
-        let (mut report, created_ms) = self.assembled_in(run_id, Some(state)).await?;
-        self.attach_previous(&mut report, created_ms).await?;
+        let report = self.report_as(run_id, Some(state)).await?;
         let results = results_for_later_runs(&report);
         let (exit_code, cells_done) = (report.exit_code, report.cells.len() as u32);
         let json = tokio::task::spawn_blocking(move || report_to_json(&report))

@@ -101,8 +101,9 @@ pub(super) struct Inner {
     pub(super) job_facts: Mutex<HashMap<JobId, super::intake::JobFacts>>,
     /// Heartbeats not yet written to the store (see `heartbeats`).
     pub(super) heard: Mutex<super::heartbeats::Heard>,
-    /// Reports assembled at once, at most one per core: each holds its run's decoded events,
-    /// and runs finishing together queue here instead of all being in memory at once.
+    /// Reports assembled at once, one per core and at most four: each holds its run's
+    /// decoded events, and runs finishing together queue here instead of all being in
+    /// memory at once.
     pub(super) assembling: tokio::sync::Semaphore,
 }
 

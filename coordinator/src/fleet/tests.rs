@@ -126,7 +126,6 @@ impl Harness {
                 outcome,
                 error: None,
             },
-            payload_json: None,
         };
         self.fleet
             .push_events(self.agent, offer.job_id, offer.attempt, vec![done])
@@ -560,7 +559,6 @@ impl Harness {
                 seq: 0,
                 at_ms: self.clock_ms(),
                 payload: build(toolchain),
-                payload_json: None,
             },
             StoredEvent {
                 seq: 1,
@@ -569,7 +567,6 @@ impl Harness {
                     outcome,
                     error: None,
                 },
-                payload_json: None,
             },
         ];
         self.fleet
@@ -594,7 +591,6 @@ async fn a_report_compares_each_generation_with_the_latest_earlier_finished_run(
         seq: 0,
         at_ms: h.clock_ms(),
         payload: build("cc 99"),
-        payload_json: None,
     };
     h.fleet
         .push_events(h.agent, offer.job_id, offer.attempt, vec![build_only])
@@ -670,7 +666,6 @@ async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs(
         seq: 0,
         at_ms: h.clock_ms(),
         payload: build("cc 12"),
-        payload_json: None,
     };
     h.fleet
         .push_events(h.agent, offer.job_id, offer.attempt, vec![late])
@@ -747,7 +742,6 @@ fn cell(index: u32, seq: u64) -> StoredEvent {
         seq,
         at_ms: 0,
         payload: JobEventPayload::Cell(Box::new(cell)),
-        payload_json: None,
     }
 }
 
@@ -817,7 +811,6 @@ async fn a_job_over_its_event_limit_fails_with_the_limit_named_and_stores_nothin
                 level: abfleet_core::events::LogLevel::Info,
                 line: "chatty".into(),
             },
-            payload_json: None,
         })
         .collect();
     match h
@@ -883,7 +876,6 @@ async fn events_and_heartbeats_for_another_agents_lease_are_refused() {
             outcome: JobOutcome::Completed,
             error: None,
         },
-        payload_json: None,
     };
     let pushed = h
         .fleet

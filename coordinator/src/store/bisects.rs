@@ -31,15 +31,14 @@ impl Store {
         .await
     }
 
-    /// The bisects of `run_id`, oldest first: (recorded at, the document).
-    pub async fn bisects_of(&self, run_id: RunId) -> Result<Vec<(i64, String)>, CoordinatorError> {
-        self.with(move |conn| {
+    /// The bisects of `run_id` (each a `BisectRecord` as JSON), oldest first.
+    pub async fn bisects_of(&self, run_id: RunId) -> Result<Vec<String>, CoordinatorError> {
+        self.read(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT recorded_ms, bisection_json FROM bisects WHERE run_id = ?1 ORDER BY recorded_ms",
+                "SELECT bisection_json FROM bisects WHERE run_id = ?1 ORDER BY recorded_ms",
             )?;
-            let rows = stmt.query_map(params![run_id.to_string()], |row| {
-                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
-            })?;
+            let rows =
+                stmt.query_map(params![run_id.to_string()], |row| row.get::<_, String>(0))?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
         .await

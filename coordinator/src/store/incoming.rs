@@ -80,9 +80,8 @@ fn cell_header(json: &str) -> Option<serde_json::Result<CellHeader>> {
 /// Events made in the coordinator's own code and tests: their JSON is written here.
 impl From<StoredEvent> for IncomingEvent {
     fn from(event: StoredEvent) -> Self {
-        let payload_json = event.payload_json.unwrap_or_else(|| {
-            serde_json::to_string(&event.payload).expect("an event payload always serialises")
-        });
+        let payload_json =
+            serde_json::to_string(&event.payload).expect("an event payload always serialises");
         let header = match event.payload {
             JobEventPayload::Cell(cell) => EventHeader::Cell(CellHeader {
                 index: cell.index,
@@ -191,7 +190,6 @@ mod tests {
                 level: LogLevel::Info,
                 line: "x".into(),
             },
-            payload_json: None,
         };
         let event = IncomingEvent::from(log);
         assert_eq!(event.kind(), EventKind::Log);

@@ -97,7 +97,7 @@ impl Store {
         before_ms: i64,
     ) -> Result<Vec<RunId>, CoordinatorError> {
         let name = name.to_string();
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT run_id FROM runs WHERE name = ?1 AND created_ms < ?2 AND results_recorded = 0 AND state IN (?3, ?4, ?5) ORDER BY created_ms, run_id",
             )?;
@@ -124,7 +124,7 @@ impl Store {
         before_ms: i64,
     ) -> Result<Option<PreviousResult>, CoordinatorError> {
         let (name, generation) = (name.to_string(), generation.to_string());
-        self.with(move |conn| {
+        self.read(move |conn| {
             let row = conn
                 .query_row(
                     "SELECT run_id, toolchain_json, findings_json, backend_cells_json, snapshot_json FROM generation_results
@@ -188,7 +188,7 @@ impl Store {
     ) -> Result<Vec<GenerationSnapshot>, CoordinatorError> {
         let (name, generation) = (name.to_string(), generation.to_string());
         let hardware_id = hardware_id.map(str::to_string);
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT g.run_id, g.snapshot_json FROM generation_results g JOIN runs r ON r.run_id = g.run_id
                  WHERE g.name = ?1 AND g.generation = ?2 AND g.created_ms < ?3
@@ -228,7 +228,7 @@ impl Store {
     ) -> Result<Vec<(String, GenerationSnapshot)>, CoordinatorError> {
         let generation = generation.to_string();
         let name = name.map(str::to_string);
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT g.name, g.run_id, g.snapshot_json FROM generation_results g JOIN runs r ON r.run_id = g.run_id
                  WHERE g.generation = ?1 AND (?2 IS NULL OR g.name = ?2) AND g.snapshot_json IS NOT NULL
@@ -262,7 +262,7 @@ impl Store {
         name: Option<&str>,
     ) -> Result<Vec<RunId>, CoordinatorError> {
         let name = name.map(str::to_string);
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT run_id FROM runs WHERE (?1 IS NULL OR name = ?1) AND results_recorded = 0 AND state IN (?2, ?3, ?4) ORDER BY created_ms, run_id",
             )?;

@@ -16,7 +16,7 @@ use abfleet_core::spec::JobSpec;
 use abfleet_core::RunId;
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{job_row, kept_cells_of, JobRow, Store};
+use super::{kept_cells_of, JobRow, Store};
 use crate::error::CoordinatorError;
 
 impl Store {
@@ -75,13 +75,7 @@ fn read_run(conn: &Connection, run_id: RunId) -> Result<Option<RawRun>, Coordina
     let Some((trigger, trigger_note, created_ms, state, spec_json, error)) = row else {
         return Ok(None);
     };
-    let jobs: Vec<JobRow> = {
-        let mut stmt = conn.prepare(
-            "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error, generation, pinned_agent FROM jobs WHERE run_id = ?1 ORDER BY created_ms, job_id",
-        )?;
-        let rows = stmt.query_map(params![run_id.to_string()], job_row)?;
-        rows.map(|row| row?).collect::<Result<_, _>>()?
-    };
+    let jobs = super::select_jobs(conn, "run_id = ?1", params![run_id.to_string()])?;
     let mut raw_jobs = Vec::with_capacity(jobs.len());
     for job in jobs {
         raw_jobs.push(read_job(conn, job)?);

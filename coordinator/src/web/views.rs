@@ -12,7 +12,7 @@ use crate::store::{AgentRow, RunRow};
 
 /// A run's row and where it stands now.
 pub(super) async fn run_view(fleet: &Fleet, run: RunRow) -> Result<RunView, FleetError> {
-    let progress = fleet.snapshot(run.run_id).await?;
+    let progress = fleet.snapshot_of(&run).await?;
     Ok(RunView {
         run_id: run.run_id.to_string(),
         name: run.name,

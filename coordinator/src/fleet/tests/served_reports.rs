@@ -18,7 +18,6 @@ fn event(seq: u64, payload: JobEventPayload) -> StoredEvent {
         seq,
         at_ms: 0,
         payload,
-        payload_json: None,
     }
 }
 
@@ -89,6 +88,29 @@ async fn a_run_still_going_is_assembled_at_each_read_and_never_kept() {
     assert_eq!(h.fleet.report(run_id).await.unwrap().cells.len(), 2);
     h.done(&offer, 2, JobOutcome::Completed).await;
     assert_eq!(h.kept_report(run_id).await.cells.len(), 2);
+}
+
+#[tokio::test]
+async fn a_bisect_recorded_while_the_run_goes_on_is_in_the_report_it_finishes_with() {
+    use abfleet_core::bisect::{BisectRecord, Bisection, Commit};
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    let commit = |id: &str| Commit {
+        id: id.into(),
+        subject: format!("commit {id}"),
+    };
+    let record = BisectRecord {
+        what: "`psnr` on fixture `tiny`".into(),
+        recorded: String::new(),
+        bisection: Bisection::new(vec![commit("c1"), commit("c2")]).unwrap(),
+    };
+    h.fleet.record_bisect(run_id, record).await.unwrap();
+    h.done(&offer, 0, JobOutcome::Completed).await;
+    let kept = h.kept_report(run_id).await;
+    assert_eq!(kept.bisects.len(), 1, "the kept report lost the bisect");
+    assert_eq!(kept.bisects[0].what, "`psnr` on fixture `tiny`");
+    assert_eq!(kept, h.fleet.fresh_report(run_id).await.unwrap());
 }
 
 #[tokio::test]
