@@ -15,6 +15,7 @@
 use std::fmt::Write;
 
 use super::docs_section::render_docs_section;
+use super::markdown::table_text;
 use super::Report;
 use crate::cell::CellParity;
 
@@ -76,14 +77,13 @@ fn state_rows(report: &Report) -> Vec<(String, String)> {
     let short_run: String = report.run_id.chars().take(8).collect();
     let mut rows = Vec::new();
     let mut row = |generation: &str, cell: &str, what: &str, detail: &str, key: String| {
-        let escape = |s: &str| s.replace('|', "\\|").replace('\n', " ");
         rows.push((
             key.clone(),
             format!(
                 "| {date} | `{short_run}` | `{}` | `{}` | {what} | {} | open — explain or fix <!-- abfleet:{key} --> |\n",
-                escape(generation),
-                escape(cell),
-                escape(detail)
+                table_text(generation),
+                table_text(cell),
+                table_text(detail)
             ),
         ));
     };

@@ -15,13 +15,14 @@
 
 use std::fmt::Write;
 
+use super::markdown::table_text;
 use super::model::{GenerationSection, ANY_GENERATION};
 use super::Report;
 use crate::cell::{CellParity, CellResult, RunCommand, SideStatus};
 use crate::inventory::Inventory;
 
 /// The run's section of the fork's benchmarks page.
-pub fn render_docs_section(report: &Report) -> String {
+pub fn render_docs_section<'a>(report: &'a Report) -> String {
     let mut out = String::new();
     let date = report.date.get(..10).unwrap_or(&report.date);
     let threads = if report.threads == 1 {
@@ -40,25 +41,24 @@ pub fn render_docs_section(report: &Report) -> String {
         } else {
             vec![(report.generations.first(), report.cells.iter().collect())]
         };
-    let host_of = |section: Option<&GenerationSection>| {
+    let host_of = |section: Option<&'a GenerationSection>| -> Option<&'a Inventory> {
         section
-            .and_then(|s| s.host.clone())
-            .or_else(|| report.host.clone())
+            .and_then(|s| s.host.as_ref())
+            .or(report.host.as_ref())
     };
     let key_of = |section: Option<&GenerationSection>| {
         section
             .filter(|s| s.key != ANY_GENERATION)
             .map_or(String::new(), |s| format!(" (`{}`)", s.key))
     };
-    let all_cells: Vec<&CellResult> = groups.iter().flat_map(|(_, c)| c.clone()).collect();
+    let all_cells: Vec<&CellResult> = groups.iter().flat_map(|(_, c)| c.iter().copied()).collect();
     if let [(section, _)] = groups.as_slice() {
         let host = host_of(*section);
         let _ = writeln!(
             out,
             "### {date} — fork `{fork}` vs upstream `{}`, `{}`{}, {threads}\n",
             report.upstream_ref,
-            host.as_ref()
-                .map_or("unknown host".to_string(), |h| h.hostname.clone()),
+            host.map_or("unknown host", |h| h.hostname.as_str()),
             key_of(*section)
         );
     } else {
@@ -77,12 +77,11 @@ pub fn render_docs_section(report: &Report) -> String {
             let _ = writeln!(
                 out,
                 "#### `{}`{}\n",
-                host.as_ref()
-                    .map_or("unknown host".to_string(), |h| h.hostname.clone()),
+                host.map_or("unknown host", |h| h.hostname.as_str()),
                 key_of(*section)
             );
         }
-        if let Some(host) = &host {
+        if let Some(host) = host {
             profile_table(&mut out, host);
         }
         if cells.is_empty() {
@@ -148,10 +147,6 @@ fn short_command(command: &RunCommand) -> String {
         .replace('`', "'")
 }
 
-fn escape(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
-}
-
 /// `| Profile | CPU | GPUs | Memory | OS |`: the GPUs are the host's GPU generations.
 fn profile_table(out: &mut String, host: &Inventory) {
     let mut gpus: Vec<String> = Vec::new();
@@ -164,16 +159,16 @@ fn profile_table(out: &mut String, host: &Inventory) {
         out,
         "| Profile | CPU | GPUs | Memory | OS |\n|---|---|---|---|---|\n| `{}` | {} ({} cores / {} threads) | {} | {:.0} GiB | {} |\n",
         host.hostname,
-        escape(&host.cpu_model),
+        table_text(&host.cpu_model),
         host.physical_cores,
         host.logical_cores,
         if gpus.is_empty() {
             "—".to_string()
         } else {
-            escape(&gpus.join(", "))
+            table_text(&gpus.join(", "))
         },
         host.memory_bytes as f64 / (1u64 << 30) as f64,
-        escape(&host.os)
+        table_text(&host.os)
     );
 }
 
@@ -318,7 +313,7 @@ fn feature_tables(out: &mut String, cells: &[&CellResult]) {
                 parts.push(format!(
                     "**parity FAIL** ({}): {}",
                     failure.rule.describe(),
-                    escape(&failure.message)
+                    table_text(&failure.message)
                 ));
             }
             if !parts.is_empty() {

@@ -135,7 +135,7 @@ impl CellSummary {
         }
     }
 
-    fn key(&self) -> (&str, &str, Option<&str>) {
+    fn key(&self) -> CellKey<'_> {
         (&self.fixture, &self.workload, self.backend.as_deref())
     }
 
@@ -225,10 +225,20 @@ impl GenerationSnapshot {
         self.hardware_id.as_deref().or(self.silicon_id.as_deref())
     }
 
-    fn cell(&self, key: (&str, &str, Option<&str>)) -> Option<&CellSummary> {
-        self.cells.iter().find(|c| c.key() == key)
+    /// The cells by key (the first of a key, as a scan would find it).
+    fn cell_index(&self) -> CellIndex<'_> {
+        let mut index = CellIndex::with_capacity(self.cells.len());
+        for cell in &self.cells {
+            index.entry(cell.key()).or_insert(cell);
+        }
+        index
     }
 }
+
+/// A cell's identity in a generation: fixture, workload, and the backend of a backend cell.
+type CellKey<'a> = (&'a str, &'a str, Option<&'a str>);
+
+type CellIndex<'a> = std::collections::HashMap<CellKey<'a>, &'a CellSummary>;
 
 /// The section's generation in its host's inventory.
 fn section_generation(section: &GenerationSection) -> Option<&crate::generation::Generation> {
@@ -236,11 +246,6 @@ fn section_generation(section: &GenerationSection) -> Option<&crate::generation:
         .host
         .as_ref()
         .and_then(|host| host.generations.iter().find(|g| g.key == section.key))
-}
-
-/// The silicon id of the section's key in its host's inventory.
-pub fn section_silicon(section: &GenerationSection) -> Option<String> {
-    section_generation(section).map(|g| g.silicon_id.clone())
 }
 
 /// The hardware id of the section's key in its host's inventory (the silicon id from agents
@@ -681,7 +686,21 @@ fn since_previous_in<'a, I>(now: &GenerationSnapshot, earlier: I) -> Option<Sinc
 where
     I: Iterator<Item = &'a GenerationSnapshot> + Clone,
 {
-    let earlier = earlier.filter(|s| s.trigger != BISECT_TRIGGER);
+    // Each earlier snapshot's cells by key, built once: a cell lookup per snapshot would be
+    // a scan of its cells, for every cell of `now`.
+    let indexed: Vec<(&GenerationSnapshot, CellIndex<'a>)> = earlier
+        .filter(|s| s.trigger != BISECT_TRIGGER)
+        .map(|s| (s, s.cell_index()))
+        .collect();
+    let latest_where = |key: CellKey<'_>, keep: fn(&CellSummary) -> bool| {
+        indexed.iter().find_map(|(s, cells)| {
+            cells
+                .get(&key)
+                .copied()
+                .filter(|c| keep(c))
+                .map(|c| (*s, c))
+        })
+    };
     let mut flags = Vec::new();
     let mut parity_shrink = Vec::new();
     // Run id → (snapshot, the cells compared with it), in the order first met.
@@ -689,9 +708,7 @@ where
     let mut matched_cells = 0;
     for cell in now.cells.iter().filter(|c| c.is_present()) {
         let key = cell.key();
-        let latest = earlier
-            .clone()
-            .find_map(|s| s.cell(key).filter(|c| c.is_present()).map(|c| (s, c)));
+        let latest = latest_where(key, CellSummary::is_present);
         let Some((then_run, then)) = latest else {
             continue;
         };
@@ -714,9 +731,7 @@ where
         if cell.score_delta.is_empty() {
             continue;
         }
-        let accepted = earlier
-            .clone()
-            .find_map(|s| s.cell(key).filter(|c| c.is_accepted()).map(|c| (s, c)));
+        let accepted = latest_where(key, CellSummary::is_accepted);
         if let Some((accepted_run, accepted)) = accepted {
             let (grown, shrunk) = ratchet(cell, accepted);
             flags.extend(grown.into_iter().map(|mut f| {
@@ -730,8 +745,9 @@ where
         }
     }
     // The previous run is the newest one compared with (the first in `earlier` order).
-    let newest = earlier
-        .clone()
+    let newest = indexed
+        .iter()
+        .map(|(s, _)| *s)
         .find(|s| compared.iter().any(|(c, _)| c.run_id == s.run_id))?;
     let earlier_runs = compared
         .iter()
@@ -802,7 +818,7 @@ pub fn apply_ratchet(report: &mut Report) {
             };
             let allowed = grown.allowed.unwrap_or(grown.then);
             let message = format!(
-                "pooled |delta| of `{metric}` grew from {} (accepted in run {}) to {}, past the ratchet's {} (the accepted delta plus half a printed unit), though the gate may allow it: explain the change, or fix it",
+                "pooled |delta| of `{metric}` grew from {} (accepted in run {}) to {}, past the ratchet's {} (the accepted delta plus half a printed unit), though the gate may allow it: fix it, or, when the change is deliberate, give it its own `[parity.allow.{metric}]` with the reason (docs/job-spec.md)",
                 show_delta(grown.then),
                 grown.then_run.as_deref().unwrap_or("-"),
                 show_delta(grown.now),

@@ -550,6 +550,11 @@ fn speedup_cell(cell: &CellResult) -> String {
     }
 }
 
+/// `text` as one cell of a Markdown table: `|` escaped, line breaks made spaces.
+pub(super) fn table_text(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
 pub(super) fn verdict_word(verdict: crate::paired::Verdict) -> &'static str {
     match verdict {
         crate::paired::Verdict::Faster => "faster",

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use crate::backend_cell::BackendCellStatus;
 use crate::finding::{Finding, Severity};
 
+use super::markdown::table_text;
 use super::model::GenerationSection;
 
 /// `1 fail, 2 warn, 5 ok`, or `—` without findings.
@@ -42,8 +43,8 @@ pub fn render_retune(out: &mut String, section: &GenerationSection, heading: &st
                 severity_cell(finding.severity),
                 finding.backend,
                 finding.check,
-                escape(&finding.subject),
-                escape(&finding.verdict),
+                table_text(&finding.subject),
+                table_text(&finding.verdict),
                 previous_cell(finding)
             );
         }
@@ -100,11 +101,11 @@ fn render_backend_cells(out: &mut String, section: &GenerationSection, heading: 
             }
             (BackendCellStatus::Skipped, _) => format!(
                 "skipped: {}",
-                escape(cell.reason.as_deref().unwrap_or("no reason given"))
+                table_text(cell.reason.as_deref().unwrap_or("no reason given"))
             ),
             _ => format!(
                 "**failed**: {}",
-                escape(cell.reason.as_deref().unwrap_or("no reason given"))
+                table_text(cell.reason.as_deref().unwrap_or("no reason given"))
             ),
         };
         let (previous, change) = match &cell.previous {
@@ -149,12 +150,8 @@ fn previous_cell(finding: &Finding) -> String {
                     finding.severity.name()
                 ));
             }
-            parts.extend(previous.changes.iter().map(|c| escape(c)));
+            parts.extend(previous.changes.iter().map(|c| table_text(c)));
             parts.join("; ")
         }
     }
-}
-
-fn escape(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
 }

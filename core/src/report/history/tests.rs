@@ -412,6 +412,13 @@ fn a_ratchet_growth_fails_the_cell_its_generation_and_the_run_with_both_values()
         "{}",
         failure.message
     );
+    assert!(
+        failure
+            .message
+            .contains("`[parity.allow.psnr_y]` with the reason"),
+        "the message says how a deliberate change is accepted: {}",
+        failure.message
+    );
     assert_eq!(report.exit_code, crate::exit::PARITY_FAILED);
     assert_eq!(report.score_parity, crate::report::ScoreParity::Fail);
     assert_eq!(report.generations[0].exit_code, crate::exit::PARITY_FAILED);
