@@ -52,4 +52,9 @@ impl AgentConfig {
             policy: None,
         }
     }
+
+    /// Where events wait until the coordinator acknowledges them: a spool per job.
+    pub fn spool_dir(&self) -> PathBuf {
+        self.work_dir.join("spool")
+    }
 }

@@ -115,7 +115,7 @@ fn process_ticks(proc_dir: &Path) -> HashMap<u32, (String, u64)> {
 
 /// (command name, utime + stime) from one `/proc/PID/stat` line. The name is in parentheses
 /// and may itself contain spaces and parentheses, so fields are counted from the last `)`.
-fn parse_stat(stat: &str) -> Option<(String, u64)> {
+pub fn parse_stat(stat: &str) -> Option<(String, u64)> {
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let name = stat.get(open + 1..close)?.to_string();
@@ -151,7 +151,8 @@ fn governor(path: &Path) -> Option<String> {
         .filter(|g| !g.is_empty())
 }
 
-fn clock_ticks_per_second() -> f64 {
+/// Clock ticks per second, the unit of `/proc/PID/stat`'s CPU times (100 when unknown).
+pub fn clock_ticks_per_second() -> f64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
         .flatten()

@@ -74,7 +74,7 @@ pub async fn run_agent(
             .keep_alive_timeout(Duration::from_secs(20))
             .connect_lazy();
     let client = AgentServiceClient::new(channel);
-    let spool_dir = config.work_dir.join("spool");
+    let spool_dir = config.spool_dir();
     info!(agent_id = %agent_id, coordinator = %config.coordinator_url, work_dir = %config.work_dir.display(), "agent starting");
     // One for the whole agent: a timed cell hushes every uploader, a leftover spool's too.
     let gate = UploadGate::new();
@@ -268,7 +268,7 @@ fn handle_message(
                 warn!(offered = %offer.job_id, running = %job.job_id, "offer while busy; ignoring it (its lease will expire)");
                 return;
             }
-            let spool_dir = config.work_dir.join("spool");
+            let spool_dir = config.spool_dir();
             match start_job(offer, config, agent_id, inventory, client, &spool_dir, gate) {
                 Ok(job) => *running = Some(job),
                 Err(err) => warn!(error = %err, "cannot start the offered job"),

@@ -174,18 +174,11 @@ fn resolve_path(path: &Path, host: &str) -> Result<ResolvedSource, SourceError> 
         });
     }
     let mut hasher = Sha256::new();
-    for relative in &files {
+    for (relative, stamp) in files.iter().zip(&stamps) {
         let full = path.join(relative);
-        let metadata =
-            std::fs::symlink_metadata(&full).map_err(io(format!("stat `{}`", full.display())))?;
         hasher.update(relative.to_string_lossy().as_bytes());
         hasher.update([0]);
-        use std::os::unix::fs::PermissionsExt;
-        hasher.update(
-            (metadata.permissions().mode() & 0o111 != 0)
-                .to_string()
-                .as_bytes(),
-        );
+        hasher.update((stamp.mode & 0o111 != 0).to_string().as_bytes());
         let mut file =
             std::fs::File::open(&full).map_err(io(format!("read `{}`", full.display())))?;
         let mut buffer = vec![0u8; 64 * 1024];
@@ -221,6 +214,14 @@ struct FileStamp {
     mode: u32,
     modified_ns: i128,
     changed_ns: i128,
+}
+
+impl FileStamp {
+    fn is_symlink(&self) -> bool {
+        const FILE_TYPE: u32 = 0o170_000;
+        const SYMLINK: u32 = 0o120_000;
+        self.mode & FILE_TYPE == SYMLINK
+    }
 }
 
 /// A file changed this recently may change again within the same clock tick, unseen by its
@@ -270,11 +271,18 @@ impl TreeHashes {
         let now_ns = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i128);
-        let racy = stamps
+        self.remember_at(root, stamps, resolved, now_ns);
+    }
+
+    /// [`TreeHashes::remember`] at `now_ns`. A tree with a symbolic link is never kept: the
+    /// hash reads the file the link points to, the stamp is the link's own, so a change of
+    /// the target would go unseen.
+    fn remember_at(&self, root: &Path, stamps: Vec<FileStamp>, resolved: &str, now_ns: i128) {
+        let unsure = stamps
             .iter()
-            .any(|s| now_ns - s.modified_ns.max(s.changed_ns) < RACY_WITHIN_NS);
+            .any(|s| s.is_symlink() || now_ns - s.modified_ns.max(s.changed_ns) < RACY_WITHIN_NS);
         let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if racy {
+        if unsure {
             cache.remove(root);
         } else {
             cache.insert(root.to_path_buf(), (stamps, resolved.to_string()));
@@ -508,6 +516,45 @@ mod tests {
         assert_ne!(
             resolve(&spec, tmp.path(), "h").unwrap().resolved,
             changed.resolved
+        );
+    }
+
+    /// A symbolic link in a path tree that is a git work tree is listed and hashed through
+    /// (its target's bytes), but its stamp is the link's own: such a tree is never
+    /// remembered, so a changed target is seen.
+    #[test]
+    fn a_path_tree_with_a_symlink_is_hashed_every_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("tree");
+        std::fs::create_dir_all(&root).unwrap();
+        sh(&root, &["init", "-q", "-b", "main"]);
+        std::fs::write(root.join("x.c"), "int x;").unwrap();
+        let outside = tmp.path().join("outside.h");
+        std::fs::write(&outside, "#define N 1").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("n.h")).unwrap();
+        let spec = SourceSpec::Path { path: root.clone() };
+        let first = resolve(&spec, tmp.path(), "h").unwrap();
+        let listed = |root: &Path| stamps(root, &list_files(root).unwrap()).unwrap();
+        let settled_ns = i128::MAX / 2;
+        TREE_HASHES.remember_at(&root, listed(&root), &first.resolved, settled_ns);
+        assert_eq!(
+            TREE_HASHES.lookup(&root, &listed(&root)),
+            None,
+            "a tree with a symlink was remembered"
+        );
+        std::fs::write(&outside, "#define N 2").unwrap();
+        assert_ne!(
+            resolve(&spec, tmp.path(), "h").unwrap().resolved,
+            first.resolved,
+            "the link's target changed"
+        );
+        // The same tree without the link, settled, is remembered.
+        std::fs::remove_file(root.join("n.h")).unwrap();
+        let plain = resolve(&spec, tmp.path(), "h").unwrap();
+        TREE_HASHES.remember_at(&root, listed(&root), &plain.resolved, settled_ns);
+        assert_eq!(
+            TREE_HASHES.lookup(&root, &listed(&root)),
+            Some(plain.resolved)
         );
     }
 

@@ -9,10 +9,10 @@ pub const TARGET: &str = "abfleet_timeline";
 
 /// A point in the agent's timeline: `what` happened now.
 pub fn mark(what: &'static str) {
-    tracing::trace!(target: "abfleet_timeline", what);
+    tracing::trace!(target: TARGET, what);
 }
 
 /// A point about one file: `what` happened to `path` now (a run's log names the run).
 pub fn mark_path(what: &'static str, path: &std::path::Path) {
-    tracing::trace!(target: "abfleet_timeline", what, path = %path.display());
+    tracing::trace!(target: TARGET, what, path = %path.display());
 }
