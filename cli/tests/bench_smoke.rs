@@ -108,6 +108,8 @@ fn bench_agent_cpu_smoke_samples_a_real_agent_process_around_each_run() {
 #[test]
 fn bench_rerun_smoke_builds_nothing_and_fetches_nothing_the_second_time() {
     let json = bench_smoke("rerun");
+    assert_eq!(json["cells"], 1, "a smoke rerun times one cell: {json}");
+    assert_eq!(json["first"]["cells"], 1, "{json}");
     let first = &json["first"]["started"];
     assert!(
         first["fetches"].as_u64() >= Some(2),
@@ -225,5 +227,38 @@ fn bench_store_smoke_fills_a_store_and_times_what_an_operator_does() {
     assert!(
         json["target_met"].is_null(),
         "a smoke run is not judged: {json}"
+    );
+}
+
+/// An agent that dies before its job runs fails the bench at once, with its log, instead of
+/// the bench waiting for a job nothing will run.
+#[test]
+fn bench_agent_cpu_fails_at_once_with_the_agents_log_when_the_agent_exits() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let broken = tmp.path().join("not-an-agent");
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\necho 'not-an-agent: no such subcommand' >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(["bench", "agent-cpu", "--smoke", "--agent-binary"])
+        .arg(&broken)
+        .output()
+        .expect("abfleet runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the bench's agent exited") && stderr.contains("no such subcommand"),
+        "{stderr}"
+    );
+    // Not a timing check of abfleet: the bench's own deadline is 600 s, so anything near
+    // it means the dead agent went unnoticed.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(300),
+        "{stderr}"
     );
 }

@@ -138,7 +138,7 @@ pub async fn run(args: AgentCpuArgs) -> Result<i32, Failure> {
         Some(binary) => binary.clone(),
         None => std::env::current_exe().infra()?,
     };
-    let agent = KillOnDrop(
+    let mut agent = KillOnDrop(
         std::process::Command::new(binary)
             .args(["agent", "--coordinator", &url, "--work-dir"])
             .arg(dir.join("agent"))
@@ -147,7 +147,7 @@ pub async fn run(args: AgentCpuArgs) -> Result<i32, Failure> {
             .spawn()
             .infra()?,
     );
-    let report = submit_and_wait(&url, &spec, &spec_path).await;
+    let report = submit_and_wait(&url, &spec, &spec_path, &mut agent, &dir.join("agent.log")).await;
     agent.interrupt().await;
     let _ = stop.send(());
     let _ = server.await;
@@ -167,7 +167,7 @@ pub async fn run(args: AgentCpuArgs) -> Result<i32, Failure> {
         .flat_map(|side| side.times.iter().chain(&side.warmup_times))
         .sum();
     let samples = read_samples(&std::fs::read_to_string(&probe).infra()?).infra()?;
-    let ticks_per_s = clock_ticks_per_second();
+    let ticks_per_s = abfleet_agent::noise::clock_ticks_per_second();
     let during_ticks: u64 = samples.iter().map(|s| s.end.1 - s.start.1).sum();
     let (first, last) = (samples[0], samples[samples.len() - 1]);
     let cell_share = CpuShare::new(
@@ -303,10 +303,14 @@ timeout_seconds = 600
     Ok(spec)
 }
 
+/// Submits the bench's job and polls its report until it ends; fails at once, with the end
+/// of the agent's log, when the agent process exits first (nothing would run the job).
 async fn submit_and_wait(
     url: &str,
     spec: &abfleet_core::spec::JobSpec,
     spec_path: &Path,
+    agent: &mut KillOnDrop,
+    agent_log: &Path,
 ) -> anyhow::Result<Report> {
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut client = loop {
@@ -339,6 +343,17 @@ async fn submit_and_wait(
         let report = Report::from_json(&json)?;
         if matches!(report.status.as_str(), "done" | "failed" | "cancelled") {
             return Ok(report);
+        }
+        if let Ok(Some(status)) = agent.0.try_wait() {
+            let log = std::fs::read_to_string(agent_log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            anyhow::bail!(
+                "the bench's agent exited ({status}) before its job finished; the end of its log ({}):\n{}\n\
+                 check that --agent-binary is an abfleet build that runs `abfleet agent`",
+                agent_log.display(),
+                tail.join("\n")
+            );
         }
         anyhow::ensure!(
             Instant::now() < deadline,
@@ -373,27 +388,11 @@ fn read_samples(text: &str) -> anyhow::Result<Vec<RunSample>> {
         .collect())
 }
 
-/// utime + stime of a `/proc/PID/stat` line (fields 14 and 15, counted after the `)` that
-/// ends the command name, which may itself hold spaces and parentheses).
+/// utime + stime of a `/proc/PID/stat` line, read as the agent reads it.
 fn stat_ticks(stat: &str) -> anyhow::Result<u64> {
-    let (_, rest) = stat
-        .rsplit_once(')')
-        .ok_or_else(|| anyhow::anyhow!("bad stat line `{stat}`"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| -> anyhow::Result<u64> {
-        Ok(fields
-            .get(i)
-            .ok_or_else(|| anyhow::anyhow!("short stat line `{stat}`"))?
-            .parse()?)
-    };
-    Ok(field(11)? + field(12)?)
-}
-
-fn clock_ticks_per_second() -> f64 {
-    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .map_or(100.0, |t| t as f64)
+    abfleet_agent::noise::parse_stat(stat)
+        .map(|(_, ticks)| ticks)
+        .ok_or_else(|| anyhow::anyhow!("bad stat line `{stat}`"))
 }
 
 /// `HostSample::take()` 20 times, as the agent calls it, and the processes it reads.

@@ -808,25 +808,14 @@ pub(super) fn cli_seconds(exe: &Path, args: &[&str]) -> Result<f64, Failure> {
 /// The CPU time (user + system) a process has used, from `/proc/PID/stat`.
 fn cpu_s(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command name in parentheses: state is field 3, utime 14, stime 15.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    let per_s = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .filter(|&t| t > 0)
-        .unwrap_or(100);
-    Some(ticks as f64 / per_s as f64)
+    let (_, ticks) = abfleet_agent::noise::parse_stat(&stat)?;
+    Some(ticks as f64 / abfleet_agent::noise::clock_ticks_per_second())
 }
 
 /// The 1-minute load average.
 pub(super) fn load_avg() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    let load = abfleet_agent::loadavg::one_minute();
+    load.is_finite().then_some(load)
 }
 
 /// `VmRSS:` or `VmHWM:` of a process, in KiB.

@@ -73,6 +73,8 @@ struct RunFigures {
     wall_s: f64,
     /// Sum of the wall times of every timed run and warm-up.
     runs_s: f64,
+    /// The cells its report.json holds.
+    cells: usize,
     /// Sum of the cells' `overhead_seconds`.
     cells_overhead_s: f64,
     build_statuses: Vec<String>,
@@ -111,7 +113,7 @@ pub async fn run(args: RerunArgs) -> Result<i32, Failure> {
     let report = RerunReport {
         bench: "rerun",
         smoke: args.smoke,
-        cells: if args.smoke { 1 } else { 8 },
+        cells: rerun.cells,
         rerun_wall_over_runs: rerun.wall_s / rerun.runs_s,
         no_build_no_fetch,
         first,
@@ -333,6 +335,7 @@ fn local_run(
     Ok(RunFigures {
         wall_s,
         runs_s,
+        cells: report.cells.len(),
         cells_overhead_s,
         build_statuses,
         started,
