@@ -132,22 +132,34 @@ pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i
             ))
         })?;
     print!("{section}");
+    let named = bisection.first_bad().is_some();
     if let Some(run_id) = &target.run {
         let record = BisectRecord {
             what,
             recorded: String::new(),
-            bisection: bisection.clone(),
+            bisection,
         };
-        client
+        // The search is done and its result written: a coordinator that cannot keep it now
+        // does not undo it, it is only not shown with the run.
+        let recorded = client
             .record_bisect(pb::RecordBisectRequest {
                 run_id: run_id.clone(),
                 bisect_json: serde_json::to_string(&record).infra()?,
             })
-            .await
-            .map_err(|s| status_error("failed to record the bisect with its run", s))?;
-        eprintln!("recorded with run {run_id}: `abfleet report {run_id}` shows it");
+            .await;
+        match recorded {
+            Ok(_) => eprintln!("recorded with run {run_id}: `abfleet report {run_id}` shows it"),
+            Err(status) => eprintln!(
+                "warning: the bisect is done, but recording it with run {run_id} failed ({}: {}); \
+                 its result is in {} and {}",
+                status.code(),
+                status.message(),
+                args.out.join("bisect.md").display(),
+                args.out.join("bisect.json").display()
+            ),
+        }
     }
-    Ok(if bisection.first_bad().is_some() {
+    Ok(if named {
         0
     } else {
         abfleet_core::exit::NOT_CARRIED_OUT
