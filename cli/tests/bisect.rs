@@ -23,15 +23,6 @@ fn abfleet(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn text(output: &Output) -> String {
-    format!(
-        "{:?}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_planted_slowdown_in_the_fifth_of_eight_commits_is_found() {
     let tmp = tempfile::tempdir().unwrap();
@@ -96,7 +87,7 @@ async fn a_planted_slowdown_in_the_fifth_of_eight_commits_is_found() {
     })
     .await
     .unwrap();
-    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert_eq!(run.status.code(), Some(0), "{}", output_text(&run));
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
         stdout.contains(&format!(
@@ -104,7 +95,7 @@ async fn a_planted_slowdown_in_the_fifth_of_eight_commits_is_found() {
             commits[4]
         )),
         "{}",
-        text(&run)
+        output_text(&run)
     );
     let bisection: Bisection = serde_json::from_str(
         &std::fs::read_to_string(tmp.path().join("bisect-out/bisect.json")).unwrap(),
@@ -162,29 +153,12 @@ async fn a_planted_slowdown_in_the_fifth_of_eight_commits_is_found() {
         "--workload",
         "psnr",
     ]);
-    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    assert_eq!(missing.status.code(), Some(2), "{}", output_text(&missing));
     assert!(
         String::from_utf8_lossy(&missing.stderr).contains("--good, --bad"),
         "{}",
-        text(&missing)
+        output_text(&missing)
     );
-}
-
-/// `EXTRA_CFLAGS ?= FLAGS` in the fork's Makefile, committed; returns the commit.
-fn commit_fork_flags(fork: &std::path::Path, flags: &str, message: &str) -> String {
-    let makefile = std::fs::read_to_string(fork.join("Makefile")).unwrap();
-    let line = makefile
-        .lines()
-        .find(|l| l.starts_with("EXTRA_CFLAGS ?="))
-        .unwrap()
-        .to_string();
-    std::fs::write(
-        fork.join("Makefile"),
-        makefile.replace(&line, &format!("EXTRA_CFLAGS ?= {flags}")),
-    )
-    .unwrap();
-    git(fork, &["commit", "-q", "-am", message]);
-    git(fork, &["rev-parse", "HEAD"])
 }
 
 /// A commit whose timing is noise against the good one (the subject's ABFLEET_ALTERNATE_MS:
@@ -244,18 +218,18 @@ async fn a_noise_level_commit_is_retried_with_more_pairs_then_reported_undecidab
     })
     .await
     .unwrap();
-    assert_eq!(run.status.code(), Some(3), "{}", text(&run));
+    assert_eq!(run.status.code(), Some(3), "{}", output_text(&run));
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
         stdout.contains("**No first bad commit named**: cannot tell whether")
             && stdout.contains("undecidable"),
         "{}",
-        text(&run)
+        output_text(&run)
     );
     assert!(
         String::from_utf8_lossy(&run.stderr).contains("was unsure; again with up to 6 pairs"),
         "{}",
-        text(&run)
+        output_text(&run)
     );
     let bisection: Bisection =
         serde_json::from_str(&std::fs::read_to_string(out.join("bisect.json")).unwrap()).unwrap();

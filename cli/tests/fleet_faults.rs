@@ -72,14 +72,6 @@ fn spawn_coordinator(port: u16, data_dir: &Path) -> Process {
     )
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn control_at(url: &str) -> ControlServiceClient<Channel> {
     wait_until(Duration::from_secs(30), "the coordinator to listen", || {
         let url = url.to_string();
@@ -248,7 +240,7 @@ async fn a_coordinator_killed_mid_run_restarts_on_its_data_dir_and_the_run_compl
     let tmp = tempfile::tempdir().unwrap();
     let spec = slow_spec(tmp.path());
     let data_dir = tmp.path().join("data");
-    let port = free_port();
+    let port = support::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let mut coordinator = spawn_coordinator(port, &data_dir);
     let mut client = control_at(&url).await;

@@ -19,23 +19,6 @@ use abfleet_core::report::history::{section_hardware, FlagKind, HistoryPoint};
 use abfleet_core::report::{render_junit, render_markdown, Report};
 use support::*;
 
-/// Commits `EXTRA_CFLAGS ?= FLAGS` into the fork's Makefile; returns the new commit.
-fn commit_fork_flags(fork: &Path, flags: &str, message: &str) -> String {
-    let makefile = std::fs::read_to_string(fork.join("Makefile")).unwrap();
-    let line = makefile
-        .lines()
-        .find(|l| l.starts_with("EXTRA_CFLAGS ?="))
-        .unwrap()
-        .to_string();
-    std::fs::write(
-        fork.join("Makefile"),
-        makefile.replace(&line, &format!("EXTRA_CFLAGS ?= {flags}")),
-    )
-    .unwrap();
-    git(fork, &["commit", "-q", "-am", message]);
-    git(fork, &["rev-parse", "HEAD"])
-}
-
 fn spec_at(
     dir: &Path,
     repos: &Repos,

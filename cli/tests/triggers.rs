@@ -8,7 +8,7 @@ mod support;
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use abfleet_coordinator::http::{serve_http_with, HttpConfig};
@@ -194,14 +194,6 @@ fn revs(run: &RunRow) -> (String, String) {
         run.spec.upstream.source.requested(),
         run.spec.fork.source.requested(),
     )
-}
-
-fn abfleet(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("abfleet runs")
 }
 
 fn started_run_id(body: &str) -> String {
@@ -1000,14 +992,6 @@ async fn the_upstream_watcher_runs_a_new_release_tag_with_the_pin_moved() {
     hooked.stop().await;
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The settings reach the coordinator from its config file: `milestone_spec` and
 /// `webhook_secret_file` (relative to the file), `perf_label`, and `debounce_seconds = 0`,
 /// under which two deliveries for one PR are two runs. A refused delivery is logged on the
@@ -1019,7 +1003,7 @@ async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
     std::fs::create_dir(&etc).unwrap();
     write_milestone_spec(&etc);
     std::fs::write(etc.join("webhook-secret"), [SECRET, b"\n"].concat()).unwrap();
-    let (grpc_port, http_port) = (free_port(), free_port());
+    let (grpc_port, http_port) = (support::free_port(), support::free_port());
     std::fs::write(
         etc.join("coordinator.toml"),
         format!(
@@ -1138,7 +1122,7 @@ async fn the_coordinator_binary_watches_upstream_and_runs_only_newer_releases() 
     let tmp = tempfile::tempdir().unwrap();
     let repos = make_repos(&tmp.path().join("repos"));
     let milestone = SpecOptions::git(&repos).write(tmp.path(), "milestone.toml");
-    let grpc_port = free_port();
+    let grpc_port = support::free_port();
     let _coordinator = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_abfleet"))
             .args([

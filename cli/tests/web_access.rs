@@ -222,14 +222,6 @@ async fn under_tls_only_operator_and_viewer_certificates_read_the_web_view() {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn a_plaintext_coordinator_refuses_a_web_view_off_loopback() {
     let tmp = tempfile::tempdir().unwrap();
@@ -293,7 +285,7 @@ async fn request(addr: SocketAddr, method: &'static str, path: &'static str) -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plaintext_http_listener_off_loopback_serves_metrics_but_no_web_view() {
     let tmp = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = support::free_port();
     let child = coordinator_with_http(tmp.path(), format!("0.0.0.0:{port}").parse().unwrap()).await;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     assert_eq!(request(addr, "GET", "/metrics").await, 200);
@@ -314,7 +306,9 @@ async fn a_plaintext_http_listener_off_loopback_serves_metrics_but_no_web_view()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loopback_web_view_says_so_at_start_up_and_is_read_only() {
     let tmp = tempfile::tempdir().unwrap();
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", support::free_port())
+        .parse()
+        .unwrap();
     let child = coordinator_with_http(tmp.path(), addr).await;
     assert_eq!(request(addr, "GET", "/").await, 200);
     assert_eq!(request(addr, "GET", "/api/runs").await, 200);

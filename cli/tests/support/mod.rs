@@ -657,3 +657,29 @@ pub fn http_request(
         .unwrap_or_default();
     (status, body)
 }
+
+/// A loopback port free now (for a process that must be given its address up front).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Commits `EXTRA_CFLAGS ?= FLAGS` into the fork's Makefile; returns the new commit.
+pub fn commit_fork_flags(fork: &Path, flags: &str, message: &str) -> String {
+    let makefile = std::fs::read_to_string(fork.join("Makefile")).unwrap();
+    let line = makefile
+        .lines()
+        .find(|l| l.starts_with("EXTRA_CFLAGS ?="))
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        fork.join("Makefile"),
+        makefile.replace(&line, &format!("EXTRA_CFLAGS ?= {flags}")),
+    )
+    .unwrap();
+    git(fork, &["commit", "-q", "-am", message]);
+    git(fork, &["rev-parse", "HEAD"])
+}
