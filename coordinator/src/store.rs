@@ -572,6 +572,16 @@ impl Store {
             }
             let accept_new = matches!(job.state, JobState::Leased | JobState::Cancelled);
             let outcome = insert_batch(&tx, job_id, attempt, events, accept_new)?;
+            if job.run_state.is_finished() && !outcome.new_events.is_empty() {
+                // A cancelled run's agent still uploads its last events: what the run leaves
+                // for later runs is recorded again when a report or a history next needs it
+                // (once, however many batches arrive), and the reports kept so far are stale.
+                reports::results_changed(&tx, job.run_id)?;
+                tx.execute(
+                    "UPDATE runs SET results_recorded = 0 WHERE run_id = ?1",
+                    params![job.run_id.to_string()],
+                )?;
+            }
             tx.commit()?;
             Ok(Some(BatchOutcome::Stored { outcome, job }))
         })

@@ -101,11 +101,6 @@ impl Fleet {
         );
         self.count_new_events(job_id, stored, outcome.new_events.len() as u64);
         let finished = self.publish_progress(job_id, &job, facts, &outcome.new_events);
-        if job.run_state.is_finished() && !outcome.new_events.is_empty() {
-            // A cancelled run's agent still uploads its last events: what the run leaves for
-            // later runs follows its report.
-            self.record_results_of(job.run_id).await?;
-        }
         if finished {
             // After "done" only re-sends arrive: what intake kept of the job is not needed.
             self.forget_job(job_id);

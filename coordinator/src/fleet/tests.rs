@@ -671,6 +671,10 @@ async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs(
         .push_events(h.agent, offer.job_id, offer.attempt, vec![late])
         .await
         .unwrap();
+    // Not assembled again per batch: marked to be recorded when a report next needs it.
+    let store = h.fleet.store().clone();
+    let unrecorded = || async { store.unrecorded_runs_of(None).await.unwrap() };
+    assert_eq!(unrecorded().await, vec![cancelled]);
     let later = h.run_with_toolchain("cc 13", JobOutcome::Completed).await;
     let report = h.fleet.report(later).await.unwrap();
     assert_eq!(
@@ -678,6 +682,7 @@ async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs(
         Some(cancelled.to_string())
     );
     assert_eq!(report.generations[0].previous_toolchain["fork"], "cc 12");
+    assert!(unrecorded().await.is_empty());
 }
 
 #[tokio::test]
