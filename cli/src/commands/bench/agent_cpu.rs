@@ -275,17 +275,7 @@ toolchain = ["true"]
 template = ["{{binary}}", "--output", "{{output}}"]
 output_format = "json"
 
-[[fixtures]]
-name = "tiny"
-width = 16
-height = 16
-bitdepth = 8
-pixel_format = "420"
-frames = 1
-reference = {{ generate = "moving-pattern", seed = 1 }}
-distorted = {{ generate = "moving-pattern-distorted", seed = 1 }}
-
-[[workloads]]
+{fixture}[[workloads]]
 name = "sleep"
 args = []
 
@@ -297,6 +287,7 @@ threads = 1
 timeout_seconds = 600
 "#,
             src = src.display(),
+            fixture = super::synthetic::generated_fixture("tiny", 16, 16, 1, 1),
             pairs = args.pairs
         ),
     )?;

@@ -177,7 +177,7 @@ fn write_spec(dir: &Path, args: &RerunArgs) -> anyhow::Result<PathBuf> {
     let fork_commit = git(&fork, &["rev-parse", "HEAD"])?;
     let (fixtures, workloads, measure) = if args.smoke {
         (
-            fixture("tiny", 96, 64, 6, 3),
+            super::synthetic::generated_fixture("tiny", 96, 64, 6, 3),
             workload_list(&["psnr"]),
             "warmup = 1\nruns = 3\nmax_runs = 3",
         )
@@ -185,8 +185,8 @@ fn write_spec(dir: &Path, args: &RerunArgs) -> anyhow::Result<PathBuf> {
         (
             format!(
                 "{}{}",
-                fixture("pattern_320x180", 320, 180, 24, 1),
-                fixture("pattern_640x360", 640, 360, 24, 2)
+                super::synthetic::generated_fixture("pattern_320x180", 320, 180, 24, 1),
+                super::synthetic::generated_fixture("pattern_640x360", 640, 360, 24, 2)
             ),
             workload_list(&["psnr", "float_ssim", "motion", "motion_v2"]),
             "warmup = 1\nruns = 5\nmax_runs = 12",
@@ -235,12 +235,6 @@ VMAF_integer_feature_motion_sad_score = "integer_motion"
         ),
     )?;
     Ok(spec)
-}
-
-fn fixture(name: &str, width: u32, height: u32, frames: u32, seed: u32) -> String {
-    format!(
-        "[[fixtures]]\nname = \"{name}\"\nwidth = {width}\nheight = {height}\nbitdepth = 8\npixel_format = \"420\"\nframes = {frames}\nreference = {{ generate = \"moving-pattern\", seed = {seed} }}\ndistorted = {{ generate = \"moving-pattern-distorted\", seed = {seed} }}\n\n"
-    )
 }
 
 fn workload_list(names: &[&str]) -> String {

@@ -8,6 +8,14 @@ use abfleet_core::events::JobEventPayload;
 use abfleet_core::scores::{FrameScores, Scores};
 use abfleet_core::spec::JobSpec;
 
+/// A `[[fixtures]]` table of a generated 8-bit 4:2:0 pair (the moving pattern and its
+/// distorted copy from `seed`), as the benches' specs hold them.
+pub fn generated_fixture(name: &str, width: u32, height: u32, frames: u32, seed: u32) -> String {
+    format!(
+        "[[fixtures]]\nname = \"{name}\"\nwidth = {width}\nheight = {height}\nbitdepth = 8\npixel_format = \"420\"\nframes = {frames}\nreference = {{ generate = \"moving-pattern\", seed = {seed} }}\ndistorted = {{ generate = \"moving-pattern-distorted\", seed = {seed} }}\n\n"
+    )
+}
+
 /// Workloads per fixture in a synthetic spec (cells = fixtures × this).
 pub const WORKLOADS: u32 = 20;
 
@@ -31,10 +39,7 @@ pub fn spec_toml(name: &str, cells: u32, generation: Option<&str>) -> String {
          [command]\ntemplate = [\"{{binary}}\", \"-r\", \"{{reference}}\", \"-d\", \"{{distorted}}\", \"-o\", \"{{output}}\", \"--json\"]\n"
     );
     for f in 0..fixtures {
-        toml.push_str(&format!(
-            "[[fixtures]]\nname = \"fixture_{f}\"\nwidth = 64\nheight = 64\nbitdepth = 8\npixel_format = \"420\"\nframes = 2\n\
-             reference = {{ generate = \"moving-pattern\", seed = {f} }}\ndistorted = {{ generate = \"moving-pattern-distorted\", seed = {f} }}\n"
-        ));
+        toml.push_str(&generated_fixture(&format!("fixture_{f}"), 64, 64, 2, f));
     }
     for w in 0..WORKLOADS {
         toml.push_str(&format!(
