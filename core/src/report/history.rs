@@ -21,6 +21,7 @@
 //!   [`apply_ratchet`] makes it a parity failure of the cell with both values. A delta that
 //!   shrank is recorded so the allowance can be ratcheted down.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -686,15 +687,17 @@ fn since_previous_in<'a, I>(now: &GenerationSnapshot, earlier: I) -> Option<Sinc
 where
     I: Iterator<Item = &'a GenerationSnapshot> + Clone,
 {
-    // Each earlier snapshot's cells by key, built once: a cell lookup per snapshot would be
-    // a scan of its cells, for every cell of `now`.
-    let indexed: Vec<(&GenerationSnapshot, CellIndex<'a>)> = earlier
+    // Each earlier snapshot's cells by key, built the first time a lookup reaches that
+    // snapshot: scanning a snapshot's cells for every cell of `now` made a cell that no
+    // earlier run has (a new workload) cost a scan of every cell of all 64 snapshots.
+    let indexed: Vec<(&GenerationSnapshot, OnceCell<CellIndex<'a>>)> = earlier
         .filter(|s| s.trigger != BISECT_TRIGGER)
-        .map(|s| (s, s.cell_index()))
+        .map(|s| (s, OnceCell::new()))
         .collect();
     let latest_where = |key: CellKey<'_>, keep: fn(&CellSummary) -> bool| {
         indexed.iter().find_map(|(s, cells)| {
             cells
+                .get_or_init(|| s.cell_index())
                 .get(&key)
                 .copied()
                 .filter(|c| keep(c))
