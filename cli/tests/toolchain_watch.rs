@@ -95,15 +95,52 @@ fn targets(spec: &abfleet_core::spec::JobSpec) -> (Vec<String>, Vec<String>) {
     (targets.backends.clone(), targets.generations.clone())
 }
 
+/// Starts an agent with the recorded inventory, waits until the coordinator has stored its
+/// registration (the toolchain watcher runs in the same call, right after), and stops it.
 async fn register(url: &str, work_dir: &Path, probes: &Path) {
-    let agent = TestAgent::start_with_inventory(
-        url,
-        work_dir,
-        inventory::from_recorded_probes(probes).unwrap(),
-    );
-    // Registration is the first thing an agent does; its session follows.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    std::fs::create_dir_all(work_dir).unwrap();
+    let agent_id = abfleet_agent::identity::load_or_create(work_dir)
+        .unwrap()
+        .to_string();
+    let recorded = inventory::from_recorded_probes(probes).unwrap();
+    let agent = TestAgent::start_with_inventory(url, work_dir, recorded.clone());
+    let client =
+        abfleet_proto::pb::control_service_client::ControlServiceClient::connect(url.to_string())
+            .await
+            .unwrap();
+    wait_until(Duration::from_secs(60), "the registration", || async {
+        list_agents(&client)
+            .await
+            .into_iter()
+            .find(|a| a.agent_id == agent_id)
+            .and_then(|a| a.inventory)
+            .and_then(|i| abfleet_core::inventory::Inventory::try_from(i).ok())
+            .filter(|stored| stored.generations == recorded.generations)
+            .map(|_| ())
+    })
+    .await;
+    // The watcher's decision follows the stored inventory within the same request.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     agent.stop().await;
+}
+
+/// The runs, once there are `count` of them (a watcher's run is submitted as the agent
+/// registers).
+async fn runs_when(
+    client: &mut abfleet_proto::pb::control_service_client::ControlServiceClient<
+        tonic::transport::Channel,
+    >,
+    count: usize,
+) -> Vec<pb::RunSummary> {
+    let client = client.clone();
+    wait_until(Duration::from_secs(30), "the watcher's runs", || {
+        let mut client = client.clone();
+        async move {
+            let listed = runs(&mut client).await;
+            (listed.len() >= count).then_some(listed)
+        }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -151,7 +188,7 @@ async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
 
     // CUDA 11.8 → 12.4 on the same agent: one retuning run and one retuning sweep.
     register(&url, &host_a, &new).await;
-    let started = runs(&mut client).await;
+    let started = runs_when(&mut client, 2).await;
     assert_eq!(started.len(), 2, "{started:?}");
     let sweep = started
         .iter()
@@ -238,7 +275,7 @@ async fn a_new_agent_with_a_new_toolchain_starts_the_retuning_run_of_its_generat
 
     // Agent B's first registration, on 12.4: new to cuda/sm_90.
     register(&url, &tmp.path().join("agent-b"), &new).await;
-    let started = runs(&mut client).await;
+    let started = runs_when(&mut client, 1).await;
     assert_eq!(started.len(), 1, "{started:?}");
     let run = &started[0];
     assert_eq!(run.trigger, "toolchain-bump");
