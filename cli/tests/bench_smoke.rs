@@ -262,3 +262,31 @@ fn bench_agent_cpu_fails_at_once_with_the_agents_log_when_the_agent_exits() {
         "{stderr}"
     );
 }
+
+/// A coordinator binary that exits at once fails the fleet bench with its log, not after a
+/// 30 s wait for a port nothing will listen on.
+#[test]
+fn bench_fleet_names_the_coordinator_and_its_log_when_it_exits() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let broken = tmp.path().join("not-a-coordinator");
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\necho 'not-a-coordinator: cannot open the data dir' >&2\nexit 2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(["bench", "fleet", "--smoke", "--coordinator-bin"])
+        .arg(&broken)
+        .output()
+        .expect("abfleet runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("exited")
+            && stderr.contains("cannot open the data dir")
+            && stderr.contains("not-a-coordinator"),
+        "{stderr}"
+    );
+}

@@ -184,7 +184,7 @@ impl SimFleet {
             .and_then(|l| l.local_addr())
             .infra()?
             .port();
-        let child = Child(
+        let mut child = Child(
             std::process::Command::new(exe)
                 .args([
                     "coordinator",
@@ -195,16 +195,20 @@ impl SimFleet {
                 .arg("--data-dir")
                 .arg(data.path())
                 .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
+                .stderr(std::fs::File::create(data.path().join("coordinator.log")).infra()?)
                 .spawn()
                 .infra()?,
         );
         let pid = child.0.id();
         let url = format!("http://127.0.0.1:{port}");
-        let mut channels = Vec::new();
-        for _ in 0..args.agents.div_ceil(AGENTS_PER_CHANNEL) {
-            channels.push(connect(&url).await?);
-        }
+        let channels = connect(
+            &url,
+            args.agents.div_ceil(AGENTS_PER_CHANNEL),
+            exe,
+            &mut child,
+            data.path(),
+        )
+        .await?;
         let control = control_client(channels[0].clone());
 
         // Registration.
@@ -466,20 +470,48 @@ fn print_table(r: &FleetReport) {
     );
 }
 
-async fn connect(url: &str) -> Result<Channel, Failure> {
+/// `count` channels to the bench's coordinator once it is up. Fails with the end of its log
+/// (`coordinator.log` in `data`) when the process exits first, or is not up within 30 s.
+async fn connect(
+    url: &str,
+    count: usize,
+    exe: &Path,
+    coordinator: &mut Child,
+    data: &Path,
+) -> Result<Vec<Channel>, Failure> {
     let endpoint = Endpoint::from_shared(url.to_string()).infra()?;
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let failed = |what: String| {
+        let log = std::fs::read_to_string(data.join("coordinator.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        Failure::infra(anyhow::anyhow!(
+            "the bench's coordinator ({}) {what}; the end of its log:\n{}\n\
+             check that --coordinator-bin is an abfleet build that runs `abfleet coordinator`",
+            exe.display(),
+            tail.join("\n")
+        ))
+    };
+    let mut channels = Vec::new();
+    while channels.len() < count {
         match endpoint.connect().await {
-            Ok(channel) => return Ok(channel),
-            Err(err) if Instant::now() > deadline => {
-                return Err(Failure::infra(anyhow::anyhow!(
-                    "the coordinator did not come up on {url}: {err}"
-                )))
+            Ok(channel) => channels.push(channel),
+            Err(err) => {
+                if let Ok(Some(status)) = coordinator.0.try_wait() {
+                    return Err(failed(format!(
+                        "exited ({status}) before it took connections"
+                    )));
+                }
+                if Instant::now() > deadline {
+                    return Err(failed(format!(
+                        "did not come up on {url} within 30 s: {err}"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
+    Ok(channels)
 }
 
 fn inventory(i: usize) -> Inventory {
