@@ -12,6 +12,7 @@ pub mod clock;
 mod control_service;
 mod error;
 mod fleet;
+mod git_url;
 pub mod http;
 mod server;
 pub mod store;

@@ -329,13 +329,7 @@ fn decide_pull_request(
 /// Whether a git URL (`https://github.com/o/r.git`, `git@github.com:o/r`) names the
 /// repository `owner/name`.
 fn same_repository(url: &str, full_name: &str) -> bool {
-    if full_name.is_empty() {
-        return false;
-    }
-    let url = url.trim_end_matches('/');
-    let url = url.strip_suffix(".git").unwrap_or(url).to_lowercase();
-    let full_name = full_name.to_lowercase();
-    url.ends_with(&format!("/{full_name}")) || url.ends_with(&format!(":{full_name}"))
+    crate::git_url::names_repository(url, full_name)
 }
 
 #[cfg(test)]

@@ -314,13 +314,9 @@ fn git_url(source: &SourceSpec) -> Option<String> {
     }
 }
 
-/// Whether two git URLs name one repository (a trailing `/` or `.git` and case aside).
+/// Whether two git URLs name one repository, however each is spelled (`git_url.rs`).
 fn same_git_url(a: &str, b: &str) -> bool {
-    let plain = |url: &str| {
-        let url = url.trim_end_matches('/');
-        url.strip_suffix(".git").unwrap_or(url).to_lowercase()
-    };
-    plain(a) == plain(b)
+    crate::git_url::same_repository_url(a, b)
 }
 
 /// A spec file read now (off the runtime), and its path as shown in errors and origins.
@@ -414,6 +410,11 @@ mod tests {
         assert!(!same_git_url(
             "https://github.com/lusoris/vmaf.git",
             "https://github.com/Netflix/vmaf.git"
+        ));
+        // The milestone spec may name the fork over SSH and the sweep spec over HTTPS.
+        assert!(same_git_url(
+            "git@github.com:lusoris/vmaf.git",
+            "https://github.com/lusoris/vmaf"
         ));
     }
 }
