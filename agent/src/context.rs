@@ -90,7 +90,7 @@ pub(crate) fn check_cancel(ctx: &JobContext) -> Result<(), Stop> {
 /// Between cells, the uploader gets its turn (timed cells keep it quiet): a short wait for
 /// the spool to drain, so progress is live. A coordinator that is away does not hold up
 /// timing; the events wait in the spool.
-pub(crate) async fn settle_uploads(ctx: &JobContext) -> Result<(), Stop> {
+async fn settle_uploads(ctx: &JobContext) -> Result<(), Stop> {
     match tokio::time::timeout(Duration::from_secs(2), ctx.sink.flush()).await {
         Ok(Err(_)) => Err(Stop::LeaseLost),
         _ => Ok(()),

@@ -83,8 +83,10 @@ impl UploadGate {
         let _ = changes.wait_for(|s| s.hushers > 0).await;
     }
 
-    /// Whether a stage wants quiet now.
-    pub fn is_hushed(&self) -> bool {
+    /// Whether a stage wants quiet now (the tests' view; the uploader waits on
+    /// `hush_requested` instead).
+    #[cfg(test)]
+    fn is_hushed(&self) -> bool {
         self.state.borrow().hushers > 0
     }
 }
