@@ -71,12 +71,8 @@ fn parity_badge(parity: ScoreParity) -> Markup {
 }
 
 fn header(report: &Report) -> Markup {
-    let date = report.date.get(..10).unwrap_or(&report.date);
-    let threads = if report.threads == 1 {
-        "single-threaded".to_string()
-    } else {
-        format!("{} threads", report.threads)
-    };
+    let date = report.day();
+    let threads = report.threads_text();
     let hosts: Vec<String> = {
         let mut hosts = Vec::new();
         for section in &report.generations {

@@ -73,7 +73,7 @@ const STATE_HEADER: &str =
 
 /// One unexplained delta of the run: its key and its table row.
 fn state_rows(report: &Report) -> Vec<(String, String)> {
-    let date = report.date.get(..10).unwrap_or(&report.date);
+    let date = report.day();
     let short_run: String = report.run_id.chars().take(8).collect();
     let mut rows = Vec::new();
     let mut row = |generation: &str, cell: &str, what: &str, detail: &str, key: String| {

@@ -24,12 +24,8 @@ use crate::inventory::Inventory;
 /// The run's section of the fork's benchmarks page.
 pub fn render_docs_section<'a>(report: &'a Report) -> String {
     let mut out = String::new();
-    let date = report.date.get(..10).unwrap_or(&report.date);
-    let threads = if report.threads == 1 {
-        "single-threaded".to_string()
-    } else {
-        format!("{} threads", report.threads)
-    };
+    let date = report.day();
+    let threads = report.threads_text();
     let fork = fork_ref(report);
     let groups: Vec<(Option<&GenerationSection>, Vec<&CellResult>)> =
         if report.generations.len() > 1 {

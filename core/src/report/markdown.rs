@@ -14,16 +14,12 @@ pub fn render_markdown(report: &Report) -> String {
         return super::sweep_markdown::render_sweep(report);
     }
     let mut out = String::new();
-    let date = report.date.get(..10).unwrap_or(&report.date);
+    let date = report.day();
     let host = report
         .host
         .as_ref()
         .map_or("unknown host".to_string(), |h| h.hostname.clone());
-    let threads = if report.threads == 1 {
-        "single-threaded".to_string()
-    } else {
-        format!("{} threads", report.threads)
-    };
+    let threads = report.threads_text();
     let _ = writeln!(
         out,
         "### {date} — fork `{}` vs upstream `{}`, `{host}`, {threads}\n",

@@ -330,6 +330,21 @@ pub struct SideInfo {
 }
 
 impl Report {
+    /// The day the run started, `YYYY-MM-DD` (the date as stored when it is shorter).
+    pub fn day(&self) -> &str {
+        self.date.get(..10).unwrap_or(&self.date)
+    }
+
+    /// How many threads each timed run used, as the headings say it: `single-threaded` or
+    /// `N threads`.
+    pub fn threads_text(&self) -> String {
+        if self.threads == 1 {
+            "single-threaded".to_string()
+        } else {
+            format!("{} threads", self.threads)
+        }
+    }
+
     /// The cells of one of this report's generation sections, in the order of the top-level
     /// `cells`: those whose generation is the section's key and whose index it lists.
     pub fn cells_of<'a>(

@@ -11,7 +11,7 @@ use crate::sweep::{BestConfiguration, SweepSection};
 
 pub(super) fn render_sweep(report: &Report) -> String {
     let mut out = String::new();
-    let date = report.date.get(..10).unwrap_or(&report.date);
+    let date = report.day();
     let _ = writeln!(
         out,
         "### {date} — retuning sweep of fork `{}`, {} generation(s)\n",
