@@ -230,27 +230,46 @@ fn bench_store_smoke_fills_a_store_and_times_what_an_operator_does() {
     );
 }
 
+/// `abfleet bench NAME --smoke FLAG BINARY` where BINARY is a script named `name` that
+/// prints `name: message` to stderr and exits with `code`; checks the bench failed and
+/// returns its stderr.
+fn bench_with_broken_binary(
+    bench_and_flag: &[&str; 2],
+    name: &str,
+    message: &str,
+    code: i32,
+) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let broken = tmp.path().join(name);
+    std::fs::write(
+        &broken,
+        format!("#!/bin/sh\necho '{name}: {message}' >&2\nexit {code}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let [bench, flag] = bench_and_flag;
+    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(["bench", bench, "--smoke", flag])
+        .arg(&broken)
+        .output()
+        .expect("abfleet runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "{stderr}");
+    stderr
+}
+
 /// An agent that dies before its job runs fails the bench at once, with its log, instead of
 /// the bench waiting for a job nothing will run.
 #[test]
 fn bench_agent_cpu_fails_at_once_with_the_agents_log_when_the_agent_exits() {
-    use std::os::unix::fs::PermissionsExt;
-    let tmp = tempfile::tempdir().unwrap();
-    let broken = tmp.path().join("not-an-agent");
-    std::fs::write(
-        &broken,
-        "#!/bin/sh\necho 'not-an-agent: no such subcommand' >&2\nexit 3\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
     let started = std::time::Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .args(["bench", "agent-cpu", "--smoke", "--agent-binary"])
-        .arg(&broken)
-        .output()
-        .expect("abfleet runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    let stderr = bench_with_broken_binary(
+        &["agent-cpu", "--agent-binary"],
+        "not-an-agent",
+        "no such subcommand",
+        3,
+    );
     assert!(
         stderr.contains("the bench's agent exited") && stderr.contains("no such subcommand"),
         "{stderr}"
@@ -267,22 +286,12 @@ fn bench_agent_cpu_fails_at_once_with_the_agents_log_when_the_agent_exits() {
 /// 30 s wait for a port nothing will listen on.
 #[test]
 fn bench_fleet_names_the_coordinator_and_its_log_when_it_exits() {
-    use std::os::unix::fs::PermissionsExt;
-    let tmp = tempfile::tempdir().unwrap();
-    let broken = tmp.path().join("not-a-coordinator");
-    std::fs::write(
-        &broken,
-        "#!/bin/sh\necho 'not-a-coordinator: cannot open the data dir' >&2\nexit 2\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .args(["bench", "fleet", "--smoke", "--coordinator-bin"])
-        .arg(&broken)
-        .output()
-        .expect("abfleet runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    let stderr = bench_with_broken_binary(
+        &["fleet", "--coordinator-bin"],
+        "not-a-coordinator",
+        "cannot open the data dir",
+        2,
+    );
     assert!(
         stderr.contains("exited")
             && stderr.contains("cannot open the data dir")
