@@ -65,40 +65,62 @@ mod tests {
     }
 
     #[test]
-    fn other_owners_names_and_hosts_differ() {
-        assert!(same_repository_url(
-            "git@github.com:lusoris/vmaf.git",
-            "https://github.com/lusoris/vmaf"
-        ));
-        assert!(!same_repository_url(
-            "https://github.com/lusoris/vmaf.git",
-            "https://github.com/Netflix/vmaf.git"
-        ));
-        assert!(!same_repository_url(
-            "https://github.com/lusoris/vmaf",
-            "https://gitlab.com/lusoris/vmaf"
-        ));
-        assert!(!same_repository_url("/srv/git/fork", "/srv/git/fork2"));
+    fn urls_name_the_same_repository_or_another() {
+        for (a, b, same) in [
+            (
+                "https://github.com/lusoris/vmaf.git",
+                "https://github.com/Lusoris/vmaf/",
+                true,
+            ),
+            // The milestone spec may name the fork over SSH and the sweep spec over HTTPS.
+            (
+                "git@github.com:lusoris/vmaf.git",
+                "https://github.com/lusoris/vmaf",
+                true,
+            ),
+            (
+                "https://github.com/lusoris/vmaf.git",
+                "https://github.com/Netflix/vmaf.git",
+                false,
+            ),
+            (
+                "https://github.com/lusoris/vmaf",
+                "https://gitlab.com/lusoris/vmaf",
+                false,
+            ),
+            ("/srv/git/fork", "/srv/git/fork2", false),
+        ] {
+            assert_eq!(same_repository_url(a, b), same, "{a} ~ {b}");
+        }
     }
 
     #[test]
     fn a_payloads_full_name_matches_on_whole_components() {
-        assert!(names_repository(
-            "git@github.com:Netflix/vmaf",
-            "Netflix/vmaf"
-        ));
-        assert!(names_repository(
-            "ssh://git@github.com:22/netflix/vmaf.git",
-            "Netflix/vmaf"
-        ));
-        assert!(!names_repository(
-            "https://github.com/xNetflix/vmaf.git",
-            "Netflix/vmaf"
-        ));
-        assert!(!names_repository(
-            "https://github.com/Netflix/vmaf-x.git",
-            "Netflix/vmaf"
-        ));
-        assert!(!names_repository("https://github.com/Netflix/vmaf.git", ""));
+        for (url, full_name, names) in [
+            ("https://github.com/Netflix/vmaf.git", "netflix/vmaf", true),
+            ("git@github.com:Netflix/vmaf", "Netflix/vmaf", true),
+            (
+                "ssh://git@github.com:22/netflix/vmaf.git",
+                "Netflix/vmaf",
+                true,
+            ),
+            (
+                "https://github.com/xNetflix/vmaf.git",
+                "Netflix/vmaf",
+                false,
+            ),
+            (
+                "https://github.com/Netflix/vmaf-x.git",
+                "Netflix/vmaf",
+                false,
+            ),
+            ("https://github.com/Netflix/vmaf.git", "", false),
+        ] {
+            assert_eq!(
+                names_repository(url, full_name),
+                names,
+                "{url} ~ {full_name}"
+            );
+        }
     }
 }

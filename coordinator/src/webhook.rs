@@ -9,6 +9,8 @@ use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
+use crate::git_url::names_repository;
+
 /// The webhook endpoint's settings (`--webhook-secret-file`).
 #[derive(Clone)]
 pub struct WebhookConfig {
@@ -161,12 +163,12 @@ pub struct HookContext<'a> {
 impl HookContext<'_> {
     fn is_upstream(&self, full_name: &str) -> bool {
         self.upstream_git_url
-            .is_some_and(|url| same_repository(url, full_name))
+            .is_some_and(|url| names_repository(url, full_name))
     }
 
     fn is_fork(&self, full_name: &str) -> bool {
         self.fork_git_url
-            .is_some_and(|url| same_repository(url, full_name))
+            .is_some_and(|url| names_repository(url, full_name))
     }
 
     fn shown(url: Option<&str>) -> String {
@@ -324,12 +326,6 @@ fn decide_pull_request(
         fork_rev: Some(head),
         once: false,
     })
-}
-
-/// Whether a git URL (`https://github.com/o/r.git`, `git@github.com:o/r`) names the
-/// repository `owner/name`.
-fn same_repository(url: &str, full_name: &str) -> bool {
-    crate::git_url::names_repository(url, full_name)
 }
 
 #[cfg(test)]
@@ -870,26 +866,5 @@ mod tests {
             ignored("ping", &fixture("ping.json"), &CONTEXT),
             "event `ping`"
         );
-    }
-
-    #[test]
-    fn repositories_match_by_owner_and_name() {
-        assert!(same_repository(
-            "https://github.com/Netflix/vmaf.git",
-            "netflix/vmaf"
-        ));
-        assert!(same_repository(
-            "git@github.com:Netflix/vmaf",
-            "Netflix/vmaf"
-        ));
-        assert!(!same_repository(
-            "https://github.com/Netflix/vmaf-x.git",
-            "Netflix/vmaf"
-        ));
-        assert!(!same_repository(
-            "https://github.com/xNetflix/vmaf.git",
-            "Netflix/vmaf"
-        ));
-        assert!(!same_repository("https://github.com/Netflix/vmaf.git", ""));
     }
 }

@@ -16,6 +16,7 @@ use abfleet_core::RunId;
 use tracing::info;
 
 use super::{Fleet, FleetError};
+use crate::git_url::same_repository_url;
 use crate::store::{TriggerRow, UpstreamPin};
 use crate::watcher::release_version;
 
@@ -194,7 +195,7 @@ impl Fleet {
         };
         let spec = match fork {
             Some((rev, url))
-                if git_url(&spec.fork.source).is_some_and(|own| same_git_url(&own, url)) =>
+                if git_url(&spec.fork.source).is_some_and(|own| same_repository_url(&own, url)) =>
             {
                 moved_pin(spec, Pin::Fork, rev).map_err(|reason| FleetError::MilestoneSpec {
                     path: shown.clone(),
@@ -314,11 +315,6 @@ fn git_url(source: &SourceSpec) -> Option<String> {
     }
 }
 
-/// Whether two git URLs name one repository, however each is spelled (`git_url.rs`).
-fn same_git_url(a: &str, b: &str) -> bool {
-    crate::git_url::same_repository_url(a, b)
-}
-
 /// A spec file read now (off the runtime), and its path as shown in errors and origins.
 pub(super) async fn spec_file(path: std::path::PathBuf) -> Result<(JobSpec, String), FleetError> {
     {
@@ -399,22 +395,5 @@ mod tests {
             ["release", "upstream-tag"]
         );
         assert_eq!(debounce_reasons("performance-pr"), ["performance-pr"]);
-    }
-
-    #[test]
-    fn git_urls_compare_without_suffix_or_case() {
-        assert!(same_git_url(
-            "https://github.com/lusoris/vmaf.git",
-            "https://github.com/Lusoris/vmaf/"
-        ));
-        assert!(!same_git_url(
-            "https://github.com/lusoris/vmaf.git",
-            "https://github.com/Netflix/vmaf.git"
-        ));
-        // The milestone spec may name the fork over SSH and the sweep spec over HTTPS.
-        assert!(same_git_url(
-            "git@github.com:lusoris/vmaf.git",
-            "https://github.com/lusoris/vmaf"
-        ));
     }
 }
