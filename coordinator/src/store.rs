@@ -576,11 +576,7 @@ impl Store {
                 // A cancelled run's agent still uploads its last events: what the run leaves
                 // for later runs is recorded again when a report or a history next needs it
                 // (once, however many batches arrive), and the reports kept so far are stale.
-                reports::results_changed(&tx, job.run_id)?;
-                tx.execute(
-                    "UPDATE runs SET results_recorded = 0 WHERE run_id = ?1",
-                    params![job.run_id.to_string()],
-                )?;
+                previous::record_results_again(&tx, job.run_id)?;
             }
             tx.commit()?;
             Ok(Some(BatchOutcome::Stored { outcome, job }))

@@ -291,6 +291,21 @@ fn parse_snapshot(
     })
 }
 
+/// What a finished run leaves for later runs changed after it was recorded (a cancelled
+/// run's late events): the kept reports that read it go, and the run is recorded again by
+/// the next report or history that needs it ([`Store::unrecorded_finished_runs`]).
+pub(super) fn record_results_again(
+    tx: &Transaction<'_>,
+    run_id: RunId,
+) -> Result<(), CoordinatorError> {
+    super::reports::results_changed(tx, run_id)?;
+    tx.execute(
+        "UPDATE runs SET results_recorded = 0 WHERE run_id = ?1",
+        params![run_id.to_string()],
+    )?;
+    Ok(())
+}
+
 fn replace_results(
     tx: &Transaction<'_>,
     run_id: RunId,
