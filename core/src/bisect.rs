@@ -316,7 +316,7 @@ pub fn render(bisection: &Bisection, what: &str) -> String {
             "| {} | `{}` | {} | {} | {} | {}{} | {} | {}, {} | `{}` |",
             n + 1,
             short(&step.commit.id),
-            step.commit.subject.replace('|', "\\|"),
+            crate::report::table_text(&step.commit.subject),
             speedup,
             step.verdict
                 .map_or("-".to_string(), |v| format!("{v:?}").to_lowercase()),

@@ -685,7 +685,7 @@ pub fn since_previous(
 
 fn since_previous_in<'a, I>(now: &GenerationSnapshot, earlier: I) -> Option<SincePrevious>
 where
-    I: Iterator<Item = &'a GenerationSnapshot> + Clone,
+    I: Iterator<Item = &'a GenerationSnapshot>,
 {
     // Each earlier snapshot's cells by key, built the first time a lookup reaches that
     // snapshot: scanning a snapshot's cells for every cell of `now` made a cell that no
@@ -1122,7 +1122,7 @@ pub fn render_history(points: &[HistoryPoint], generation: &str, workload: &str)
             if flags.is_empty() {
                 "-".to_string()
             } else {
-                flags.join(", ").replace('|', "\\|")
+                super::markdown::table_text(&flags.join(", "))
             }
         );
     }

@@ -547,7 +547,7 @@ fn speedup_cell(cell: &CellResult) -> String {
 }
 
 /// `text` as one cell of a Markdown table: `|` escaped, line breaks made spaces.
-pub(super) fn table_text(text: &str) -> String {
+pub(crate) fn table_text(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
 

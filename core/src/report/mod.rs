@@ -21,5 +21,6 @@ pub use compare::{compare_reports, render_comparison, CellChange};
 pub use docs_section::render_docs_section;
 pub use junit::render_junit;
 pub use markdown::render_markdown;
+pub(crate) use markdown::table_text;
 pub use model::{backend_of, AttemptSummary, GenerationSection, Report, ScoreParity, SideInfo};
 pub use time::format_utc;
