@@ -212,16 +212,10 @@ struct FileStamp {
     len: u64,
     inode: u64,
     mode: u32,
+    /// The file is a symbolic link (its stamp is the link's, its hash the target's).
+    symlink: bool,
     modified_ns: i128,
     changed_ns: i128,
-}
-
-impl FileStamp {
-    fn is_symlink(&self) -> bool {
-        const FILE_TYPE: u32 = 0o170_000;
-        const SYMLINK: u32 = 0o120_000;
-        self.mode & FILE_TYPE == SYMLINK
-    }
 }
 
 /// A file changed this recently may change again within the same clock tick, unseen by its
@@ -241,6 +235,7 @@ fn stamps(root: &Path, files: &[PathBuf]) -> Result<Vec<FileStamp>, SourceError>
                 len: meta.len(),
                 inode: meta.ino(),
                 mode: meta.mode(),
+                symlink: meta.file_type().is_symlink(),
                 modified_ns: i128::from(meta.mtime()) * 1_000_000_000
                     + i128::from(meta.mtime_nsec()),
                 changed_ns: i128::from(meta.ctime()) * 1_000_000_000
@@ -280,7 +275,7 @@ impl TreeHashes {
     fn remember_at(&self, root: &Path, stamps: Vec<FileStamp>, resolved: &str, now_ns: i128) {
         let unsure = stamps
             .iter()
-            .any(|s| s.is_symlink() || now_ns - s.modified_ns.max(s.changed_ns) < RACY_WITHIN_NS);
+            .any(|s| s.symlink || now_ns - s.modified_ns.max(s.changed_ns) < RACY_WITHIN_NS);
         let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if unsure {
             cache.remove(root);
