@@ -336,14 +336,11 @@ async fn submit_and_wait(
             return Ok(report);
         }
         if let Ok(Some(status)) = agent.0.try_wait() {
-            let log = std::fs::read_to_string(agent_log).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(20).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
             anyhow::bail!(
                 "the bench's agent exited ({status}) before its job finished; the end of its log ({}):\n{}\n\
                  check that --agent-binary is an abfleet build that runs `abfleet agent`",
                 agent_log.display(),
-                tail.join("\n")
+                abfleet_agent::runner::tail(agent_log, super::LOG_TAIL_BYTES).trim_end()
             );
         }
         anyhow::ensure!(

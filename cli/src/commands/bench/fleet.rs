@@ -482,14 +482,12 @@ async fn connect(
     let endpoint = Endpoint::from_shared(url.to_string()).infra()?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let failed = |what: String| {
-        let log = std::fs::read_to_string(data.join("coordinator.log")).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(20).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        let log = data.join("coordinator.log");
         Failure::infra(anyhow::anyhow!(
             "the bench's coordinator ({}) {what}; the end of its log:\n{}\n\
              check that --coordinator-bin is an abfleet build that runs `abfleet coordinator`",
             exe.display(),
-            tail.join("\n")
+            abfleet_agent::runner::tail(&log, super::LOG_TAIL_BYTES).trim_end()
         ))
     };
     let mut channels = Vec::new();

@@ -11,3 +11,6 @@ pub mod runner;
 pub mod store;
 mod summary;
 mod synthetic;
+
+/// How much of a dead child's log a bench's error shows.
+const LOG_TAIL_BYTES: u64 = 4096;
