@@ -16,6 +16,9 @@ use abfleet_coordinator::CoordinatorConfig;
 use abfleet_proto::pb;
 use support::*;
 
+type Client =
+    abfleet_proto::pb::control_service_client::ControlServiceClient<tonic::transport::Channel>;
+
 const PROBES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/probes");
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures");
 
@@ -55,11 +58,7 @@ fn probe_set(dir: &Path, toolkit: &str) -> PathBuf {
     dir.to_path_buf()
 }
 
-async fn runs(
-    client: &mut abfleet_proto::pb::control_service_client::ControlServiceClient<
-        tonic::transport::Channel,
-    >,
-) -> Vec<pb::RunSummary> {
+async fn runs(client: &mut Client) -> Vec<pb::RunSummary> {
     client
         .list_runs(pb::ListRunsRequest::default())
         .await
@@ -69,12 +68,7 @@ async fn runs(
 }
 
 /// The spec a run was started with, as the coordinator keeps it.
-async fn spec_of(
-    client: &mut abfleet_proto::pb::control_service_client::ControlServiceClient<
-        tonic::transport::Channel,
-    >,
-    run_id: &str,
-) -> abfleet_core::spec::JobSpec {
+async fn spec_of(client: &mut Client, run_id: &str) -> abfleet_core::spec::JobSpec {
     let json = client
         .get_report(pb::GetReportRequest {
             run_id: run_id.to_string(),
@@ -97,19 +91,15 @@ fn targets(spec: &abfleet_core::spec::JobSpec) -> (Vec<String>, Vec<String>) {
 
 /// Starts an agent with the recorded inventory, waits until the coordinator has stored its
 /// registration (the toolchain watcher runs in the same call, right after), and stops it.
-async fn register(url: &str, work_dir: &Path, probes: &Path) {
+async fn register(url: &str, client: &Client, work_dir: &Path, probes: &Path) {
     std::fs::create_dir_all(work_dir).unwrap();
     let agent_id = abfleet_agent::identity::load_or_create(work_dir)
         .unwrap()
         .to_string();
     let recorded = inventory::from_recorded_probes(probes).unwrap();
     let agent = TestAgent::start_with_inventory(url, work_dir, recorded.clone());
-    let client =
-        abfleet_proto::pb::control_service_client::ControlServiceClient::connect(url.to_string())
-            .await
-            .unwrap();
     wait_until(Duration::from_secs(60), "the registration", || async {
-        list_agents(&client)
+        list_agents(client)
             .await
             .into_iter()
             .find(|a| a.agent_id == agent_id)
@@ -126,13 +116,7 @@ async fn register(url: &str, work_dir: &Path, probes: &Path) {
 
 /// The runs, once there are `count` of them (a watcher's run is submitted as the agent
 /// registers).
-async fn runs_when(
-    client: &mut abfleet_proto::pb::control_service_client::ControlServiceClient<
-        tonic::transport::Channel,
-    >,
-    count: usize,
-) -> Vec<pb::RunSummary> {
-    let client = client.clone();
+async fn runs_when(client: &Client, count: usize) -> Vec<pb::RunSummary> {
     wait_until(Duration::from_secs(30), "the watcher's runs", || {
         let mut client = client.clone();
         async move {
@@ -180,15 +164,15 @@ async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
 
     // First registration: nothing to compare with.
     let host_a = tmp.path().join("agent-a");
-    register(&url, &host_a, &old).await;
+    register(&url, &client, &host_a, &old).await;
     assert!(runs(&mut client).await.is_empty());
     // The same toolchain again: nothing changed.
-    register(&url, &host_a, &old).await;
+    register(&url, &client, &host_a, &old).await;
     assert!(runs(&mut client).await.is_empty());
 
     // CUDA 11.8 → 12.4 on the same agent: one retuning run and one retuning sweep.
-    register(&url, &host_a, &new).await;
-    let started = runs_when(&mut client, 2).await;
+    register(&url, &client, &host_a, &new).await;
+    let started = runs_when(&client, 2).await;
     assert_eq!(started.len(), 2, "{started:?}");
     let sweep = started
         .iter()
@@ -228,10 +212,10 @@ async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
     }
 
     // Again on 12.4, and a second H100 host moving 11.8 → 12.4: still one run.
-    register(&url, &host_a, &new).await;
+    register(&url, &client, &host_a, &new).await;
     let host_b = tmp.path().join("agent-b");
-    register(&url, &host_b, &old).await;
-    register(&url, &host_b, &new).await;
+    register(&url, &client, &host_b, &old).await;
+    register(&url, &client, &host_b, &new).await;
     let after = runs(&mut client).await;
     assert_eq!(after.len(), 2, "{after:?}");
 }
@@ -262,7 +246,7 @@ async fn a_new_agent_with_a_new_toolchain_starts_the_retuning_run_of_its_generat
     );
     let new = probe_set(&tmp.path().join("probes-12.4"), "toolchain-cuda-12.4-conda");
 
-    register(&url, &tmp.path().join("agent-a"), &old).await;
+    register(&url, &client, &tmp.path().join("agent-a"), &old).await;
     assert!(runs(&mut client).await.is_empty());
     let agents = client
         .list_agents(pb::ListAgentsRequest::default())
@@ -274,8 +258,8 @@ async fn a_new_agent_with_a_new_toolchain_starts_the_retuning_run_of_its_generat
     let agent_a = agents[0].agent_id.clone();
 
     // Agent B's first registration, on 12.4: new to cuda/sm_90.
-    register(&url, &tmp.path().join("agent-b"), &new).await;
-    let started = runs_when(&mut client, 1).await;
+    register(&url, &client, &tmp.path().join("agent-b"), &new).await;
+    let started = runs_when(&client, 1).await;
     assert_eq!(started.len(), 1, "{started:?}");
     let run = &started[0];
     assert_eq!(run.trigger, "toolchain-bump");
@@ -296,6 +280,6 @@ async fn a_new_agent_with_a_new_toolchain_starts_the_retuning_run_of_its_generat
     );
 
     // Agent C, still on 11.8: the generation has had it; nothing starts.
-    register(&url, &tmp.path().join("agent-c"), &old).await;
+    register(&url, &client, &tmp.path().join("agent-c"), &old).await;
     assert_eq!(runs(&mut client).await.len(), 1);
 }
