@@ -151,7 +151,8 @@ pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i
             Ok(_) => eprintln!("recorded with run {run_id}: `abfleet report {run_id}` shows it"),
             Err(status) => eprintln!(
                 "warning: the bisect is done, but recording it with run {run_id} failed ({}: {}); \
-                 its result is in {} and {}",
+                 its result is in {} and {}; to show it with the run, run `abfleet bisect {run_id}` \
+                 again once the coordinator answers (its builds are cached)",
                 status.code(),
                 status.message(),
                 args.out.join("bisect.md").display(),
