@@ -53,6 +53,7 @@ fn snapshot_of(name: &str) -> ProbeSnapshot {
 const EXPECTED_KEYS: &[(&str, &[&str])] = &[
     ("a100-sxm4-80gb-telegraf", &["cuda/sm_80"]),
     ("ampere-altra-neoverse-n1", &["cpu/arm/neoverse-n1"]),
+    ("b200x8-modal-glossary", &["cuda/sm_100"]),
     ("core-i5-12400-alderlake", &["cpu/x86-64-v3/alder-lake"]),
     ("core-ultra9-285-arrowlake", &["cpu/x86-64-v3/arrow-lake"]),
     ("epyc9r14-genoa-m7a", &["cpu/x86-64-v4/zen4"]),
@@ -66,9 +67,13 @@ const EXPECTED_KEYS: &[(&str, &[&str])] = &[
     ("intel-arc-a770-llamacpp-doc", &["sycl/dg2"]),
     ("intel-flex140-dg2-ocp", &["sycl/dg2"]),
     ("intel-irisxe-llamacpp-doc-windows", &["sycl/tgllp"]),
+    ("l40s-thamada", &["cuda/sm_89"]),
     // The two EPYC 9474F agents are CPU agents, not GPUs; the cut capture keeps one MI300X.
     ("mi300x-x4-epyc9474f", &["hip/gfx942"]),
     ("neoverse-v3ae", &["cpu/arm/neoverse-v3ae"]),
+    ("rtx-pro-6000-blackwell-maxq-telegraf", &["cuda/sm_120"]),
+    ("rtx4090x8-thamada", &["cuda/sm_89"]),
+    ("rtx5090-laptop-gotree94", &["cuda/sm_120"]),
     ("toolchain-gcc-12-debian", &[]),
     ("xeon6972p-graniterapids", &["cpu/x86-64-v4/granite-rapids"]),
     (

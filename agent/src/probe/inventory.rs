@@ -10,7 +10,8 @@ use super::amd::{parse_rocminfo, AmdGpu};
 use super::cpu::{apply_cpu_sysfs, parse_cpuinfo, CpuFactSource, CpuProbe, CpuSysfsText};
 use super::intel::{parse_clinfo, parse_sycl_ls, IntelGpu};
 use super::nvidia::{
-    parse_nvidia_smi_csv, parse_nvidia_smi_q_text, parse_nvidia_smi_xml, NvidiaGpu,
+    parse_nvidia_smi_csv, parse_nvidia_smi_q_text, parse_nvidia_smi_table, parse_nvidia_smi_xml,
+    NvidiaGpu,
 };
 use super::outcome::Probe;
 use super::toolchain::{parse_tool_version, ToolVersion, TOOLS};
@@ -35,8 +36,9 @@ fn not_recorded(what: &str) -> String {
 impl HardwareInventory {
     /// Replays a recorded probe set: `cpuinfo.txt` (with the optional `scaling_governor.txt`,
     /// `boost.txt` / `no_turbo.txt`, `amd_pstate_status.txt`, `sve_default_vector_length.txt`),
-    /// `nvidia-smi-q-x.xml` / `nvidia-smi-query.csv` / `nvidia-smi-q.txt`, `rocminfo.txt`,
-    /// `sycl-ls.txt`, `clinfo.txt`, and `<tool>-version.txt` files.
+    /// `nvidia-smi-q-x.xml` / `nvidia-smi-query.csv` / `nvidia-smi-q.txt` / `nvidia-smi.txt`
+    /// (the first found, in that order: the plain table says least, and may cut a product name
+    /// short), `rocminfo.txt`, `sycl-ls.txt`, `clinfo.txt`, and `<tool>-version.txt` files.
     pub fn from_dir(dir: &Path) -> HardwareInventory {
         let cpu = read(dir, "cpuinfo.txt")
             .map(|t| parse_cpuinfo(&t))
@@ -48,6 +50,8 @@ impl HardwareInventory {
             parse_nvidia_smi_csv(&csv)
         } else if let Some(text) = read(dir, "nvidia-smi-q.txt") {
             parse_nvidia_smi_q_text(&text)
+        } else if let Some(table) = read(dir, "nvidia-smi.txt") {
+            parse_nvidia_smi_table(&table)
         } else {
             Probe::absent(not_recorded("nvidia-smi"))
         };

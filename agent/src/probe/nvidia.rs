@@ -1,5 +1,5 @@
-//! Parses `nvidia-smi -q -x` XML, `nvidia-smi -q` text and `nvidia-smi --query-gpu=... --format=csv`
-//! into one [`NvidiaGpu`] per board.
+//! Parses `nvidia-smi -q -x` XML, `nvidia-smi -q` text, `nvidia-smi --query-gpu=... --format=csv`
+//! and the plain `nvidia-smi` table into one [`NvidiaGpu`] per board.
 
 use quick_xml::events::Event;
 use quick_xml::Reader;
@@ -79,11 +79,17 @@ impl NvidiaGpu {
 }
 
 /// Product-name fragments → compute capability, from NVIDIA's CUDA GPU list
-/// (https://developer.nvidia.com/cuda-gpus). Checked in order; the first fragment found wins.
+/// (https://developer.nvidia.com/cuda-gpus and its legacy page). Checked in order; the first
+/// fragment found wins, so workstation names that hold a GeForce series' digits ("Quadro RTX
+/// 4000" is 7.5, "RTX 5000 Ada Generation" 8.9) come before "RTX 50" and "RTX 40". The RTX PRO
+/// line is Blackwell (12.0), like GeForce RTX 50, laptop parts included.
 #[rustfmt::skip]
 const CAPABILITY_BY_NAME: &[(&str, &str)] = &[
+    ("GB300", "sm_103"), ("B300", "sm_103"),
     ("GB200", "sm_100"), ("B200", "sm_100"), ("B100", "sm_100"),
     ("GH200", "sm_90"), ("H200", "sm_90"), ("H100", "sm_90"), ("H800", "sm_90"),
+    ("Quadro RTX", "sm_75"), ("Ada Generation", "sm_89"),
+    ("RTX PRO", "sm_120"), ("RTX 50", "sm_120"),
     ("L40S", "sm_89"), ("L40", "sm_89"), ("L4", "sm_89"), ("RTX 40", "sm_89"),
     ("A100", "sm_80"), ("A800", "sm_80"), ("A30", "sm_80"),
     ("A10", "sm_86"), ("A40", "sm_86"), ("RTX 30", "sm_86"),
@@ -96,6 +102,13 @@ pub fn capability_from_name(name: &str) -> Option<&'static str> {
         .iter()
         .find(|(fragment, _)| name.contains(fragment))
         .map(|(_, sm)| *sm)
+}
+
+/// The plain `nvidia-smi` table cuts a product name too long for its column and ends it with
+/// `...` (`NVIDIA GeForce RTX 5090 ...` for the RTX 5090 Laptop GPU). Such a name still gives
+/// the product's series, but not which variant of it.
+pub fn name_is_cut_short(name: &str) -> bool {
+    name.ends_with("...")
 }
 
 fn sm_from_dotted(value: &str) -> Option<String> {
@@ -287,6 +300,105 @@ pub fn parse_nvidia_smi_q_text(text: &str) -> Probe<Vec<NvidiaGpu>> {
     finish(gpus, driver, cuda, "nvidia-smi -q lists no GPU")
 }
 
+/// Parses the plain `nvidia-smi` table: the driver and CUDA versions of its header, and per GPU
+/// the product name of its first row, the power cap and memory total of its second and the MIG
+/// mode of its third, where the table has one. A product name the table cut short keeps its
+/// `...` (see [`name_is_cut_short`]); the compute capability still comes from the name's
+/// series. GPUs are listed in the table's order, which is their index order.
+pub fn parse_nvidia_smi_table(text: &str) -> Probe<Vec<NvidiaGpu>> {
+    let mut gpus: Vec<NvidiaGpu> = Vec::new();
+    let mut driver = None;
+    let mut cuda = None;
+    // Rows read below the current GPU's first row.
+    let mut below = 0;
+    for line in text.lines() {
+        if let Some((driver_version, cuda_version)) = table_versions(line) {
+            (driver, cuda) = (driver_version, cuda_version);
+            continue;
+        }
+        if let Some(name) = table_gpu_row(line) {
+            gpus.push(NvidiaGpu::named(name));
+            below = 0;
+            continue;
+        }
+        let Some(gpu) = gpus.last_mut() else { continue };
+        below += 1;
+        let cells: Vec<&str> = line.split('|').collect();
+        match below {
+            1 => read_table_usage_row(gpu, &cells),
+            2 => read_table_mig_row(gpu, &cells),
+            _ => {}
+        }
+    }
+    finish(gpus, driver, cuda, "the nvidia-smi table lists no GPU")
+}
+
+/// `| NVIDIA-SMI 550.127.05   Driver Version: 550.127.05   CUDA Version: 12.4   |` → the driver
+/// and CUDA versions; `None` for any other line.
+fn table_versions(line: &str) -> Option<(Option<String>, Option<String>)> {
+    let driver = word_after(line, "Driver Version:")?;
+    let cuda = word_after(line, "CUDA Version:").and_then(known);
+    Some((known(driver), cuda))
+}
+
+fn word_after<'a>(line: &'a str, label: &str) -> Option<&'a str> {
+    line.split_once(label)?.1.split_whitespace().next()
+}
+
+/// A GPU's first row, `|   0  NVIDIA L40S    On  |   00000000:A1:00.0 Off |   0 |`: its product
+/// name. Told from the other rows by the GPU index that starts it and the PCI bus id in its
+/// second cell.
+fn table_gpu_row(line: &str) -> Option<String> {
+    let cells: Vec<&str> = line.split('|').collect();
+    let bus_id = cells.get(2)?.split_whitespace().next()?;
+    if !is_pci_bus_id(bus_id) {
+        return None;
+    }
+    let (index, rest) = cells[1].trim().split_once(char::is_whitespace)?;
+    index.parse::<u32>().ok()?;
+    Some(table_product_name(rest))
+}
+
+/// `00000000:A1:00.0`: domain, bus, device and function in hex.
+fn is_pci_bus_id(word: &str) -> bool {
+    word.matches(':').count() == 2
+        && word.contains('.')
+        && word
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+}
+
+/// The name cell less its last word, the persistence mode (`On` / `Off`) or, on Windows, the
+/// driver model (`WDDM` / `TCC` / `MCDM`).
+fn table_product_name(cell: &str) -> String {
+    const MODES: &[&str] = &["On", "Off", "WDDM", "TCC", "MCDM", "N/A"];
+    let cell = cell.trim();
+    match cell.rsplit_once(char::is_whitespace) {
+        Some((name, mode)) if MODES.contains(&mode) => name.trim().to_owned(),
+        _ => cell.to_owned(),
+    }
+}
+
+/// `| N/A   31C    P8     33W /  350W |   1MiB /  46068MiB |  0%  Default |`: the power cap
+/// and the memory total.
+fn read_table_usage_row(gpu: &mut NvidiaGpu, cells: &[&str]) {
+    gpu.power_limit_w = after_slash(cells, 1).and_then(leading_number);
+    gpu.memory_total_mib = after_slash(cells, 2).and_then(mib);
+}
+
+/// `N/A   31C    P8   33W /  350W` → `350W`: the total or cap after the last slash of cell `at`
+/// (the fan speed before it may be `N/A`).
+fn after_slash<'a>(cells: &[&'a str], at: usize) -> Option<&'a str> {
+    Some(cells.get(at)?.rsplit_once('/')?.1.trim())
+}
+
+/// `|      |      |   Disabled |`: the MIG mode, under the header's `MIG M.`.
+fn read_table_mig_row(gpu: &mut NvidiaGpu, cells: &[&str]) {
+    if cells.len() == 5 && cells[1].trim().is_empty() && cells[2].trim().is_empty() {
+        gpu.mig_mode = known(cells[3]);
+    }
+}
+
 fn finish(
     mut gpus: Vec<NvidiaGpu>,
     driver: Option<String>,
@@ -393,9 +505,177 @@ mod tests {
     }
 
     #[test]
+    fn l40s_table() {
+        let gpus = found(parse_nvidia_smi_table(include_str!(
+            "../../../fixtures/probes/l40s-thamada/nvidia-smi.txt"
+        )));
+        assert_eq!(gpus.len(), 1);
+        let gpu = &gpus[0];
+        assert_eq!(gpu.name, "NVIDIA L40S");
+        assert_eq!(gpu.compute_capability.as_deref(), Some("sm_89"));
+        assert_eq!(
+            gpu.compute_capability_source,
+            Some(ComputeCapabilitySource::ProductName)
+        );
+        assert_eq!(gpu.driver_version.as_deref(), Some("550.127.05"));
+        assert_eq!(gpu.cuda_version.as_deref(), Some("12.4"));
+        assert_eq!(gpu.memory_total_mib, Some(46068));
+        assert_eq!(gpu.power_limit_w, Some(350.0));
+        assert_eq!(gpu.mig_mode, None, "the table says N/A");
+        assert_eq!(gpu.uuid, None, "the table prints no UUID");
+    }
+
+    #[test]
+    fn rtx4090_table_agrees_with_q_text_of_the_same_host() {
+        let table = found(parse_nvidia_smi_table(include_str!(
+            "../../../fixtures/probes/rtx4090x8-thamada/nvidia-smi.txt"
+        )));
+        let q = found(parse_nvidia_smi_q_text(include_str!(
+            "../../../fixtures/probes/rtx4090x8-thamada/nvidia-smi-q.txt"
+        )));
+        assert_eq!(table.len(), 8);
+        assert_eq!(q.len(), 8);
+        for (row, full) in table.iter().zip(&q) {
+            assert_eq!(row.name, "NVIDIA GeForce RTX 4090");
+            assert_eq!(row.name, full.name);
+            assert_eq!(row.compute_capability.as_deref(), Some("sm_89"));
+            assert_eq!(row.compute_capability, full.compute_capability);
+            assert_eq!(row.memory_total_mib, Some(24564));
+            assert_eq!(row.memory_total_mib, full.memory_total_mib);
+            assert_eq!(row.power_limit_w, Some(450.0));
+            assert_eq!(row.power_limit_w, full.power_limit_w);
+            assert_eq!(row.driver_version.as_deref(), Some("550.127.05"));
+            assert_eq!(row.driver_version, full.driver_version);
+            assert_eq!(row.cuda_version, full.cuda_version);
+        }
+        assert_eq!(q[0].max_sm_clock_mhz, Some(3105));
+    }
+
+    #[test]
+    fn b200_table_with_mig_disabled() {
+        let gpus = found(parse_nvidia_smi_table(include_str!(
+            "../../../fixtures/probes/b200x8-modal-glossary/nvidia-smi.txt"
+        )));
+        assert_eq!(gpus.len(), 8);
+        for gpu in &gpus {
+            assert_eq!(gpu.name, "NVIDIA B200");
+            assert_eq!(gpu.compute_capability.as_deref(), Some("sm_100"));
+            assert_eq!(gpu.driver_version.as_deref(), Some("575.57.08"));
+            assert_eq!(gpu.cuda_version.as_deref(), Some("12.9"));
+            assert_eq!(gpu.memory_total_mib, Some(183359));
+            assert_eq!(gpu.power_limit_w, Some(1000.0));
+            assert_eq!(gpu.mig_mode.as_deref(), Some("Disabled"));
+        }
+    }
+
+    #[test]
+    fn rtx5090_laptop_table_name_is_cut_short() {
+        let gpus = found(parse_nvidia_smi_table(include_str!(
+            "../../../fixtures/probes/rtx5090-laptop-gotree94/nvidia-smi.txt"
+        )));
+        assert_eq!(gpus.len(), 1, "the process rows are not GPUs");
+        let gpu = &gpus[0];
+        assert_eq!(gpu.name, "NVIDIA GeForce RTX 5090 ...");
+        assert!(name_is_cut_short(&gpu.name));
+        assert_eq!(gpu.compute_capability.as_deref(), Some("sm_120"));
+        assert_eq!(gpu.driver_version.as_deref(), Some("580.65.06"));
+        assert_eq!(gpu.cuda_version.as_deref(), Some("13.0"));
+        assert_eq!(gpu.memory_total_mib, Some(24463));
+        assert_eq!(gpu.power_limit_w, Some(95.0));
+    }
+
+    #[test]
+    fn table_rows_of_the_older_layout() {
+        // GPU row of a driver 470 table (mxochicale/code, gpu/nvidia/LOGS.md): the name is cut
+        // to its brand, so no compute capability can be read from it.
+        let row = "|   0  NVIDIA GeForce ...  Off  | 00000000:01:00.0  On |                  N/A |";
+        let name = table_gpu_row(row).unwrap();
+        assert_eq!(name, "NVIDIA GeForce ...");
+        assert!(name_is_cut_short(&name));
+        assert_eq!(capability_from_name(&name), None);
+        // A process row is not a GPU row.
+        let process =
+            "|    0   N/A  N/A      1951      G   /usr/lib/xorg/Xorg                       64MiB |";
+        assert_eq!(table_gpu_row(process), None);
+    }
+
+    #[test]
+    fn rtx_pro_6000_blackwell_xml() {
+        let gpus = found(parse_nvidia_smi_xml(include_str!(
+            "../../../fixtures/probes/rtx-pro-6000-blackwell-maxq-telegraf/nvidia-smi-q-x.xml"
+        )));
+        assert_eq!(gpus.len(), 1);
+        let gpu = &gpus[0];
+        assert_eq!(
+            gpu.name,
+            "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"
+        );
+        assert_eq!(gpu.compute_capability.as_deref(), Some("sm_120"));
+        assert_eq!(
+            gpu.compute_capability_source,
+            Some(ComputeCapabilitySource::ProductName)
+        );
+        assert_eq!(gpu.driver_version.as_deref(), Some("590.44.01"));
+        assert_eq!(gpu.cuda_version.as_deref(), Some("13.1"));
+        assert_eq!(gpu.memory_total_mib, Some(97887));
+        assert_eq!(gpu.power_limit_w, Some(300.0));
+        assert_eq!(gpu.max_sm_clock_mhz, Some(3090));
+        assert_eq!(
+            gpu.applications_graphics_clock_mhz, None,
+            "driver 590 says the field is deprecated"
+        );
+        assert_eq!(gpu.mig_mode, None);
+        assert_eq!(gpu.ecc_mode.as_deref(), Some("Disabled"));
+    }
+
+    #[test]
+    fn workstation_names_do_not_take_a_geforce_series_capability() {
+        for (name, sm) in [
+            ("NVIDIA GeForce RTX 5090", Some("sm_120")),
+            ("NVIDIA GeForce RTX 5080", Some("sm_120")),
+            ("NVIDIA GeForce RTX 5090 Laptop GPU", Some("sm_120")),
+            ("NVIDIA GeForce RTX 4080", Some("sm_89")),
+            ("NVIDIA B200", Some("sm_100")),
+            ("NVIDIA GB200", Some("sm_100")),
+            ("NVIDIA B300", Some("sm_103")),
+            ("NVIDIA GB300", Some("sm_103")),
+            ("NVIDIA RTX 5000 Ada Generation", Some("sm_89")),
+            ("Quadro RTX 4000", Some("sm_75")),
+            ("Quadro RTX 5000", Some("sm_75")),
+        ] {
+            assert_eq!(capability_from_name(name), sm, "{name}");
+        }
+    }
+
+    #[test]
+    fn recorded_ada_and_blackwell_sets_give_their_cuda_generations() {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/probes"));
+        for (host, key, count) in [
+            ("l40s-thamada", "cuda/sm_89", 1),
+            ("rtx4090x8-thamada", "cuda/sm_89", 8),
+            ("b200x8-modal-glossary", "cuda/sm_100", 8),
+            ("rtx5090-laptop-gotree94", "cuda/sm_120", 1),
+            ("rtx-pro-6000-blackwell-maxq-telegraf", "cuda/sm_120", 1),
+        ] {
+            let inventory = crate::probe::HardwareInventory::from_dir(&dir.join(host));
+            let gpus = inventory.nvidia.found().unwrap_or_else(|| panic!("{host}"));
+            assert_eq!(gpus.len(), count, "{host}");
+            let keys: Vec<String> = crate::generations::of(&inventory, true)
+                .into_iter()
+                .map(|g| g.key)
+                .collect();
+            assert_eq!(keys, [key], "{host}");
+        }
+        // With both files recorded, `-q` text wins over the table: it has the UUIDs.
+        let both = crate::probe::HardwareInventory::from_dir(&dir.join("rtx4090x8-thamada"));
+        assert!(both.nvidia.found().unwrap()[0].uuid.is_some());
+    }
+
+    #[test]
     fn empty_output_is_absent() {
         assert!(parse_nvidia_smi_xml("").is_absent());
         assert!(parse_nvidia_smi_csv("").is_absent());
         assert!(parse_nvidia_smi_q_text("").is_absent());
+        assert!(parse_nvidia_smi_table("").is_absent());
     }
 }

@@ -99,7 +99,11 @@ impl DeviceFacts {
 }
 
 /// SM counts NVIDIA publishes per product, for when the tools do not print one (`nvidia-smi`
-/// does not): the product pages and whitepapers of the H100, A100, L40S and RTX 4090.
+/// does not): the product pages and whitepapers of the H100, A100, L40S and RTX 4090. For the
+/// other Ada and Blackwell parts, the CUDA core count of NVIDIA's product page or datasheet
+/// divided by their 128 FP32 cores per SM (the Ada and Blackwell whitepapers). Checked in
+/// order, so a variant (`Laptop`, `D`, `SUPER`) comes before its desktop card. A name the plain
+/// `nvidia-smi` table cut short (`NVIDIA GeForce RTX 5090 ...`) gets none: it may be any variant.
 fn published_sm_count(name: &str) -> Option<u32> {
     const TABLE: &[(&str, u32)] = &[
         ("H100 80GB HBM3", 132), // H100 SXM5
@@ -108,8 +112,24 @@ fn published_sm_count(name: &str) -> Option<u32> {
         ("H100 NVL", 132),
         ("A100", 108),
         ("L40S", 142),
+        ("RTX 4090 Laptop", 76), // 9,728 CUDA cores
+        ("RTX 4090 D", 114),     // 14,592
         ("RTX 4090", 128),
+        ("RTX 4080 Laptop", 58),         // 7,424
+        ("RTX 4080 SUPER", 80),          // 10,240
+        ("RTX 4080", 76),                // 9,728
+        ("RTX 5090 Laptop", 82),         // 10,496
+        ("RTX 5090", 170),               // 21,760 (the RTX 5090 D has as many)
+        ("RTX 5080 Laptop", 60),         // 7,680
+        ("RTX 5080", 84),                // 10,752
+        ("RTX PRO 6000 Blackwell", 188), // 24,064; Workstation, Max-Q and Server Editions
+        // NVIDIA's B200 datasheet gives no SM count: 148 is the multiprocessor count CUDA
+        // reports on a B200. "NVIDIA B200", so that a GB200 does not match.
+        ("NVIDIA B200", 148),
     ];
+    if crate::probe::nvidia::name_is_cut_short(name) {
+        return None;
+    }
     TABLE
         .iter()
         .find(|(pattern, _)| name.contains(pattern))
