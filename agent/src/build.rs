@@ -18,6 +18,8 @@ use crate::source::{hex, ResolvedSource};
 const LOG_TAIL_BYTES: u64 = 3000;
 /// The marker a finished build leaves; its presence makes the next run a cache hit.
 const MARKER: &str = "abfleet-build-ok";
+/// Beside the marker when the recipe's link steps failed: why, for a cache hit to say again.
+const UNLINKED: &str = "abfleet-link-failed.txt";
 
 /// A side that is built and ready to time.
 #[derive(Debug, Clone)]
@@ -27,6 +29,16 @@ pub struct BuiltSide {
     pub binary: Option<PathBuf>,
     /// The source tree (the working directory of timed runs).
     pub tree: PathBuf,
+    /// Why the recipe's `link` steps did not make the binary, when they did not: the build's
+    /// other outputs are there and usable (for the retuning checks), nothing can be timed.
+    pub unlinked: Option<String>,
+}
+
+impl BuiltSide {
+    /// The build's outputs exist: it made its binary, or everything but its link steps.
+    pub fn usable(&self) -> bool {
+        self.binary.is_some() || self.unlinked.is_some()
+    }
 }
 
 /// Fingerprints the toolchain: the output of the recipe's toolchain command, run once per
@@ -188,12 +200,16 @@ pub async fn build_side(
         log_tail,
         error,
     };
-    if dir.join(MARKER).exists() && binary.is_file() {
-        return BuiltSide {
-            record: record(BuildStatus::Cached, 0.0, None, None),
-            binary: Some(binary),
-            tree,
-        };
+    if dir.join(MARKER).exists() {
+        let unlinked = std::fs::read_to_string(dir.join(UNLINKED)).ok();
+        if binary.is_file() || unlinked.is_some() {
+            return BuiltSide {
+                record: record(BuildStatus::Cached, 0.0, None, None),
+                binary: binary.is_file().then_some(binary),
+                tree,
+                unlinked,
+            };
+        }
     }
     let started = Instant::now();
     let fail = |error: String| BuiltSide {
@@ -205,6 +221,7 @@ pub async fn build_side(
         ),
         binary: None,
         tree: tree.clone(),
+        unlinked: None,
     };
     // A half-finished earlier attempt is thrown away; a build starts from a clean tree.
     let _ = std::fs::remove_dir_all(&dir);
@@ -233,12 +250,14 @@ pub async fn build_side(
             source.resolved
         ),
     );
-    for (number, argv) in recipe.commands.iter().enumerate() {
+    let steps = recipe.commands.len() + recipe.link.len();
+    let mut unlinked = None;
+    for (number, argv) in recipe.commands.iter().chain(&recipe.link).enumerate() {
+        let linking = number >= recipe.commands.len();
         step.send_replace(format!(
-            "`{}` (step {} of {})",
+            "`{}` (step {} of {steps})",
             argv.join(" "),
             number + 1,
-            recipe.commands.len()
         ));
         let _ = append(&log_path, &format!("$ {}\n", argv.join(" ")));
         let outcome = runner::run(
@@ -253,8 +272,43 @@ pub async fn build_side(
         )
         .await;
         if !outcome.exit.success() {
-            return fail(format!("`{}` {}", argv.join(" "), outcome.exit.describe()));
+            let failed = format!("`{}` {}", argv.join(" "), outcome.exit.describe());
+            if !linking || *cancel.borrow() {
+                return fail(failed);
+            }
+            let first_error = runner::tail(&log_path, LOG_TAIL_BYTES)
+                .lines()
+                .find(|l| l.contains("error:"))
+                .map(|l| format!(": {}", l.trim()))
+                .unwrap_or_default();
+            unlinked = Some(format!("{failed}{first_error}"));
+            break;
         }
+    }
+    if unlinked.is_none() && !recipe.link.is_empty() && !binary.is_file() {
+        unlinked = Some(format!(
+            "the link steps finished but the binary `{}` does not exist",
+            recipe.binary.display()
+        ));
+    }
+    if let Some(reason) = unlinked {
+        let _ = append(&log_path, &format!("# not linked: {reason}\n"));
+        if let Err(err) = std::fs::write(dir.join(UNLINKED), &reason)
+            .and_then(|()| std::fs::write(dir.join(MARKER), &key))
+        {
+            return fail(format!("cannot record the finished build: {err}"));
+        }
+        return BuiltSide {
+            record: record(
+                BuildStatus::Built,
+                started.elapsed().as_secs_f64(),
+                None,
+                None,
+            ),
+            binary: None,
+            tree,
+            unlinked: Some(reason),
+        };
     }
     if !binary.is_file() {
         return fail(format!(
@@ -280,6 +334,7 @@ pub async fn build_side(
         ),
         binary: Some(binary),
         tree,
+        unlinked: None,
     }
 }
 
@@ -321,6 +376,7 @@ mod tests {
                 .map(|c| c.into_iter().map(String::from).collect())
                 .collect(),
             binary: binary.into(),
+            link: Vec::new(),
             env: BTreeMap::new(),
             toolchain: vec!["cc".into(), "--version".into()],
         }
@@ -446,5 +502,40 @@ mod tests {
         let no_binary = recipe(vec![vec!["true"]], "hello");
         let (failed, _) = build(&no_binary).await;
         assert!(failed.record.error.unwrap().contains("does not exist"));
+
+        // A failing link step leaves a usable, unlinked build, with the compiler's own
+        // error, and a cache hit says so again; a failing build step is still a failure.
+        let mut unlinked = recipe(vec![vec!["cc", "-c", "hello.c", "-o", "hello.o"]], "hello");
+        unlinked.link = vec![vec!["cc".into(), "hello.o".into(), "missing.o".into()]];
+        let (built, step) = build(&unlinked).await;
+        assert_eq!(step, "`cc hello.o missing.o` (step 2 of 2)");
+        assert_eq!(built.record.status, BuildStatus::Built);
+        assert!(built.usable() && built.binary.is_none());
+        let reason = built.unlinked.clone().unwrap();
+        assert!(
+            reason.contains("`cc hello.o missing.o` exited with code"),
+            "{reason}"
+        );
+        assert!(reason.contains("missing.o"), "{reason}");
+        assert!(built.tree.join("hello.o").is_file());
+        let (again, _) = build(&unlinked).await;
+        assert_eq!(again.record.status, BuildStatus::Cached);
+        assert_eq!(again.unlinked, Some(reason));
+        let mut linked = unlinked.clone();
+        linked.link = vec![vec![
+            "cc".into(),
+            "-o".into(),
+            "hello".into(),
+            "hello.o".into(),
+        ]];
+        let (built, _) = build(&linked).await;
+        assert!(
+            built.binary.is_some() && built.unlinked.is_none(),
+            "{built:?}"
+        );
+        let mut broken = unlinked.clone();
+        broken.commands = vec![vec!["cc".into(), "-c".into(), "missing.c".into()]];
+        let (failed, _) = build(&broken).await;
+        assert!(!failed.usable());
     }
 }

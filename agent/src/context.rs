@@ -181,6 +181,7 @@ pub(crate) async fn fetch(
                 record,
                 binary: None,
                 tree: PathBuf::new(),
+                unlinked: None,
             }));
         }
     };

@@ -197,6 +197,17 @@ impl AgentPolicy {
         let current = abfleet_core::report::backend_of(generation);
         for backend in ["cuda", "hip", "sycl"] {
             if let Some(config) = spec.backends.gpu(backend) {
+                for (key, value) in &config.env {
+                    self.env_allowed(&format!("[backends.{backend}] env `{key}`"), key, value)?;
+                }
+                for (what, steps) in [("command", &config.commands), ("link", &config.link)] {
+                    for (number, argv) in steps.iter().enumerate() {
+                        self.program_allowed(
+                            &format!("[backends.{backend}] {what} {}", number + 1),
+                            argv,
+                        )?;
+                    }
+                }
                 let toolchain = if !config.toolchain.is_empty() {
                     config.toolchain.clone()
                 } else if backend == current {

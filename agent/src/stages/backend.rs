@@ -1,7 +1,8 @@
 //! A job for a GPU generation (`cuda/…`, `hip/…`, `sycl/…`): the fork alone, built for that
-//! backend in its own build directory (the fork's recipe with `[backends.NAME] build_args`
-//! appended to its first command), its artifacts inspected by the backend's retuning checks,
-//! then its workloads timed with `--backend NAME`. Upstream is not built: it has no SYCL or
+//! backend in its own build directory (`GpuBackendSpec::recipe`: the fork's recipe with
+//! `[backends.NAME] build_args`, or the backend's own commands), its artifacts inspected by
+//! the backend's retuning checks, then its workloads timed with `--backend NAME` (skipped,
+//! with the reason, when the backend's `link` steps failed on this host). Upstream is not built: it has no SYCL or
 //! HIP backend, and GPU sections compare the fork with its own previous run.
 
 use std::path::PathBuf;
@@ -156,18 +157,10 @@ pub(crate) async fn run_backend(
         return Ok(());
     };
     let device = DeviceFacts::of(ctx, &backend);
-    let mut recipe = ctx.spec.fork.build.clone();
-    if let Some(first) = recipe.commands.first_mut() {
-        first.extend(config.build_args.iter().cloned());
-    }
-    recipe.toolchain = if config.toolchain.is_empty() {
-        abfleet_core::spec::default_toolchain(&backend)
-    } else {
-        config.toolchain.clone()
-    };
+    let recipe = config.recipe(&backend, &ctx.spec.fork.build);
     check_cancel(ctx)?;
     let built = fetch_and_build(ctx, Side::Fork, &recipe).await?;
-    if built.binary.is_none() {
+    if !built.usable() {
         let reason = format!(
             "the fork's {backend} build failed: {}",
             built.record.error.as_deref().unwrap_or("see the build log")
@@ -202,7 +195,20 @@ pub(crate) async fn run_backend(
     for skipped in results.skipped {
         emit(ctx, JobEventPayload::CheckSkipped(skipped))?;
     }
-    if config.timed {
+    if let Some(link) = &built.unlinked {
+        let reason = format!(
+            "not timed: the fork's {backend} kernels built and were checked, but its binary did not link here ({link}); a bench host with everything the full link needs (docs/retuning.md) times them"
+        );
+        emit(
+            ctx,
+            JobEventPayload::CheckSkipped(SkippedCheck::new(&backend, "timing", reason.clone())),
+        )?;
+        for (fixture, workload) in cells(&ctx.spec) {
+            let cell =
+                BackendCell::skipped(&backend, &fixture.name, &workload.name, reason.clone());
+            emit(ctx, JobEventPayload::BackendCell(Box::new(cell)))?;
+        }
+    } else if config.timed {
         time_cells(ctx, &backend, &built, &device, prepared).await?;
     }
     Ok(())
@@ -249,8 +255,9 @@ async fn run_checks(
     let backend = backend.to_string();
     let config = config.clone();
     let device = device.clone();
+    let build_log = PathBuf::from(&built.record.log_path);
     let checked = tokio::task::spawn_blocking(move || {
-        check_artifacts(&backend, &config, &artifacts, &device)
+        check_artifacts(&backend, &config, &artifacts, &build_log, &device)
     })
     .await
     .unwrap_or_else(|err| {
@@ -266,6 +273,7 @@ fn check_artifacts(
     backend: &str,
     config: &GpuBackendSpec,
     artifacts: &[PathBuf],
+    build_log: &std::path::Path,
     device: &DeviceFacts,
 ) -> CheckResults {
     let device_arch = (!device.arch.is_empty()).then_some(device.arch.as_str());
@@ -276,6 +284,7 @@ fn check_artifacts(
                 device_arch,
                 block_threads: config.block_threads,
                 launches: &config.launch,
+                build_log: build_log.is_file().then_some(build_log),
             },
             device.sm_count,
         ),

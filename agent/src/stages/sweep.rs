@@ -575,6 +575,7 @@ mod tests {
             binary: "build/vmaf".into(),
             env: BTreeMap::new(),
             toolchain: vec!["cc".into(), "--version".into()],
+            link: Vec::new(),
         };
         let recipe = recipe_for(&base, &sweep, last);
         assert_eq!(recipe.commands[0], ["make", "-s", "SSIM_BAND=64"]);

@@ -1,12 +1,15 @@
 //! `[backends.*]`: the per-backend part of a spec that drives the retuning checks
 //! (docs/retuning.md). The fork is built once per GPU backend, each build in its own
 //! directory, with the backend's extra arguments appended to the fork's first build
-//! command; the CPU entry configures the ISA dispatch sweep.
+//! command or with the backend's own commands ([`GpuBackendSpec::recipe`]); the CPU entry
+//! configures the ISA dispatch sweep.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+use super::model::BuildRecipe;
 
 /// Every backend the spec configures; an absent entry means "no checks for it".
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -112,7 +115,24 @@ fn default_cpumask_option() -> String {
 #[serde(deny_unknown_fields)]
 pub struct GpuBackendSpec {
     /// Appended to the fork's first build command (`-Denable_cuda=true`, `BACKEND=cuda`).
+    #[serde(default)]
     pub build_args: Vec<String>,
+    /// The backend's own build commands, replacing the fork's (`meson setup` with the
+    /// backend on, then `ninja` of the kernel targets only); excludes `build_args`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<Vec<String>>,
+    /// Steps after `commands` that link the timed binary. A failure here is not a failed
+    /// build: the artifacts are checked, the cells are skipped with the link error
+    /// (the fork's CUDA host code needs newer ffnvcodec headers than Debian 12 has).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub link: Vec<Vec<String>>,
+    /// The binary the backend's build makes, when not the fork's `binary`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<PathBuf>,
+    /// Build environment added to the fork's (`NVCC_APPEND_FLAGS = "-Xptxas=-v"`, so the
+    /// build log says per kernel what ptxas used and warns about ignored launch bounds).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
     /// Built files the checks inspect (libraries, objects, binaries, `-Xptxas -v` logs),
     /// relative to the backend's source tree.
     #[serde(default)]
@@ -140,6 +160,36 @@ pub struct GpuBackendSpec {
     /// this build, so a compiler bump rebuilds and shows in the report.
     #[serde(default)]
     pub toolchain: Vec<String>,
+}
+
+impl GpuBackendSpec {
+    /// The recipe that builds the fork for `backend`: the fork's own with `build_args`
+    /// appended to its first command, or `commands` instead of its commands; `env` added to
+    /// its environment, `link` and `binary` as given; the toolchain command is this
+    /// backend's compiler, so a compiler bump rebuilds.
+    pub fn recipe(&self, backend: &str, fork: &BuildRecipe) -> BuildRecipe {
+        let mut recipe = fork.clone();
+        if self.commands.is_empty() {
+            if let Some(first) = recipe.commands.first_mut() {
+                first.extend(self.build_args.iter().cloned());
+            }
+        } else {
+            recipe.commands = self.commands.clone();
+        }
+        recipe
+            .env
+            .extend(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        recipe.link = self.link.clone();
+        if let Some(binary) = &self.binary {
+            recipe.binary = binary.clone();
+        }
+        recipe.toolchain = if self.toolchain.is_empty() {
+            default_toolchain(backend)
+        } else {
+            self.toolchain.clone()
+        };
+        recipe
+    }
 }
 
 /// The default compiler fingerprint of a GPU backend.
@@ -231,6 +281,32 @@ impl BackendsSpec {
                     "[backends.{name}] build_args has an empty argument"
                 ));
             }
+            if !gpu.commands.is_empty() && !gpu.build_args.is_empty() {
+                return Err(format!(
+                    "[backends.{name}] has both commands and build_args: build_args extends the fork's first command, commands replace them; put the arguments into commands"
+                ));
+            }
+            for (key, steps) in [("commands", &gpu.commands), ("link", &gpu.link)] {
+                if steps
+                    .iter()
+                    .any(|argv| argv.first().is_none_or(|p| p.trim().is_empty()))
+                {
+                    return Err(format!(
+                        "[backends.{name}] {key} has an empty command; each is an argv list such as [\"ninja\", \"-C\", \"build\"]"
+                    ));
+                }
+            }
+            if let Some(binary) = gpu.binary.as_ref().filter(|b| b.is_absolute()) {
+                return Err(format!(
+                    "[backends.{name}] binary `{}` must be relative to the backend's source tree",
+                    binary.display()
+                ));
+            }
+            if gpu.env.keys().any(|k| k.is_empty() || k.contains('=')) {
+                return Err(format!(
+                    "[backends.{name}] env has an empty name or one with `=`"
+                ));
+            }
             if let Some(path) = gpu.artifacts.iter().find(|p| p.is_absolute()) {
                 return Err(format!(
                     "[backends.{name}] artifact `{}` must be relative to the backend's source tree",
@@ -305,6 +381,50 @@ mod tests {
         let err = parse("[hip]\nbuild_args = []\nartifacts = [\"/abs/lib.o\"]\n").unwrap_err();
         assert!(err.contains("relative"), "{err}");
         assert!(parse("[metal]\nbuild_args = []\n").is_err());
+    }
+
+    #[test]
+    fn a_backend_recipe_replaces_or_extends_the_forks() {
+        let fork = BuildRecipe {
+            commands: vec![
+                names(&["meson", "setup", "build"]),
+                names(&["ninja", "-C", "build"]),
+            ],
+            binary: "build/tools/vmaf".into(),
+            env: BTreeMap::from([("CC".to_string(), "gcc".to_string())]),
+            toolchain: names(&["cc", "--version"]),
+            link: Vec::new(),
+        };
+        let extended = parse("[cuda]\nbuild_args = [\"-Denable_cuda=true\"]\n")
+            .unwrap()
+            .cuda
+            .unwrap()
+            .recipe("cuda", &fork);
+        assert_eq!(
+            extended.commands[0],
+            names(&["meson", "setup", "build", "-Denable_cuda=true"])
+        );
+        assert_eq!(extended.commands[1], fork.commands[1]);
+        assert_eq!(extended.toolchain, names(&["nvcc", "--version"]));
+        assert_eq!(extended.binary, fork.binary);
+        let replaced = parse(
+            "[cuda]\ncommands = [[\"ninja\", \"-C\", \"b\", \"src/a.fatbin\"]]\nlink = [[\"ninja\", \"-C\", \"b\"]]\nbinary = \"b/tools/vmaf\"\nenv = { NVCC_APPEND_FLAGS = \"-Xptxas=-v\" }\n",
+        )
+        .unwrap()
+        .cuda
+        .unwrap()
+        .recipe("cuda", &fork);
+        assert_eq!(
+            replaced.commands,
+            vec![names(&["ninja", "-C", "b", "src/a.fatbin"])]
+        );
+        assert_eq!(replaced.link, vec![names(&["ninja", "-C", "b"])]);
+        assert_eq!(replaced.binary, PathBuf::from("b/tools/vmaf"));
+        assert_eq!(replaced.env.len(), 2, "{:?}", replaced.env);
+        let err = parse("[cuda]\ncommands = [[\"make\"]]\nbuild_args = [\"X=1\"]\n").unwrap_err();
+        assert!(err.contains("both commands and build_args"), "{err}");
+        let err = parse("[cuda]\nlink = [[]]\n").unwrap_err();
+        assert!(err.contains("link has an empty command"), "{err}");
     }
 
     #[test]

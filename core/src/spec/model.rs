@@ -129,6 +129,12 @@ pub struct BuildRecipe {
     pub env: BTreeMap<String, String>,
     /// The command whose output fingerprints the compiler; part of the build cache key.
     pub toolchain: Vec<String>,
+    /// Steps after `commands` that make `binary` and may fail on a host without everything a
+    /// full link needs (a GPU backend's host code against older headers): their failure
+    /// leaves the build usable for the checks, unlinked and untimed, with the reason.
+    /// Empty for a side's own recipe: there a missing binary is a failed build.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub link: Vec<Vec<String>>,
 }
 
 /// How one timed command is formed: a template with placeholders, and how its output reads.

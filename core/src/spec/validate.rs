@@ -481,6 +481,7 @@ impl RawSide {
                 binary,
                 env,
                 toolchain,
+                link: Vec::new(),
             },
         })
     }
