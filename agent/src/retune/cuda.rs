@@ -1,14 +1,23 @@
 //! The CUDA retuning checks on this host: run the real `cuobjdump` (and `nvcc --list-gpu-arch`)
-//! on the fork's CUDA artifacts, read any `-Xptxas -v` log the build left, and turn what they
-//! print into `arch_coverage`, `registers` and `occupancy` findings for the device's
-//! architecture (`core::retune::cuda_tools` and `cuda_occupancy` do the reading). Blocking:
-//! call it from `spawn_blocking`. A missing tool, device or artifact is a skipped check, never
-//! an error. No shell: every command is an argv list.
+//! on the fork's CUDA artifacts, read the build's own log (ptxas's `-Xptxas -v` figures and
+//! warnings, per ninja target, matched to the artifact it built) and the PTX's launch bounds,
+//! and turn what they print into `arch_coverage`, `registers`, `occupancy` and
+//! `launch_bounds` findings for the device's architecture (`core::retune::cuda_tools`,
+//! `cuda_occupancy`, `cuda_build_log` and `cuda_launch_bounds` do the reading). Artifacts with
+//! the same gencode share one `arch_coverage` finding. Blocking: call it from
+//! `spawn_blocking`. A missing tool, device or artifact is a skipped check, never an error.
+//! No shell: every command is an argv list.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use abfleet_core::finding::{CheckResults, Severity};
+use abfleet_core::finding::{CheckResults, Finding, Severity};
+use abfleet_core::retune::cuda_build_log::{
+    parse_ptxas_warnings, split_by_target, target_of_artifact, PtxasWarning,
+};
+use abfleet_core::retune::cuda_launch_bounds::{
+    launch_bounds_finding, parse_ptx_launch_bounds, LaunchBounds, PtxasVerdict,
+};
 use abfleet_core::retune::cuda_occupancy::{kernel_findings, limits, LaunchGeometry};
 use abfleet_core::retune::cuda_tools::{
     arch_coverage, fill_unknown_arch, kernel_matches, merge_ptxas, parse_list_elf,
@@ -18,7 +27,7 @@ use abfleet_core::retune::KernelResources;
 pub use abfleet_core::spec::KernelLaunch;
 
 const BACKEND: &str = "cuda";
-const CHECKS: [&str; 3] = ["arch_coverage", "registers", "occupancy"];
+const CHECKS: [&str; 4] = ["arch_coverage", "registers", "occupancy", "launch_bounds"];
 
 /// What the CUDA checks look at on one host.
 #[derive(Debug, Clone, Copy)]
@@ -34,6 +43,30 @@ pub struct CudaCheckInput<'a> {
     /// How the fork launches its kernels, where the spec says (`[backends.cuda] launch`);
     /// `kernel` is the symbol or its plain name (`ssim_rows` for `_Z9ssim_rowsPKfPfii`).
     pub launches: &'a [KernelLaunch],
+    /// The build's log: what ptxas printed for each target (with `-Xptxas -v`, e.g. from
+    /// `NVCC_APPEND_FLAGS`), split at ninja's status lines and matched to the artifacts.
+    pub build_log: Option<&'a Path>,
+}
+
+/// One kernel to judge on the device's architecture, and where its figures came from.
+struct Examined {
+    kernel: KernelResources,
+    /// The command its figures came from.
+    command: String,
+    /// A ptxas log said its spills (cuobjdump alone counts spills and local arrays together).
+    spills_known: bool,
+    /// The artifact's file name.
+    artifact: String,
+    /// Its `__launch_bounds__`, when it has a minimum or a maximum.
+    bounds: Option<BoundsSeen>,
+}
+
+struct BoundsSeen {
+    bounds: LaunchBounds,
+    verdict: PtxasVerdict,
+    /// Every architecture on which ptxas ignored the minimum.
+    ignored_on: Vec<String>,
+    command: String,
 }
 
 /// Runs the checks with `cuobjdump` and `nvcc` from `PATH`. `sm_count`: the device's SM count
@@ -72,11 +105,27 @@ pub fn run_cuda_checks_with_tools(
             ),
         }
     }
-    let log_names: Vec<String> = logs.iter().map(|l| l.display().to_string()).collect();
+    let mut log_names: Vec<String> = logs.iter().map(|l| l.display().to_string()).collect();
+    let build_log = input.build_log.and_then(|path| {
+        std::fs::read_to_string(path)
+            .map_err(|err| {
+                results.skip(
+                    BACKEND,
+                    "launch_bounds",
+                    format!("cannot read the build log `{}`: {err}", path.display()),
+                )
+            })
+            .ok()
+    });
+    if let Some(path) = input.build_log.filter(|_| build_log.is_some()) {
+        log_names.push(format!("the build log {}", path.display()));
+    }
+    let log_parts = build_log
+        .as_deref()
+        .map(|log| log_part_per_binary(log, &binaries))
+        .unwrap_or_else(|| vec![None; binaries.len()]);
 
-    // Each kernel to judge, the command its figures came from, and whether a ptxas log said
-    // its spills (cuobjdump alone counts spills and local arrays together as stack).
-    let mut examined: Vec<(KernelResources, String, bool)> = Vec::new();
+    let mut examined: Vec<Examined> = Vec::new();
     if binaries.is_empty() {
         results.skip(
             BACKEND,
@@ -92,7 +141,13 @@ pub fn run_cuda_checks_with_tools(
                 ptxas_kernels
                     .iter()
                     .filter(|k| k.arch == arch)
-                    .map(|k| (k.clone(), command.clone(), true)),
+                    .map(|k| Examined {
+                        kernel: k.clone(),
+                        command: command.clone(),
+                        spills_known: true,
+                        artifact: String::new(),
+                        bounds: None,
+                    }),
             ),
             _ => skip_kernels(
                 &mut results,
@@ -124,9 +179,16 @@ pub fn run_cuda_checks_with_tools(
                 "toolchain: `nvcc --list-gpu-arch` gave nothing here, so the build is not compared with what nvcc can target",
             );
         }
-        let several = binaries.len() > 1;
-        for binary in &binaries {
-            examine_binary(
+        let mut coverage: Vec<Coverage> = Vec::new();
+        for (binary, log_part) in binaries.iter().zip(&log_parts) {
+            let part_kernels = log_part.as_deref().map(parse_ptxas_log).unwrap_or_default();
+            let known: Vec<KernelResources> =
+                ptxas_kernels.iter().cloned().chain(part_kernels).collect();
+            let warnings = log_part
+                .as_deref()
+                .map(parse_ptxas_warnings)
+                .unwrap_or_default();
+            if let Some(found) = examine_binary(
                 &mut results,
                 &mut examined,
                 BinaryContext {
@@ -134,12 +196,15 @@ pub fn run_cuda_checks_with_tools(
                     binary,
                     device,
                     toolchain: &toolchain,
-                    ptxas_kernels: &ptxas_kernels,
+                    ptxas_kernels: &known,
+                    warnings: &warnings,
                     log_names: &log_names,
-                    several,
                 },
-            );
+            ) {
+                coverage.push(found);
+            }
         }
+        results.findings.extend(merge_coverage(coverage));
     }
 
     let Some(device_limits) = limits(device) else {
@@ -154,7 +219,7 @@ pub fn run_cuda_checks_with_tools(
     for launch in input.launches {
         if !examined
             .iter()
-            .any(|(k, _, _)| kernel_matches(&k.name, &launch.kernel))
+            .any(|e| kernel_matches(&e.kernel.name, &launch.kernel))
             && !examined.is_empty()
         {
             results.skip(
@@ -167,7 +232,8 @@ pub fn run_cuda_checks_with_tools(
             );
         }
     }
-    for (kernel, command, spills_known) in &examined {
+    for e in &examined {
+        let kernel = &e.kernel;
         let launch = input
             .launches
             .iter()
@@ -183,17 +249,35 @@ pub fn run_cuda_checks_with_tools(
             &device_limits,
             block_threads,
             geometry.as_ref(),
-            command,
+            &e.command,
         );
-        if !spills_known {
+        if !e.spills_known {
             for finding in findings.iter_mut().filter(|f| f.check == "registers") {
                 finding.evidence.insert("spills_known".into(), false.into());
                 if finding.severity == Severity::Ok && kernel.stack_bytes > 0 {
                     finding.verdict = format!(
-                        "{} registers, {} B stack frame per thread: local arrays or spills, which cuobjdump cannot tell apart; add the build's -Xptxas -v log (*.ptxas.log) to the artifacts",
+                        "{} registers, {} B stack frame per thread: local arrays or spills, which cuobjdump cannot tell apart; add the build's -Xptxas -v log (*.ptxas.log, or NVCC_APPEND_FLAGS=-Xptxas=-v in [backends.cuda] env) to the artifacts",
                         kernel.registers, kernel.stack_bytes
                     );
                 }
+            }
+        }
+        if let Some(seen) = &e.bounds {
+            findings.extend(launch_bounds_finding(
+                kernel,
+                &seen.bounds,
+                &device_limits,
+                seen.verdict,
+                &seen.ignored_on,
+                launch.map(|l| l.block_threads),
+                &seen.command,
+            ));
+        }
+        if !e.artifact.is_empty() {
+            for finding in &mut findings {
+                finding
+                    .evidence
+                    .insert("artifact".into(), e.artifact.clone().into());
             }
         }
         results.findings.extend(findings);
@@ -201,21 +285,109 @@ pub fn run_cuda_checks_with_tools(
     results
 }
 
+/// Each binary's part of the build log: the parts of the ninja targets that built it, or the
+/// whole log for every binary when no target matches one (a make or script build, whose
+/// kernels the per-kernel names still tell apart).
+fn log_part_per_binary(log: &str, binaries: &[&PathBuf]) -> Vec<Option<String>> {
+    let stems: Vec<String> = binaries
+        .iter()
+        .map(|b| {
+            b.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    let mut parts: Vec<Option<String>> = vec![None; binaries.len()];
+    for part in split_by_target(log) {
+        let Some(index) = part
+            .target
+            .as_deref()
+            .and_then(|target| target_of_artifact(target, &stems))
+        else {
+            continue;
+        };
+        parts[index]
+            .get_or_insert_with(String::new)
+            .push_str(part.text);
+    }
+    if parts.iter().all(Option::is_none) {
+        return vec![Some(log.to_string()); binaries.len()];
+    }
+    parts
+}
+
+/// One binary's `arch_coverage` findings and the code it holds.
+struct Coverage {
+    artifact: String,
+    sass: Vec<String>,
+    ptx: Vec<String>,
+    findings: Vec<Finding>,
+}
+
+/// One `arch_coverage` finding per distinct gencode, not per artifact: the fork's 21 kernel
+/// fatbins are built alike, and one finding naming them says the same as 21. When the
+/// artifacts differ, each group's subject ends in `@` and its first artifact's name.
+fn merge_coverage(coverage: Vec<Coverage>) -> Vec<Finding> {
+    let mut groups: Vec<Coverage> = Vec::new();
+    let mut members: Vec<Vec<String>> = Vec::new();
+    for c in coverage {
+        match groups
+            .iter()
+            .position(|g| g.sass == c.sass && g.ptx == c.ptx)
+        {
+            Some(index) => members[index].push(c.artifact),
+            None => {
+                members.push(vec![c.artifact.clone()]);
+                groups.push(c);
+            }
+        }
+    }
+    let several = groups.len() > 1;
+    groups
+        .into_iter()
+        .zip(members)
+        .flat_map(|(group, artifacts)| {
+            let first = group.artifact.clone();
+            group.findings.into_iter().map(move |mut finding| {
+                if several {
+                    finding.subject = format!("{}@{first}", finding.subject);
+                }
+                if artifacts.len() > 1 {
+                    finding.verdict = format!(
+                        "{} (all {} artifacts: {})",
+                        finding.verdict,
+                        artifacts.len(),
+                        artifacts.join(", ")
+                    );
+                }
+                finding
+                    .evidence
+                    .insert("artifacts".into(), artifacts.clone().into());
+                finding
+            })
+        })
+        .collect()
+}
+
 struct BinaryContext<'c> {
     cuobjdump: &'c Path,
     binary: &'c Path,
     device: &'c str,
     toolchain: &'c [String],
+    /// What ptxas said of this binary's kernels (its part of the build log, explicit logs).
     ptxas_kernels: &'c [KernelResources],
+    /// ptxas's warnings in this binary's part of the build log.
+    warnings: &'c [PtxasWarning],
     log_names: &'c [String],
-    several: bool,
 }
 
+/// Reads one binary: its `arch_coverage` (returned, to be merged across binaries) and the
+/// kernels of the SASS that runs on the device (pushed to `examined`).
 fn examine_binary(
     results: &mut CheckResults,
-    examined: &mut Vec<(KernelResources, String, bool)>,
+    examined: &mut Vec<Examined>,
     c: BinaryContext,
-) {
+) -> Option<Coverage> {
     let path = c.binary.display().to_string();
     let file_name = c
         .binary
@@ -230,16 +402,15 @@ fn examine_binary(
             for check in CHECKS {
                 results.skip(BACKEND, check, format!("`{list_command}` failed: {why}"));
             }
-            return;
+            return None;
         }
     };
-    let mut coverage = arch_coverage(&sass, &ptx, c.toolchain, c.device, &list_command);
-    if c.several {
-        for finding in &mut coverage {
-            finding.subject = format!("{}@{file_name}", finding.subject);
-        }
-    }
-    results.findings.extend(coverage);
+    let coverage = Coverage {
+        artifact: file_name.clone(),
+        findings: arch_coverage(&sass, &ptx, c.toolchain, c.device, &list_command),
+        sass: sass.clone(),
+        ptx: ptx.clone(),
+    };
 
     let chosen = match runs_on(&sass, &ptx, c.device) {
         CudaRuns::NativeSass(arch) | CudaRuns::CompatibleSass(arch) => arch,
@@ -251,14 +422,14 @@ fn examine_binary(
                     c.device
                 ),
             );
-            return;
+            return Some(coverage);
         }
         CudaRuns::Nothing => {
             skip_kernels(
                 results,
                 format!("{file_name}: no code in it runs on {}", c.device),
             );
-            return;
+            return Some(coverage);
         }
     };
     let usage_command = format!("{} --dump-resource-usage {path}", c.cuobjdump.display());
@@ -267,7 +438,7 @@ fn examine_binary(
         ToolOutput::NoDeviceCode => Vec::new(),
         ToolOutput::Failed(why) => {
             skip_kernels(results, format!("`{usage_command}` failed: {why}"));
-            return;
+            return Some(coverage);
         }
     };
     fill_unknown_arch(&mut kernels, &sass);
@@ -283,16 +454,104 @@ fn examine_binary(
     } else {
         usage_command
     };
+    let bounds = read_launch_bounds(results, c.cuobjdump, &path, &ptx);
     let before = examined.len();
-    examined.extend(merged.into_iter().filter(|k| k.arch == chosen).map(|k| {
-        let known = in_log(&k);
-        (k, command.clone(), known)
-    }));
+    for kernel in merged.into_iter().filter(|k| k.arch == chosen) {
+        let spills_known = in_log(&kernel);
+        let seen = bounds.as_ref().and_then(|(bounds, bounds_command)| {
+            let found = bounds.iter().find(|b| b.kernel == kernel.name)?;
+            Some(bounds_seen(
+                found,
+                &kernel,
+                spills_known,
+                c.warnings,
+                bounds_command,
+                c.log_names,
+            ))
+        });
+        examined.push(Examined {
+            kernel,
+            command: command.clone(),
+            spills_known,
+            artifact: file_name.clone(),
+            bounds: seen,
+        });
+    }
     if examined.len() == before {
         skip_kernels(
             results,
             format!("{file_name}: cuobjdump lists no kernel for {chosen}"),
         );
+    }
+    Some(coverage)
+}
+
+/// The launch bounds the binary's PTX keeps (`cuobjdump --dump-ptx`), with the command; `None`
+/// (and a skipped check) when it cannot be read. A binary without PTX keeps none.
+fn read_launch_bounds(
+    results: &mut CheckResults,
+    cuobjdump: &Path,
+    path: &str,
+    ptx: &[String],
+) -> Option<(Vec<LaunchBounds>, String)> {
+    if ptx.is_empty() {
+        return None;
+    }
+    let command = format!("{} --dump-ptx {path}", cuobjdump.display());
+    match run_tool(cuobjdump, &["--dump-ptx", path]) {
+        ToolOutput::Printed(text) => Some((parse_ptx_launch_bounds(&text), command)),
+        ToolOutput::NoDeviceCode => None,
+        ToolOutput::Failed(why) => {
+            results.skip(
+                BACKEND,
+                "launch_bounds",
+                format!("`{command}` failed: {why}"),
+            );
+            None
+        }
+    }
+}
+
+/// What ptxas did with `kernel`'s bounds on its architecture: ignored when it warned so,
+/// honoured when its verbose lines for the kernel are there without such a warning, unknown
+/// without verbose lines.
+fn bounds_seen(
+    bounds: &LaunchBounds,
+    kernel: &KernelResources,
+    verbose_lines: bool,
+    warnings: &[PtxasWarning],
+    bounds_command: &str,
+    log_names: &[String],
+) -> BoundsSeen {
+    let ignoring: Vec<&PtxasWarning> = warnings
+        .iter()
+        .filter(|w| w.kernel == kernel.name && w.ignores_launch_bounds())
+        .collect();
+    let mut ignored_on: Vec<String> = ignoring.iter().filter_map(|w| w.arch.clone()).collect();
+    ignored_on.dedup();
+    let verdict = if ignoring
+        .iter()
+        .any(|w| w.arch.as_deref() == Some(kernel.arch.as_str()))
+    {
+        PtxasVerdict::Ignored
+    } else if verbose_lines {
+        PtxasVerdict::Honoured
+    } else {
+        PtxasVerdict::Unknown
+    };
+    let command = if log_names.is_empty() {
+        bounds_command.to_string()
+    } else {
+        format!(
+            "{bounds_command}; ptxas warnings from {}",
+            log_names.join(" ")
+        )
+    };
+    BoundsSeen {
+        bounds: bounds.clone(),
+        verdict,
+        ignored_on,
+        command,
     }
 }
 
@@ -356,7 +615,8 @@ fn skip_all(results: &mut CheckResults, reason: &str) {
 
 fn skip_kernels(results: &mut CheckResults, reason: String) {
     results.skip(BACKEND, "registers", reason.clone());
-    results.skip(BACKEND, "occupancy", reason);
+    results.skip(BACKEND, "occupancy", reason.clone());
+    results.skip(BACKEND, "launch_bounds", reason);
 }
 
 #[cfg(test)]
@@ -434,6 +694,7 @@ ACC96(squeezed, __launch_bounds__(128, 8))
             device_arch: device,
             block_threads: 128,
             launches,
+            build_log: None,
         }
     }
 

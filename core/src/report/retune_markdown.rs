@@ -49,11 +49,12 @@ pub fn render_retune(out: &mut String, section: &GenerationSection, heading: &st
             );
         }
         out.push('\n');
-        let commands: Vec<&str> = {
+        let commands: Vec<String> = {
             let mut seen = Vec::new();
             for f in &section.findings {
-                if !seen.contains(&f.command.as_str()) {
-                    seen.push(f.command.as_str());
+                let command = command_template(f);
+                if !seen.contains(&command) {
+                    seen.push(command);
                 }
             }
             seen
@@ -125,6 +126,30 @@ fn render_backend_cells(out: &mut String, section: &GenerationSection, heading: 
         );
     }
     out.push('\n');
+}
+
+/// A finding's command with its artifact's file name as `{artifact}`, so that the same
+/// command run on each of 21 kernel fatbins is listed once.
+fn command_template(finding: &Finding) -> String {
+    let artifact = match finding.evidence.get("artifact") {
+        Some(serde_json::Value::String(name)) => Some(name.as_str()),
+        _ => match finding.evidence.get("artifacts") {
+            Some(serde_json::Value::Array(names)) => names.first().and_then(|n| n.as_str()),
+            _ => None,
+        },
+    };
+    match artifact.filter(|a| !a.is_empty()) {
+        Some(name) => finding
+            .command
+            .split(' ')
+            .map(|word| match word.strip_suffix(name) {
+                Some(dir) if dir.ends_with('/') => format!("{dir}{{artifact}}"),
+                _ => word.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => finding.command.clone(),
+    }
 }
 
 fn severity_cell(severity: Severity) -> &'static str {

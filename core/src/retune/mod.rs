@@ -4,6 +4,8 @@
 //! what they printed, so every parser is tested on recorded real output (docs/retuning.md).
 
 pub mod amd_occupancy;
+pub mod cuda_build_log;
+pub mod cuda_launch_bounds;
 pub mod cuda_occupancy;
 pub mod cuda_tools;
 pub mod dispatch;
