@@ -29,6 +29,10 @@ pub enum InventorySource {
     Live,
     /// A recorded probe set (`--probes DIR`).
     Recorded(PathBuf),
+    /// This host's live CPU and toolchains plus the GPUs recorded in these probe sets
+    /// (`--gpu-probes DIR`): the fork's GPU builds run with the real compilers here and are
+    /// checked against GPUs this host does not have.
+    LiveWithRecordedGpus(Vec<PathBuf>),
 }
 
 impl InventorySource {
@@ -36,6 +40,9 @@ impl InventorySource {
         match self {
             InventorySource::Live => Ok(crate::inventory::probe_host()),
             InventorySource::Recorded(dir) => crate::inventory::from_recorded_probes(dir),
+            InventorySource::LiveWithRecordedGpus(dirs) => {
+                crate::inventory::live_with_recorded_gpus(dirs)
+            }
         }
     }
 }

@@ -67,6 +67,61 @@ pub fn from_recorded_probes(dir: &Path) -> Result<Inventory, AgentError> {
     })
 }
 
+/// The live host with the GPUs of recorded probe sets added (`--gpu-probes`): its CPU, its
+/// own GPUs and its toolchains are read live, so a GPU job builds with the real compilers of
+/// this host; the recorded GPUs' generations are marked `simulated` (checked, never timed)
+/// and take this host's compiler versions. A generation the host has for real stays real.
+pub fn live_with_recorded_gpus(dirs: &[std::path::PathBuf]) -> Result<Inventory, AgentError> {
+    let mut inventory = basic_host();
+    let mut hardware = HardwareInventory::live();
+    let mut generations = generations::of(&hardware, false);
+    for dir in dirs {
+        if !dir.is_dir() {
+            return Err(AgentError::Io {
+                what: format!(
+                    "read the recorded GPU probes in `{}` (not a directory; pass --gpu-probes DIR with nvidia-smi, rocminfo or sycl-ls output)",
+                    dir.display()
+                ),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            });
+        }
+        let mut recorded = HardwareInventory::from_dir(dir);
+        if recorded.nvidia.is_absent() && recorded.amd.is_absent() && recorded.intel.is_absent() {
+            return Err(AgentError::Io {
+                what: format!(
+                    "read a GPU from `{}` (it has no nvidia-smi, rocminfo, sycl-ls or clinfo output)",
+                    dir.display()
+                ),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            });
+        }
+        recorded.cpu = crate::probe::Probe::absent("a --gpu-probes set adds GPUs only");
+        recorded.toolchain = hardware.toolchain.clone();
+        for generation in generations::of(&recorded, true) {
+            if !generations.iter().any(|g| g.key == generation.key) {
+                generations.push(generation);
+            }
+        }
+        add_gpus(&mut hardware.nvidia, recorded.nvidia);
+        add_gpus(&mut hardware.amd, recorded.amd);
+        add_gpus(&mut hardware.intel, recorded.intel);
+    }
+    inventory.generations = generations;
+    inventory.hardware = serde_json::to_value(&hardware).ok();
+    Ok(inventory)
+}
+
+fn add_gpus<T>(live: &mut crate::probe::Probe<Vec<T>>, recorded: crate::probe::Probe<Vec<T>>) {
+    use crate::probe::Probe;
+    let Probe::Found(mut more) = recorded else {
+        return;
+    };
+    match live {
+        Probe::Found(gpus) => gpus.append(&mut more),
+        Probe::Absent { .. } => *live = Probe::Found(more),
+    }
+}
+
 /// The basic host facts from sysinfo.
 fn basic_host() -> Inventory {
     let system = System::new_with_specifics(

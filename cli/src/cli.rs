@@ -39,6 +39,11 @@ pub enum Command {
         /// The embedded agent's work dir (git caches, builds, fixtures); kept between runs.
         #[arg(long, default_value = "abfleet-out/.agent")]
         work_dir: PathBuf,
+        /// Add the GPUs recorded in DIR (nvidia-smi, rocminfo or sycl-ls output; repeatable)
+        /// to this host: the GPU backends are built here with the real compilers and checked
+        /// for those GPUs' architectures (never timed). E.g. fixtures/probes/l40s-thamada.
+        #[arg(long, value_name = "DIR")]
+        gpu_probes: Vec<PathBuf>,
         #[command(flatten)]
         trigger: TriggerArg,
     },
@@ -114,6 +119,11 @@ pub enum Command {
         /// stands in for a host of another kind. Timed CPU cells still run on the real CPU.
         #[arg(long, value_name = "DIR")]
         probes: Option<PathBuf>,
+        /// Keep this host's live CPU and compilers and add the GPUs recorded in DIR
+        /// (repeatable): the fork's GPU builds run with the real toolchains here and are
+        /// checked for those GPUs (never timed).
+        #[arg(long, value_name = "DIR", conflicts_with = "probes")]
+        gpu_probes: Vec<PathBuf>,
         /// The agent's own policy (TOML: `allowed_sources`, `allowed_build_programs`): a job
         /// whose sources or programs it does not allow is refused before anything is fetched
         /// or run [default: /etc/abfleet/agent-policy.toml when it exists]. Without a policy

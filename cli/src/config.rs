@@ -811,6 +811,9 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             coordinator,
             work_dir,
             probes,
+            // Command line only: recorded GPUs stand in for hardware in tests and demos,
+            // not on a bench host's configuration.
+            gpu_probes: _,
             policy,
             tls,
         } => {

@@ -47,6 +47,7 @@ pub async fn run(
         Some(out.clone()),
         data_dir,
         work_dir,
+        &[],
         Trigger::Manual,
     )
     .await?;

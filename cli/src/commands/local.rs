@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use abfleet_agent::{inventory, run_agent, AgentConfig};
+use abfleet_agent::config::InventorySource;
+use abfleet_agent::{run_agent, AgentConfig};
 use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 use abfleet_core::spec::{FixtureLocation, JobSpec, SourceSpec};
 use abfleet_proto::pb;
@@ -18,6 +19,7 @@ pub async fn run(
     out: Option<PathBuf>,
     data_dir: &Path,
     work_dir: &Path,
+    gpu_probes: &[PathBuf],
     trigger: Trigger,
 ) -> Result<i32, Failure> {
     let spec = JobSpec::load(spec_path).usage()?;
@@ -30,9 +32,33 @@ pub async fn run(
         out,
         data_dir,
         work_dir,
+        gpu_probes,
         trigger,
     )
     .await
+}
+
+/// Waits (up to a minute: the probes run first) until the embedded agent has registered.
+async fn wait_for_the_agent(
+    client: &mut pb::control_service_client::ControlServiceClient<tonic::transport::Channel>,
+) -> Result<(), Failure> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let listed = client
+            .list_agents(pb::ListAgentsRequest::default())
+            .await
+            .map_err(|s| status_error("failed to list the embedded agent", s))?
+            .into_inner();
+        if !listed.agents.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(Failure::infra(anyhow::anyhow!(
+                "the embedded agent did not register within a minute; see its warnings above"
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 /// Runs an already loaded spec on the embedded coordinator and agent.
@@ -42,6 +68,7 @@ pub async fn run_spec(
     out: Option<PathBuf>,
     data_dir: &Path,
     work_dir: &Path,
+    gpu_probes: &[PathBuf],
     trigger: Trigger,
 ) -> Result<i32, Failure> {
     check_local_paths(&spec).usage()?;
@@ -67,20 +94,32 @@ pub async fn run_spec(
     ));
     let (stop_agent, agent_stopped) = tokio::sync::oneshot::channel::<()>();
     // The probes run external tools (nvidia-smi, rocminfo, …): off the async runtime.
-    let host = tokio::task::spawn_blocking(inventory::probe_host)
-        .await
-        .map_err(|err| anyhow::anyhow!("the host probe task failed: {err}"))
-        .infra()?;
-    let agent_task = tokio::spawn(run_agent(
-        AgentConfig::new(url.clone(), work_dir),
-        host,
-        async {
-            let _ = agent_stopped.await;
-        },
-    ));
+    let source = if gpu_probes.is_empty() {
+        InventorySource::Live
+    } else {
+        InventorySource::LiveWithRecordedGpus(gpu_probes.to_vec())
+    };
+    let host = {
+        let source = source.clone();
+        tokio::task::spawn_blocking(move || source.read())
+            .await
+            .map_err(|err| anyhow::anyhow!("the host probe task failed: {err}"))
+            .infra()?
+            .usage()?
+    };
+    let mut agent_config = AgentConfig::new(url.clone(), work_dir);
+    agent_config.inventory_source = Some(source);
+    let agent_task = tokio::spawn(run_agent(agent_config, host, async {
+        let _ = agent_stopped.await;
+    }));
 
     let result = async {
         let mut client = control_client(&url, &crate::cli::TlsArgs::default()).await?;
+        if spec.targets.is_some() {
+            // A run with targets is matched against the registered agents when it is
+            // submitted: the embedded agent must have registered first.
+            wait_for_the_agent(&mut client).await?;
+        }
         let run_id = client
             .submit_run(pb::SubmitRunRequest {
                 spec_json: spec.to_json(),

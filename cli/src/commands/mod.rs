@@ -23,8 +23,19 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             out,
             data_dir,
             work_dir,
+            gpu_probes,
             trigger,
-        } => local::run(&spec, out, &data_dir, &work_dir, trigger.trigger).await,
+        } => {
+            local::run(
+                &spec,
+                out,
+                &data_dir,
+                &work_dir,
+                &gpu_probes,
+                trigger.trigger,
+            )
+            .await
+        }
         Command::Calibrate {
             spec,
             trials,
@@ -64,6 +75,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             coordinator,
             work_dir,
             probes,
+            gpu_probes,
             policy,
             tls,
             config: _,
@@ -73,6 +85,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                 &tls,
                 &work_dir,
                 probes.as_deref(),
+                &gpu_probes,
                 policy.as_deref(),
             )
             .await

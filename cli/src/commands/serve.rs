@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use abfleet_agent::policy::AgentPolicy;
-use abfleet_agent::{inventory, run_agent, AgentConfig, AgentError};
+use abfleet_agent::{run_agent, AgentConfig, AgentError};
 use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 
 use crate::cli::{MilestoneArgs, TlsArgs};
@@ -294,6 +294,7 @@ pub async fn agent(
     tls: &TlsArgs,
     work_dir: &Path,
     probes: Option<&Path>,
+    gpu_probes: &[std::path::PathBuf],
     policy: Option<&Path>,
 ) -> Result<i32, Failure> {
     let mut config = AgentConfig::new(coordinator, work_dir);
@@ -317,25 +318,20 @@ pub async fn agent(
         ),
     }
     config.policy = policy.map(std::sync::Arc::new);
-    config.inventory_source = Some(match probes {
+    let source = match probes {
         Some(dir) => abfleet_agent::config::InventorySource::Recorded(dir.to_path_buf()),
-        None => abfleet_agent::config::InventorySource::Live,
-    });
-    // The probes run external tools (nvidia-smi, rocminfo, …): off the async runtime.
-    let inventory = match probes {
-        Some(dir) => {
-            let dir = dir.to_path_buf();
-            tokio::task::spawn_blocking(move || inventory::from_recorded_probes(&dir))
-                .await
-                .map_err(|err| anyhow::anyhow!("the probe task failed: {err}"))
-                .infra()?
-                .usage()?
+        None if !gpu_probes.is_empty() => {
+            abfleet_agent::config::InventorySource::LiveWithRecordedGpus(gpu_probes.to_vec())
         }
-        None => tokio::task::spawn_blocking(inventory::probe_host)
-            .await
-            .map_err(|err| anyhow::anyhow!("the host probe task failed: {err}"))
-            .infra()?,
+        None => abfleet_agent::config::InventorySource::Live,
     };
+    config.inventory_source = Some(source.clone());
+    // The probes run external tools (nvidia-smi, rocminfo, …): off the async runtime.
+    let inventory = tokio::task::spawn_blocking(move || source.read())
+        .await
+        .map_err(|err| anyhow::anyhow!("the probe task failed: {err}"))
+        .infra()?
+        .usage()?;
     let keys: Vec<&str> = inventory
         .generations
         .iter()
