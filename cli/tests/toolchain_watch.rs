@@ -58,15 +58,6 @@ fn probe_set(dir: &Path, toolkit: &str) -> PathBuf {
     dir.to_path_buf()
 }
 
-async fn runs(client: &mut Client) -> Vec<pb::RunSummary> {
-    client
-        .list_runs(pb::ListRunsRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .runs
-}
-
 /// The spec a run was started with, as the coordinator keeps it.
 async fn spec_of(client: &mut Client, run_id: &str) -> abfleet_core::spec::JobSpec {
     let json = client
@@ -118,9 +109,9 @@ async fn register(url: &str, client: &Client, work_dir: &Path, probes: &Path) {
 /// registers).
 async fn runs_when(client: &Client, count: usize) -> Vec<pb::RunSummary> {
     wait_until(Duration::from_secs(30), "the watcher's runs", || {
-        let mut client = client.clone();
+        let client = client.clone();
         async move {
-            let listed = runs(&mut client).await;
+            let listed = list_runs(&client).await;
             (listed.len() >= count).then_some(listed)
         }
     })
@@ -165,10 +156,10 @@ async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
     // First registration: nothing to compare with.
     let host_a = tmp.path().join("agent-a");
     register(&url, &client, &host_a, &old).await;
-    assert!(runs(&mut client).await.is_empty());
+    assert!(list_runs(&client).await.is_empty());
     // The same toolchain again: nothing changed.
     register(&url, &client, &host_a, &old).await;
-    assert!(runs(&mut client).await.is_empty());
+    assert!(list_runs(&client).await.is_empty());
 
     // CUDA 11.8 → 12.4 on the same agent: one retuning run and one retuning sweep.
     register(&url, &client, &host_a, &new).await;
@@ -216,7 +207,7 @@ async fn a_new_nvcc_on_an_agent_starts_one_retuning_run_for_its_generation() {
     let host_b = tmp.path().join("agent-b");
     register(&url, &client, &host_b, &old).await;
     register(&url, &client, &host_b, &new).await;
-    let after = runs(&mut client).await;
+    let after = list_runs(&client).await;
     assert_eq!(after.len(), 2, "{after:?}");
 }
 
@@ -247,7 +238,7 @@ async fn a_new_agent_with_a_new_toolchain_starts_the_retuning_run_of_its_generat
     let new = probe_set(&tmp.path().join("probes-12.4"), "toolchain-cuda-12.4-conda");
 
     register(&url, &client, &tmp.path().join("agent-a"), &old).await;
-    assert!(runs(&mut client).await.is_empty());
+    assert!(list_runs(&client).await.is_empty());
     let agents = client
         .list_agents(pb::ListAgentsRequest::default())
         .await
@@ -281,5 +272,5 @@ async fn a_new_agent_with_a_new_toolchain_starts_the_retuning_run_of_its_generat
 
     // Agent C, still on 11.8: the generation has had it; nothing starts.
     register(&url, &client, &tmp.path().join("agent-c"), &old).await;
-    assert_eq!(runs(&mut client).await.len(), 1);
+    assert_eq!(list_runs(&client).await.len(), 1);
 }

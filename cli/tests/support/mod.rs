@@ -555,6 +555,19 @@ pub async fn list_agents(
         .agents
 }
 
+/// The runs the coordinator knows, as `abfleet runs` lists them.
+pub async fn list_runs(
+    client: &ControlServiceClient<Channel>,
+) -> Vec<abfleet_proto::pb::RunSummary> {
+    client
+        .clone()
+        .list_runs(abfleet_proto::pb::ListRunsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .runs
+}
+
 /// Waits until at least `count` agents have registered.
 pub async fn wait_for_agents(client: &ControlServiceClient<Channel>, count: usize) {
     wait_until(

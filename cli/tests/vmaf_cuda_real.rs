@@ -1,0 +1,366 @@
+//! The fork's real CUDA kernels through a real toolchain bump. The production retuning spec
+//! (fixtures/jobs/vmaf-retune.toml, its fork pointed at the real fork tree of
+//! fixtures/vmaf-real) runs on an `abfleet agent` child process whose PATH has CUDA 13.0 from
+//! PyPI, with recorded L40S (sm_89) and RTX PRO 6000 Blackwell (sm_120) captures standing in
+//! for the GPUs. The agent is restarted with CUDA 13.5 on its PATH: the toolchain watcher
+//! starts the retuning run, the agent builds the 21 kernel fatbins again, and the report says
+//! per kernel and architecture what moved. The test reads the same fatbins with `cuobjdump`
+//! itself and checks the report's arch lists and register diff against what it printed.
+//! Both toolkits are installed by scripts/test under .toolchains/ (docs/retuning.md).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use abfleet_coordinator::CoordinatorConfig;
+use abfleet_core::finding::{Finding, Severity};
+use abfleet_core::report::{GenerationSection, Report};
+use abfleet_proto::pb;
+use support::*;
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+const OLD: &str = "13.0.88";
+const NEW: &str = "13.5.37";
+
+/// The `bin` of a PyPI CUDA toolkit that scripts/test installed under .toolchains/.
+fn toolkit_bin(version: &str) -> PathBuf {
+    let venv = Path::new(ROOT)
+        .join(".toolchains")
+        .join(format!("cuda-{version}"));
+    let lib = venv.join("lib");
+    let found = std::fs::read_dir(&lib).ok().and_then(|entries| {
+        entries
+            .flatten()
+            .map(|e| e.path().join("site-packages/nvidia/cu13/bin"))
+            .find(|bin| bin.join("nvcc").is_file() && bin.join("cuobjdump").is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "CUDA {version} from PyPI is not installed under {}: run `scripts/test --install-only` (docs/retuning.md)",
+            venv.display()
+        )
+    })
+}
+
+fn path_with(bin: &Path) -> String {
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
+/// The production spec with its fork at the real fork tree (a git repository made from the
+/// tarball) instead of GitHub.
+fn derive_spec(dir: &Path, fork_repo: &Path, commit: &str) -> PathBuf {
+    let production =
+        std::fs::read_to_string(Path::new(ROOT).join("fixtures/jobs/vmaf-retune.toml")).unwrap();
+    let text = production
+        .replacen(
+            "git = \"https://github.com/lusoris/vmaf.git\"",
+            &format!("git = {:?}", fork_repo.display().to_string()),
+            1,
+        )
+        .replacen(
+            "rev = \"c2a3c7e0febd98a6831b9bfebe5e298e229b1244\"",
+            &format!("rev = \"{commit}\""),
+            1,
+        );
+    assert_eq!(
+        text.matches(&fork_repo.display().to_string()).count(),
+        1,
+        "the production spec names the fork's repository once"
+    );
+    assert!(
+        text.contains(commit),
+        "the production spec pins the fork's commit"
+    );
+    let path = dir.join("vmaf-retune.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `abfleet agent` as a bench host runs it, with `bin` first on its PATH.
+fn start_agent(url: &str, work_dir: &Path, bin: &Path, log: &Path) -> Child {
+    let probes = Path::new(ROOT).join("fixtures/probes");
+    Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(["agent", "--coordinator", url, "--work-dir"])
+        .arg(work_dir)
+        .arg("--gpu-probes")
+        .arg(probes.join("l40s-thamada"))
+        .arg("--gpu-probes")
+        .arg(probes.join("rtx-pro-6000-blackwell-maxq-telegraf"))
+        .env("PATH", path_with(bin))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn stop_agent(mut child: Child) {
+    // SIGTERM: the agent stops at once when idle.
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    for _ in 0..100 {
+        if child.try_wait().unwrap().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn section<'r>(report: &'r Report, key: &str) -> &'r GenerationSection {
+    report
+        .generations
+        .iter()
+        .find(|g| g.key == key)
+        .unwrap_or_else(|| {
+            panic!(
+                "no {key} section: {:?}",
+                report
+                    .generations
+                    .iter()
+                    .map(|g| &g.key)
+                    .collect::<Vec<_>>()
+            )
+        })
+}
+
+fn findings<'s>(section: &'s GenerationSection, check: &str) -> Vec<&'s Finding> {
+    section
+        .findings
+        .iter()
+        .filter(|f| f.check == check)
+        .collect()
+}
+
+/// The fatbins a build of this agent made with `version`, by their build log's toolchain line.
+fn fatbin_dir(work_dir: &Path, version: &str) -> PathBuf {
+    let release = format!("V{version}");
+    std::fs::read_dir(work_dir.join("builds"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|dir| {
+            std::fs::read_to_string(dir.join("build.log"))
+                .is_ok_and(|log| log.lines().take(3).any(|l| l.contains(&release)))
+        })
+        .map(|dir| dir.join("src/libvmaf/build/src"))
+        .unwrap_or_else(|| panic!("no build with CUDA {version} in {}", work_dir.display()))
+}
+
+fn cuobjdump(bin: &Path, args: &[&str], file: &Path) -> String {
+    let out = Command::new(bin.join("cuobjdump"))
+        .args(args)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cuobjdump {args:?} {}",
+        file.display()
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// This test's own reading of `cuobjdump --dump-resource-usage`: (kernel, arch) → REG.
+fn registers_per_kernel(text: &str) -> BTreeMap<(String, String), u32> {
+    let mut found = BTreeMap::new();
+    let mut arch = String::new();
+    let mut function = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(a) = line.strip_prefix("arch = ") {
+            arch = a.to_string();
+        } else if let Some(f) = line.strip_prefix("Function ") {
+            function = Some(f.trim_end_matches(':').to_string());
+        } else if let (Some(f), Some(rest)) = (function.take(), line.strip_prefix("REG:")) {
+            let count = rest.split_whitespace().next().unwrap().parse().unwrap();
+            found.insert((f, arch.clone()), count);
+        }
+    }
+    found
+}
+
+/// This test's own reading of `cuobjdump --list-elf` / `--list-ptx`: the `sm_XY` of each line.
+fn listed_arches(text: &str) -> Vec<String> {
+    let mut arches: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.rsplit('.').nth(1).map(str::to_string))
+        .filter(|a| a.starts_with("sm_"))
+        .collect();
+    arches.sort_by_key(|a| a[3..].parse::<u32>().unwrap());
+    arches.dedup();
+    arches
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cuda_13_0_to_13_5_bump_on_the_forks_real_kernels() {
+    let (old_bin, new_bin) = (toolkit_bin(OLD), toolkit_bin(NEW));
+    let tmp = tempfile::tempdir().unwrap();
+    let fork_repo = tmp.path().join("fork");
+    let commit = repo_from_tarball(
+        &Path::new(ROOT).join("fixtures/vmaf-real/fork-c2a3c7e0.tar.xz"),
+        &fork_repo,
+        None,
+    );
+    let spec = derive_spec(tmp.path(), &fork_repo, &commit);
+    let coordinator = TestCoordinator::start(
+        &tmp.path().join("data"),
+        CoordinatorConfig {
+            retune_spec: Some(spec.clone()),
+            ..CoordinatorConfig::default()
+        },
+    )
+    .await;
+    let url = coordinator.url();
+    let mut client = coordinator.control().await;
+    let work_dir = tmp.path().join("agent");
+
+    // CUDA 13.0: the baseline, submitted by hand.
+    let agent = start_agent(
+        &url,
+        &work_dir,
+        &old_bin,
+        &tmp.path().join("agent-13.0.log"),
+    );
+    wait_for_agents(&client, 1).await;
+    let run_id = submit(&mut client, &spec).await;
+    let old = wait_for_report(&mut client, &run_id, Duration::from_secs(900)).await;
+    stop_agent(agent);
+    let log = std::fs::read_to_string(tmp.path().join("agent-13.0.log")).unwrap();
+    assert_eq!(old.status, "done", "{}\n{log}", old.to_json_pretty());
+
+    // CUDA 13.5 on the same agent: the watcher starts one retuning run per generation whose
+    // toolchain changed, by itself.
+    let agent = start_agent(
+        &url,
+        &work_dir,
+        &new_bin,
+        &tmp.path().join("agent-13.5.log"),
+    );
+    let bumps = wait_until(Duration::from_secs(60), "the toolchain-bump runs", || {
+        let client = client.clone();
+        async move {
+            let bumps: Vec<pb::RunSummary> = list_runs(&client)
+                .await
+                .into_iter()
+                .filter(|r| r.trigger == "toolchain-bump")
+                .collect();
+            (bumps.len() == 2).then_some(bumps)
+        }
+    })
+    .await;
+    let mut new_reports = Vec::new();
+    for bump in &bumps {
+        assert!(
+            bump.trigger_note.contains("release 13.0")
+                && bump.trigger_note.contains("release 13.5"),
+            "{}",
+            bump.trigger_note
+        );
+        let report = wait_for_report(&mut client, &bump.run_id, Duration::from_secs(900)).await;
+        assert_eq!(report.status, "done", "{}", report.to_json_pretty());
+        new_reports.push(report);
+    }
+    stop_agent(agent);
+    let new_for = |key: &str| -> &Report {
+        new_reports
+            .iter()
+            .find(|r| r.generations.iter().any(|g| g.key == key))
+            .unwrap_or_else(|| panic!("no toolchain-bump run for {key}"))
+    };
+
+    let old_fatbins = fatbin_dir(&work_dir, OLD);
+    let new_fatbins = fatbin_dir(&work_dir, NEW);
+    let mut changed_registers = 0;
+    for key in ["cuda/sm_89", "cuda/sm_120"] {
+        let arch = key.trim_start_matches("cuda/");
+        let new = new_for(key);
+        for (report, fatbins) in [(&old, &old_fatbins), (new, &new_fatbins)] {
+            let section = section(report, key);
+            // The gencode of the fork's meson.build for CUDA 13 (no compute_50 PTX below 13
+            // is gone; sm_100, sm_120 and compute_120 above 12.8), as cuobjdump lists it.
+            let motion = fatbins.join("motion_score.fatbin");
+            let sass = listed_arches(&cuobjdump(&new_bin, &["--list-elf"], &motion));
+            assert_eq!(
+                sass,
+                ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
+            );
+            let device = findings(section, "arch_coverage")
+                .into_iter()
+                .find(|f| f.subject == "device")
+                .unwrap_or_else(|| panic!("{key}: one arch_coverage finding for all 21 fatbins"));
+            assert_eq!(device.evidence["sass"], serde_json::json!(sass), "{key}");
+            assert_eq!(
+                device.evidence["ptx"],
+                serde_json::json!(["compute_80", "compute_120"]),
+                "{key}"
+            );
+            assert_eq!(device.evidence["artifacts"].as_array().unwrap().len(), 21);
+            assert_eq!(device.severity, Severity::Ok, "{}", device.verdict);
+            // ptxas ignores the (256, 8) and (64, 32) minimums on both: 2048 threads per SM
+            // asked of SMs that hold 1536.
+            let ignored: Vec<&str> = findings(section, "launch_bounds")
+                .into_iter()
+                .filter(|f| f.evidence["honoured"] == false)
+                .map(|f| f.subject.as_str())
+                .collect();
+            for kernel in [
+                "calculate_motion_score_kernel_8bpc",
+                "motion_v2_kernel_8bpc",
+                "ssimulacra2_blur_h",
+                "ssimulacra2_blur_v",
+            ] {
+                assert!(
+                    ignored.contains(&format!("{kernel}@{arch}").as_str()),
+                    "{key}: {kernel} not among the ignored launch bounds {ignored:?}"
+                );
+            }
+            // Exit code rule (docs/retuning.md): a fail finding makes the run exit 4.
+            let any_fail = report
+                .generations
+                .iter()
+                .flat_map(|g| &g.findings)
+                .any(|f| f.severity == Severity::Fail);
+            assert_eq!(report.exit_code == 4, any_fail, "exit {}", report.exit_code);
+        }
+
+        // The register diff, against cuobjdump's own output for the same fatbins.
+        let section = section(new, key);
+        let registers = findings(section, "registers");
+        assert!(registers.len() >= 50, "{key}: {} kernels", registers.len());
+        for finding in registers {
+            let (kernel, _) = finding.subject.split_once('@').unwrap();
+            let artifact = finding.evidence["artifact"].as_str().unwrap();
+            let read = |dir: &Path| {
+                registers_per_kernel(&cuobjdump(
+                    &new_bin,
+                    &["--dump-resource-usage"],
+                    &dir.join(artifact),
+                ))[&(kernel.to_string(), arch.to_string())]
+            };
+            let (before, after) = (read(&old_fatbins), read(&new_fatbins));
+            assert_eq!(finding.evidence["registers"], after, "{}", finding.subject);
+            let previous = finding
+                .previous
+                .as_ref()
+                .unwrap_or_else(|| panic!("{}: no previous run", finding.subject));
+            let diff = format!("registers: {before} → {after}");
+            let listed = previous.changes.iter().any(|c| c == &diff);
+            assert_eq!(
+                listed,
+                before != after,
+                "{}: changes {:?}, cuobjdump says {before} → {after}",
+                finding.subject,
+                previous.changes
+            );
+            changed_registers += usize::from(before != after);
+        }
+    }
+    // CUDA 13.0 → 13.5 moved registers of 11 kernels on sm_120 and 3 on sm_89 when measured
+    // (docs/retuning.md); the exact set is what cuobjdump says above.
+    assert!(
+        changed_registers > 0,
+        "no register moved between CUDA 13.0 and 13.5"
+    );
+}
