@@ -741,8 +741,15 @@ ACC96(squeezed, __launch_bounds__(128, 8))
         assert_eq!(toolchain.evidence["floor"], 80);
         assert_eq!(toolchain.evidence["newest"], 86);
 
-        // Kernels of the sm_86 cubin only: 3 kernels × (registers, occupancy).
-        assert_eq!(results.findings.len(), 2 + 6, "{:#?}", results.findings);
+        // Kernels of the sm_86 cubin only: 3 kernels × (registers, occupancy), and the
+        // launch bounds of the one that has them.
+        assert_eq!(results.findings.len(), 2 + 7, "{:#?}", results.findings);
+        // (128, 8): 1024 threads fit an sm_86 SM (1536), and the -v log has its lines without
+        // a warning: honoured.
+        let bounds = finding(&results, "launch_bounds", "_Z8squeezedPKdS0_Pdi@sm_86");
+        assert_eq!(bounds.severity, Severity::Ok, "{}", bounds.verdict);
+        assert_eq!(bounds.evidence["honoured"], true);
+        assert_eq!(bounds.evidence["min_blocks"], 8);
         assert!(results.findings[2..]
             .iter()
             .all(|f| f.subject.ends_with("@sm_86")));
@@ -861,7 +868,7 @@ ACC96(squeezed, __launch_bounds__(128, 8))
             Some(no_tools.path()),
         );
         assert!(results.findings.is_empty());
-        assert_eq!(results.skipped.len(), 3);
+        assert_eq!(results.skipped.len(), 4);
         assert!(results
             .skipped
             .iter()
