@@ -158,9 +158,36 @@ fn evidence_changes(
         .filter_map(|name| {
             let before = old.get(name);
             let after = new.get(name);
-            (before != after).then(|| format!("{name}: {} → {}", show(before), show(after)))
+            (before != after).then(|| match (before, after) {
+                (Some(serde_json::Value::Array(old)), Some(serde_json::Value::Array(new))) => {
+                    format!("{name}: {}", list_change(old, new))
+                }
+                _ => format!("{name}: {} → {}", show(before), show(after)),
+            })
         })
         .collect()
+}
+
+/// A list's change as what it gained and lost (`+compute_107 −sm_50`), or the whole lists
+/// when only the order changed: nvcc's target list and a build's gencode are long.
+fn list_change(old: &[serde_json::Value], new: &[serde_json::Value]) -> String {
+    let added: Vec<String> = new
+        .iter()
+        .filter(|v| !old.contains(v))
+        .map(|v| show(Some(v)))
+        .collect();
+    let removed: Vec<String> = old
+        .iter()
+        .filter(|v| !new.contains(v))
+        .map(|v| show(Some(v)))
+        .collect();
+    if added.is_empty() && removed.is_empty() {
+        let whole = |list: &[serde_json::Value]| serde_json::Value::from(list.to_vec()).to_string();
+        return format!("{} → {} (reordered)", whole(old), whole(new));
+    }
+    let mut parts: Vec<String> = added.iter().map(|a| format!("+{a}")).collect();
+    parts.extend(removed.iter().map(|r| format!("−{r}")));
+    parts.join(" ")
 }
 
 fn show(value: Option<&serde_json::Value>) -> String {
@@ -202,6 +229,27 @@ mod tests {
                 "registers: 96 → 128",
                 "toolchain: 13.2 → 13.3"
             ]
+        );
+    }
+
+    #[test]
+    fn a_list_change_says_what_was_added_and_removed() {
+        let targets = |list: &[&str]| registers(96, 41.7).with("toolchain_targets", list.to_vec());
+        let mut now = vec![targets(&["compute_80", "compute_107", "compute_120"])];
+        attach_previous(
+            &mut now,
+            &[targets(&["compute_50", "compute_80", "compute_120"])],
+            "r",
+        );
+        assert_eq!(
+            now[0].previous.as_ref().unwrap().changes,
+            ["toolchain_targets: +compute_107 −compute_50"]
+        );
+        let mut now = vec![targets(&["b", "a"])];
+        attach_previous(&mut now, &[targets(&["a", "b"])], "r");
+        assert_eq!(
+            now[0].previous.as_ref().unwrap().changes,
+            [r#"toolchain_targets: ["a","b"] → ["b","a"] (reordered)"#]
         );
     }
 

@@ -1,5 +1,6 @@
 //! The Markdown of a generation's retuning output: the findings table (with what changed
-//! since the previous run on the same generation), the checks that were skipped and why,
+//! since the previous run on the same generation), the changes alone (what a toolchain bump
+//! moved, per kernel and architecture), the checks that were skipped and why,
 //! and the GPU backend's own timings against its previous run.
 
 use std::fmt::Write as _;
@@ -49,6 +50,7 @@ pub fn render_retune(out: &mut String, section: &GenerationSection, heading: &st
             );
         }
         out.push('\n');
+        render_changes(out, &section.findings, &section.toolchain_changes());
         let commands: Vec<String> = {
             let mut seen = Vec::new();
             for f in &section.findings {
@@ -128,6 +130,76 @@ fn render_backend_cells(out: &mut String, section: &GenerationSection, heading: 
     out.push('\n');
 }
 
+/// What moved since the previous run on this generation, and only that: each finding whose
+/// figures or severity changed, per kernel and architecture, so that a toolchain bump's effect
+/// reads at a glance (the full table above has every finding).
+fn render_changes(out: &mut String, findings: &[Finding], toolchain_changes: &[String]) {
+    let changed: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| {
+            f.previous
+                .as_ref()
+                .is_some_and(|p| !p.changes.is_empty() || p.severity != f.severity)
+        })
+        .collect();
+    let compared = findings.iter().filter(|f| f.previous.is_some()).count();
+    if compared == 0 {
+        return;
+    }
+    let runs: Vec<&str> = {
+        let mut seen = Vec::new();
+        for f in findings {
+            if let Some(p) = &f.previous {
+                if !seen.contains(&p.run_id.as_str()) {
+                    seen.push(p.run_id.as_str());
+                }
+            }
+        }
+        seen
+    };
+    let toolchain = if toolchain_changes.is_empty() {
+        String::new()
+    } else {
+        format!(" Toolchain: {}.", toolchain_changes.join(", "))
+    };
+    let _ = writeln!(
+        out,
+        "What changed since the previous run on this generation (`{}`): {} of {} compared findings.{toolchain}\n",
+        runs.join("`, `"),
+        changed.len(),
+        compared
+    );
+    if changed.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "| Check | Subject | Artifact | Severity | Changed |\n|---|---|---|---|---|"
+    );
+    for finding in changed {
+        let previous = finding.previous.as_ref().expect("filtered on previous");
+        let severity = if previous.severity == finding.severity {
+            finding.severity.name().to_string()
+        } else {
+            format!("{} → {}", previous.severity.name(), finding.severity.name())
+        };
+        let artifact = finding
+            .evidence
+            .get("artifact")
+            .and_then(|a| a.as_str())
+            .unwrap_or("—");
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {severity} | {} |",
+            finding.check,
+            table_text(&finding.subject),
+            table_text(artifact),
+            table_text(&previous.changes.join("; "))
+        );
+    }
+    out.push('\n');
+}
+
 /// A finding's command with its artifact's file name as `{artifact}`, so that the same
 /// command run on each of 21 kernel fatbins is listed once.
 fn command_template(finding: &Finding) -> String {
@@ -142,9 +214,15 @@ fn command_template(finding: &Finding) -> String {
         Some(name) => finding
             .command
             .split(' ')
-            .map(|word| match word.strip_suffix(name) {
-                Some(dir) if dir.ends_with('/') => format!("{dir}{{artifact}}"),
-                _ => word.to_string(),
+            .map(|word| {
+                // `…/adm_cm.fatbin;` when more of the command follows.
+                let path = word.trim_end_matches([';', ',']);
+                match path.strip_suffix(name) {
+                    Some(dir) if dir.ends_with('/') => {
+                        format!("{dir}{{artifact}}{}", &word[path.len()..])
+                    }
+                    _ => word.to_string(),
+                }
             })
             .collect::<Vec<_>>()
             .join(" "),
@@ -178,5 +256,75 @@ fn previous_cell(finding: &Finding) -> String {
             parts.extend(previous.changes.iter().map(|c| table_text(c)));
             parts.join("; ")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::attach_previous;
+
+    fn registers(kernel: &str, count: u32, severity: Severity) -> Finding {
+        Finding::new(
+            "cuda",
+            "registers",
+            kernel,
+            severity,
+            format!("{count} registers"),
+            "cuobjdump",
+        )
+        .with("registers", count)
+        .with("artifact", "psnr_hvs_score.fatbin")
+    }
+
+    #[test]
+    fn only_what_moved_is_listed_with_its_figures() {
+        let before = [
+            registers("psnr_hvs@sm_120", 48, Severity::Ok),
+            registers("psnr@sm_120", 30, Severity::Ok),
+        ];
+        let mut now = [
+            registers("psnr_hvs@sm_120", 243, Severity::Warn),
+            registers("psnr@sm_120", 30, Severity::Ok),
+            registers("new_kernel@sm_120", 12, Severity::Ok),
+        ];
+        attach_previous(&mut now, &before, "run-1");
+        let mut out = String::new();
+        render_changes(&mut out, &now, &["fork: `13.0` → `13.5`".to_string()]);
+        assert!(
+            out.starts_with("What changed since the previous run on this generation (`run-1`): 1 of 2 compared findings. Toolchain: fork: `13.0` → `13.5`."),
+            "{out}"
+        );
+        assert!(
+            out.contains("| registers | psnr_hvs@sm_120 | psnr_hvs_score.fatbin | ok → warn | registers: 48 → 243 |"),
+            "{out}"
+        );
+        assert!(!out.contains("psnr@sm_120"), "{out}");
+        assert!(!out.contains("new_kernel"), "{out}");
+
+        let first = [registers("psnr@sm_120", 30, Severity::Ok)];
+        let mut none = String::new();
+        render_changes(&mut none, &first, &[]);
+        assert!(
+            none.is_empty(),
+            "a first run has nothing to compare: {none}"
+        );
+    }
+
+    #[test]
+    fn a_command_on_each_artifact_is_one_template() {
+        let finding = Finding::new(
+            "cuda",
+            "registers",
+            "k@sm_89",
+            Severity::Ok,
+            "",
+            "/t/cuobjdump --dump-resource-usage /b/src/adm_cm.fatbin; spills from /b/build.log",
+        )
+        .with("artifact", "adm_cm.fatbin");
+        assert_eq!(
+            command_template(&finding),
+            "/t/cuobjdump --dump-resource-usage /b/src/{artifact}; spills from /b/build.log"
+        );
     }
 }
