@@ -597,6 +597,11 @@ pub struct MilestoneArgs {
     /// trigger.
     #[arg(long, value_name = "LABEL", default_value = crate::config::DEFAULT_PERF_LABEL)]
     pub perf_label: String,
+    /// The dependency bots (comma-separated logins, GitHub `user.type` "Bot") whose pull
+    /// requests naming a toolchain (`cuda`, `rocm`, `oneapi` as a word) start a
+    /// `toolchain-bump` run.
+    #[arg(long, value_name = "LOGINS", default_value = crate::config::DEFAULT_TOOLCHAIN_BOTS)]
+    pub toolchain_bots: String,
 }
 
 impl Trigger {

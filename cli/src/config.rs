@@ -25,6 +25,8 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 pub const DEFAULT_DEBOUNCE_SECONDS: f64 = 600.0;
 /// The label that makes a pull request a performance PR (docs/milestone.md).
 pub const DEFAULT_PERF_LABEL: &str = abfleet_coordinator::webhook::PERFORMANCE_LABEL;
+/// The dependency bots whose toolchain PRs start a run (`--toolchain-bots`).
+pub const DEFAULT_TOOLCHAIN_BOTS: &str = abfleet_coordinator::webhook::DEFAULT_TOOLCHAIN_BOTS;
 pub const DEFAULT_COORDINATOR_URL: &str = "http://127.0.0.1:7700";
 pub const DEFAULT_WORK_DIR: &str = "abfleet-agent";
 
@@ -57,6 +59,7 @@ pub struct CoordinatorFile {
     pub debounce_seconds: Option<f64>,
     pub watch_upstream_interval: Option<f64>,
     pub perf_label: Option<String>,
+    pub toolchain_bots: Option<String>,
 }
 
 /// The `[agent]` table; each key is the flag of the same name.
@@ -245,6 +248,8 @@ pub struct CoordinatorSettings {
     pub watch_upstream_interval: Option<f64>,
     /// The label that makes a pull request a performance PR.
     pub perf_label: String,
+    /// The dependency bots whose toolchain PRs count, comma-separated.
+    pub toolchain_bots: String,
 }
 
 impl Default for CoordinatorSettings {
@@ -270,6 +275,7 @@ impl Default for CoordinatorSettings {
             debounce_seconds: DEFAULT_DEBOUNCE_SECONDS,
             watch_upstream_interval: None,
             perf_label: DEFAULT_PERF_LABEL.to_string(),
+            toolchain_bots: DEFAULT_TOOLCHAIN_BOTS.to_string(),
         }
     }
 }
@@ -370,6 +376,11 @@ impl CoordinatorSettings {
             given("watch_upstream_interval"),
         );
         fill(&mut self.perf_label, &file.perf_label, given("perf_label"));
+        fill(
+            &mut self.toolchain_bots,
+            &file.toolchain_bots,
+            given("toolchain_bots"),
+        );
     }
 
     /// What would stop this coordinator from starting, and notes on what it will need.
@@ -550,6 +561,11 @@ impl CoordinatorSettings {
             self.watch_upstream_interval.map(Into::into),
         );
         line(&mut out, "perf_label", Some(self.perf_label.clone().into()));
+        line(
+            &mut out,
+            "toolchain_bots",
+            Some(self.toolchain_bots.clone().into()),
+        );
         out
     }
 }
@@ -785,6 +801,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 debounce_seconds: milestone.debounce_seconds,
                 watch_upstream_interval: milestone.watch_upstream_interval,
                 perf_label: milestone.perf_label.clone(),
+                toolchain_bots: milestone.toolchain_bots.clone(),
             };
             settings.overlay(&section, given_in(matches, "coordinator"));
             *listen = settings.listen;
@@ -805,6 +822,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             milestone.debounce_seconds = settings.debounce_seconds;
             milestone.watch_upstream_interval = settings.watch_upstream_interval;
             milestone.perf_label = settings.perf_label;
+            milestone.toolchain_bots = settings.toolchain_bots;
         }
         Command::Agent {
             config: Some(path),
@@ -908,6 +926,7 @@ mod tests {
         assert_eq!(plaintext, defaults.plaintext);
         assert_eq!(milestone.debounce_seconds, defaults.debounce_seconds);
         assert_eq!(milestone.perf_label, defaults.perf_label);
+        assert_eq!(milestone.toolchain_bots, defaults.toolchain_bots);
         let (command, _) = parse_args(&["abfleet", "agent"]);
         let Command::Agent {
             coordinator,

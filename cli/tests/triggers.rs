@@ -708,6 +708,22 @@ async fn a_replayed_delivery_is_ignored_even_after_a_restart() {
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("already received"), "{text}");
     assert_eq!(hooked.runs().await.len(), 1);
+
+    // Issue 23: the delivery id is not signed; the same signed body under a new id is the
+    // same replay, not a new trigger.
+    let (status, text) = hooked
+        .deliver_signed(
+            "push",
+            "a-new-id-for-the-same-body",
+            fixture("push.tag.json"),
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.contains("this signed body was already received"),
+        "{text}"
+    );
+    assert_eq!(hooked.fleet.store().list_triggers().await.unwrap().len(), 1);
     hooked.stop().await;
 
     // Restarted: the store still knows the id (the answer is a replay's, not a debounce's).
@@ -735,12 +751,17 @@ async fn deliveries_for_one_tag_within_the_window_start_one_run() {
     let milestone = write_milestone_spec(tmp.path());
     let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
 
-    // The tag push and, a moment later, another delivery for the same tag.
+    // The tag push and, a moment later, another delivery for the same tag (another body: a
+    // byte-identical one is a replay, see below).
     let run_id = hooked
         .deliver_starting_a_run("push", "push-1", fixture("push.tag.json"))
         .await;
     let (status, second) = hooked
-        .deliver_signed("push", "push-2", fixture("push.tag.json"))
+        .deliver_signed(
+            "push",
+            "push-2",
+            fixture_with("push.tag.json", "/sender/login", "another-pusher".into()),
+        )
         .await;
     assert_eq!(status, 202, "{second}");
     assert!(
@@ -1094,7 +1115,13 @@ async fn abfleet_coordinator_takes_the_trigger_settings_from_its_config_file() {
         .unwrap();
     assert_eq!(status, 202, "{first}");
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let (status, second) = post("pull_request", "config-2", speed(), true)
+    // Another labelling of the same PR (another body: the same body again is a replay).
+    let relabelled = {
+        let mut json: serde_json::Value = serde_json::from_slice(&speed()).unwrap();
+        json["sender"]["login"] = "another-maintainer".into();
+        serde_json::to_vec(&json).unwrap()
+    };
+    let (status, second) = post("pull_request", "config-2", relabelled, true)
         .await
         .unwrap();
     assert_eq!(status, 202, "{second}");

@@ -126,7 +126,7 @@ async fn healthz(State(fleet): State<Fleet>) -> Response {
 }
 
 /// `POST /hooks/github`: a signed delivery becomes a trigger of the milestone spec, once per
-/// delivery id; see docs/milestone.md.
+/// delivery id and once per body; see docs/milestone.md.
 async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
     let Some(webhook) = state.webhook else {
         return reply(
@@ -175,15 +175,44 @@ async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: B
         }
         Err(err) => return reply(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
     }
+    // The delivery id is not signed: the same signed body under a new id is a replay too.
+    // Kept beside the ids (and pruned with them), under a key no GitHub id can take.
+    let body_key = body_key(&body);
+    match store.remember_delivery(&body_key, &event, now_ms).await {
+        Ok(true) => {}
+        Ok(false) => {
+            info!(%delivery, %event, "webhook body replayed under a new delivery id; ignored");
+            return reply(
+                StatusCode::OK,
+                &format!(
+                    "ignored: this signed body was already received (delivery {delivery} repeats an earlier one)"
+                ),
+            );
+        }
+        Err(err) => {
+            let _ = store.forget_delivery(&delivery).await;
+            return reply(StatusCode::SERVICE_UNAVAILABLE, &err.to_string());
+        }
+    }
     let response = handle(&state.fleet, &webhook, &event, &payload).await;
     if !response.status().is_success() {
         // Not handled: a redelivery (after the fix) is handled, not taken for a replay.
-        if let Err(err) = store.forget_delivery(&delivery).await {
-            warn!(%delivery, %err, "failed to forget an unhandled webhook delivery");
+        for key in [&delivery, &body_key] {
+            if let Err(err) = store.forget_delivery(key).await {
+                warn!(%delivery, %err, "failed to forget an unhandled webhook delivery");
+            }
         }
     }
     info!(%delivery, %event, status = response.status().as_u16(), "webhook delivery");
     response
+}
+
+/// The replay key of a delivery's body: its SHA-256.
+fn body_key(body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(body);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("body sha256:{hex}")
 }
 
 async fn handle(
@@ -205,10 +234,12 @@ async fn handle(
     } else {
         (None, None)
     };
+    let toolchain_bots: Vec<&str> = webhook.toolchain_bots.iter().map(String::as_str).collect();
     let context = HookContext {
         upstream_git_url: upstream.as_deref(),
         fork_git_url: fork.as_deref(),
         perf_label: &webhook.perf_label,
+        toolchain_bots: &toolchain_bots,
     };
     let hook = match decide(event, payload, &context) {
         HookDecision::Ignored(why) => {

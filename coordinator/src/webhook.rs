@@ -19,12 +19,15 @@ pub struct WebhookConfig {
     pub secret: Vec<u8>,
     /// The label that makes a pull request a performance PR (`--perf-label`).
     pub perf_label: String,
+    /// The dependency bots whose toolchain PRs count (`--toolchain-bots`).
+    pub toolchain_bots: Vec<String>,
 }
 
 impl std::fmt::Debug for WebhookConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WebhookConfig")
             .field("perf_label", &self.perf_label)
+            .field("toolchain_bots", &self.toolchain_bots)
             .finish_non_exhaustive()
     }
 }
@@ -53,6 +56,7 @@ impl WebhookConfig {
         WebhookConfig {
             secret: secret.to_vec(),
             perf_label: PERFORMANCE_LABEL.to_string(),
+            toolchain_bots: bot_logins(DEFAULT_TOOLCHAIN_BOTS),
         }
     }
 
@@ -61,6 +65,37 @@ impl WebhookConfig {
         self.perf_label = label.to_string();
         self
     }
+
+    /// With the comma-separated `logins` as the dependency bots whose toolchain PRs count.
+    pub fn with_toolchain_bots(mut self, logins: &str) -> WebhookConfig {
+        self.toolchain_bots = bot_logins(logins);
+        self
+    }
+}
+
+/// The dependency bots whose toolchain PRs start a run unless `--toolchain-bots` says others.
+pub const DEFAULT_TOOLCHAIN_BOTS: &str = "dependabot[bot],renovate[bot]";
+
+fn bot_logins(logins: &str) -> Vec<String> {
+    logins
+        .split(',')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether `word` appears in `text` as a word of its own (`cuda` in "Bump nvidia/cuda to
+/// 13.3" and "cuda-toolkit", not in "barracuda"), case-insensitively.
+fn names_word(text: &str, word: &str) -> bool {
+    let text = text.to_lowercase();
+    let bytes = text.as_bytes();
+    text.match_indices(word).any(|(at, _)| {
+        let before = at.checked_sub(1).map(|i| bytes[i]);
+        let after = bytes.get(at + word.len()).copied();
+        !before.is_some_and(|b| b.is_ascii_alphanumeric())
+            && !after.is_some_and(|b| b.is_ascii_alphanumeric())
+    })
 }
 
 /// Why a request's signature is refused.
@@ -158,6 +193,8 @@ pub struct HookContext<'a> {
     pub fork_git_url: Option<&'a str>,
     /// The label that makes a PR a performance PR.
     pub perf_label: &'a str,
+    /// The dependency bots whose toolchain PRs count.
+    pub toolchain_bots: &'a [&'a str],
 }
 
 impl HookContext<'_> {
@@ -203,7 +240,14 @@ pub fn decide(event: &str, payload: &Value, context: &HookContext<'_>) -> HookDe
                 format!("{name} ({tag})")
             };
             let note = format!("release {shown} of {repo}");
-            if context.is_upstream(&repo) {
+            let prerelease = payload["release"]["prerelease"].as_bool() == Some(true);
+            if context.is_upstream(&repo) && (prerelease || !crate::watcher::is_release_tag(&tag)) {
+                // The upstream watcher's rule: only release tags move the upstream pin.
+                HookDecision::Ignored(format!(
+                    "release `{tag}` of {repo} is a pre-release{}; upstream runs start on release tags only (`v3.1.0`), as the upstream watcher's",
+                    if prerelease { " (prerelease: true)" } else { " tag" }
+                ))
+            } else if context.is_upstream(&repo) {
                 HookDecision::Trigger(HookTrigger {
                     reason: "release",
                     // The tag's key: its push and the upstream watcher seeing it are the
@@ -240,7 +284,11 @@ pub fn decide(event: &str, payload: &Value, context: &HookContext<'_>) -> HookDe
             if payload["deleted"].as_bool() == Some(true) {
                 return HookDecision::Ignored(format!("tag `{tag}` deleted"));
             }
-            if context.is_upstream(&repo) {
+            if context.is_upstream(&repo) && !crate::watcher::is_release_tag(tag) {
+                HookDecision::Ignored(format!(
+                    "tag `{tag}` of {repo} is not a release tag; upstream runs start on release tags only (`v3.1.0`), as the upstream watcher's"
+                ))
+            } else if context.is_upstream(&repo) {
                 HookDecision::Trigger(HookTrigger {
                     reason: "upstream-tag",
                     // The tag alone: the upstream watcher sees the same tag by its URL.
@@ -287,15 +335,28 @@ fn decide_pull_request(
             ));
         }
         ("performance-pr", label)
-    } else if BOT_PR_ACTIONS.contains(&action) && login.ends_with("[bot]") {
-        let haystack = format!("{title}\n{}", text(&pr["body"])).to_lowercase();
-        let Some(word) = TOOLCHAIN_WORDS.iter().find(|w| haystack.contains(*w)) else {
+    } else if BOT_PR_ACTIONS.contains(&action) && context.toolchain_bots.contains(&login.as_str()) {
+        // A login ending in `[bot]` can be any GitHub App; GitHub's own `user.type` says
+        // whether it is a bot account at all.
+        let user_type = text(&pr["user"]["type"]);
+        if user_type != "Bot" {
+            return HookDecision::Ignored(format!(
+                "PR #{number} by `{login}`, whose user.type is `{user_type}`, not `Bot`"
+            ));
+        }
+        let haystack = format!("{title}\n{}", text(&pr["body"]));
+        let Some(word) = TOOLCHAIN_WORDS.iter().find(|w| names_word(&haystack, w)) else {
             return HookDecision::Ignored(format!(
                 "PR #{number} by {login} names no toolchain ({})",
                 TOOLCHAIN_WORDS.join(", ")
             ));
         };
         ("toolchain-bump", word.to_string())
+    } else if BOT_PR_ACTIONS.contains(&action) && login.ends_with("[bot]") {
+        return HookDecision::Ignored(format!(
+            "PR #{number} by `{login}`, not one of the toolchain bots ({}; --toolchain-bots)",
+            context.toolchain_bots.join(", ")
+        ));
     } else {
         return HookDecision::Ignored(format!("pull_request action `{action}` by `{login}`"));
     };
@@ -341,6 +402,7 @@ mod tests {
         upstream_git_url: Some("https://github.com/Netflix/vmaf.git"),
         fork_git_url: Some("git@github.com:lusoris/vmaf.git"),
         perf_label: PERFORMANCE_LABEL,
+        toolchain_bots: &["dependabot[bot]", "renovate[bot]"],
     };
 
     fn trigger(event: &str, payload: &Value) -> HookTrigger {
@@ -778,6 +840,97 @@ mod tests {
         let mut closed = fixture("pull_request.dependabot.json");
         closed["action"] = "closed".into();
         assert!(ignored("pull_request", &closed, &CONTEXT).contains("action `closed`"));
+    }
+
+    /// Issue 23: any login ending in `[bot]` with "cuda" anywhere in the title started a run.
+    #[test]
+    fn only_the_configured_bots_naming_a_toolchain_as_a_word_count() {
+        let bump = |login: &str, user_type: &str, title: &str| {
+            let mut pr = fixture("pull_request.dependabot.json");
+            pr["pull_request"]["user"]["login"] = login.into();
+            pr["pull_request"]["user"]["type"] = user_type.into();
+            pr["pull_request"]["title"] = title.into();
+            pr["pull_request"]["body"] = "".into();
+            pr
+        };
+        let why = ignored(
+            "pull_request",
+            &bump("anyone-at-all[bot]", "Bot", "Bump cuda"),
+            &CONTEXT,
+        );
+        assert!(why.contains("not one of the toolchain bots"), "{why}");
+        let why = ignored(
+            "pull_request",
+            &bump("dependabot[bot]", "User", "Bump cuda"),
+            &CONTEXT,
+        );
+        assert!(why.contains("user.type is `User`"), "{why}");
+        let why = ignored(
+            "pull_request",
+            &bump("dependabot[bot]", "Bot", "Bump barracuda from 1.0 to 1.1"),
+            &CONTEXT,
+        );
+        assert!(why.contains("names no toolchain"), "{why}");
+        for title in [
+            "Bump nvidia/cuda from 12.4 to 13.3",
+            "chore(deps): update CUDA-toolkit to v13",
+        ] {
+            let trigger = trigger("pull_request", &bump("renovate[bot]", "Bot", title));
+            assert_eq!(trigger.reason, "toolchain-bump", "{title}");
+        }
+        let own = HookContext {
+            toolchain_bots: &["our-bumper[bot]"],
+            ..CONTEXT
+        };
+        assert!(matches!(
+            decide(
+                "pull_request",
+                &bump("our-bumper[bot]", "Bot", "Bump ROCm to 6.4"),
+                &own
+            ),
+            HookDecision::Trigger(_)
+        ));
+        let why = ignored(
+            "pull_request",
+            &bump("dependabot[bot]", "Bot", "Bump cuda"),
+            &own,
+        );
+        assert!(why.contains("our-bumper[bot]; --toolchain-bots"), "{why}");
+        assert_eq!(bot_logins(" a[bot], ,b[bot]"), ["a[bot]", "b[bot]"]);
+    }
+
+    /// Issue 23: a pre-release started upstream runs that the upstream watcher would not.
+    #[test]
+    fn upstream_pre_releases_follow_the_watchers_rule() {
+        let mut prerelease = fixture("release.published.json");
+        prerelease["release"]["prerelease"] = true.into();
+        let why = ignored("release", &prerelease, &CONTEXT);
+        assert!(why.contains("prerelease: true"), "{why}");
+        for tag in ["v3.3.0-rc1", "nightly"] {
+            let mut release = fixture("release.published.json");
+            release["release"]["tag_name"] = tag.into();
+            release["release"]["name"] = tag.into();
+            let why = ignored("release", &release, &CONTEXT);
+            assert!(why.contains("release tags only"), "{tag}: {why}");
+            let mut push = fixture("push.tag.json");
+            push["ref"] = format!("refs/tags/{tag}").into();
+            let why = ignored("push", &push, &CONTEXT);
+            assert!(why.contains("not a release tag"), "{tag}: {why}");
+            assert!(!crate::watcher::is_release_tag(tag), "the watcher agrees");
+        }
+        assert_eq!(
+            trigger("release", &fixture("release.published.json")).reason,
+            "release"
+        );
+    }
+
+    #[test]
+    fn names_word_needs_word_boundaries() {
+        assert!(names_word("Bump nvidia/cuda to 13", "cuda"));
+        assert!(names_word("CUDA", "cuda"));
+        assert!(names_word("cuda-toolkit", "cuda"));
+        assert!(!names_word("barracuda", "cuda"));
+        assert!(!names_word("cudart", "cuda"));
     }
 
     #[test]

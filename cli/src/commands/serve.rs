@@ -95,7 +95,8 @@ pub async fn coordinator(
                 abfleet_coordinator::webhook::WebhookConfig::load(path)
                     .map_err(|err| anyhow::anyhow!(err))
                     .usage()?
-                    .with_perf_label(milestone.perf_label.trim()),
+                    .with_perf_label(milestone.perf_label.trim())
+                    .with_toolchain_bots(&milestone.toolchain_bots),
             )
         }
         None => None,
