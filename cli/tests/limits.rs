@@ -223,3 +223,95 @@ async fn runs_page_newest_first_or_oldest_first_and_an_oversize_spec_is_refused_
     );
     coordinator.stop().await;
 }
+
+/// Issue 23: idle and slow clients on the plain-HTTP listener (no bytes at all, or a request
+/// head that never ends) held descriptors until gRPC, `/healthz` and the web view failed. Now
+/// the listener holds at most its cap, closes the idle ones, and gRPC works throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_http_clients_are_closed_and_grpc_keeps_working() {
+    use abfleet_coordinator::http::{serve_http_with, HttpConfig};
+    use abfleet_coordinator::web::limits::ConnectionLimits;
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let coordinator = abfleet_coordinator::Coordinator::open(
+        &tmp.path().join("data"),
+        CoordinatorConfig::default(),
+    )
+    .unwrap();
+    let fleet = coordinator.fleet.clone();
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_url = format!("http://{}", grpc.local_addr().unwrap());
+    tokio::spawn(abfleet_coordinator::serve(
+        coordinator,
+        grpc,
+        abfleet_coordinator::ServerTransport::LoopbackPlaintext,
+        std::future::pending(),
+    ));
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http_addr = http.local_addr().unwrap();
+    let limits = ConnectionLimits {
+        max_connections: 32,
+        first_byte: Duration::from_secs(1),
+        header_read: Duration::from_secs(1),
+    };
+    tokio::spawn(serve_http_with(
+        fleet,
+        http,
+        HttpConfig {
+            webhook: None,
+            web: false,
+            limits,
+        },
+        std::future::pending(),
+    ));
+
+    // 300 sockets that never send a byte, and 20 that send half a request head.
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        held.push(TcpStream::connect(http_addr).await.unwrap());
+    }
+    for _ in 0..20 {
+        let mut slow = TcpStream::connect(http_addr).await.unwrap();
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        held.push(slow);
+    }
+
+    // gRPC on the same process works while they are held.
+    let spec = SpecOptions::path().write(tmp.path(), "spec.toml");
+    let mut control =
+        abfleet_proto::pb::control_service_client::ControlServiceClient::connect(grpc_url)
+            .await
+            .unwrap();
+    let run_id = submit(&mut control, &spec).await;
+    assert!(!run_id.is_empty());
+
+    // Every held socket is closed by the coordinator: the ones over the cap at once, the idle
+    // ones after `first_byte`, the slow ones after `header_read`.
+    let started = Instant::now();
+    for mut socket in held {
+        let mut buf = [0u8; 256];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), socket.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => break,
+                Ok(Ok(_)) => continue, // a 408 before the close
+                Err(_) => panic!("a held socket is still open after {:?}", started.elapsed()),
+            }
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // And the listener answers again.
+    let mut fresh = TcpStream::connect(http_addr).await.unwrap();
+    fresh
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    fresh.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}

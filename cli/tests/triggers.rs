@@ -68,6 +68,7 @@ impl Hooked {
         let http_config = HttpConfig {
             webhook: secret.map(WebhookConfig::new),
             web: false,
+            limits: Default::default(),
         };
         let http_fleet = fleet.clone();
         let http_task = tokio::spawn(async move {

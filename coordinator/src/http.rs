@@ -31,6 +31,8 @@ pub struct HttpConfig {
     /// Also serve the web view and `/api/` (docs/report-format.md). Only on a loopback
     /// address: the listener refuses to start otherwise, since it has no authentication.
     pub web: bool,
+    /// Connections at once and the idle-client timeouts (`web::limits`).
+    pub limits: crate::web::limits::ConnectionLimits,
 }
 
 #[derive(Clone)]
@@ -97,7 +99,7 @@ pub async fn serve_http_with(
         Some(web) => app.merge(web),
         None => app,
     };
-    crate::web::serve_with_grace(listener, app, shutdown, "http").await
+    crate::web::serve_with_grace(listener, app, shutdown, "http", config.limits).await
 }
 
 async fn metrics(State(fleet): State<Fleet>) -> Response {

@@ -190,6 +190,7 @@ pub async fn coordinator(
                 abfleet_coordinator::http::HttpConfig {
                     webhook,
                     web: web_here,
+                    limits: Default::default(),
                 },
                 async {
                     let _ = http_stopped.await;

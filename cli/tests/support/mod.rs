@@ -270,6 +270,7 @@ impl TestCoordinator {
             abfleet_coordinator::http::HttpConfig {
                 webhook: None,
                 web: true,
+                limits: Default::default(),
             },
             std::future::pending(),
         ));

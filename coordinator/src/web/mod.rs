@@ -9,6 +9,7 @@
 
 mod api;
 mod events;
+pub mod limits;
 mod pages;
 mod query;
 pub mod tls;
@@ -32,38 +33,30 @@ pub async fn serve_web_plaintext(
     abfleet_proto::transport::check_plaintext_listen(addr)
         .map_err(|err| crate::CoordinatorError::Internal(format!("the web view: {err}")))?;
     tracing::info!(%addr, "web view and /api on http (loopback only, no authentication)");
-    serve_with_grace(listener, router(fleet), shutdown, "web").await
+    serve_with_grace(
+        listener,
+        router(fleet),
+        shutdown,
+        "web",
+        limits::ConnectionLimits::default(),
+    )
+    .await
 }
 
 /// How long requests in flight get once shutdown begins; a live run page's event stream
 /// never ends by itself, so the wait is bounded.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// `axum::serve` until `shutdown`, then up to [`SHUTDOWN_GRACE`] for requests in flight.
+/// Serves `app` within `limits` until `shutdown`, then up to [`SHUTDOWN_GRACE`] for requests
+/// in flight.
 pub(crate) async fn serve_with_grace(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     what: &str,
+    limits: limits::ConnectionLimits,
 ) -> Result<(), crate::CoordinatorError> {
-    let (begun, begun_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = begun.send(());
-    });
-    let grace = async move {
-        if begun_rx.await.is_ok() {
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        served = server => served.map_err(|err| {
-            crate::CoordinatorError::Internal(format!("{what} listener failed: {err}"))
-        }),
-        () = grace => Ok(()),
-    }
+    limits::serve_limited(listener, app, shutdown, what, limits, SHUTDOWN_GRACE).await
 }
 
 /// The web view's routes: `/`, `/runs/{id}`, `/fleet`, `/history` and `/api/…`; every one
