@@ -130,6 +130,11 @@ pub async fn serve(
                 if let Err(err) = fleet.reap_expired_leases().await {
                     error!(error = %err, "lease reaper failed");
                 }
+                // The first tick is at once: a run stranded before a restart is finished
+                // at start.
+                if let Err(err) = fleet.finish_stranded_runs().await {
+                    error!(error = %err, "finding runs to finish failed");
+                }
             }
         })
     };

@@ -366,6 +366,27 @@ impl Store {
         .await
     }
 
+    /// Runs not finished although every job of theirs has (and they have one): the finish
+    /// failed (a full disk, a failed report) or the coordinator died before it. The reaper
+    /// finishes them (`Fleet::finish_stranded_runs`).
+    pub async fn runs_with_every_job_finished(&self) -> Result<Vec<RunId>, CoordinatorError> {
+        self.with(|conn| {
+            let mut statement = conn.prepare(
+                "SELECT r.run_id FROM runs r
+                 WHERE r.state NOT IN ('done', 'failed', 'cancelled')
+                   AND EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = r.run_id)
+                   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = r.run_id
+                                   AND j.state NOT IN ('done', 'failed', 'cancelled'))
+                 ORDER BY r.created_ms",
+            )?;
+            let ids = statement
+                .query_map([], |row| row.get::<_, String>(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            ids.iter().map(|id| parse_stored_id(id)).collect()
+        })
+        .await
+    }
+
     /// Jobs in a state, oldest first.
     pub async fn jobs_in_state(&self, state: JobState) -> Result<Vec<JobRow>, CoordinatorError> {
         self.with(move |conn| select_jobs(conn, "state = ?1", params![state.as_str()]))

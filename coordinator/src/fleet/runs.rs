@@ -6,7 +6,7 @@ use abfleet_core::report::{JobState, RunState};
 use abfleet_core::session::SessionMessage;
 use abfleet_core::spec::{Fanout, JobSpec};
 use abfleet_core::{JobId, RunId};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::reports::results_for_later_runs;
 use super::served_reports::report_to_json;
@@ -262,8 +262,38 @@ impl Fleet {
         self.run_row(run_id).await
     }
 
-    /// Finishes a run whose jobs have all ended: stores its state and exit code.
+    /// Finishes every run whose jobs have all ended but which is not finished: its finish
+    /// failed (a full disk, a report that could not be made) or the coordinator died between
+    /// the last job's end and the run's. The reaper calls it on every tick, so a run is
+    /// finished once the cause is gone, also after a restart. Returns how many it finished;
+    /// a failure is logged and left for the next tick.
+    pub async fn finish_stranded_runs(&self) -> Result<usize, FleetError> {
+        let stranded = self.inner.store.runs_with_every_job_finished().await?;
+        let mut finished = 0;
+        for run_id in stranded {
+            info!(run_id = %run_id, "every job of the run has ended but the run has not: finishing it");
+            if self.finish_run_if_complete(run_id).await.is_ok() {
+                finished += 1;
+            }
+        }
+        Ok(finished)
+    }
+
+    /// Finishes a run whose jobs have all ended: stores its state and exit code. One task
+    /// finishes a run at a time (another asking meanwhile returns at once); a failure is
+    /// logged as an error (the reaper retries it: [`Fleet::finish_stranded_runs`]).
     pub(super) async fn finish_run_if_complete(&self, run_id: RunId) -> Result<(), FleetError> {
+        let Some(_claim) = FinishClaim::take(self, run_id) else {
+            return Ok(());
+        };
+        let finished = self.finish_run_now(run_id).await;
+        if let Err(err) = &finished {
+            error!(run_id = %run_id, error = %err, "finishing the run failed; the reaper retries it");
+        }
+        finished
+    }
+
+    async fn finish_run_now(&self, run_id: RunId) -> Result<(), FleetError> {
         let run = self.run_row(run_id).await?;
         if run.state.is_finished() {
             return Ok(());
@@ -312,5 +342,38 @@ impl Fleet {
         finished.cells_total = run.spec.cell_count() as u32;
         self.publish(finished);
         Ok(())
+    }
+}
+
+/// A run being finished by one task; dropped when that task is done with it.
+struct FinishClaim<'f> {
+    fleet: &'f Fleet,
+    run_id: RunId,
+}
+
+impl<'f> FinishClaim<'f> {
+    fn take(fleet: &'f Fleet, run_id: RunId) -> Option<FinishClaim<'f>> {
+        let mut finishing = fleet
+            .inner
+            .finishing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        finishing
+            .insert(run_id)
+            // `then`, not `then_some`: a claim made and dropped when the run is taken would
+            // free the other task's claim.
+            .then(|| FinishClaim { fleet, run_id })
+    }
+}
+
+impl Drop for FinishClaim<'_> {
+    fn drop(&mut self) {
+        let mut finishing = self
+            .fleet
+            .inner
+            .finishing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        finishing.remove(&self.run_id);
     }
 }

@@ -2,13 +2,13 @@
 //! agent sessions and the progress channel. Every other module of `fleet` adds methods to
 //! [`Fleet`] over this state.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use abfleet_core::progress::RunProgress;
 use abfleet_core::session::SessionMessage;
-use abfleet_core::{AgentId, JobId};
+use abfleet_core::{AgentId, JobId, RunId};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::clock::{Clock, SystemClock};
@@ -105,6 +105,8 @@ pub(super) struct Inner {
     /// decoded events, and runs finishing together queue here instead of all being in
     /// memory at once.
     pub(super) assembling: tokio::sync::Semaphore,
+    /// Runs a task is finishing now (`runs::finish_run_if_complete`).
+    pub(super) finishing: Mutex<HashSet<RunId>>,
 }
 
 /// A cheap handle on the coordinator's state.
@@ -141,6 +143,7 @@ impl Fleet {
                 assembling: tokio::sync::Semaphore::new(
                     std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4)),
                 ),
+                finishing: Mutex::new(HashSet::new()),
             }),
         }
     }

@@ -1020,3 +1020,33 @@ async fn a_draining_agent_keeps_its_job_and_is_offered_nothing_until_resumed() {
 }
 
 mod served_reports;
+
+/// Issue 23: a run whose finish never happened (the coordinator killed after the last job's
+/// end was stored, or the finish failing on a full disk) stayed `running` for good. The
+/// reaper's pass finishes it; a run still working is left alone.
+#[tokio::test]
+async fn a_run_whose_finish_was_lost_is_finished_by_the_reapers_pass() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    // What the crash leaves: the job ended, the run not.
+    let db = rusqlite::Connection::open(h.fleet.store().path()).unwrap();
+    db.execute(
+        "UPDATE jobs SET state = 'done' WHERE job_id = ?1",
+        [offer.job_id.to_string()],
+    )
+    .unwrap();
+    drop(db);
+    assert_eq!(h.run_state(run_id).await, (RunState::Running, None));
+    let working = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+
+    assert_eq!(h.fleet.finish_stranded_runs().await.unwrap(), 1);
+    let (state, exit_code) = h.run_state(run_id).await;
+    assert_eq!(state, RunState::Done);
+    let report = h.fleet.report(run_id).await.unwrap();
+    assert_eq!(exit_code, Some(report.exit_code));
+    assert_eq!(h.last_progress().exit_code, Some(report.exit_code));
+    // Nothing left to finish; the queued run is not touched.
+    assert_eq!(h.fleet.finish_stranded_runs().await.unwrap(), 0);
+    assert_eq!(h.run_state(working).await.0, RunState::Queued);
+}
