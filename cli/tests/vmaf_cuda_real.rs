@@ -18,7 +18,6 @@ use std::time::Duration;
 use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::finding::{Finding, Severity};
 use abfleet_core::report::{GenerationSection, Report};
-use abfleet_proto::pb;
 use support::*;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -241,7 +240,7 @@ async fn a_cuda_13_0_to_13_5_bump_on_the_forks_real_kernels() {
     let bumps = wait_until(Duration::from_secs(60), "the toolchain-bump runs", || {
         let client = client.clone();
         async move {
-            let bumps: Vec<pb::RunSummary> = list_runs(&client)
+            let bumps: Vec<_> = list_runs(&client)
                 .await
                 .into_iter()
                 .filter(|r| r.trigger == "toolchain-bump")
@@ -278,7 +277,7 @@ async fn a_cuda_13_0_to_13_5_bump_on_the_forks_real_kernels() {
         let new = new_for(key);
         for (report, fatbins) in [(&old, &old_fatbins), (new, &new_fatbins)] {
             let section = section(report, key);
-            // The gencode of the fork's meson.build for CUDA 13 (no compute_50 PTX below 13
+            // The gencode of the fork's meson.build for CUDA 13 (the compute_50 PTX of CUDA < 13
             // is gone; sm_100, sm_120 and compute_120 above 12.8), as cuobjdump lists it.
             let motion = fatbins.join("motion_score.fatbin");
             let sass = listed_arches(&cuobjdump(&new_bin, &["--list-elf"], &motion));

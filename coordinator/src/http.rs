@@ -179,7 +179,7 @@ async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: B
     }
     // The delivery id is not signed: the same signed body under a new id is a replay too.
     // Kept beside the ids (and pruned with them), under a key no GitHub id can take.
-    let body_key = body_key(&body);
+    let body_key = crate::webhook::body_replay_key(&body);
     match store.remember_delivery(&body_key, &event, now_ms).await {
         Ok(true) => {}
         Ok(false) => {
@@ -207,14 +207,6 @@ async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: B
     }
     info!(%delivery, %event, status = response.status().as_u16(), "webhook delivery");
     response
-}
-
-/// The replay key of a delivery's body: its SHA-256.
-fn body_key(body: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(body);
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("body sha256:{hex}")
 }
 
 async fn handle(

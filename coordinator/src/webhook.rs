@@ -133,9 +133,18 @@ pub fn verify_signature(
 pub fn sign(secret: &[u8], body: &[u8]) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes a key of any length");
     mac.update(body);
-    let bytes = mac.finalize().into_bytes();
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256={hex}")
+    format!("sha256={}", hex(&mac.finalize().into_bytes()))
+}
+
+/// The replay key of a delivery's body, its SHA-256: the delivery id is not signed, so the
+/// same signed body under a new id must be recognised by itself.
+pub fn body_replay_key(body: &[u8]) -> String {
+    use sha2::Digest;
+    format!("body sha256:{}", hex(&Sha256::digest(body)))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn decode_hex(text: &str) -> Option<Vec<u8>> {

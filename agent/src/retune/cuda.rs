@@ -8,6 +8,7 @@
 //! `spawn_blocking`. A missing tool, device or artifact is a skipped check, never an error.
 //! No shell: every command is an argv list.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -288,7 +289,7 @@ pub fn run_cuda_checks_with_tools(
 /// Each binary's part of the build log: the parts of the ninja targets that built it, or the
 /// whole log for every binary when no target matches one (a make or script build, whose
 /// kernels the per-kernel names still tell apart).
-fn log_part_per_binary(log: &str, binaries: &[&PathBuf]) -> Vec<Option<String>> {
+fn log_part_per_binary<'l>(log: &'l str, binaries: &[&PathBuf]) -> Vec<Option<Cow<'l, str>>> {
     let stems: Vec<String> = binaries
         .iter()
         .map(|b| {
@@ -297,7 +298,7 @@ fn log_part_per_binary(log: &str, binaries: &[&PathBuf]) -> Vec<Option<String>> 
                 .unwrap_or_default()
         })
         .collect();
-    let mut parts: Vec<Option<String>> = vec![None; binaries.len()];
+    let mut parts: Vec<Option<Cow<str>>> = vec![None; binaries.len()];
     for part in split_by_target(log) {
         let Some(index) = part
             .target
@@ -307,11 +308,13 @@ fn log_part_per_binary(log: &str, binaries: &[&PathBuf]) -> Vec<Option<String>> 
             continue;
         };
         parts[index]
-            .get_or_insert_with(String::new)
+            .get_or_insert_with(|| Cow::Owned(String::new()))
+            .to_mut()
             .push_str(part.text);
     }
     if parts.iter().all(Option::is_none) {
-        return vec![Some(log.to_string()); binaries.len()];
+        // Borrowed: no copy of the whole log per binary.
+        return vec![Some(Cow::Borrowed(log)); binaries.len()];
     }
     parts
 }

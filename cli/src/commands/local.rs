@@ -38,23 +38,17 @@ pub async fn run(
     .await
 }
 
-/// Waits (up to a minute: the probes run first) until the embedded agent has registered.
-async fn wait_for_the_agent(
-    client: &mut pb::control_service_client::ControlServiceClient<tonic::transport::Channel>,
-) -> Result<(), Failure> {
+/// Waits (up to a minute: the probes run first) until the embedded agent has registered
+/// with the embedded coordinator, asked in process (no gRPC round trip).
+async fn wait_for_the_agent(fleet: &abfleet_coordinator::Fleet) -> Result<(), Failure> {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let listed = client
-            .list_agents(pb::ListAgentsRequest::default())
-            .await
-            .map_err(|s| status_error("failed to list the embedded agent", s))?
-            .into_inner();
-        if !listed.agents.is_empty() {
+        if !fleet.store().agents().await.infra()?.is_empty() {
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
             return Err(Failure::infra(anyhow::anyhow!(
-                "the embedded agent did not register within a minute; see its warnings above"
+                "the embedded agent did not register within a minute; see its warnings above, or rerun with RUST_LOG=debug"
             )));
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -77,6 +71,7 @@ pub async fn run_spec(
     // submitting anything.
     drop(abfleet_agent::work_dir_lock::WorkDirLock::acquire(work_dir).usage()?);
     let coordinator = Coordinator::open(data_dir, CoordinatorConfig::default()).infra()?;
+    let fleet = coordinator.fleet.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|err| anyhow::anyhow!("failed to listen on loopback: {err}"))
@@ -118,7 +113,7 @@ pub async fn run_spec(
         if spec.targets.is_some() {
             // A run with targets is matched against the registered agents when it is
             // submitted: the embedded agent must have registered first.
-            wait_for_the_agent(&mut client).await?;
+            wait_for_the_agent(&fleet).await?;
         }
         let run_id = client
             .submit_run(pb::SubmitRunRequest {

@@ -38,6 +38,23 @@ impl Default for ConnectionLimits {
     }
 }
 
+/// The next connection; a failed accept (out of descriptors, most likely) is logged and
+/// retried after a pause rather than in a spin. Shared with the mutual-TLS listener.
+pub(crate) async fn accept(
+    listener: &tokio::net::TcpListener,
+    what: &str,
+) -> (tokio::net::TcpStream, std::net::SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(err) => {
+                debug!(%err, listener = what, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 /// How often a listener at its cap says so in the log.
 const CAP_WARNING_EVERY: Duration = Duration::from_secs(10);
 
@@ -58,15 +75,7 @@ pub(crate) async fn serve_limited(
     loop {
         let (tcp, peer) = tokio::select! {
             () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    // Out of descriptors, most likely: wait rather than spin.
-                    debug!(%err, listener = what, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            accepted = accept(&listener, what) => accepted,
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             if last_warning.is_none_or(|at| at.elapsed() > CAP_WARNING_EVERY) {

@@ -97,14 +97,7 @@ pub async fn serve_web_tls(
     loop {
         let (tcp, peer) = tokio::select! {
             () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    debug!(%err, "web view: accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            accepted = super::limits::accept(&listener, "web view") => accepted,
         };
         let tls = tls.clone();
         let app = app.clone();
