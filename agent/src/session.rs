@@ -94,6 +94,14 @@ pub async fn run_agent(
                 backoff.reset();
                 parts
             }
+            Err(status) if is_refused_certificate(&status) => {
+                refused_certificate(&agent_id, &status, &mut running).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(config.max_backoff) => {}
+                    _ = &mut shutdown => break,
+                }
+                continue;
+            }
             Err(status) => {
                 warn!(agent_id = %agent_id, %status, "cannot reach the coordinator; retrying");
                 tokio::select! {
@@ -133,6 +141,10 @@ pub async fn run_agent(
                         warn!(agent_id = %agent_id, reason = %status.message(), "the coordinator ended the session; registering again");
                         break;
                     }
+                    Err(status) if is_refused_certificate(&status) => {
+                        refused_certificate(&agent_id, &status, &mut running).await;
+                        break;
+                    }
                     Err(status) => { warn!(%status, "session broke"); break; }
                 },
                 _ = reprobe.tick(), if running.is_none() && config.inventory_source.is_some() => {
@@ -163,6 +175,28 @@ pub async fn run_agent(
 }
 
 type Incoming = tonic::Streaming<pb::CoordinatorMessage>;
+
+/// The coordinator refuses this agent's certificate (revoked, or no longer trusted): no
+/// retry soon will change that.
+fn is_refused_certificate(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::Unauthenticated
+}
+
+/// Says so loudly and stops the job it runs: nothing it measures would be accepted. The agent
+/// keeps trying at its longest backoff (a coordinator restored from before a revocation, or
+/// a CA put back, lets it in again); a new certificate needs a restart to be read.
+async fn refused_certificate(
+    agent_id: &str,
+    status: &tonic::Status,
+    running: &mut Option<RunningJob>,
+) {
+    tracing::error!(
+        agent_id,
+        reason = status.message(),
+        "the coordinator refuses this agent's certificate; install a new one (`abfleet certs issue --role agent`) and restart the agent"
+    );
+    stop_running(running).await;
+}
 
 /// The inventory read again from its source, when it differs from `current`.
 async fn reread_inventory(config: &AgentConfig, current: &Inventory) -> Option<Inventory> {

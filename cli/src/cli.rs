@@ -524,11 +524,38 @@ pub enum CertsCommand {
         #[arg(long)]
         force: bool,
     },
-    /// Verify a certificate against DIR/ca.pem and print its role and name.
+    /// Verify a certificate against DIR/ca.pem and print its role, name, serial,
+    /// fingerprint and expiry.
     Show {
         cert: PathBuf,
         #[command(flatten)]
         dir: CertsDir,
+    },
+    /// Revoke a certificate on a running coordinator: refused from its next call, its
+    /// agents' open sessions ended and their jobs requeued, kept across restarts. Name it by
+    /// file (`--cert`) or by serial or SHA-256 fingerprint (`certs show`, `certs list`).
+    /// docs/security.md: what to do when a key is lost.
+    Revoke {
+        /// The serial or fingerprint (hex, `:` allowed) of the certificate to revoke.
+        #[arg(required_unless_present = "cert", conflicts_with = "cert")]
+        serial_or_fingerprint: Option<String>,
+        /// The certificate file to revoke (its serial, fingerprint, role and name are kept).
+        #[arg(long, value_name = "PEM")]
+        cert: Option<PathBuf>,
+        /// Why: kept with the entry and told to whoever presents the certificate.
+        #[arg(long)]
+        reason: String,
+        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        coordinator: String,
+        #[command(flatten)]
+        tls: TlsArgs,
+    },
+    /// The coordinator's deny list, and the certificate each agent id registered with.
+    List {
+        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        coordinator: String,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
 }
 

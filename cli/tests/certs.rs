@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use abfleet_core::certs::{der_from_pem, peer_identity, PeerIdentity, Role};
+use abfleet_core::certs::{der_from_pem, peer_identity, Role};
 
 fn abfleet(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_abfleet"))
@@ -73,18 +73,22 @@ fn init_and_issue_write_the_files_refuse_to_overwrite_and_read_back() {
         let cert = dir.join(format!("{stem}.pem"));
         assert_eq!(mode(&dir.join(format!("{stem}.key"))), 0o600, "{stem}");
         assert_eq!(mode(&cert), 0o644, "{stem}");
-        assert_eq!(
-            peer_identity(&ca, &der(&cert)).unwrap(),
-            PeerIdentity {
-                role,
-                name: name.into()
-            }
-        );
+        let identity = peer_identity(&ca, &der(&cert)).unwrap();
+        assert_eq!((identity.role, identity.name.as_str()), (role, name));
         let shown = ok(&abfleet(
             tmp.path(),
             &["certs", "show", cert.to_str().unwrap()],
         ));
-        assert_eq!(shown.trim(), format!("role {role} name {name}"));
+        assert_eq!(
+            shown.lines().next().unwrap(),
+            format!("role {role} name {name}")
+        );
+        let identity = peer_identity(&ca, &der(&cert)).unwrap();
+        assert!(
+            shown.contains(&format!("serial {}", identity.certificate.serial))
+                && shown.contains(&format!("sha256 {}", identity.certificate.fingerprint)),
+            "{shown}"
+        );
     }
     let coordinator = std::fs::read_to_string(dir.join("coordinator-coord.pem")).unwrap();
     let parsed = der_from_pem("c", &coordinator).unwrap();

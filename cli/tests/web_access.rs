@@ -3,7 +3,7 @@
 //! which role it needs; no certificate, or one from another CA, gets no page at all; and a
 //! viewer certificate cannot call the coordinator's gRPC services. A plaintext coordinator
 //! refuses a non-loopback `--web`, and serves no web view on a non-loopback `--http`
-//! (where `/metrics` works as before). Real certificates from `abfleet certs`, real TLS on
+//! (where `/metrics` works as before). A revoked viewer certificate gets 403 saying why. Real certificates from `abfleet certs`, real TLS on
 //! 127.0.0.1, real `abfleet` processes.
 
 mod support;
@@ -220,6 +220,41 @@ async fn under_tls_only_operator_and_viewer_certificates_read_the_web_view() {
         "{}",
         refused.message()
     );
+
+    // A revoked viewer certificate (issue 23) reads nothing more, told why.
+    let operator = client_endpoint(
+        &format!("https://localhost:{}", grpc_addr.port()),
+        Some(&files(&certs, "operator-ops")),
+    )
+    .unwrap()
+    .connect()
+    .await
+    .unwrap();
+    ControlServiceClient::new(operator)
+        .revoke_certificate(pb::RevokeCertificateRequest {
+            certificate_pem: files(&certs, "viewer-dashboard").cert_pem,
+            reason: "the dashboard host was retired".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let (status, body) = https_get(
+        web_addr,
+        &certs,
+        Some((&certs, "viewer-dashboard")),
+        "/fleet",
+    )
+    .await
+    .expect("a revoked viewer is told why");
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("was revoked") && body.contains("dashboard host was retired"),
+        "{body}"
+    );
+    let (status, _) = https_get(web_addr, &certs, Some((&certs, "operator-ops")), "/fleet")
+        .await
+        .expect("the operator still reads it");
+    assert_eq!(status, 200);
 }
 
 #[test]

@@ -33,8 +33,10 @@ impl pb::agent_service_server::AgentService for AgentService {
         let caller = caller_of(&request)?;
         let request = request.into_inner();
         let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
-        if let Some(name) = caller.certificate_name() {
-            self.fleet.bind_agent_certificate(agent_id, name).await?;
+        if let Some(identity) = caller.identity() {
+            self.fleet
+                .bind_agent_certificate(agent_id, &identity.name, &identity.certificate)
+                .await?;
         }
         let inventory: Inventory = request
             .inventory
@@ -66,10 +68,22 @@ impl pb::agent_service_server::AgentService for AgentService {
         if let Some(name) = caller.certificate_name() {
             fleet.check_agent_certificate(agent_id, name).await?;
         }
-        let number = fleet.open_session(agent_id, sender)?;
+        let certificate = caller
+            .identity()
+            .map(|identity| identity.certificate.clone());
+        let (number, revoked) = fleet.open_session(agent_id, sender, certificate.clone())?;
         // A message the agent must hear about ends its session with that status (after
         // whatever was queued for it): the agent sees why instead of talking into the void.
         let (ending, ended) = mpsc::channel::<Status>(1);
+        {
+            // A revocation ends the session at once, saying why.
+            let ending = ending.clone();
+            tokio::spawn(async move {
+                if let Ok(reason) = revoked.await {
+                    let _ = ending.send(Status::unauthenticated(reason)).await;
+                }
+            });
+        }
         tokio::spawn(async move {
             let mut next = Some(Ok(first));
             loop {
@@ -87,6 +101,14 @@ impl pb::agent_service_server::AgentService for AgentService {
                         break;
                     }
                 };
+                // The interceptor checked the certificate when the stream opened; a message
+                // on it after a revocation is not heard.
+                if let Some(certificate) = &certificate {
+                    if let Err(err) = fleet.check_not_revoked(certificate) {
+                        let _ = ending.try_send(Status::from(err));
+                        break;
+                    }
+                }
                 match handle_agent_message(&fleet, agent_id, message).await {
                     Ok(()) => {}
                     Err(err @ crate::FleetError::NotRegistered(_)) => {

@@ -4,7 +4,8 @@
 //! needs `agent`, the control service `operator`. The fleet CA already verified the chain in
 //! the TLS handshake; the role is read back from the certificate here, per call. Each
 //! certificate also gets a token bucket of calls ([`RateLimit`]), so one caller cannot
-//! flood the coordinator.
+//! flood the coordinator. A certificate on the deny list (`abfleet certs revoke`) is refused
+//! on every call, from the moment it is revoked.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use abfleet_core::certs::{self, PeerIdentity, Role};
 use tonic::{Request, Status};
+
+use crate::fleet::{refusal, DenyList};
 
 /// How callers are identified on this server.
 #[derive(Clone)]
@@ -23,6 +26,7 @@ pub(crate) enum Access {
     MutualTls {
         ca_der: Arc<Vec<u8>>,
         buckets: Arc<Buckets>,
+        deny_list: DenyList,
     },
 }
 
@@ -97,9 +101,23 @@ pub(crate) enum Caller {
 impl Caller {
     /// The certificate's name, when there is a certificate.
     pub(crate) fn certificate_name(&self) -> Option<&str> {
+        self.identity().map(|identity| identity.name.as_str())
+    }
+
+    /// Who the certificate says the caller is, when there is a certificate.
+    pub(crate) fn identity(&self) -> Option<&PeerIdentity> {
         match self {
             Caller::Loopback => None,
-            Caller::Certified(identity) => Some(&identity.name),
+            Caller::Certified(identity) => Some(identity),
+        }
+    }
+
+    /// How the caller is named in records (who revoked, who cancelled): `role/name`, or
+    /// `loopback`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Caller::Loopback => "loopback".to_string(),
+            Caller::Certified(identity) => format!("{}/{}", identity.role, identity.name),
         }
     }
 }
@@ -110,8 +128,15 @@ impl Access {
     pub(crate) fn require<T>(&self, request: &Request<T>, role: Role) -> Result<Caller, Status> {
         match self {
             Access::LoopbackPlaintext => Ok(Caller::Loopback),
-            Access::MutualTls { ca_der, buckets } => {
+            Access::MutualTls {
+                ca_der,
+                buckets,
+                deny_list,
+            } => {
                 let identity = identify(ca_der, request)?;
+                if let Some(revocation) = deny_list.revoked(&identity.certificate) {
+                    return Err(Status::unauthenticated(refusal(&revocation)));
+                }
                 if identity.role != role {
                     return Err(Status::permission_denied(format!(
                         "this call needs a certificate of role `{role}`; `{}` holds role `{}` ({})",

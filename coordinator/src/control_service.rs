@@ -1,4 +1,5 @@
-//! The gRPC service the CLI talks to: submit, watch, report, list, cancel.
+//! The gRPC service the CLI talks to: submit, watch, report, list, cancel, and the
+//! certificates' deny list (revoke, list).
 
 use std::pin::Pin;
 
@@ -10,8 +11,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::fleet::Fleet;
-use crate::store::{RunCursor, RunListing, RunOrder};
+use crate::auth::caller_of;
+use crate::fleet::{Fleet, RevokeTarget};
+use crate::store::{Revocation, RunCursor, RunListing, RunOrder};
 
 pub(crate) struct ControlService {
     pub(crate) fleet: Fleet,
@@ -105,6 +107,11 @@ impl pb::control_service_server::ControlService for ControlService {
         &self,
         request: Request<pb::WatchRunRequest>,
     ) -> Result<Response<Self::WatchRunStream>, Status> {
+        // A watcher whose certificate is revoked while it watches is cut off at its next
+        // update, told why.
+        let certificate = caller_of(&request)?
+            .identity()
+            .map(|identity| identity.certificate.clone());
         let run_id: RunId = parse_id("run_id", &request.into_inner().run_id)?;
         // Subscribe before the snapshot, so nothing between the two is missed.
         let mut updates = self.fleet.subscribe();
@@ -116,7 +123,12 @@ impl pb::control_service_server::ControlService for ControlService {
                 return;
             }
             loop {
-                match updates.recv().await {
+                let update = updates.recv().await;
+                if let Some(Err(err)) = certificate.as_ref().map(|c| fleet.check_not_revoked(c)) {
+                    let _ = sender.send(Err(err.into())).await;
+                    return;
+                }
+                match update {
                     Ok(update) if update.run_id == run_id => {
                         let finished = update.is_finished();
                         if sender.send(Ok(update.into())).await.is_err() || finished {
@@ -251,6 +263,7 @@ impl pb::control_service_server::ControlService for ControlService {
         let mut agents = self.fleet.agents_page(page.offset, page.size + 1).await?;
         let next_page_token = page.next_token(agents.len());
         agents.truncate(page.size as usize);
+        let deny_list = self.fleet.deny_list();
         let agents = agents
             .into_iter()
             .map(|(agent, state, running)| pb::AgentSummary {
@@ -259,6 +272,16 @@ impl pb::control_service_server::ControlService for ControlService {
                 state: state.to_string(),
                 last_heartbeat_ms: agent.last_heartbeat_ms,
                 running_job_id: running.map(|j| j.to_string()).unwrap_or_default(),
+                cert_revoked: agent
+                    .certificate
+                    .as_ref()
+                    .is_some_and(|(_, id)| deny_list.revoked(id).is_some()),
+                cert_serial: agent
+                    .certificate
+                    .as_ref()
+                    .map(|(_, id)| id.serial.clone())
+                    .unwrap_or_default(),
+                cert_name: agent.certificate.map(|(name, _)| name).unwrap_or_default(),
             })
             .collect();
         Ok(Response::new(pb::ListAgentsResponse {
@@ -292,6 +315,72 @@ impl pb::control_service_server::ControlService for ControlService {
         Ok(Response::new(pb::DrainAgentResponse {
             state: state.to_string(),
         }))
+    }
+
+    async fn revoke_certificate(
+        &self,
+        request: Request<pb::RevokeCertificateRequest>,
+    ) -> Result<Response<pb::RevokeCertificateResponse>, Status> {
+        let revoked_by = caller_of(&request)?.describe();
+        let request = request.into_inner();
+        let target = if request.certificate_pem.trim().is_empty() {
+            RevokeTarget::Named(request.serial_or_fingerprint)
+        } else {
+            RevokeTarget::Certificate(
+                abfleet_core::certs::certificate_facts(&request.certificate_pem).map_err(
+                    |err| Status::invalid_argument(format!("the certificate to revoke: {err}")),
+                )?,
+            )
+        };
+        let outcome = self
+            .fleet
+            .revoke_certificate(target, &request.reason, &revoked_by)
+            .await?;
+        Ok(Response::new(pb::RevokeCertificateResponse {
+            revoked: Some(revoked_to_wire(outcome.revocation)),
+            added: outcome.added,
+            sessions_ended: outcome
+                .sessions_ended
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            jobs_requeued: outcome.jobs_requeued as u32,
+        }))
+    }
+
+    async fn list_certificates(
+        &self,
+        _request: Request<pb::ListCertificatesRequest>,
+    ) -> Result<Response<pb::ListCertificatesResponse>, Status> {
+        let (revoked, agents) = self.fleet.certificates().await?;
+        let deny_list = self.fleet.deny_list();
+        Ok(Response::new(pb::ListCertificatesResponse {
+            revoked: revoked.into_iter().map(revoked_to_wire).collect(),
+            agents: agents
+                .into_iter()
+                .map(|bound| pb::AgentCertificate {
+                    agent_id: bound.agent_id.to_string(),
+                    revoked: deny_list.revoked(&bound.certificate).is_some(),
+                    cert_name: bound.cert_name,
+                    serial: bound.certificate.serial,
+                    fingerprint: bound.certificate.fingerprint,
+                    registered_ms: bound.registered_ms,
+                })
+                .collect(),
+        }))
+    }
+}
+
+fn revoked_to_wire(revocation: Revocation) -> pb::RevokedCertificate {
+    pb::RevokedCertificate {
+        key: revocation.key,
+        serial: revocation.certificate.serial,
+        fingerprint: revocation.certificate.fingerprint,
+        role: revocation.role,
+        name: revocation.name,
+        reason: revocation.reason,
+        revoked_by: revocation.revoked_by,
+        revoked_ms: revocation.revoked_ms,
     }
 }
 

@@ -83,6 +83,9 @@ impl From<FleetError> for tonic::Status {
                 Status::failed_precondition(err.to_string())
             }
             FleetError::AgentConnected(_) => Status::already_exists(err.to_string()),
+            FleetError::TooManyAgentIds { .. } => Status::resource_exhausted(err.to_string()),
+            FleetError::Revoked(_) => Status::unauthenticated(err.to_string()),
+            FleetError::BadRevocation(_) => Status::invalid_argument(err.to_string()),
             FleetError::NoMilestoneSpec | FleetError::MilestoneSpec { .. } => {
                 Status::failed_precondition(err.to_string())
             }
@@ -121,6 +124,16 @@ mod tests {
                 },
                 Code::InvalidArgument,
             ),
+            (
+                FleetError::TooManyAgentIds {
+                    cert_name: "bench-7".into(),
+                    ids: 8,
+                    most: 8,
+                },
+                Code::ResourceExhausted,
+            ),
+            (FleetError::Revoked("x".into()), Code::Unauthenticated),
+            (FleetError::BadRevocation("x".into()), Code::InvalidArgument),
             (
                 FleetError::InventoryTooLarge {
                     agent_id: AgentId::new_random(),

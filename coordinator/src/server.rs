@@ -88,6 +88,10 @@ pub async fn serve(
     let addr = listener
         .local_addr()
         .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
+    fleet
+        .load_deny_list()
+        .await
+        .map_err(|err| CoordinatorError::Internal(format!("reading the deny list: {err}")))?;
     let mut builder = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)));
     let access = match &transport {
@@ -111,6 +115,7 @@ pub async fn serve(
             Access::MutualTls {
                 ca_der: std::sync::Arc::new(ca_der),
                 buckets: std::sync::Arc::new(Buckets::new(coordinator.rate_limit)),
+                deny_list: fleet.deny_list(),
             }
         }
     };

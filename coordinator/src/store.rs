@@ -4,6 +4,7 @@
 //! is versioned: [`migrations`] brings any data directory abfleet ever made up to date on open.
 
 mod bisects;
+mod certificates;
 mod incoming;
 mod listing;
 mod migrations;
@@ -11,6 +12,7 @@ mod previous;
 mod report_inputs;
 mod reports;
 mod triggers;
+pub use certificates::{AgentCertificate, Binding, Revocation};
 pub use incoming::{EventHeader, IncomingEvent};
 pub use listing::{RunCursor, RunListing, RunOrder};
 pub use reports::{ReportToStore, StoredReport};
@@ -107,6 +109,9 @@ pub struct AgentRow {
     pub last_heartbeat_ms: i64,
     /// `abfleet drain` asked that it finish its job and be offered no new one.
     pub draining: bool,
+    /// Under mutual TLS: the certificate name the id is bound to, and the certificate it
+    /// last registered with. `None` for agents that came over plaintext loopback.
+    pub certificate: Option<(String, abfleet_core::certs::CertificateId)>,
 }
 
 /// What storing a batch of events did.
@@ -773,48 +778,6 @@ impl Store {
         .await
     }
 
-    /// Binds `agent_id` to the certificate name `cert_name` unless it is bound already, and
-    /// returns the name it is bound to (the first certificate that registered it).
-    pub async fn bind_agent_certificate(
-        &self,
-        agent_id: AgentId,
-        cert_name: &str,
-        now_ms: i64,
-    ) -> Result<String, CoordinatorError> {
-        let cert_name = cert_name.to_string();
-        self.with(move |conn| {
-            conn.execute(
-                "INSERT INTO agent_certificates (agent_id, cert_name, bound_ms) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(agent_id) DO NOTHING",
-                params![agent_id.to_string(), cert_name, now_ms],
-            )?;
-            let bound: String = conn.query_row(
-                "SELECT cert_name FROM agent_certificates WHERE agent_id = ?1",
-                params![agent_id.to_string()],
-                |row| row.get(0),
-            )?;
-            Ok(bound)
-        })
-        .await
-    }
-
-    /// The certificate name `agent_id` is bound to, if any.
-    pub async fn agent_certificate(
-        &self,
-        agent_id: AgentId,
-    ) -> Result<Option<String>, CoordinatorError> {
-        self.with(move |conn| {
-            Ok(conn
-                .query_row(
-                    "SELECT cert_name FROM agent_certificates WHERE agent_id = ?1",
-                    params![agent_id.to_string()],
-                    |row| row.get(0),
-                )
-                .optional()?)
-        })
-        .await
-    }
-
     /// Records that the agent spoke; false when no agent of that id is registered.
     pub async fn touch_agent(
         &self,
@@ -866,20 +829,43 @@ impl Store {
     ) -> Result<Vec<AgentRow>, CoordinatorError> {
         self.with(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT agent_id, inventory_json, last_heartbeat_ms, draining FROM agents ORDER BY registered_ms, agent_id LIMIT ?1 OFFSET ?2",
+                "SELECT a.agent_id, a.inventory_json, a.last_heartbeat_ms, a.draining,
+                        c.cert_name, c.serial, c.fingerprint
+                 FROM agents a LEFT JOIN agent_certificates c ON c.agent_id = a.agent_id
+                 ORDER BY a.registered_ms, a.agent_id LIMIT ?1 OFFSET ?2",
             )?;
             let rows = stmt.query_map(params![i64::from(limit), offset as i64], |row| {
                 Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, i64>(2)?,
-                    row.get::<_, bool>(3)?,
+                    (
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, bool>(3)?,
+                    ),
+                    (
+                        row.get::<_, Option<String>>(4)?,
+                        row.get::<_, Option<String>>(5)?,
+                        row.get::<_, Option<String>>(6)?,
+                    ),
                 ))
             })?;
             let mut agents = Vec::new();
             for row in rows {
-                let (agent_id, inventory_json, last_heartbeat_ms, draining) = row?;
+                let (
+                    (agent_id, inventory_json, last_heartbeat_ms, draining),
+                    (name, serial, fingerprint),
+                ) = row?;
+                let certificate = name.map(|name| {
+                    (
+                        name,
+                        abfleet_core::certs::CertificateId {
+                            serial: serial.unwrap_or_default(),
+                            fingerprint: fingerprint.unwrap_or_default(),
+                        },
+                    )
+                });
                 agents.push(AgentRow {
+                    certificate,
                     agent_id: parse_stored_id(&agent_id)?,
                     inventory: serde_json::from_str(&inventory_json).map_err(|err| {
                         CoordinatorError::Corrupt(format!("inventory of agent {agent_id}: {err}"))

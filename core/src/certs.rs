@@ -14,6 +14,7 @@ use rcgen::{
 };
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, UnixTime};
+use sha2::Digest as _;
 
 /// The SAN URI prefix that carries a certificate's role and name.
 pub const ROLE_URI_PREFIX: &str = "abfleet://role/";
@@ -64,11 +65,76 @@ impl FromStr for Role {
     }
 }
 
-/// Who a verified peer certificate says its holder is.
+/// Who a verified peer certificate says its holder is, and which certificate said it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerIdentity {
     pub role: Role,
     pub name: String,
+    pub certificate: CertificateId,
+}
+
+/// What tells one certificate from another of the same role and name (a re-issue with
+/// `--force` keeps the name and changes both): what a revocation names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CertificateId {
+    /// The serial number, lowercase hex without separators (as `openssl x509 -serial`
+    /// prints it, lowercased).
+    pub serial: String,
+    /// The SHA-256 of the certificate's DER, lowercase hex (`openssl x509 -fingerprint
+    /// -sha256`, without colons, lowercased).
+    pub fingerprint: String,
+}
+
+impl CertificateId {
+    /// Whether `text` names this certificate: its serial or its fingerprint, in any case
+    /// and with or without `:` separators.
+    pub fn is_named_by(&self, text: &str) -> bool {
+        let wanted = normalize_hex(text);
+        !wanted.is_empty() && (wanted == self.serial || wanted == self.fingerprint)
+    }
+}
+
+/// A serial or fingerprint as typed (`AB:CD:…`, `0xabcd…`, `abcd…`) in the form
+/// [`CertificateId`] keeps; empty when `text` is not hex.
+pub fn normalize_hex(text: &str) -> String {
+    let text = text.trim();
+    let text = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text);
+    let hex: String = text
+        .chars()
+        .filter(|c| *c != ':')
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        hex.trim_start_matches('0').to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// A certificate as `abfleet certs show` and `certs revoke --cert` read it, unverified.
+#[derive(Debug, Clone)]
+pub struct CertificateFacts {
+    pub identity: PeerIdentity,
+    /// The end of its validity, Unix seconds.
+    pub not_after_s: i64,
+}
+
+/// The role, name, serial, fingerprint and expiry of the first certificate in `pem`,
+/// without checking who signed it.
+pub fn certificate_facts(pem: &str) -> Result<CertificateFacts, CertError> {
+    let der = der_from_pem("certificate", pem)?;
+    let identity = read_role(&der)?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(|err| CertError::Parse {
+        what: "certificate",
+        message: err.to_string(),
+    })?;
+    Ok(CertificateFacts {
+        identity,
+        not_after_s: cert.validity().not_after.timestamp(),
+    })
 }
 
 /// A certificate and its private key, both PEM.
@@ -276,7 +342,15 @@ fn read_role(der: &[u8]) -> Result<PeerIdentity, CertError> {
     Ok(PeerIdentity {
         role,
         name: name.to_string(),
+        certificate: CertificateId {
+            serial: normalize_hex(&hex(cert.raw_serial())),
+            fingerprint: hex(&sha2::Sha256::digest(der)),
+        },
     })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A certificate name: letters, digits and `._-`, not starting with `.` or `-` (it is part
@@ -331,14 +405,44 @@ mod tests {
             let leaf = issue(&ca, role, "bench-7", &sans).unwrap();
             assert!(leaf.key_pem.contains("PRIVATE KEY"));
             let identity = peer_identity(&der(&ca), &der(&leaf)).unwrap();
+            assert_eq!((identity.role, identity.name.as_str()), (role, "bench-7"));
             assert_eq!(
-                identity,
-                PeerIdentity {
-                    role,
-                    name: "bench-7".into()
-                }
+                identity.certificate.fingerprint,
+                hex(&sha2::Sha256::digest(der(&leaf)))
             );
         }
+    }
+
+    #[test]
+    fn a_reissued_certificate_has_its_own_serial_and_fingerprint_and_either_names_it() {
+        let ca = new_ca("fleet").unwrap();
+        let first = peer_identity(
+            &der(&ca),
+            &der(&issue(&ca, Role::Agent, "bench-7", &[]).unwrap()),
+        )
+        .unwrap()
+        .certificate;
+        let again = certificate_facts(&issue(&ca, Role::Agent, "bench-7", &[]).unwrap().cert_pem)
+            .unwrap()
+            .identity
+            .certificate;
+        assert_ne!(first.serial, again.serial);
+        assert_ne!(first.fingerprint, again.fingerprint);
+        assert!(first.serial.len() >= 16, "{}", first.serial);
+        // As openssl prints them: upper case, colon-separated, a leading zero byte.
+        let colons = |hex: &str| {
+            hex.as_bytes()
+                .chunks(2)
+                .map(|pair| std::str::from_utf8(pair).unwrap().to_uppercase())
+                .collect::<Vec<_>>()
+                .join(":")
+        };
+        assert!(first.is_named_by(&colons(&first.fingerprint)));
+        assert!(first.is_named_by(&format!("00{}", first.serial.to_uppercase())));
+        assert!(first.is_named_by(&format!("0x{}", first.serial)));
+        assert!(!first.is_named_by(&again.serial));
+        assert!(!first.is_named_by(""));
+        assert!(!first.is_named_by("bench-7"));
     }
 
     #[test]

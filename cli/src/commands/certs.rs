@@ -1,4 +1,4 @@
-//! `abfleet certs init|issue|show`: the fleet CA and the certificates it signs, as files in
+//! `abfleet certs init|issue|show` (`revoke` and `list` ask the coordinator: `certificates.rs`): the fleet CA and the certificates it signs, as files in
 //! one directory (`ca.pem`, `ca.key`, `ROLE-NAME.pem`, `ROLE-NAME.key`). The certificates
 //! themselves come from `core::certs`; this module only writes and reads the files. Keys are
 //! created with mode 0600 (never chmod-ed after), certificates 0644; nothing is overwritten
@@ -17,7 +17,7 @@ use crate::failure::{Classify, Failure};
 const KEY_MODE: u32 = 0o600;
 const CERT_MODE: u32 = 0o644;
 
-pub fn run(command: CertsCommand) -> Result<i32, Failure> {
+pub async fn run(command: CertsCommand) -> Result<i32, Failure> {
     match command {
         CertsCommand::Init { dir, force } => init(&dir.dir, force),
         CertsCommand::Issue {
@@ -28,6 +28,25 @@ pub fn run(command: CertsCommand) -> Result<i32, Failure> {
             force,
         } => issue(&dir.dir, role_of(role), &name, san, force),
         CertsCommand::Show { cert, dir } => show(&dir.dir, &cert),
+        CertsCommand::Revoke {
+            serial_or_fingerprint,
+            cert,
+            reason,
+            coordinator,
+            tls,
+        } => {
+            super::certificates::revoke(
+                serial_or_fingerprint.as_deref(),
+                cert.as_deref(),
+                &reason,
+                &coordinator,
+                &tls,
+            )
+            .await
+        }
+        CertsCommand::List { coordinator, tls } => {
+            super::certificates::list(&coordinator, &tls).await
+        }
     }
 }
 
@@ -102,7 +121,14 @@ fn show(dir: &Path, cert: &Path) -> Result<i32, Failure> {
     let identity = certs::peer_identity(&ca_der, &peer)
         .map_err(|err| anyhow::anyhow!("`{}`: {err}", cert.display()))
         .usage()?;
+    let facts = certs::certificate_facts(&text).usage()?;
     println!("role {} name {}", identity.role, identity.name);
+    println!("serial {}", identity.certificate.serial);
+    println!("sha256 {}", identity.certificate.fingerprint);
+    println!(
+        "expires {}",
+        abfleet_core::report::format_utc(facts.not_after_s.saturating_mul(1000))
+    );
     Ok(abfleet_core::exit::OK)
 }
 

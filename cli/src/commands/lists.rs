@@ -114,8 +114,8 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
         page_token = page.next_page_token;
     }
     println!(
-        "{:<36}  {:<8}  {:<20}  {:<30}  generations",
-        "agent", "state", "last heartbeat", "host"
+        "{:<36}  {:<8}  {:<20}  {:<30}  {:<28}  generations",
+        "agent", "state", "last heartbeat", "host", "certificate (serial)"
     );
     for agent in agents {
         let inventory = agent.inventory.unwrap_or_default();
@@ -130,12 +130,21 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
                 }
             })
             .collect();
+        let certificate = if agent.cert_name.is_empty() {
+            "-".to_string()
+        } else {
+            // Enough of the serial to tell a re-issue apart; `certs list` has all of it.
+            let serial: String = agent.cert_serial.chars().take(8).collect();
+            let revoked = if agent.cert_revoked { " REVOKED" } else { "" };
+            format!("{} ({serial}){revoked}", agent.cert_name)
+        };
         println!(
-            "{:<36}  {:<8}  {:<20}  {:<30}  {}",
+            "{:<36}  {:<8}  {:<20}  {:<30}  {:<28}  {}",
             agent.agent_id,
             agent.state,
             format_utc(agent.last_heartbeat_ms),
             inventory.hostname,
+            certificate,
             if generations.is_empty() {
                 "-".to_string()
             } else {

@@ -3,6 +3,7 @@
 mod bench;
 mod bisect;
 mod calibrate;
+mod certificates;
 mod certs;
 mod docs;
 mod follow;
@@ -314,7 +315,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             generations,
             runs,
         )),
-        Command::Certs { command } => certs::run(command),
+        Command::Certs { command } => certs::run(command).await,
         Command::Occupancy {
             arch,
             block,

@@ -1,30 +1,58 @@
 //! Which certificate may speak for which agent id. Under mutual TLS the first certificate
-//! that registers an agent id owns it for good (kept in the store, so a restart changes
+//! name that registers an agent id owns it for good (kept in the store, so a restart changes
 //! nothing): a session, heartbeat or event batch under that id from any other certificate is
-//! refused, so one agent cannot report for another's lease or take over its id. Plaintext
-//! loopback callers carry no certificate and are not checked.
+//! refused, so one agent cannot report for another's lease or take over its id. One
+//! certificate may bring at most `max_agent_ids_per_certificate` new ids within an hour (an
+//! agent keeps its id in its work dir; a flood of fresh ids is not an agent). Plaintext
+//! loopback callers carry no certificate and are not checked. The deny list is
+//! `revocations`.
 
+use std::time::Duration;
+
+use abfleet_core::certs::CertificateId;
 use abfleet_core::AgentId;
 
 use super::{Fleet, FleetError};
+use crate::store::Binding;
+
+/// The window over which new agent ids per certificate are counted.
+pub const AGENT_ID_WINDOW: Duration = Duration::from_secs(3600);
 
 impl Fleet {
-    /// At registration: binds `agent_id` to `cert_name` on first use, refuses another name.
+    /// At registration: binds `agent_id` to `cert_name` on first use (within the cap on new
+    /// ids), refuses another name, and notes the certificate the id registered with.
     pub async fn bind_agent_certificate(
         &self,
         agent_id: AgentId,
         cert_name: &str,
+        certificate: &CertificateId,
     ) -> Result<(), FleetError> {
         if let Some(bound) = self.cached_certificate(agent_id) {
-            return check(agent_id, &bound, cert_name);
+            check(agent_id, &bound, cert_name)?;
         }
-        let bound = self
+        let now = self.now_ms();
+        let most = self.inner.config.max_agent_ids_per_certificate;
+        let cap = (most > 0).then(|| (most, now - AGENT_ID_WINDOW.as_millis() as i64));
+        match self
             .inner
             .store
-            .bind_agent_certificate(agent_id, cert_name, self.now_ms())
-            .await?;
-        self.cache_certificate(agent_id, &bound);
-        check(agent_id, &bound, cert_name)
+            .bind_agent_certificate(agent_id, cert_name, certificate.clone(), now, cap)
+            .await?
+        {
+            Binding::Bound => {
+                self.cache_certificate(agent_id, cert_name);
+                Ok(())
+            }
+            Binding::Owned { by } => {
+                self.cache_certificate(agent_id, &by);
+                check(agent_id, &by, cert_name)
+            }
+            Binding::TooManyIds { ids } => Err(FleetError::TooManyAgentIds {
+                cert_name: cert_name.to_string(),
+                ids: ids.len(),
+                most,
+            }),
+        }
     }
 
     /// On every later call: `cert_name` must be the certificate `agent_id` registered with.

@@ -157,7 +157,7 @@ impl Fixture {
         // The agent registers afresh each run (a restart after a driver bump).
         self.fleet.register(agent, inventory).await.unwrap();
         let (sender, mut session) = mpsc::unbounded_channel();
-        let number = self.fleet.open_session(agent, sender).unwrap();
+        let (number, _) = self.fleet.open_session(agent, sender, None).unwrap();
         let run_id = self
             .fleet
             .submit_on(spec(), trigger, None, "test", None)
@@ -323,7 +323,7 @@ async fn a_run_pinned_to_a_hardware_id_goes_only_to_an_agent_of_that_hardware() 
     ] {
         f.fleet.register(agent, &inventory).await.unwrap();
         let (sender, session) = mpsc::unbounded_channel();
-        f.fleet.open_session(agent, sender).unwrap();
+        f.fleet.open_session(agent, sender, None).unwrap();
         sessions.push(session);
     }
     // Agent a is idle first: an unpinned job would be its.

@@ -52,6 +52,19 @@ pub enum FleetError {
         bound: String,
         presented: String,
     },
+    /// A registration under a new agent id from a certificate that brought too many lately.
+    #[error("certificate `{cert_name}` already registered {ids} agent ids within the last hour, the most one certificate may (`max_agent_ids_per_certificate` = {most}); an agent keeps its id in its work dir (`agent-id`): give each host its own certificate and keep its work dir")]
+    TooManyAgentIds {
+        cert_name: String,
+        ids: usize,
+        most: u32,
+    },
+    /// A call made with a certificate on the deny list (`abfleet certs revoke`).
+    #[error("{0}")]
+    Revoked(String),
+    /// `abfleet certs revoke` named nothing it can revoke.
+    #[error("{0}")]
+    BadRevocation(String),
     /// A session, heartbeat, "ready" or event batch from an agent id the store does not know
     /// (it never registered, or the coordinator's data dir was replaced under it).
     #[error("agent {0} has not registered with this coordinator: register first (an agent registers before it opens a session or reports; the abfleet agent registers again when it reconnects)")]

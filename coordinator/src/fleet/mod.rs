@@ -4,7 +4,7 @@
 //!
 //! One handle, [`Fleet`] (in `state`), with its methods split by concern: `runs` (submit,
 //! cancel, finish), `sessions` (agents, sessions, dispatch), `leases` (heartbeats, expiry,
-//! requeue), `certificates` (agent id ↔ certificate), `heartbeats` (when agents last spoke, written in batches), `intake` (events), `progress` (watchers), `reports`, `served_reports` (a finished run's report, assembled once and kept), `bisects` (a run's recorded bisects), `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
+//! requeue), `certificates` (agent id ↔ certificate, the cap on ids per certificate), `revocations` (the deny list: revoke, check, end sessions), `heartbeats` (when agents last spoke, written in batches), `intake` (events), `progress` (watchers), `reports`, `served_reports` (a finished run's report, assembled once and kept), `bisects` (a run's recorded bisects), `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
 //! the milestone spec, debounce).
 
 mod bisects;
@@ -19,6 +19,7 @@ mod leases;
 mod metrics;
 mod progress;
 mod reports;
+mod revocations;
 mod runs;
 mod served_reports;
 mod sessions;
@@ -31,5 +32,6 @@ mod triggers;
 pub use error::FleetError;
 pub use history::HistoryQuery;
 pub use metrics::Counters;
+pub use revocations::{refusal, DenyList, RevokeTarget};
 pub use state::{CoordinatorConfig, Fleet};
 pub use triggers::{TriggerOutcome, TriggerRequest, TRIGGER_REASONS};

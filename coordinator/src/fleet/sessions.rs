@@ -51,11 +51,14 @@ impl Fleet {
     /// Refused while another session of that id is open and has spoken within
     /// `agent_lost_after`: a second agent under a live agent's id would otherwise replace
     /// its session and, with "ready", requeue its job as if it had restarted.
+    /// `certificate` is the one the session was opened with; when it is revoked the session
+    /// ends and the returned receiver gets the reason.
     pub fn open_session(
         &self,
         agent_id: AgentId,
         sender: SessionSender,
-    ) -> Result<u64, FleetError> {
+        certificate: Option<abfleet_core::certs::CertificateId>,
+    ) -> Result<(u64, tokio::sync::oneshot::Receiver<String>), FleetError> {
         let now = self.now_ms();
         let lost_after = self.inner.config.agent_lost_after.as_millis() as i64;
         let number = self
@@ -74,6 +77,7 @@ impl Fleet {
             warn!(agent_id = %agent_id, "refused a second session under a live agent's id");
             return Err(FleetError::AgentConnected(agent_id));
         }
+        let (ending, ended) = tokio::sync::oneshot::channel();
         sessions.insert(
             agent_id,
             Session {
@@ -81,6 +85,8 @@ impl Fleet {
                 sender,
                 waiting: None,
                 last_seen_ms: now,
+                certificate,
+                ending: Some(ending),
             },
         );
         drop(sessions);
@@ -89,7 +95,7 @@ impl Fleet {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&agent_id);
-        Ok(number)
+        Ok((number, ended))
     }
 
     /// The agent spoke on its session.

@@ -39,6 +39,8 @@ pub struct CoordinatorConfig {
     pub sweep_spec: Option<std::path::PathBuf>,
     /// Triggers of one reason and key within this window start one run (`--debounce-seconds`).
     pub trigger_debounce: Duration,
+    /// New agent ids one certificate may register within an hour (0: no cap).
+    pub max_agent_ids_per_certificate: u32,
 }
 
 impl Default for CoordinatorConfig {
@@ -53,6 +55,7 @@ impl Default for CoordinatorConfig {
             retune_spec: None,
             sweep_spec: None,
             trigger_debounce: Duration::from_secs(600),
+            max_agent_ids_per_certificate: 8,
         }
     }
 }
@@ -72,6 +75,11 @@ pub(super) struct Session {
     /// When the agent last spoke on this session (opened it, heartbeat, ready): a session
     /// silent longer than `agent_lost_after` may be replaced by a new one under its id.
     pub(super) last_seen_ms: i64,
+    /// The certificate the session was opened with (mutual TLS only).
+    pub(super) certificate: Option<abfleet_core::certs::CertificateId>,
+    /// Ends the session with a reason the agent is told (a revocation); the service that
+    /// holds the stream waits on the other end.
+    pub(super) ending: Option<tokio::sync::oneshot::Sender<String>>,
 }
 
 pub(super) struct Inner {
@@ -91,6 +99,8 @@ pub(super) struct Inner {
     pub(super) dispatch: tokio::sync::Mutex<()>,
     /// Agent id → the certificate name it is bound to (a cache of the store's table).
     pub(super) certificates: Mutex<HashMap<AgentId, String>>,
+    /// Revoked certificates (`revocations`), shared with the servers' checks.
+    pub(super) deny_list: super::revocations::DenyList,
     pub(super) counters: super::metrics::Counters,
     /// Held from a trigger's debounce check to its record, so two deliveries for one tag
     /// never both start a run.
@@ -135,6 +145,7 @@ impl Fleet {
                 progress,
                 dispatch: tokio::sync::Mutex::new(()),
                 certificates: Mutex::new(HashMap::new()),
+                deny_list: Default::default(),
                 counters: Default::default(),
                 triggers: tokio::sync::Mutex::new(()),
                 event_counts: Mutex::new(HashMap::new()),

@@ -73,7 +73,7 @@ impl Harness {
         let agent = AgentId::new_random();
         fleet.register(agent, &inventory()).await.unwrap();
         let (sender, session) = mpsc::unbounded_channel();
-        let session_number = fleet.open_session(agent, sender).unwrap();
+        let (session_number, _) = fleet.open_session(agent, sender, None).unwrap();
         let progress = fleet.subscribe();
         Harness {
             fleet,
@@ -256,7 +256,7 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
     let other = AgentId::new_random();
     h.fleet.register(other, &inventory()).await.unwrap();
     let (sender, mut other_session) = mpsc::unbounded_channel();
-    h.fleet.open_session(other, sender).unwrap();
+    h.fleet.open_session(other, sender, None).unwrap();
     h.fleet.ready(other).await.unwrap();
     match other_session.try_recv() {
         Ok(SessionMessage::Offer(second)) => assert_eq!(second.attempt, 2),
@@ -412,7 +412,7 @@ async fn a_job_whose_agent_closed_its_session_and_stayed_away_is_requeued_before
     );
     // It comes back while nobody has taken the job: the same attempt goes on.
     let (sender, _session) = mpsc::unbounded_channel();
-    h.fleet.open_session(h.agent, sender).unwrap();
+    h.fleet.open_session(h.agent, sender, None).unwrap();
     h.fleet
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
@@ -432,7 +432,7 @@ async fn an_agent_that_reconnects_within_agent_lost_after_keeps_its_job() {
     h.fleet.close_session(h.agent, h.session_number);
     h.clock.advance(Duration::from_secs(4));
     let (sender, _session) = mpsc::unbounded_channel();
-    h.fleet.open_session(h.agent, sender).unwrap();
+    h.fleet.open_session(h.agent, sender, None).unwrap();
     h.fleet
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
@@ -923,7 +923,7 @@ async fn dispatch_offers_to_the_agent_idle_the_longest_not_the_smallest_id() {
     };
     h.fleet.register(other, &inventory()).await.unwrap();
     let (sender, mut other_session) = mpsc::unbounded_channel();
-    h.fleet.open_session(other, sender).unwrap();
+    h.fleet.open_session(other, sender, None).unwrap();
     h.fleet.ready(h.agent).await.unwrap();
     h.fleet.ready(other).await.unwrap();
     // A repeated "ready" does not move an agent to the back, nor to the front.
@@ -961,7 +961,7 @@ async fn a_second_session_under_a_live_agents_id_is_refused_and_its_job_survives
     let offer = h.ready_and_take_offer().await;
     for _ in 0..3 {
         let (sender, _intruder) = mpsc::unbounded_channel();
-        let opened = h.fleet.open_session(h.agent, sender);
+        let opened = h.fleet.open_session(h.agent, sender, None);
         assert!(
             matches!(opened, Err(super::FleetError::AgentConnected(id)) if id == h.agent),
             "{opened:?}"
@@ -983,7 +983,7 @@ async fn a_session_silent_past_agent_lost_after_may_be_replaced_by_the_restarted
     let h = Harness::new(3).await;
     h.clock.advance(Duration::from_secs(11));
     let (sender, _new) = mpsc::unbounded_channel();
-    h.fleet.open_session(h.agent, sender).unwrap();
+    h.fleet.open_session(h.agent, sender, None).unwrap();
 }
 
 #[tokio::test]
@@ -1019,6 +1019,7 @@ async fn a_draining_agent_keeps_its_job_and_is_offered_nothing_until_resumed() {
     );
 }
 
+mod revocations;
 mod served_reports;
 
 /// Issue 23: a run whose finish never happened (the coordinator killed after the last job's

@@ -254,6 +254,26 @@ CREATE TABLE results_changes (
 CREATE INDEX runs_unrecorded ON runs(name, created_ms) WHERE results_recorded = 0;
 "#,
     },
+    Migration {
+        version: 14,
+        summary: "revoked_certificates: the deny list (`abfleet certs revoke`), by serial or fingerprint; agent_certificates learns the serial and fingerprint an agent id last registered with, and when",
+        sql: r#"
+CREATE TABLE revoked_certificates (
+    key         TEXT PRIMARY KEY,
+    serial      TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    role        TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    reason      TEXT NOT NULL,
+    revoked_by  TEXT NOT NULL,
+    revoked_ms  INTEGER NOT NULL
+);
+ALTER TABLE agent_certificates ADD COLUMN serial TEXT NOT NULL DEFAULT '';
+ALTER TABLE agent_certificates ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
+ALTER TABLE agent_certificates ADD COLUMN registered_ms INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX agent_certificates_by_name ON agent_certificates(cert_name, registered_ms);
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.

@@ -2,15 +2,18 @@
 //! with the coordinator's certificate, and a client certificate the fleet CA signed required
 //! in the handshake. After it, the certificate's role decides: `operator` and `viewer` read
 //! the web view; any other role gets 403 saying which role it needs. The pages and `/api/`
-//! are never readable without such a certificate.
+//! are never readable without such a certificate. A revoked certificate (`abfleet certs
+//! revoke`) gets 403 on every request, also on a connection opened before the revocation,
+//! and a live page's event stream ends within a second of it.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use abfleet_core::certs::{self, Role};
+use abfleet_core::certs::{self, CertificateId, Role};
 use abfleet_proto::transport::TlsFiles;
 use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use axum::Router;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
@@ -21,7 +24,7 @@ use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info};
 
-use crate::fleet::Fleet;
+use crate::fleet::{refusal, DenyList, Fleet};
 use crate::CoordinatorError;
 
 /// The roles that may read the web view.
@@ -91,6 +94,11 @@ pub async fn serve_web_tls(
         .local_addr()
         .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
     info!(%addr, "web view on https (mutual TLS: operator or viewer certificates)");
+    fleet
+        .load_deny_list()
+        .await
+        .map_err(|err| CoordinatorError::Internal(format!("reading the deny list: {err}")))?;
+    let deny_list = fleet.deny_list();
     let app = super::router(fleet);
     let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -101,6 +109,7 @@ pub async fn serve_web_tls(
         };
         let tls = tls.clone();
         let app = app.clone();
+        let deny_list = deny_list.clone();
         connections.spawn(async move {
             let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => stream,
@@ -115,7 +124,12 @@ pub async fn serve_web_tls(
             };
             let allowed = match stream.get_ref().1.peer_certificates() {
                 Some([leaf, ..]) => match certs::peer_identity(&tls.ca_der, leaf) {
-                    Ok(identity) if WEB_ROLES.contains(&identity.role) => Ok(()),
+                    Ok(identity) if WEB_ROLES.contains(&identity.role) => {
+                        match deny_list.revoked(&identity.certificate) {
+                            Some(revocation) => Err(refusal(&revocation)),
+                            None => Ok(identity.certificate),
+                        }
+                    }
                     Ok(identity) => Err(format!(
                         "certificate `{}` has role {}; the web view needs an operator or viewer certificate (`abfleet certs issue --role viewer --name NAME`)",
                         identity.name, identity.role
@@ -125,7 +139,7 @@ pub async fn serve_web_tls(
                 _ => Err("no client certificate; the web view needs an operator or viewer certificate".to_string()),
             };
             let service = match allowed {
-                Ok(()) => app,
+                Ok(certificate) => refused_once_revoked(app, deny_list, certificate),
                 Err(message) => {
                     info!(%peer, %message, "web view: refused");
                     forbidden(message)
@@ -142,6 +156,49 @@ pub async fn serve_web_tls(
         while connections.try_join_next().is_some() {}
     }
     Ok(())
+}
+
+/// `app`, answering 403 to each request once `certificate` is revoked, and ending a
+/// response still streaming (a live page's events) within a second of it.
+fn refused_once_revoked(app: Router, deny_list: DenyList, certificate: CertificateId) -> Router {
+    app.layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let deny_list = deny_list.clone();
+            let certificate = certificate.clone();
+            async move {
+                if let Some(revocation) = deny_list.revoked(&certificate) {
+                    return (StatusCode::FORBIDDEN, format!("{}\n", refusal(&revocation)))
+                        .into_response();
+                }
+                let response = next.run(request).await;
+                // A body of known length is sent as it is; only a stream is watched.
+                if axum::body::HttpBody::size_hint(response.body())
+                    .exact()
+                    .is_some()
+                {
+                    return response;
+                }
+                let (parts, body) = response.into_parts();
+                let mut body = body.into_data_stream();
+                let (chunks, watched) = tokio::sync::mpsc::channel(8);
+                tokio::spawn(async move {
+                    while deny_list.revoked(&certificate).is_none() && !chunks.is_closed() {
+                        tokio::select! {
+                            chunk = tokio_stream::StreamExt::next(&mut body) => {
+                                let Some(chunk) = chunk else { break };
+                                if chunks.send(chunk).await.is_err() {
+                                    break;
+                                }
+                            }
+                            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        }
+                    }
+                });
+                let watched = tokio_stream::wrappers::ReceiverStream::new(watched);
+                axum::response::Response::from_parts(parts, axum::body::Body::from_stream(watched))
+            }
+        },
+    ))
 }
 
 /// A router that answers every request 403 with `message`.

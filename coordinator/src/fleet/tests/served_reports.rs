@@ -134,7 +134,7 @@ async fn an_earlier_run_finishing_later_is_in_the_later_runs_report() {
     let other = AgentId::new_random();
     h.fleet.register(other, &inventory()).await.unwrap();
     let (sender, mut other_session) = mpsc::unbounded_channel();
-    h.fleet.open_session(other, sender).unwrap();
+    h.fleet.open_session(other, sender, None).unwrap();
     h.fleet.ready(other).await.unwrap();
     let Ok(SessionMessage::Offer(later_offer)) = other_session.try_recv() else {
         panic!("the second agent was offered nothing");

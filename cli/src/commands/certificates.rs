@@ -1,0 +1,132 @@
+//! `abfleet certs revoke` and `abfleet certs list`: the running coordinator's deny list
+//! (`certs init|issue|show`, in `certs.rs`, only touch files). A revocation is sent to the
+//! coordinator, which stores it and applies it at once; these commands print what it did.
+
+use std::path::Path;
+
+use abfleet_core::report::format_utc;
+use abfleet_proto::pb;
+
+use super::{control_client, status_error};
+use crate::cli::TlsArgs;
+use crate::failure::{Classify, Failure};
+
+pub async fn revoke(
+    serial_or_fingerprint: Option<&str>,
+    cert: Option<&Path>,
+    reason: &str,
+    coordinator: &str,
+    tls: &TlsArgs,
+) -> Result<i32, Failure> {
+    let certificate_pem = match cert {
+        Some(path) => {
+            let pem = std::fs::read_to_string(path)
+                .map_err(|err| anyhow::anyhow!("failed to read `{}`: {err}", path.display()))
+                .usage()?;
+            // Said here, before the coordinator is asked, with the file's name.
+            abfleet_core::certs::certificate_facts(&pem)
+                .map_err(|err| anyhow::anyhow!("`{}`: {err}", path.display()))
+                .usage()?;
+            pem
+        }
+        None => String::new(),
+    };
+    let mut client = control_client(coordinator, tls).await?;
+    let response = client
+        .revoke_certificate(pb::RevokeCertificateRequest {
+            serial_or_fingerprint: serial_or_fingerprint.unwrap_or_default().to_string(),
+            certificate_pem,
+            reason: reason.to_string(),
+        })
+        .await
+        .map_err(|s| status_error("failed to revoke the certificate", s))?
+        .into_inner();
+    let revoked = response.revoked.unwrap_or_default();
+    let who = describe(&revoked);
+    if response.added {
+        println!("revoked {who}: refused from now on");
+    } else {
+        println!(
+            "{who} was already revoked at {} by {} ({}); nothing changed",
+            format_utc(revoked.revoked_ms),
+            revoked.revoked_by,
+            revoked.reason
+        );
+    }
+    if !response.sessions_ended.is_empty() {
+        println!(
+            "ended the session of agent {}",
+            response.sessions_ended.join(", ")
+        );
+    }
+    if response.jobs_requeued > 0 {
+        println!(
+            "{} job(s) it held went back to the queue",
+            response.jobs_requeued
+        );
+    }
+    Ok(abfleet_core::exit::OK)
+}
+
+pub async fn list(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
+    let mut client = control_client(coordinator, tls).await?;
+    let listing = client
+        .list_certificates(pb::ListCertificatesRequest {})
+        .await
+        .map_err(|s| status_error("failed to list certificates", s))?
+        .into_inner();
+    println!("revoked certificates: {}", listing.revoked.len());
+    for revoked in &listing.revoked {
+        println!(
+            "  {}  revoked {} by {}: {}",
+            describe(revoked),
+            format_utc(revoked.revoked_ms),
+            revoked.revoked_by,
+            revoked.reason
+        );
+    }
+    println!("agent ids and the certificate each last registered with:");
+    println!(
+        "  {:<36}  {:<20}  {:<40}  {:<20}  state",
+        "agent", "certificate", "serial", "registered"
+    );
+    for agent in &listing.agents {
+        println!(
+            "  {:<36}  {:<20}  {:<40}  {:<20}  {}",
+            agent.agent_id,
+            agent.cert_name,
+            or_dash(&agent.serial),
+            if agent.registered_ms > 0 {
+                format_utc(agent.registered_ms)
+            } else {
+                "-".into()
+            },
+            if agent.revoked { "revoked" } else { "valid" }
+        );
+    }
+    Ok(abfleet_core::exit::OK)
+}
+
+/// A revoked certificate as one phrase: name and role when known, serial, fingerprint.
+fn describe(revoked: &pb::RevokedCertificate) -> String {
+    let mut out = if revoked.name.is_empty() {
+        format!("certificate {}", revoked.key)
+    } else {
+        format!("`{}` ({})", revoked.name, revoked.role)
+    };
+    if !revoked.serial.is_empty() {
+        out.push_str(&format!(" serial {}", revoked.serial));
+    }
+    if !revoked.fingerprint.is_empty() {
+        out.push_str(&format!(" sha256 {}", revoked.fingerprint));
+    }
+    out
+}
+
+fn or_dash(text: &str) -> &str {
+    if text.is_empty() {
+        "-"
+    } else {
+        text
+    }
+}
