@@ -38,6 +38,15 @@ pub enum CoordinatorError {
     Corrupt(String),
     #[error("job {job_id} attempt {attempt} is no longer leased to this agent; drop it")]
     LeaseLost { job_id: String, attempt: u32 },
+    /// A cell event (a new sequence number) for a cell index the attempt already stored.
+    #[error("event {seq} of job {job_id} attempt {attempt} is refused: cell {index} was already reported by event {first_seq} of this attempt; an attempt measures each cell once")]
+    RepeatedCell {
+        job_id: String,
+        attempt: u32,
+        seq: u64,
+        index: u32,
+        first_seq: u64,
+    },
     /// The coordinator cannot start as configured (TLS files, a plaintext listener off
     /// loopback); the message says what to change.
     #[error("{0}")]
@@ -52,6 +61,7 @@ impl From<CoordinatorError> for tonic::Status {
         let message = err.to_string();
         match err {
             CoordinatorError::LeaseLost { .. } => Status::failed_precondition(message),
+            CoordinatorError::RepeatedCell { .. } => Status::invalid_argument(message),
             CoordinatorError::DataDir { .. }
             | CoordinatorError::OpenStore { .. }
             | CoordinatorError::StoreTooNew { .. }

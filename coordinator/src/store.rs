@@ -947,18 +947,36 @@ fn insert_batch(
         }
         match &event.header {
             EventHeader::Cell(cell) => {
-                tx.prepare_cached(
-                    "INSERT OR IGNORE INTO cells (job_id, attempt, cell_index, fixture, workload, parity, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )?
-                .execute(params![
-                    job_key,
-                    attempt,
-                    cell.index,
-                    cell.fixture,
-                    cell.workload,
-                    cell.parity.as_str(),
-                    event.seq as i64
-                ])?;
+                let stored = tx
+                    .prepare_cached(
+                        "INSERT OR IGNORE INTO cells (job_id, attempt, cell_index, fixture, workload, parity, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    )?
+                    .execute(params![
+                        job_key,
+                        attempt,
+                        cell.index,
+                        cell.fixture,
+                        cell.workload,
+                        cell.parity.as_str(),
+                        event.seq as i64
+                    ])?;
+                if stored == 0 {
+                    // A new event for a cell this attempt has: the batch is refused whole
+                    // (the transaction is not committed), so the store and the report never
+                    // disagree on which of the two counts.
+                    let first_seq: i64 = tx
+                        .prepare_cached(
+                            "SELECT seq FROM cells WHERE job_id = ?1 AND attempt = ?2 AND cell_index = ?3",
+                        )?
+                        .query_row(params![job_key, attempt, cell.index], |row| row.get(0))?;
+                    return Err(CoordinatorError::RepeatedCell {
+                        job_id: job_key,
+                        attempt,
+                        seq: event.seq,
+                        index: cell.index,
+                        first_seq: first_seq as u64,
+                    });
+                }
             }
             EventHeader::Other(JobEventPayload::Done {
                 outcome: job_outcome,

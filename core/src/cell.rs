@@ -230,6 +230,26 @@ pub struct CellResult {
     /// precision, and the parity ratchet allows half a unit of it. `None` when unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub printed_decimals: Option<u32>,
+    /// Who sent the cell, as the coordinator knew it when the cell arrived (never what the
+    /// agent says about itself): a suspicious result is traceable to a host and its
+    /// certificate (docs/security.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_by: Option<MeasuredBy>,
+    /// Why the coordinator did not believe the cell (`cell_audit`): its summary disagreed with
+    /// its own raw times or scores, a value was out of physical range, or it was not a cell
+    /// of the spec. A rejected cell is reported as not measured; its raw data stays for
+    /// inspection.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<String>,
+}
+
+/// The agent that sent a cell and the certificate it spoke with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeasuredBy {
+    pub agent_id: String,
+    /// The certificate's name and serial (`NAME serial HEX`); absent over plaintext loopback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<String>,
 }
 
 /// Something that may have disturbed a cell's timings, with what was measured.
@@ -321,6 +341,8 @@ impl CellResult {
             host_resolution: None,
             overhead_seconds: input.overhead_seconds,
             printed_decimals: None,
+            measured_by: None,
+            rejected: Vec::new(),
             upstream,
             fork,
         };

@@ -7,6 +7,7 @@ pub mod backend_cell;
 pub mod bisect;
 pub mod calibration;
 pub mod cell;
+pub mod cell_audit;
 pub mod certs;
 pub mod events;
 pub mod exit;

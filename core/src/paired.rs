@@ -160,6 +160,16 @@ pub fn analyse(pairs: &[Pair], config: &AnalysisConfig) -> Option<Analysis> {
     })
 }
 
+/// A cell's own seed: the spec's seed mixed with the cell index (splitmix64's finaliser),
+/// so cells get independent orders and one recorded seed replays them all. The agent seeds
+/// a cell's run order and bootstrap with it; the coordinator checks a cell carries it.
+pub fn cell_seed(spec_seed: u64, index: u32) -> u64 {
+    let mut z = spec_seed ^ (u64::from(index) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// The verdict rule, first match wins:
 /// 1. `Same` when the interval lies inside the band: `1/(1+t) <= lo` and `hi <= 1+t`;
 /// 2. `Faster` when `lo > 1` and `p_value < alpha`;

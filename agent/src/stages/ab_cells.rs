@@ -255,15 +255,6 @@ struct TimedPairs {
     stop_reason: StopReason,
 }
 
-/// The cell's own seed: the spec's seed mixed with the cell index (splitmix64's finaliser),
-/// so cells get independent orders and one recorded seed replays them all.
-fn cell_seed(spec_seed: u64, index: u32) -> u64 {
-    let mut z = spec_seed ^ (u64::from(index) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// Timed pairs in a seeded, balanced random order (upstream first or fork first per pair),
 /// and, when the spec allows more pairs than `runs`, more pairs while the verdict is unsure.
 async fn time_pairs(
@@ -273,7 +264,7 @@ async fn time_pairs(
     sides: &mut [SideRun<'_>; 2],
 ) -> Result<TimedPairs, Stop> {
     let measure = ctx.spec.measure.clone();
-    let seed = cell_seed(measure.seed, index);
+    let seed = abfleet_core::paired::cell_seed(measure.seed, index);
     let mut order = paired::run_order(seed, measure.runs as usize);
     let adaptive = measure.max_runs > measure.runs;
     let bounds = AdaptiveBounds {
@@ -568,10 +559,18 @@ mod tests {
 
     #[test]
     fn cell_seeds_are_replayable_and_differ_per_cell() {
-        assert_eq!(cell_seed(42, 3), cell_seed(42, 3));
-        let seeds: std::collections::BTreeSet<u64> = (0..64).map(|i| cell_seed(42, i)).collect();
+        assert_eq!(
+            abfleet_core::paired::cell_seed(42, 3),
+            abfleet_core::paired::cell_seed(42, 3)
+        );
+        let seeds: std::collections::BTreeSet<u64> = (0..64)
+            .map(|i| abfleet_core::paired::cell_seed(42, i))
+            .collect();
         assert_eq!(seeds.len(), 64);
-        assert_ne!(cell_seed(42, 0), cell_seed(43, 0));
+        assert_ne!(
+            abfleet_core::paired::cell_seed(42, 0),
+            abfleet_core::paired::cell_seed(43, 0)
+        );
     }
 
     #[test]

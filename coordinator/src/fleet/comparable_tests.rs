@@ -31,7 +31,9 @@ fn spec() -> JobSpec {
         include_str!("../../../fixtures/jobs/demo.toml")
     );
     let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
-    JobSpec::from_toml(&text, Path::new("demo.toml"), dir).unwrap()
+    let mut spec = JobSpec::from_toml(&text, Path::new("demo.toml"), dir).unwrap();
+    spec.measure.seed = 7;
+    spec
 }
 
 fn host(name: &str, silicon: &str, hardware: &str) -> Inventory {
@@ -107,7 +109,7 @@ fn cell(delta: f64) -> CellResult {
             load_avg_1min: [0.0, 0.0],
             idle_cores: 1.0,
             host_flags: Vec::new(),
-            seed: 1,
+            seed: abfleet_core::paired::cell_seed(spec.measure.seed, 0),
             run_order: Vec::new(),
             stop_reason: abfleet_core::paired::StopReason::MaxPairs,
             overhead_seconds: None,

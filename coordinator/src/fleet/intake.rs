@@ -14,13 +14,16 @@ use abfleet_core::{AgentId, JobId};
 use super::Fleet;
 use super::FleetError;
 use crate::store::{BatchOutcome, EventHeader, IncomingEvent, LeaseView, NewEvent};
+use crate::CoordinatorError;
 use tracing::warn;
 
 /// What intake keeps of a job while it takes events: facts that never change.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct JobFacts {
     /// The cell count of the job's run's spec (cell indexes are below it).
     pub(super) cell_count: usize,
+    /// The run's spec, which each cell is checked against (`core::cell_audit`).
+    pub(super) spec: std::sync::Arc<abfleet_core::spec::JobSpec>,
 }
 
 impl Fleet {
@@ -54,17 +57,32 @@ impl Fleet {
     ) -> Result<Vec<u64>, FleetError> {
         let facts = self.job_facts(job_id).await?;
         check_events(job_id, attempt, facts.cell_count, &events)?;
+        let events = self
+            .audit_cells(agent_id, job_id, attempt, &facts, events)
+            .await?;
         let limit = self.inner.config.max_events_per_job;
         let stored = self.events_stored(job_id).await?;
         let mut reclaimed = false;
         let mut events = events;
         let (outcome, job) = loop {
-            let batch = self
+            let batch = match self
                 .inner
                 .store
                 .append_batch(job_id, attempt, agent_id, events, (stored, limit))
-                .await?
-                .ok_or(FleetError::UnknownJob(job_id))?;
+                .await
+            {
+                Err(CoordinatorError::RepeatedCell { seq, index, first_seq, .. }) => {
+                    warn!(agent_id = %agent_id, job_id = %job_id, attempt, index, seq, first_seq, "refused a second report of a cell");
+                    return Err(FleetError::InvalidEvent {
+                        job_id,
+                        attempt,
+                        seq,
+                        reason: format!("cell {index} was already reported by event {first_seq} of this attempt; an attempt measures each cell once"),
+                    });
+                }
+                other => other?,
+            }
+            .ok_or(FleetError::UnknownJob(job_id))?;
             match batch {
                 BatchOutcome::Stored { outcome, job } => break (outcome, job),
                 BatchOutcome::NotHolder {
@@ -100,7 +118,7 @@ impl Fleet {
             outcome.new_events.len() as u64,
         );
         self.count_new_events(job_id, stored, outcome.new_events.len() as u64);
-        let finished = self.publish_progress(job_id, &job, facts, &outcome.new_events);
+        let finished = self.publish_progress(job_id, &job, &facts, &outcome.new_events);
         if finished {
             // After "done" only re-sends arrive: what intake kept of the job is not needed.
             self.forget_job(job_id);
@@ -116,7 +134,7 @@ impl Fleet {
         &self,
         job_id: JobId,
         job: &LeaseView,
-        facts: JobFacts,
+        facts: &JobFacts,
         events: &[NewEvent],
     ) -> bool {
         let finished = events.iter().any(|event| {
@@ -172,7 +190,7 @@ impl Fleet {
     /// The job's spec's cell count: read (the spec parsed) once per job while it takes events.
     async fn job_facts(&self, job_id: JobId) -> Result<JobFacts, FleetError> {
         if let Some(facts) = self.job_facts_map().get(&job_id) {
-            return Ok(*facts);
+            return Ok(facts.clone());
         }
         let job = self
             .inner
@@ -180,10 +198,12 @@ impl Fleet {
             .job(job_id)
             .await?
             .ok_or(FleetError::UnknownJob(job_id))?;
+        let spec = self.run_row(job.run_id).await?.spec;
         let facts = JobFacts {
-            cell_count: self.run_row(job.run_id).await?.spec.cell_count(),
+            cell_count: spec.cell_count(),
+            spec: std::sync::Arc::new(spec),
         };
-        self.job_facts_map().insert(job_id, facts);
+        self.job_facts_map().insert(job_id, facts.clone());
         Ok(facts)
     }
 

@@ -20,10 +20,14 @@ use crate::store::{Store, StoredEvent};
 
 const LEASE: Duration = Duration::from_secs(30);
 
+/// The demo spec with a fixed seed (a spec that names none gets a random one), so a cell
+/// made here carries the seed the coordinator checks it against.
 fn spec() -> JobSpec {
     let text = include_str!("../../../fixtures/jobs/demo.toml");
     let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
-    JobSpec::from_toml(text, Path::new("demo.toml"), dir).unwrap()
+    let mut spec = JobSpec::from_toml(text, Path::new("demo.toml"), dir).unwrap();
+    spec.measure.seed = 7;
+    spec
 }
 
 fn inventory() -> Inventory {
@@ -726,17 +730,21 @@ fn side() -> abfleet_core::cell::SideMeasurement {
 
 fn cell(index: u32, seq: u64) -> StoredEvent {
     let spec = spec();
+    let workloads = spec.workloads.len();
     let cell = abfleet_core::cell::CellResult::evaluate(
         abfleet_core::cell::CellInput {
             index,
-            fixture: spec.fixtures[0].name.clone(),
-            workload: spec.workloads[0].name.clone(),
+            // An index past the spec's cells (a test of its refusal) keeps the last names.
+            fixture: spec.fixtures[(index as usize / workloads).min(spec.fixtures.len() - 1)]
+                .name
+                .clone(),
+            workload: spec.workloads[index as usize % workloads].name.clone(),
             upstream: side(),
             fork: side(),
             load_avg_1min: [0.0, 0.0],
             idle_cores: 1.0,
             host_flags: Vec::new(),
-            seed: 1,
+            seed: abfleet_core::paired::cell_seed(spec.measure.seed, index),
             run_order: Vec::new(),
             stop_reason: abfleet_core::paired::StopReason::MaxPairs,
             overhead_seconds: None,
@@ -1019,6 +1027,7 @@ async fn a_draining_agent_keeps_its_job_and_is_offered_nothing_until_resumed() {
     );
 }
 
+mod cell_audit;
 mod revocations;
 mod served_reports;
 

@@ -139,6 +139,33 @@ impl Store {
         .await
     }
 
+    /// The certificate `agent_id` is bound to and last registered with.
+    pub async fn certificate_of(
+        &self,
+        agent_id: AgentId,
+    ) -> Result<Option<AgentCertificate>, CoordinatorError> {
+        self.read(move |conn| {
+            Ok(conn
+                .query_row(
+                    "SELECT cert_name, serial, fingerprint, registered_ms FROM agent_certificates WHERE agent_id = ?1",
+                    params![agent_id.to_string()],
+                    |row| {
+                        Ok(AgentCertificate {
+                            agent_id,
+                            cert_name: row.get(0)?,
+                            certificate: CertificateId {
+                                serial: row.get(1)?,
+                                fingerprint: row.get(2)?,
+                            },
+                            registered_ms: row.get(3)?,
+                        })
+                    },
+                )
+                .optional()?)
+        })
+        .await
+    }
+
     /// Every agent id's certificate, by certificate name then id.
     pub async fn agent_certificates(&self) -> Result<Vec<AgentCertificate>, CoordinatorError> {
         self.read(|conn| {

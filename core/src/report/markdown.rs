@@ -375,6 +375,11 @@ fn render_cell_tables(out: &mut String, cells: &[&CellResult], heading: &str) {
 /// which is what a maintainer pastes into the fork's docs.
 fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
     let mut lines = Vec::new();
+    // Who sent the cells (the coordinator's record, docs/security.md): once when one agent
+    // sent them all, else per cell.
+    let one_sender = cells
+        .iter()
+        .all(|cell| cell.measured_by.is_some() && cell.measured_by == cells[0].measured_by);
     for cell in cells {
         let mut parts = Vec::new();
         if cell.pairs > 0 {
@@ -416,15 +421,39 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
                 failure.message
             ));
         }
+        if let (false, Some(by)) = (one_sender, &cell.measured_by) {
+            parts.push(format!("measured by {}", measured_by_words(by)));
+        }
         if !parts.is_empty() {
             lines.push(format!("- {}: {}", cell.workload, parts.join("; ")));
         }
+    }
+    if let (true, Some(by)) = (
+        one_sender,
+        cells.first().and_then(|cell| cell.measured_by.as_ref()),
+    ) {
+        lines.push(format!(
+            "- every cell above measured by {}",
+            measured_by_words(by)
+        ));
     }
     if !lines.is_empty() {
         for line in lines {
             let _ = writeln!(out, "{line}");
         }
         out.push('\n');
+    }
+}
+
+/// `agent `ID` (certificate `NAME serial …`)`.
+fn measured_by_words(by: &crate::cell::MeasuredBy) -> String {
+    match &by.certificate {
+        Some(certificate) => format!(
+            "agent `{}` (certificate `{}`)",
+            table_text(&by.agent_id),
+            table_text(certificate)
+        ),
+        None => format!("agent `{}`", table_text(&by.agent_id)),
     }
 }
 
@@ -542,6 +571,7 @@ fn speedup_cell(cell: &CellResult) -> String {
         Some(s) => format!("**{s:.2}x**{detail}"),
         None if cell.parity == CellParity::AbsentUpstream => "absent upstream".to_string(),
         None if cell.parity == CellParity::AbsentFork => "absent in fork".to_string(),
+        None if !cell.rejected.is_empty() => "**rejected** (see below)".to_string(),
         None => "—".to_string(),
     }
 }

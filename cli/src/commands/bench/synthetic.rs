@@ -106,7 +106,8 @@ pub fn cell_event(spec: &JobSpec, index: u32) -> JobEventPayload {
             load_avg_1min: [0.1, 0.1],
             idle_cores: 1.0,
             host_flags: Vec::new(),
-            seed: u64::from(index),
+            // The cell's seed under the spec's, as an agent's: the coordinator checks it.
+            seed: abfleet_core::paired::cell_seed(spec.measure.seed, index),
             run_order: Vec::new(),
             stop_reason: abfleet_core::paired::StopReason::NotAdaptive,
             overhead_seconds: Some(0.001),

@@ -189,10 +189,13 @@ async fn late_events_of_a_cancelled_run_are_in_its_report_after_it_was_read() {
     assert_eq!(report.exit_code, abfleet_core::exit::CANCELLED);
 }
 
+/// Issue 23: every cell is derived again at intake, so a cell body the coordinator cannot
+/// read (a newer agent's shape) is refused with its batch, saying so, instead of stored
+/// unchecked.
 #[tokio::test]
-async fn a_cell_body_the_coordinator_cannot_read_is_a_report_error_and_stays_stored() {
+async fn a_cell_body_the_coordinator_cannot_read_is_refused_with_its_batch() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.fleet.submit(spec(), "manual", "test").await.unwrap();
     let offer = h.ready_and_take_offer().await;
     let spec = spec();
     // What a newer agent might send: the header intake reads, a body of another shape.
@@ -205,8 +208,8 @@ async fn a_cell_body_the_coordinator_cannot_read_is_a_report_error_and_stays_sto
         "upstream": "a shape this coordinator does not know",
     })
     .to_string();
-    let unreadable = IncomingEvent::parse(1, 0, body.clone()).unwrap();
-    let acked = h
+    let unreadable = IncomingEvent::parse(1, 0, body).unwrap();
+    let refused = h
         .fleet
         .push_events(
             h.agent,
@@ -215,39 +218,12 @@ async fn a_cell_body_the_coordinator_cannot_read_is_a_report_error_and_stays_sto
             vec![IncomingEvent::from(cell(0, 0)), unreadable],
         )
         .await
-        .unwrap();
-    assert_eq!(acked, vec![0, 1]);
-    h.done(&offer, 2, JobOutcome::Completed).await;
-    let (state, exit_code) = h.run_state(run_id).await;
-    assert_eq!(state, RunState::Done);
-    let report = h.fleet.report(run_id).await.unwrap();
-    assert_eq!(exit_code, Some(report.exit_code));
-    assert_eq!(report.exit_code, abfleet_core::exit::NOT_CARRIED_OUT);
-    assert_eq!(
-        report.cells.iter().map(|c| c.index).collect::<Vec<_>>(),
-        [0]
-    );
-    let missing = format!("{}/{}", spec.fixtures[0].name, spec.workloads[1].name);
+        .unwrap_err();
     assert!(
-        report.missing_cells.contains(&missing),
-        "{:?}",
-        report.missing_cells
+        matches!(&refused, super::super::FleetError::InvalidEvent { seq: 1, reason, .. } if reason.contains("does not parse")),
+        "{refused}"
     );
-    assert!(
-        report
-            .errors
-            .iter()
-            .any(|e| e.contains("cell event 1 of attempt 1 could not be read")),
-        "{:?}",
-        report.errors
-    );
-    // Nothing dropped: the event is stored as the agent sent it.
-    let stored = h.fleet.store().count_events(offer.job_id).await.unwrap();
-    assert_eq!(stored, 3);
-    assert_eq!(
-        h.fleet.store().stored_cells(offer.job_id).await.unwrap(),
-        [(1, 0), (1, 1)]
-    );
+    assert_eq!(h.fleet.store().cell_count(offer.job_id).await.unwrap(), 0);
 }
 
 #[tokio::test]
