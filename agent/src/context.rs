@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::build::{build_side, BuiltSide};
-use crate::fixtures::{self, PreparedFixture};
+use crate::fixtures::{self, JobFixtures};
 use crate::sink::EventSink;
 use crate::source;
 use crate::upload_gate::Hushed;
@@ -106,15 +106,15 @@ pub(crate) async fn quiet_for_cell(ctx: &JobContext) -> Result<Hushed, Stop> {
     Ok(ctx.sink.hush().await)
 }
 
-pub(crate) async fn prepare_fixtures(ctx: &JobContext) -> Result<Vec<PreparedFixture>, Stop> {
+/// Prepares and verifies the job's fixtures; path fixtures are copied into
+/// `<work dir>/job-fixtures/`, removed when the returned [`JobFixtures`] is dropped.
+pub(crate) async fn prepare_fixtures(ctx: &JobContext) -> Result<JobFixtures, Stop> {
     let fixtures = ctx.spec.fixtures.clone();
     let cache = ctx.work_dir.join("fixtures");
+    let private_dir = ctx.work_dir.join("job-fixtures");
     let host = ctx.host.hostname.clone();
     tokio::task::spawn_blocking(move || {
-        fixtures
-            .iter()
-            .map(|f| fixtures::prepare(f, &cache, &host))
-            .collect::<Result<Vec<_>, _>>()
+        fixtures::prepare_for_job(&fixtures, &cache, &private_dir, &host)
     })
     .await
     .map_err(|err| Stop::Failed(format!("fixture task failed: {err}")))?
