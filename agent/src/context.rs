@@ -113,11 +113,15 @@ pub(crate) async fn prepare_fixtures(ctx: &JobContext) -> Result<JobFixtures, St
     let cache = ctx.work_dir.join("fixtures");
     let private_dir = ctx.work_dir.join("job-fixtures");
     let host = ctx.host.hostname.clone();
-    tokio::task::spawn_blocking(move || {
-        fixtures::prepare_for_job(&fixtures, &cache, &private_dir, &host)
-    })
+    let mut cancel = ctx.cancel.clone();
+    // A cancel kills a download's `curl` rather than waiting for it.
+    crate::runner::blocking_with_children(
+        move || fixtures::prepare_for_job(&fixtures, &cache, &private_dir, &host),
+        &mut cancel,
+    )
     .await
     .map_err(|err| Stop::Failed(format!("fixture task failed: {err}")))?
+    .ok_or(Stop::Cancelled)?
     .map_err(|err| Stop::Failed(err.to_string()))
 }
 
@@ -159,9 +163,15 @@ pub(crate) async fn fetch(
         let source_spec = side_spec.source.clone();
         let cache = ctx.work_dir.join("git");
         let host = ctx.host.hostname.clone();
-        tokio::task::spawn_blocking(move || source::resolve(&source_spec, &cache, &host))
-            .await
-            .map_err(|err| Stop::Failed(format!("fetch task failed: {err}")))?
+        let mut cancel = ctx.cancel.clone();
+        // A cancel kills the fetch's git (and its helpers) rather than waiting for it.
+        crate::runner::blocking_with_children(
+            move || source::resolve(&source_spec, &cache, &host),
+            &mut cancel,
+        )
+        .await
+        .map_err(|err| Stop::Failed(format!("fetch task failed: {err}")))?
+        .ok_or(Stop::Cancelled)?
     };
     let resolved = match resolved {
         Ok(resolved) => resolved,

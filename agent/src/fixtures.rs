@@ -338,23 +338,22 @@ fn fetch(
         source,
     })?;
     let partial = dir.join(format!("{sha256}.partial"));
-    let output = std::process::Command::new("curl")
-        .args([
-            "--fail",
-            "--silent",
-            "--show-error",
-            "--location",
-            "--output",
-        ])
-        .arg(&partial)
-        .arg("--")
-        .arg(url)
-        .output()
-        .map_err(|err| {
-            fetch_error(format!(
-                "cannot run curl ({err}); install curl or use a path fixture"
-            ))
-        })?;
+    let mut curl = std::process::Command::new("curl");
+    curl.args([
+        "--fail",
+        "--silent",
+        "--show-error",
+        "--location",
+        "--output",
+    ])
+    .arg(&partial)
+    .arg("--")
+    .arg(url);
+    let output = crate::runner::output(&mut curl).map_err(|err| {
+        fetch_error(format!(
+            "cannot run curl ({err}); install curl or use a path fixture"
+        ))
+    })?;
     if !output.status.success() {
         let _ = std::fs::remove_file(&partial);
         return Err(fetch_error(

@@ -70,9 +70,9 @@ fn git(dir: Option<&Path>, args: &[&str]) -> Result<String, SourceError> {
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ASKPASS", "true");
-    let output = command
-        .output()
-        .map_err(io("run `git` (is git installed?)"))?;
+    // In a process group of its own: git's helpers (index-pack, remote-https) die with it.
+    let output =
+        crate::runner::output(&mut command).map_err(io("run `git` (is git installed?)"))?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
     } else {
