@@ -51,11 +51,9 @@ pub fn toolchain_fingerprint(recipe: &BuildRecipe) -> String {
     if let Some(known) = key.as_ref().and_then(|key| FINGERPRINTS.get(key)) {
         return known;
     }
-    let fingerprint = match std::process::Command::new(program)
-        .args(args)
-        .envs(&recipe.env)
-        .output()
-    {
+    let mut command = std::process::Command::new(program);
+    command.args(args).envs(&recipe.env);
+    let fingerprint = match crate::runner::output(&mut command) {
         Ok(output) => {
             let text = String::from_utf8_lossy(&output.stdout).trim().to_string();
             if text.is_empty() {
@@ -235,11 +233,12 @@ pub async fn build_side(
     let checkout = {
         let source = source.clone();
         let tree = tree.clone();
-        tokio::task::spawn_blocking(move || source.checkout(&tree)).await
+        runner::blocking_with_children(move || source.checkout(&tree), cancel).await
     };
     match checkout {
-        Ok(Ok(())) => {}
-        Ok(Err(err)) => return fail(format!("cannot check out the source: {err}")),
+        Ok(Some(Ok(()))) => {}
+        Ok(Some(Err(err))) => return fail(format!("cannot check out the source: {err}")),
+        Ok(None) => return fail("the checkout was stopped because the job was cancelled".into()),
         Err(err) => return fail(format!("checkout task failed: {err}")),
     }
     let _ = std::fs::write(
@@ -537,5 +536,85 @@ mod tests {
         broken.commands = vec![vec!["cc".into(), "-c".into(), "missing.c".into()]];
         let (failed, _) = build(&broken).await;
         assert!(!failed.usable());
+    }
+
+    /// Issue 23, case 9: a build step's background grandchild outlived the build. A cancel,
+    /// and a build dropped half-way (the job's future gone), end the whole step.
+    #[tokio::test]
+    async fn a_cancelled_or_dropped_build_takes_its_steps_grandchildren_with_it() {
+        use crate::child_group::process_gone;
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::write(tree.join("Makefile"), "all:\n").unwrap();
+        let source = crate::source::resolve(
+            &abfleet_core::spec::SourceSpec::Path { path: tree.clone() },
+            tmp.path(),
+            "h",
+        )
+        .unwrap();
+        let wait_for_pid = |pid_file: PathBuf| async move {
+            loop {
+                if let Ok(text) = std::fs::read_to_string(&pid_file) {
+                    if text.ends_with('\n') {
+                        return text.trim().to_string();
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        let wait_gone = |pid: String| async move {
+            for _ in 0..500 {
+                if process_gone(&pid) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            process_gone(&pid)
+        };
+        for (case, cancel_it) in [("cancelled", true), ("dropped", false)] {
+            let pid_file = tmp.path().join(format!("{case}.pid"));
+            let step = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+            let recipe = recipe(vec![vec!["sh", "-c", &step]], "never-made");
+            let (cancel_tx, mut cancel_rx) = watch::channel(false);
+            let (step_tx, _step_rx) = watch::channel(String::new());
+            let builds = tmp.path().join(format!("builds-{case}"));
+            // Boxed, so that dropping it drops the build itself.
+            let mut build = Box::pin(build_side(
+                Side::Fork,
+                &source,
+                &recipe,
+                &builds,
+                Duration::from_secs(600),
+                &mut cancel_rx,
+                &step_tx,
+            ));
+            let grandchild = tokio::select! {
+                built = &mut build => panic!("the step ended by itself: {built:?}"),
+                pid = wait_for_pid(pid_file.clone()) => pid,
+            };
+            assert!(!process_gone(&grandchild));
+            if cancel_it {
+                cancel_tx.send(true).unwrap();
+                let built = build.await;
+                assert_eq!(built.record.status, BuildStatus::Failed);
+                assert!(
+                    built
+                        .record
+                        .error
+                        .as_deref()
+                        .unwrap_or("")
+                        .contains("cancelled"),
+                    "{:?}",
+                    built.record
+                );
+            } else {
+                drop(build);
+            }
+            assert!(
+                wait_gone(grandchild.clone()).await,
+                "{case}: the step's grandchild (pid {grandchild}) outlived the build"
+            );
+        }
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::build::{build_side, BuiltSide};
-use crate::fixtures::{self, PreparedFixture};
+use crate::fixtures::{self, JobFixtures};
 use crate::sink::EventSink;
 use crate::source;
 use crate::upload_gate::Hushed;
@@ -106,18 +106,22 @@ pub(crate) async fn quiet_for_cell(ctx: &JobContext) -> Result<Hushed, Stop> {
     Ok(ctx.sink.hush().await)
 }
 
-pub(crate) async fn prepare_fixtures(ctx: &JobContext) -> Result<Vec<PreparedFixture>, Stop> {
+/// Prepares and verifies the job's fixtures; path fixtures are copied into
+/// `<work dir>/job-fixtures/`, removed when the returned [`JobFixtures`] is dropped.
+pub(crate) async fn prepare_fixtures(ctx: &JobContext) -> Result<JobFixtures, Stop> {
     let fixtures = ctx.spec.fixtures.clone();
     let cache = ctx.work_dir.join("fixtures");
+    let private_dir = ctx.work_dir.join("job-fixtures");
     let host = ctx.host.hostname.clone();
-    tokio::task::spawn_blocking(move || {
-        fixtures
-            .iter()
-            .map(|f| fixtures::prepare(f, &cache, &host))
-            .collect::<Result<Vec<_>, _>>()
-    })
+    let mut cancel = ctx.cancel.clone();
+    // A cancel kills a download's `curl` rather than waiting for it.
+    crate::runner::blocking_with_children(
+        move || fixtures::prepare_for_job(&fixtures, &cache, &private_dir, &host),
+        &mut cancel,
+    )
     .await
     .map_err(|err| Stop::Failed(format!("fixture task failed: {err}")))?
+    .ok_or(Stop::Cancelled)?
     .map_err(|err| Stop::Failed(err.to_string()))
 }
 
@@ -159,9 +163,15 @@ pub(crate) async fn fetch(
         let source_spec = side_spec.source.clone();
         let cache = ctx.work_dir.join("git");
         let host = ctx.host.hostname.clone();
-        tokio::task::spawn_blocking(move || source::resolve(&source_spec, &cache, &host))
-            .await
-            .map_err(|err| Stop::Failed(format!("fetch task failed: {err}")))?
+        let mut cancel = ctx.cancel.clone();
+        // A cancel kills the fetch's git (and its helpers) rather than waiting for it.
+        crate::runner::blocking_with_children(
+            move || source::resolve(&source_spec, &cache, &host),
+            &mut cancel,
+        )
+        .await
+        .map_err(|err| Stop::Failed(format!("fetch task failed: {err}")))?
+        .ok_or(Stop::Cancelled)?
     };
     let resolved = match resolved {
         Ok(resolved) => resolved,

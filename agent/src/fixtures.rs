@@ -1,7 +1,24 @@
 //! Finding a fixture on this host and proving it is the right one: a local path, a URL
 //! fetched once into the cache (keyed by sha256), or a generator's output. Sizes and
-//! checksums are verified before any timing; a verified file's hash is remembered by
-//! (path, size, mtime) so a multi-gigabyte fixture is not re-hashed on every run.
+//! checksums are verified before any timing.
+//!
+//! What the cells read is what was verified. A path fixture belongs to the operator, who
+//! may overwrite it while a job runs (issue 23, case 7: a pinned file rewritten in place,
+//! same size, old mtime restored, measured with exit 0 and wrong scores). So a path
+//! fixture is copied into the job's own directory (`<work dir>/job-fixtures/`, with
+//! `std::fs::copy`, which the kernel may serve as a reflink), the copy is synced, made
+//! read-only and hashed, and the cells read the copy: nothing written to the original
+//! after the copy reaches a cell, and a copy torn by a write during the copy fails its
+//! checksum. [`JobFixtures`] removes the copies when the job ends; the next job clears
+//! what a killed agent left. The price is one sequential copy per path fixture and job,
+//! paid before timing, and the disk space of the copies while the job runs.
+//!
+//! URL and generated fixtures live in the agent's own cache (`<work dir>/fixtures/`) and
+//! are read in place. A pinned one is verified on every use; its hash is remembered in
+//! `verified.json` under a stat key `touch` cannot fake (device, inode, size, modification
+//! and change time; nothing sets a change time back), and a file changed within the last
+//! two seconds is hashed again every time, since a second write within the same clock tick
+//! would leave its stamp unchanged.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -13,10 +30,44 @@ use sha2::{Digest, Sha256};
 use crate::generator;
 use crate::source::hex;
 
+/// The files a cell reads for one fixture.
 #[derive(Debug, Clone)]
 pub struct PreparedFixture {
     pub reference: PathBuf,
     pub distorted: PathBuf,
+}
+
+/// A job's fixtures, prepared and verified, in spec order. The job's private copies of path
+/// fixtures live in `private_dir`, removed when this is dropped (when the job ends, however
+/// it ends).
+#[derive(Debug)]
+pub struct JobFixtures {
+    prepared: Vec<PreparedFixture>,
+    private_dir: PathBuf,
+}
+
+impl std::ops::Deref for JobFixtures {
+    type Target = [PreparedFixture];
+
+    fn deref(&self) -> &[PreparedFixture] {
+        &self.prepared
+    }
+}
+
+impl Drop for JobFixtures {
+    fn drop(&mut self) {
+        remove_private_dir(&self.private_dir);
+    }
+}
+
+/// Removes a job's private copies (read-only files in a writable directory).
+fn remove_private_dir(dir: &Path) {
+    match std::fs::remove_dir_all(dir) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+            tracing::warn!(dir = %dir.display(), error = %err, "failed to remove the job's fixture copies");
+        }
+        _ => {}
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -59,107 +110,202 @@ pub enum FixtureError {
     },
 }
 
-/// Makes both files of a fixture available and verified.
+/// Prepares and verifies every fixture of a job, path fixtures copied into `private_dir`
+/// (emptied first: what a killed agent's job left there goes).
+pub fn prepare_for_job(
+    fixtures: &[FixtureSpec],
+    cache_dir: &Path,
+    private_dir: &Path,
+    host: &str,
+) -> Result<JobFixtures, FixtureError> {
+    remove_private_dir(private_dir);
+    std::fs::create_dir_all(private_dir).map_err(|source| FixtureError::Io {
+        what: format!(
+            "create the job's fixture directory `{}`",
+            private_dir.display()
+        ),
+        source,
+    })?;
+    // Made before the first copy, so a failure half-way removes what was copied.
+    let mut job = JobFixtures {
+        prepared: Vec::with_capacity(fixtures.len()),
+        private_dir: private_dir.to_path_buf(),
+    };
+    for fixture in fixtures {
+        job.prepared
+            .push(prepare(fixture, cache_dir, private_dir, host)?);
+    }
+    Ok(job)
+}
+
+/// Makes both files of a fixture available and verified; a path fixture's files are copied
+/// into `private_dir`, and the copies are what is verified and returned.
 pub fn prepare(
     fixture: &FixtureSpec,
     cache_dir: &Path,
+    private_dir: &Path,
     host: &str,
 ) -> Result<PreparedFixture, FixtureError> {
-    std::fs::create_dir_all(cache_dir).map_err(|source| FixtureError::Io {
-        what: format!("create the fixture cache `{}`", cache_dir.display()),
-        source,
-    })?;
+    for (dir, what) in [
+        (cache_dir, "the fixture cache"),
+        (private_dir, "the job's fixture directory"),
+    ] {
+        std::fs::create_dir_all(dir).map_err(|source| FixtureError::Io {
+            what: format!("create {what} `{}`", dir.display()),
+            source,
+        })?;
+    }
+    let place = Placement {
+        fixture,
+        cache_dir,
+        private_dir,
+        host,
+    };
     Ok(PreparedFixture {
-        reference: prepare_file(fixture, &fixture.reference, "reference", cache_dir, host)?,
-        distorted: prepare_file(fixture, &fixture.distorted, "distorted", cache_dir, host)?,
+        reference: place.file(&fixture.reference, "reference")?,
+        distorted: place.file(&fixture.distorted, "distorted")?,
     })
 }
 
-fn prepare_file(
-    fixture: &FixtureSpec,
-    file: &FixtureFile,
-    role: &'static str,
-    cache_dir: &Path,
-    host: &str,
-) -> Result<PathBuf, FixtureError> {
-    let path = match &file.location {
-        FixtureLocation::Path(path) => {
-            if !path.is_file() {
-                return Err(FixtureError::Missing {
-                    fixture: fixture.name.clone(),
-                    role,
-                    path: path.clone(),
-                    host: host.to_string(),
-                });
+/// Where one fixture's files come from and go.
+struct Placement<'a> {
+    fixture: &'a FixtureSpec,
+    cache_dir: &'a Path,
+    private_dir: &'a Path,
+    host: &'a str,
+}
+
+/// How a file the cells will read gets its hash checked.
+enum Verify {
+    /// The job's own copy: hashed every time, nothing else writes it.
+    Copy,
+    /// A file of the agent's cache: through `verified.json`.
+    Cached,
+    /// Already checked (a URL fixture, by `fetch`).
+    Done,
+}
+
+impl Placement<'_> {
+    /// The verified file of one role (`reference`, `distorted`) that the cells read.
+    fn file(&self, file: &FixtureFile, role: &'static str) -> Result<PathBuf, FixtureError> {
+        let fixture = self.fixture;
+        // `shown` is the file errors name: the operator's, not the job's copy of it.
+        let (path, shown, verify) = match &file.location {
+            FixtureLocation::Path(original) => {
+                if !original.is_file() {
+                    return Err(FixtureError::Missing {
+                        fixture: fixture.name.clone(),
+                        role,
+                        path: original.clone(),
+                        host: self.host.to_string(),
+                    });
+                }
+                let copy = self.private_dir.join(format!("{}.{role}", fixture.name));
+                copy_for_job(original, &copy)?;
+                (copy, original.clone(), Verify::Copy)
             }
-            path.clone()
-        }
-        FixtureLocation::Url(url) => fetch(fixture, role, url, file.sha256.as_deref(), cache_dir)?,
-        FixtureLocation::Generate { generator, seed } => {
-            let name = format!(
-                "{}-{}x{}-{}-{}b-{}f-seed{}.yuv",
-                generator.name(),
-                fixture.width,
-                fixture.height,
-                fixture.pixel_format.as_str(),
-                fixture.bitdepth,
-                fixture.frames,
-                seed
-            );
-            let dir = cache_dir.join("generated");
-            let path = dir.join(name);
-            if !path.is_file() {
-                std::fs::create_dir_all(&dir).map_err(|source| FixtureError::Io {
-                    what: format!("create `{}`", dir.display()),
-                    source,
-                })?;
-                let partial = path.with_extension("partial");
-                generator::generate(*generator, *seed, fixture, &partial)
-                    .and_then(|()| std::fs::rename(&partial, &path))
-                    .map_err(|source| FixtureError::Io {
-                        what: format!("generate `{}`", path.display()),
-                        source,
-                    })?;
+            FixtureLocation::Url(url) => {
+                let path = fetch(fixture, role, url, file.sha256.as_deref(), self.cache_dir)?;
+                (path.clone(), path, Verify::Done)
             }
-            path
-        }
-    };
-    let actual_size = std::fs::metadata(&path)
-        .map_err(|source| FixtureError::Io {
-            what: format!("stat `{}`", path.display()),
-            source,
-        })?
-        .len();
-    if actual_size != fixture.file_bytes() {
-        return Err(FixtureError::Size {
-            fixture: fixture.name.clone(),
-            role,
-            path,
-            actual: actual_size,
-            expected: fixture.file_bytes(),
-            geometry: format!(
-                "{}x{} {} {}-bit × {} frames",
-                fixture.width,
-                fixture.height,
-                fixture.pixel_format.as_str(),
-                fixture.bitdepth,
-                fixture.frames
-            ),
-        });
-    }
-    if let Some(expected) = &file.sha256 {
-        let actual = cached_sha256(&path, cache_dir)?;
-        if &actual != expected {
-            return Err(FixtureError::Checksum {
+            FixtureLocation::Generate { generator, seed } => {
+                let path = self.generated(*generator, *seed)?;
+                (path.clone(), path, Verify::Cached)
+            }
+        };
+        let actual_size = std::fs::metadata(&path)
+            .map_err(|source| FixtureError::Io {
+                what: format!("stat `{}`", path.display()),
+                source,
+            })?
+            .len();
+        if actual_size != fixture.file_bytes() {
+            return Err(FixtureError::Size {
                 fixture: fixture.name.clone(),
                 role,
-                path,
-                expected: expected.clone(),
-                actual,
+                path: shown,
+                actual: actual_size,
+                expected: fixture.file_bytes(),
+                geometry: format!(
+                    "{}x{} {} {}-bit × {} frames",
+                    fixture.width,
+                    fixture.height,
+                    fixture.pixel_format.as_str(),
+                    fixture.bitdepth,
+                    fixture.frames
+                ),
             });
         }
+        if let Some(expected) = &file.sha256 {
+            let actual = match verify {
+                Verify::Copy => sha256_file(&path)?,
+                Verify::Cached => cached_sha256(&path, self.cache_dir)?,
+                Verify::Done => expected.clone(),
+            };
+            if &actual != expected {
+                return Err(FixtureError::Checksum {
+                    fixture: fixture.name.clone(),
+                    role,
+                    path: shown,
+                    expected: expected.clone(),
+                    actual,
+                });
+            }
+        }
+        Ok(path)
     }
-    Ok(path)
+
+    /// A generator's output in `cache_dir/generated/`, generated once.
+    fn generated(
+        &self,
+        generator: abfleet_core::spec::Generator,
+        seed: u64,
+    ) -> Result<PathBuf, FixtureError> {
+        let fixture = self.fixture;
+        let name = format!(
+            "{}-{}x{}-{}-{}b-{}f-seed{}.yuv",
+            generator.name(),
+            fixture.width,
+            fixture.height,
+            fixture.pixel_format.as_str(),
+            fixture.bitdepth,
+            fixture.frames,
+            seed
+        );
+        let dir = self.cache_dir.join("generated");
+        let path = dir.join(name);
+        if !path.is_file() {
+            std::fs::create_dir_all(&dir).map_err(|source| FixtureError::Io {
+                what: format!("create `{}`", dir.display()),
+                source,
+            })?;
+            let partial = path.with_extension("partial");
+            generator::generate(generator, seed, fixture, &partial)
+                .and_then(|()| std::fs::rename(&partial, &path))
+                .map_err(|source| FixtureError::Io {
+                    what: format!("generate `{}`", path.display()),
+                    source,
+                })?;
+        }
+        Ok(path)
+    }
+}
+
+/// Copies an operator's fixture into the job's directory: synced (its write-back does not
+/// land in a timed run) and read-only (a cell's command cannot change it either).
+fn copy_for_job(original: &Path, copy: &Path) -> Result<(), FixtureError> {
+    use std::os::unix::fs::PermissionsExt;
+    let copied = std::fs::copy(original, copy)
+        .and_then(|_| std::fs::File::open(copy)?.sync_all())
+        .and_then(|()| std::fs::set_permissions(copy, std::fs::Permissions::from_mode(0o444)));
+    copied.map_err(|source| FixtureError::Io {
+        what: format!(
+            "copy `{}` into the job's directory `{}` (is the work dir's disk full?)",
+            original.display(),
+            copy.parent().unwrap_or(copy).display()
+        ),
+        source,
+    })
 }
 
 /// Fetches a URL once into `cache_dir/by-sha256/`, with the real `curl`.
@@ -181,30 +327,33 @@ fn fetch(
     let dir = cache_dir.join("by-sha256");
     let path = dir.join(sha256);
     if path.is_file() {
-        return Ok(path);
+        if cached_sha256(&path, cache_dir)? == sha256 {
+            return Ok(path);
+        }
+        tracing::warn!(path = %path.display(), url, "a cached fixture no longer has its sha256; fetching it again");
+        let _ = std::fs::remove_file(&path);
     }
     std::fs::create_dir_all(&dir).map_err(|source| FixtureError::Io {
         what: format!("create `{}`", dir.display()),
         source,
     })?;
     let partial = dir.join(format!("{sha256}.partial"));
-    let output = std::process::Command::new("curl")
-        .args([
-            "--fail",
-            "--silent",
-            "--show-error",
-            "--location",
-            "--output",
-        ])
-        .arg(&partial)
-        .arg("--")
-        .arg(url)
-        .output()
-        .map_err(|err| {
-            fetch_error(format!(
-                "cannot run curl ({err}); install curl or use a path fixture"
-            ))
-        })?;
+    let mut curl = std::process::Command::new("curl");
+    curl.args([
+        "--fail",
+        "--silent",
+        "--show-error",
+        "--location",
+        "--output",
+    ])
+    .arg(&partial)
+    .arg("--")
+    .arg(url);
+    let output = crate::runner::output(&mut curl).map_err(|err| {
+        fetch_error(format!(
+            "cannot run curl ({err}); install curl or use a path fixture"
+        ))
+    })?;
     if !output.status.success() {
         let _ = std::fs::remove_file(&partial);
         return Err(fetch_error(
@@ -222,6 +371,11 @@ fn fetch(
             actual,
         });
     }
+    // Read-only: nothing the agent runs writes its own cache.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o444));
+    }
     std::fs::rename(&partial, &path).map_err(|source| FixtureError::Io {
         what: format!("move `{}` into the cache", partial.display()),
         source,
@@ -229,32 +383,94 @@ fn fetch(
     Ok(path)
 }
 
-/// The sha256 of a file, remembered by (path, size, mtime) in `cache_dir/verified.json`.
+/// The sha256 of a file of the agent's cache, remembered in `cache_dir/verified.json` by
+/// its [`StatKey`].
 fn cached_sha256(path: &Path, cache_dir: &Path) -> Result<String, FixtureError> {
-    let metadata = std::fs::metadata(path).map_err(|source| FixtureError::Io {
-        what: format!("stat `{}`", path.display()),
-        source,
-    })?;
-    let mtime_ns = metadata
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos());
-    let key = format!("{}|{}|{}", path.display(), metadata.len(), mtime_ns);
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    cached_sha256_at(path, cache_dir, now_ns)
+}
+
+/// A file changed this recently may change again within the same clock tick, unseen by its
+/// stamp: it is hashed every time and not remembered (git's "racy" files).
+const RACY_WITHIN_NS: i128 = 2_000_000_000;
+
+/// [`cached_sha256`] at `now_ns`.
+fn cached_sha256_at(path: &Path, cache_dir: &Path, now_ns: i128) -> Result<String, FixtureError> {
+    let key = StatKey::of(path)?;
     let index_path = cache_dir.join("verified.json");
     let mut index: BTreeMap<String, String> = std::fs::read_to_string(&index_path)
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or_default();
-    if let Some(hash) = index.get(&key) {
+    let text_key = key.to_string();
+    if let Some(hash) = index.get(&text_key) {
         return Ok(hash.clone());
     }
     let hash = sha256_file(path)?;
-    index.insert(key, hash.clone());
-    if let Ok(text) = serde_json::to_string_pretty(&index) {
-        let _ = std::fs::write(&index_path, text);
+    // Hashed, then stat'ed again: a file written meanwhile is not remembered.
+    if StatKey::of(path)? == key && !key.racy_at(now_ns) {
+        // One entry per path: the stamps of its earlier contents go.
+        let earlier = format!("{}|", path.display());
+        index.retain(|known, _| !known.starts_with(&earlier));
+        index.insert(text_key, hash.clone());
+        if let Ok(text) = serde_json::to_string_pretty(&index) {
+            let _ = std::fs::write(&index_path, text);
+        }
     }
     Ok(hash)
+}
+
+/// What a file's bytes are known by: its path and where it lives (device, inode), its size
+/// and its modification and change times. A write changes the change time, and so does
+/// setting the modification time back (`touch -d`, `utimensat`); a file replaced by a
+/// rename has another inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StatKey {
+    path: PathBuf,
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified_ns: i128,
+    changed_ns: i128,
+}
+
+impl StatKey {
+    fn of(path: &Path) -> Result<StatKey, FixtureError> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).map_err(|source| FixtureError::Io {
+            what: format!("stat `{}`", path.display()),
+            source,
+        })?;
+        Ok(StatKey {
+            path: path.to_path_buf(),
+            device: meta.dev(),
+            inode: meta.ino(),
+            size: meta.len(),
+            modified_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            changed_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+        })
+    }
+
+    fn racy_at(&self, now_ns: i128) -> bool {
+        now_ns - self.modified_ns.max(self.changed_ns) < RACY_WITHIN_NS
+    }
+}
+
+impl std::fmt::Display for StatKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}|dev={}|ino={}|size={}|mtime={}|ctime={}",
+            self.path.display(),
+            self.device,
+            self.inode,
+            self.size,
+            self.modified_ns,
+            self.changed_ns
+        )
+    }
 }
 
 pub fn sha256_file(path: &Path) -> Result<String, FixtureError> {
@@ -309,7 +525,8 @@ mod tests {
     fn generated_path_and_url_fixtures_are_found_and_verified() {
         let tmp = tempfile::tempdir().unwrap();
         let cache = tmp.path().join("cache");
-        let prepared = prepare(&fixture(generated(1), generated(2)), &cache, "h").unwrap();
+        let job = tmp.path().join("job");
+        let prepared = prepare(&fixture(generated(1), generated(2)), &cache, &job, "h").unwrap();
         let sha = sha256_file(&prepared.reference).unwrap();
         let as_path = FixtureFile {
             location: FixtureLocation::Path(prepared.reference.clone()),
@@ -319,9 +536,12 @@ mod tests {
             location: FixtureLocation::Url(format!("file://{}", prepared.reference.display())),
             sha256: Some(sha.clone()),
         };
-        let again = prepare(&fixture(as_path, as_url), &cache, "h").unwrap();
+        let again = prepare(&fixture(as_path, as_url), &cache, &job, "h").unwrap();
         assert_eq!(again.distorted, cache.join("by-sha256").join(&sha));
         assert_eq!(sha256_file(&again.distorted).unwrap(), sha);
+        // The path fixture is read from the job's own copy.
+        assert_eq!(again.reference, job.join("tiny.reference"));
+        assert_eq!(sha256_file(&again.reference).unwrap(), sha);
     }
 
     #[test]
@@ -332,9 +552,14 @@ mod tests {
             location: FixtureLocation::Path(tmp.path().join("nope.yuv")),
             sha256: Some("0".repeat(64)),
         };
-        let err = prepare(&fixture(missing, generated(1)), &cache, "bench-3")
-            .unwrap_err()
-            .to_string();
+        let err = prepare(
+            &fixture(missing, generated(1)),
+            &cache,
+            &tmp.path().join("job"),
+            "bench-3",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("nope.yuv") && err.contains("bench-3") && err.contains("reference"),
             "{err}"
@@ -342,9 +567,14 @@ mod tests {
 
         let mut wrong_sum = generated(1);
         wrong_sum.sha256 = Some("0".repeat(64));
-        let err = prepare(&fixture(generated(1), wrong_sum), &cache, "h")
-            .unwrap_err()
-            .to_string();
+        let err = prepare(
+            &fixture(generated(1), wrong_sum),
+            &cache,
+            &tmp.path().join("job"),
+            "h",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("distorted") && err.contains("expects 0000"),
             "{err}"
@@ -356,12 +586,166 @@ mod tests {
             location: FixtureLocation::Path(short),
             sha256: Some("0".repeat(64)),
         };
-        let err = prepare(&fixture(short_file, generated(1)), &cache, "h")
-            .unwrap_err()
-            .to_string();
+        let err = prepare(
+            &fixture(short_file, generated(1)),
+            &cache,
+            &tmp.path().join("job"),
+            "h",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("is 10 bytes") && err.contains("needs 384"),
             "{err}"
+        );
+    }
+
+    fn write_in_place(path: &Path, bytes: &[u8]) {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        file.write_all(bytes).unwrap();
+        file.sync_all().unwrap();
+    }
+
+    fn pinned_path(path: &Path) -> FixtureFile {
+        FixtureFile {
+            location: FixtureLocation::Path(path.to_path_buf()),
+            sha256: Some(sha256_file(path).unwrap()),
+        }
+    }
+
+    /// Overwrites `path` in place with `bytes` (the same size) and sets its modification
+    /// time back, as `touch -d` or a careful copy tool would: only its change time tells.
+    fn overwrite_keeping_mtime(path: &Path, bytes: &[u8]) {
+        let before = std::fs::metadata(path).unwrap();
+        write_in_place(path, bytes);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(before.modified().unwrap())
+            .unwrap();
+        let after = std::fs::metadata(path).unwrap();
+        assert_eq!(after.len(), before.len());
+        assert_eq!(after.modified().unwrap(), before.modified().unwrap());
+    }
+
+    /// Waits until the file system's clock has moved past `path`'s change time, so that a
+    /// write now gives it another one (the kernel's timestamps move in coarse ticks).
+    fn wait_for_a_new_change_time(path: &Path, scratch: &Path) {
+        use std::os::unix::fs::MetadataExt;
+        let changed = |p: &Path| {
+            let meta = std::fs::metadata(p).unwrap();
+            (meta.ctime(), meta.ctime_nsec())
+        };
+        let then = changed(path);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            std::fs::write(scratch, "tick").unwrap();
+            if changed(scratch) > then {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the clock did not move"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// Issue 23, case 7: a pinned path fixture overwritten in place (same size, the old
+    /// mtime restored) after it was verified was measured, with exit 0 and wrong scores.
+    /// The cells read the job's verified copy; the next job refuses the changed file.
+    #[test]
+    fn a_path_fixture_changed_after_verification_never_reaches_a_cell() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (cache, job) = (tmp.path().join("cache"), tmp.path().join("job"));
+        let original = tmp.path().join("reference.yuv");
+        let verified_bytes = vec![7u8; 384];
+        std::fs::write(&original, &verified_bytes).unwrap();
+        let spec = fixture(pinned_path(&original), generated(2));
+        let prepared = prepare_for_job(std::slice::from_ref(&spec), &cache, &job, "h").unwrap();
+        let read_by_cells = prepared[0].reference.clone();
+        assert_ne!(read_by_cells, original);
+
+        // Mid-job, the operator rewrites the fixture.
+        overwrite_keeping_mtime(&original, &[9u8; 384]);
+        assert_eq!(
+            std::fs::read(&read_by_cells).unwrap(),
+            verified_bytes,
+            "a cell would read bytes that were never verified"
+        );
+
+        // The next job hashes its own copy again: the change is refused, naming the file.
+        drop(prepared);
+        let err = prepare_for_job(&[spec], &cache, &job, "h")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("has sha256") && err.contains(&original.display().to_string()),
+            "{err}"
+        );
+        assert!(
+            !job.exists(),
+            "a failed preparation leaves no copies behind"
+        );
+    }
+
+    #[test]
+    fn a_jobs_fixture_copies_are_removed_when_it_ends_and_at_the_next_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (cache, job) = (tmp.path().join("cache"), tmp.path().join("job"));
+        let original = tmp.path().join("distorted.yuv");
+        std::fs::write(&original, [3u8; 384]).unwrap();
+        let spec = fixture(generated(1), pinned_path(&original));
+        let prepared = prepare_for_job(std::slice::from_ref(&spec), &cache, &job, "h").unwrap();
+        assert!(prepared[0].distorted.starts_with(&job) && prepared[0].distorted.is_file());
+        drop(prepared);
+        assert!(!job.exists());
+        // What a killed agent's job left behind goes when the next job prepares.
+        std::fs::create_dir_all(&job).unwrap();
+        std::fs::write(job.join("left-by-a-killed-agent"), "x").unwrap();
+        let prepared = prepare_for_job(&[spec], &cache, &job, "h").unwrap();
+        assert!(!job.join("left-by-a-killed-agent").exists());
+        assert!(prepared[0].distorted.is_file());
+    }
+
+    /// Issue 23, case 7: the cache of verified hashes was keyed by (path, size, mtime), so
+    /// a file rewritten with its old mtime restored passed with the old hash.
+    #[test]
+    fn the_verified_cache_hashes_again_a_file_whose_mtime_was_set_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let file = tmp.path().join("f.yuv");
+        std::fs::write(&file, [1u8; 384]).unwrap();
+        let first = sha256_file(&file).unwrap();
+        let remembered = || {
+            std::fs::read_to_string(cache.join("verified.json"))
+                .map(|text| serde_json::from_str::<BTreeMap<String, String>>(&text).unwrap())
+                .unwrap_or_default()
+        };
+        // Just written: hashed, not remembered (a second write in the same tick is unseen).
+        assert_eq!(cached_sha256(&file, &cache).unwrap(), first);
+        assert!(remembered().is_empty(), "{:?}", remembered());
+
+        let settled_ns = i128::MAX / 2;
+        assert_eq!(cached_sha256_at(&file, &cache, settled_ns).unwrap(), first);
+        assert_eq!(remembered().values().collect::<Vec<_>>(), vec![&first]);
+
+        wait_for_a_new_change_time(&file, &tmp.path().join("scratch"));
+        overwrite_keeping_mtime(&file, &[2u8; 384]);
+        let second = sha256_file(&file).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(
+            cached_sha256_at(&file, &cache, settled_ns).unwrap(),
+            second,
+            "the cache passed the old hash for new bytes"
+        );
+        assert_eq!(
+            remembered().values().collect::<Vec<_>>(),
+            vec![&second],
+            "one entry per path"
         );
     }
 }

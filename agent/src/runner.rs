@@ -2,14 +2,17 @@
 //! its user+sys CPU time from `getrusage(RUSAGE_CHILDREN)`, a timeout, cancellation) and the
 //! logged commands of fetches and builds. No shell is involved anywhere: argv lists only.
 //!
-//! Children do not outlive the agent. Each runs in its own process group, SIGKILLed whole
-//! when the run ends; each gets `PR_SET_PDEATHSIG(SIGKILL)`, so a `kill -9` of the agent
-//! takes the direct child with it (the signal follows the thread that spawned the child: a
-//! runtime worker, which lives as long as the agent's runtime). What the child started
-//! itself is caught at the next start: a child started for a job (in a task scoped with
-//! [`CHILD_OWNER`]) carries `ABFLEET_WORK_DIR=<work dir>` and its group is listed in
+//! Children do not outlive the agent, nor what they start. Each runs in a process group of
+//! its own led by a watchman ([`ChildGroup`]), SIGKILLed whole when the run ends, and by the
+//! watchman when the agent dies, even by SIGKILL; the child itself also gets
+//! `PR_SET_PDEATHSIG(SIGKILL)`. The blocking commands of fetches and checkouts (`git`,
+//! `curl`, a toolchain's banner) go through [`output`], in a group the same way. As a last
+//! resort, should a watchman itself be killed: a child started for a job (in a task scoped
+//! with [`CHILD_OWNER`]) carries `ABFLEET_WORK_DIR=<work dir>` and its group is listed in
 //! `<work dir>/running.pgids` while it runs; [`kill_leftovers`] SIGKILLs the processes of
-//! those groups that still carry that marker, before the agent times anything.
+//! those groups that still carry that marker, before the agent times anything, and
+//! [`blocking_with_children`] does the same when a job is cancelled while blocking work
+//! (a fetch) runs its children.
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::process::ExitStatusExt;
@@ -20,6 +23,8 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 use tokio::sync::watch;
+
+use crate::child_group::ChildGroup;
 
 tokio::task_local! {
     /// The work dir of the agent whose job runs in this task: children started within it are
@@ -127,9 +132,6 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(log_err))
-        // Its own process group, so a timeout or cancel ends everything it started (make's
-        // compilers, ninja's jobs, a script's background children), not only the child.
-        .process_group(0)
         .kill_on_drop(true);
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
@@ -138,7 +140,6 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
     if let Some(owner) = &owner {
         command.env(WORK_DIR_ENV, owner);
     }
-    die_with_the_agent(&mut command);
     if *cancel.borrow() {
         return RunOutcome {
             exit: ExitKind::Cancelled,
@@ -146,6 +147,27 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
             cpu_s: 0.0,
         };
     }
+    // Its own process group, so a timeout, a cancel or the agent's death ends everything it
+    // started (make's compilers, ninja's jobs, a script's background children), not only the
+    // child. Started, and waiting, before the clock starts.
+    let group = {
+        let owner = owner.clone();
+        tokio::task::spawn_blocking(move || {
+            ChildGroup::start(owner.as_deref().map(|dir| (WORK_DIR_ENV, dir)))
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|started| started)
+    };
+    let group = match group {
+        Ok(group) => group,
+        Err(err) => {
+            return spawn_failed(&format!(
+                "cannot start a process group for `{program}`: {err}"
+            ))
+        }
+    };
+    group.enlist(command.as_std_mut());
     // Opened before the clock starts: inside the timed window, listing the child's group is
     // one `write`, with no open and no fsync.
     let group_list = owner.as_deref().and_then(GroupList::open);
@@ -158,11 +180,8 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
             return spawn_failed(&format!("`{program}`: {err}"));
         }
     };
-    // Dropped after `_group` (reverse order): the group is killed, then unlisted.
-    let _listed = group_list
-        .zip(child.id())
-        .map(|(list, pgid)| list.add(pgid));
-    let _group = child.id().map(ProcessGroup);
+    // Dropped after `group`: the group is killed, then unlisted.
+    let _listed = group_list.map(|list| list.add(group.pgid()));
     let exit = tokio::select! {
         status = child.wait() => match status {
             Ok(status) => match (status.code(), status.signal()) {
@@ -184,6 +203,9 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
     let wall_s = started.elapsed().as_secs_f64();
     crate::timeline::mark_path("run.end", spec.log_path);
     let cpu_s = (children_cpu_s() - cpu_before).max(0.0);
+    // After a timeout or cancel, everything the child started; after a normal exit, strays
+    // it left running in the background. (Also when this future is dropped.)
+    drop(group);
     RunOutcome {
         exit,
         wall_s,
@@ -191,43 +213,49 @@ pub async fn run(spec: CommandSpec<'_>, cancel: &mut watch::Receiver<bool>) -> R
     }
 }
 
-/// A child's process group (its pid is the group id: `process_group(0)`). Dropping it
-/// SIGKILLs whatever is left in the group: after a timeout or cancel, everything the child
-/// started; after a normal exit, strays it left running in the background. Also runs when
-/// the future running the command is dropped.
-struct ProcessGroup(u32);
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        let Ok(pgid) = i32::try_from(self.0) else {
-            return;
-        };
-        // ESRCH (the group is already empty) is the usual, harmless answer.
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pgid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+/// Runs a command to completion off the async runtime (`git`, `curl`, a toolchain's
+/// banner), capturing its output, in a [`ChildGroup`]: what it started dies with it, and
+/// with the agent. Within a job ([`CHILD_OWNER`], see [`blocking_with_children`]) it is
+/// marked and listed like a timed run's child.
+pub fn output(command: &mut std::process::Command) -> std::io::Result<std::process::Output> {
+    let owner = CHILD_OWNER.try_with(|dir| dir.clone()).ok();
+    let group = ChildGroup::start(owner.as_deref().map(|dir| (WORK_DIR_ENV, dir)))?;
+    if let Some(owner) = &owner {
+        command.env(WORK_DIR_ENV, owner);
     }
+    group.enlist(command);
+    let _listed = owner
+        .as_deref()
+        .and_then(GroupList::open)
+        .map(|list| list.add(group.pgid()));
+    let output = command.output();
+    drop(group);
+    output
 }
 
-/// Sets `PR_SET_PDEATHSIG(SIGKILL)` in the child, between fork and exec: when the agent dies
-/// (even by SIGKILL), the kernel kills the child. A child whose agent died before the call
-/// took effect is not started.
-fn die_with_the_agent(command: &mut Command) {
-    let agent_pid = std::process::id();
-    // SAFETY: the closure runs in the forked child before exec and only makes two system
-    // calls (prctl, getppid); it allocates nothing and takes no lock.
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .map_err(std::io::Error::from)?;
-            if nix::unistd::getppid().as_raw() as u32 != agent_pid {
-                return Err(std::io::Error::other(
-                    "the agent exited before its child started",
-                ));
+/// Blocking work that starts children ([`output`]) run off the runtime as part of the job in
+/// this task: its children are marked and listed with the task's [`CHILD_OWNER`]. A cancel
+/// kills them (with what they started) and returns `None` once the work has given up.
+pub async fn blocking_with_children<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+    cancel: &mut watch::Receiver<bool>,
+) -> Result<Option<T>, tokio::task::JoinError> {
+    let owner = CHILD_OWNER.try_with(|dir| dir.clone()).ok();
+    let scoped_owner = owner.clone();
+    let mut task = tokio::task::spawn_blocking(move || match scoped_owner {
+        Some(dir) => CHILD_OWNER.sync_scope(dir, work),
+        None => work(),
+    });
+    tokio::select! {
+        done = &mut task => done.map(Some),
+        _ = wait_cancelled(cancel) => {
+            if let Some(owner) = &owner {
+                if let Err(err) = kill_leftovers(owner) {
+                    tracing::warn!(error = %err, "failed to stop the cancelled job's children");
+                }
             }
-            Ok(())
-        });
+            task.await.map(|_| None)
+        }
     }
 }
 
@@ -440,6 +468,7 @@ mod tests {
     use std::os::unix::process::CommandExt;
 
     use super::*;
+    use crate::child_group::process_gone as gone;
 
     fn argv(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
@@ -503,16 +532,6 @@ mod tests {
             matches!(outcome.exit, ExitKind::SpawnFailed(_)),
             "{outcome:?}"
         );
-    }
-
-    /// Whether a process is gone (or a zombie nobody reaped yet, which runs nothing).
-    fn gone(pid: &str) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => true,
-            Ok(stat) => stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        }
     }
 
     #[tokio::test]
@@ -616,10 +635,18 @@ mod tests {
         gone(pid)
     }
 
+    /// The process group `pid` is in.
+    fn group_of(pid: &str) -> String {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let (_, rest) = stat.rsplit_once(')').unwrap();
+        rest.split_whitespace().nth(2).unwrap().to_string()
+    }
+
     /// Issue 11: after `kill -9` of the agent, a running benchmark kept running as an orphan
-    /// and competed with the next agent's timed runs.
+    /// and competed with the next agent's timed runs. Issue 23, case 9: what the child had
+    /// started itself outlived the agent until the next start.
     #[tokio::test]
-    async fn children_of_a_killed_agent_die_with_it_or_at_the_next_start() {
+    async fn children_of_a_killed_agent_and_what_they_started_die_with_it() {
         let work = tempfile::tempdir().unwrap();
         let work_dir = std::path::absolute(work.path()).unwrap();
         let mut agent = std::process::Command::new(std::env::current_exe().unwrap())
@@ -637,7 +664,7 @@ mod tests {
         let listed = std::fs::read_to_string(work_dir.join(RUNNING_PGIDS_FILE)).unwrap();
         assert_eq!(
             listed.trim(),
-            child,
+            group_of(&child),
             "the child's group is listed while it runs"
         );
         let environ = std::fs::read(format!("/proc/{grandchild}/environ")).unwrap();
@@ -647,21 +674,79 @@ mod tests {
             "the grandchild carries the marker"
         );
 
-        agent.kill().unwrap(); // SIGKILL: no destructor, no group kill runs.
+        agent.kill().unwrap(); // SIGKILL: no destructor, no group kill runs in the agent.
         agent.wait().unwrap();
         assert!(
             wait_gone(&child).await,
             "the direct child (pid {child}) outlived the SIGKILLed agent"
         );
-        // The grandchild has no death signal of its own: an orphan, until the next start.
-        assert!(!gone(&grandchild), "the grandchild should still run here");
-        let killed = kill_leftovers(&work_dir).unwrap();
-        assert_eq!(killed, vec![grandchild.parse::<u32>().unwrap()]);
+        assert!(
+            wait_gone(&grandchild).await,
+            "the grandchild (pid {grandchild}) outlived the SIGKILLed agent"
+        );
+    }
+
+    /// The last resort, should a group's watchman be gone too: the next start kills what is
+    /// left of a listed group that carries the work dir's marker.
+    #[tokio::test]
+    async fn the_next_start_kills_what_is_left_of_a_listed_marked_group() {
+        let work = tempfile::tempdir().unwrap();
+        let work_dir = std::path::absolute(work.path()).unwrap();
+        let script = format!(
+            "sleep 300 & echo $! > {}/grandchild.pid; wait",
+            work_dir.display()
+        );
+        let mut orphan = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .env(WORK_DIR_ENV, &work_dir)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let grandchild = wait_for_file(&work_dir.join("grandchild.pid")).await;
+        std::fs::write(
+            work_dir.join(RUNNING_PGIDS_FILE),
+            format!("{}\n", orphan.id()),
+        )
+        .unwrap();
+        let mut killed = kill_leftovers(&work_dir).unwrap();
+        killed.sort();
+        let mut expected = vec![orphan.id(), grandchild.parse::<u32>().unwrap()];
+        expected.sort();
+        assert_eq!(killed, expected);
+        orphan.wait().unwrap();
         assert!(
             wait_gone(&grandchild).await,
             "the grandchild (pid {grandchild}) outlived the next start"
         );
         assert!(!work_dir.join(RUNNING_PGIDS_FILE).exists());
+    }
+
+    /// Issue 23, case 9: a cancel during blocking work (a fetch's `git`) waited for it, and
+    /// what it started. Now both are killed, and the work gives up.
+    #[tokio::test]
+    async fn a_cancel_kills_the_children_of_blocking_work() {
+        let work = tempfile::tempdir().unwrap();
+        let work_dir = std::path::absolute(work.path()).unwrap();
+        let pid_file = work_dir.join("grandchild.pid");
+        let script = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+        let (tx, mut rx) = watch::channel(false);
+        let blocking = tokio::spawn(CHILD_OWNER.scope(work_dir.clone(), async move {
+            blocking_with_children(
+                move || output(std::process::Command::new("sh").args(["-c", &script])),
+                &mut rx,
+            )
+            .await
+        }));
+        let grandchild = wait_for_file(&pid_file).await;
+        tx.send(true).unwrap();
+        assert!(
+            wait_gone(&grandchild).await,
+            "the grandchild (pid {grandchild}) outlived the cancel"
+        );
+        assert!(
+            blocking.await.unwrap().unwrap().is_none(),
+            "the work was not cancelled"
+        );
     }
 
     #[tokio::test]

@@ -2,6 +2,11 @@
 //! dir and checked out at the exact commit (with the real `git` CLI), or a local directory
 //! copied and content-hashed. Either way the result is a tree of our own to build in, and
 //! an exact identity (commit or content hash) for the build cache and the report.
+//!
+//! A mirror can be damaged (a pack torn by a full disk or a crash): every later fetch or
+//! checkout from it would fail the same way. So when a fetch, a rev lookup or a checkout
+//! from the mirror fails, the mirror is checked (`git fsck`: only then, never on the fast
+//! path), and a damaged one is deleted and cloned again, once, with a warning.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,8 +25,15 @@ pub struct ResolvedSource {
 
 #[derive(Debug, Clone)]
 enum Resolved {
-    Git { mirror: PathBuf, commit: String },
-    Path { root: PathBuf, files: Vec<PathBuf> },
+    Git {
+        url: String,
+        mirror: PathBuf,
+        commit: String,
+    },
+    Path {
+        root: PathBuf,
+        files: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,9 +70,9 @@ fn git(dir: Option<&Path>, args: &[&str]) -> Result<String, SourceError> {
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ASKPASS", "true");
-    let output = command
-        .output()
-        .map_err(io("run `git` (is git installed?)"))?;
+    // In a process group of its own: git's helpers (index-pack, remote-https) die with it.
+    let output =
+        crate::runner::output(&mut command).map_err(io("run `git` (is git installed?)"))?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
     } else {
@@ -109,36 +121,14 @@ fn resolve_git(url: &str, rev: &str, cache_dir: &Path) -> Result<ResolvedSource,
     std::fs::create_dir_all(cache_dir).map_err(io(format!("create `{}`", cache_dir.display())))?;
     let key = hex(&Sha256::digest(url.as_bytes()))[..16].to_string();
     let mirror = cache_dir.join(format!("{key}.git"));
-    if mirror.join("HEAD").exists() {
-        // A full commit hash the mirror already holds cannot have moved: no fetch (one git
-        // process, no network). Tags and branches can move, so they are always fetched.
-        if is_full_commit(rev) {
-            if let Some(commit) = commit_in(&mirror, rev).filter(|c| c.eq_ignore_ascii_case(rev)) {
-                tracing::info!(url, rev, "the mirror already holds the commit; not fetched");
-                return Ok(ResolvedSource {
-                    resolved: commit.clone(),
-                    kind: Resolved::Git { mirror, commit },
-                });
-            }
+    let resolved = match fetch_into_mirror(url, rev, &mirror) {
+        Err(err) if mirror_is_damaged(&mirror) => {
+            repair_mirror(url, &mirror, &err)?;
+            fetch_into_mirror(url, rev, &mirror)?
         }
-        git(Some(&mirror), &["remote", "update", "--prune"])?;
-    } else {
-        let partial = cache_dir.join(format!("{key}.git.partial"));
-        let _ = std::fs::remove_dir_all(&partial);
-        git(
-            None,
-            &[
-                "clone",
-                "--quiet",
-                "--mirror",
-                "--",
-                url,
-                &partial.display().to_string(),
-            ],
-        )?;
-        std::fs::rename(&partial, &mirror).map_err(io("move the fresh mirror into place"))?;
-    }
-    let commit = commit_in(&mirror, rev).ok_or_else(|| SourceError::UnknownRev {
+        other => other?,
+    };
+    let commit = resolved.ok_or_else(|| SourceError::UnknownRev {
         url: url.to_string(),
         rev: rev.to_string(),
     })?;
@@ -151,8 +141,81 @@ fn resolve_git(url: &str, rev: &str, cache_dir: &Path) -> Result<ResolvedSource,
     }
     Ok(ResolvedSource {
         resolved: commit.clone(),
-        kind: Resolved::Git { mirror, commit },
+        kind: Resolved::Git {
+            url: url.to_string(),
+            mirror,
+            commit,
+        },
     })
+}
+
+/// Brings `mirror` up to date for `rev` (cloning it when there is none) and returns the
+/// commit `rev` names there, `None` when it names none. An unknown rev in a mirror that is
+/// not damaged is the spec's error, not the mirror's: it is returned as `Ok(None)`, and a
+/// damaged mirror as an error.
+fn fetch_into_mirror(url: &str, rev: &str, mirror: &Path) -> Result<Option<String>, SourceError> {
+    if mirror.join("HEAD").exists() {
+        // A full commit hash the mirror already holds cannot have moved: no fetch (one git
+        // process, no network). Tags and branches can move, so they are always fetched.
+        if is_full_commit(rev) {
+            if let Some(commit) = commit_in(mirror, rev).filter(|c| c.eq_ignore_ascii_case(rev)) {
+                tracing::info!(url, rev, "the mirror already holds the commit; not fetched");
+                return Ok(Some(commit));
+            }
+        }
+        git(Some(mirror), &["remote", "update", "--prune"])?;
+    } else {
+        clone_mirror(url, mirror)?;
+    }
+    match commit_in(mirror, rev) {
+        Some(commit) => Ok(Some(commit)),
+        None if mirror_is_damaged(mirror) => Err(SourceError::Git {
+            command: format!("git rev-parse {rev}"),
+            dir: mirror.display().to_string(),
+            output: "the mirror is damaged (`git fsck` fails)".into(),
+        }),
+        None => Ok(None),
+    }
+}
+
+/// Clones `url` as a mirror into `mirror`, through a `.partial` directory.
+fn clone_mirror(url: &str, mirror: &Path) -> Result<(), SourceError> {
+    let partial = mirror.with_extension("git.partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    git(
+        None,
+        &[
+            "clone",
+            "--quiet",
+            "--mirror",
+            "--",
+            url,
+            &partial.display().to_string(),
+        ],
+    )?;
+    std::fs::rename(&partial, mirror).map_err(io("move the fresh mirror into place"))
+}
+
+/// Whether the mirror exists and `git fsck` finds it damaged (an object missing or
+/// unreadable, a pack cut short or overwritten). Run only after something failed: on a
+/// large repository it reads every object.
+fn mirror_is_damaged(mirror: &Path) -> bool {
+    mirror.join("HEAD").exists()
+        && git(
+            Some(mirror),
+            &["fsck", "--no-progress", "--no-dangling", "--full"],
+        )
+        .is_err()
+}
+
+/// Deletes a damaged mirror and clones it again.
+fn repair_mirror(url: &str, mirror: &Path, failure: &SourceError) -> Result<(), SourceError> {
+    tracing::warn!(url, mirror = %mirror.display(), error = %failure, "the git mirror is damaged; deleting it and cloning again");
+    std::fs::remove_dir_all(mirror).map_err(io(format!(
+        "remove the damaged mirror `{}`",
+        mirror.display()
+    )))?;
+    clone_mirror(url, mirror)
 }
 
 fn resolve_path(path: &Path, host: &str) -> Result<ResolvedSource, SourceError> {
@@ -336,23 +399,18 @@ impl ResolvedSource {
     /// Materialises the tree at `dest` (which must not exist yet).
     pub fn checkout(&self, dest: &Path) -> Result<(), SourceError> {
         match &self.kind {
-            Resolved::Git { mirror, commit } => {
-                let dest_text = dest.display().to_string();
-                git(
-                    None,
-                    &[
-                        "clone",
-                        "--quiet",
-                        "--shared",
-                        "--no-checkout",
-                        "--",
-                        &mirror.display().to_string(),
-                        &dest_text,
-                    ],
-                )?;
-                git(Some(dest), &["checkout", "--quiet", "--detach", commit])?;
-                Ok(())
-            }
+            Resolved::Git {
+                url,
+                mirror,
+                commit,
+            } => match checkout_commit(mirror, commit, dest) {
+                Err(err) if mirror_is_damaged(mirror) => {
+                    repair_mirror(url, mirror, &err)?;
+                    let _ = std::fs::remove_dir_all(dest);
+                    checkout_commit(mirror, commit, dest)
+                }
+                other => other,
+            },
             Resolved::Path { root, files } => {
                 for relative in files {
                     let target = dest.join(relative);
@@ -367,6 +425,24 @@ impl ResolvedSource {
             }
         }
     }
+}
+
+/// A work tree of `commit` at `dest`, sharing the mirror's objects.
+fn checkout_commit(mirror: &Path, commit: &str, dest: &Path) -> Result<(), SourceError> {
+    git(
+        None,
+        &[
+            "clone",
+            "--quiet",
+            "--shared",
+            "--no-checkout",
+            "--",
+            &mirror.display().to_string(),
+            &dest.display().to_string(),
+        ],
+    )?;
+    git(Some(dest), &["checkout", "--quiet", "--detach", commit])?;
+    Ok(())
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -598,6 +674,81 @@ mod tests {
         assert!(
             missing.contains("bench-7") && missing.contains("nope"),
             "{missing}"
+        );
+    }
+
+    /// The one pack of the only mirror under `cache`, and its length.
+    fn mirror_pack(cache: &Path) -> (PathBuf, u64) {
+        let mirror = std::fs::read_dir(cache)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "git"))
+            .unwrap();
+        let pack = std::fs::read_dir(mirror.join("objects/pack"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "pack"))
+            .expect("a file:// clone stores its objects in a pack");
+        let len = std::fs::metadata(&pack).unwrap().len();
+        (pack, len)
+    }
+
+    /// Issue 23, case 9: a damaged mirror failed every later run with the same error and
+    /// was never repaired. A pack torn in the middle (same length: the commits still read,
+    /// the blobs do not) passes the fast path and fails the checkout; a pack cut short
+    /// fails the lookup (the fetch that follows brings the objects again). Either way the
+    /// next resolve and checkout succeed.
+    #[test]
+    fn a_damaged_mirror_is_cloned_again_and_the_checkout_succeeds() {
+        use std::io::{Seek, Write};
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        repo_with_tag(&repo);
+        // Blobs large enough that the pack's middle holds file contents.
+        let noise: String = (0..40_000u32)
+            .map(|i| char::from(b'a' + (i.wrapping_mul(2_654_435_761) >> 27) as u8 % 26))
+            .collect();
+        std::fs::write(repo.join("big.txt"), &noise).unwrap();
+        sh(&repo, &["add", "."]);
+        sh(&repo, &["commit", "-q", "-m", "big"]);
+        let head = git(Some(&repo), &["rev-parse", "HEAD"]).unwrap();
+        let cache = tmp.path().join("cache");
+        // file:// makes git send a pack, as a remote does (a plain path hard-links objects).
+        let spec = SourceSpec::Git {
+            url: format!("file://{}", repo.display()),
+            rev: head.clone(),
+        };
+        let checkout = |name: &str| {
+            let dest = tmp.path().join(name);
+            resolve(&spec, &cache, "h").and_then(|resolved| {
+                resolved.checkout(&dest)?;
+                Ok(std::fs::read_to_string(dest.join("big.txt")).unwrap())
+            })
+        };
+        assert_eq!(checkout("first").unwrap(), noise);
+
+        let (pack, len) = mirror_pack(&cache);
+        let mut file = std::fs::OpenOptions::new().write(true).open(&pack).unwrap();
+        file.seek(std::io::SeekFrom::Start(len / 3)).unwrap();
+        file.write_all(&vec![0u8; (len / 3) as usize]).unwrap();
+        drop(file);
+        assert_eq!(
+            checkout("after-a-torn-pack").unwrap(),
+            noise,
+            "a mirror with a torn pack was not repaired"
+        );
+
+        let (pack, len) = mirror_pack(&cache);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&pack)
+            .unwrap()
+            .set_len(len / 2)
+            .unwrap();
+        assert_eq!(
+            checkout("after-a-short-pack").unwrap(),
+            noise,
+            "a mirror with a pack cut short was not repaired"
         );
     }
 }
