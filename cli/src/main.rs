@@ -9,6 +9,8 @@ mod failure;
 mod log_writer;
 mod progress;
 mod table;
+mod terminal_text;
+mod text_table;
 
 use std::process::ExitCode;
 
@@ -36,7 +38,9 @@ fn main() -> ExitCode {
     let code = match runtime.block_on(commands::run(cli.command)) {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("error: {:#}", failure.error);
+            // A coordinator's refusal can quote what an agent or a trigger sent.
+            let message = format!("{:#}", failure.error);
+            eprintln!("error: {}", terminal_text::visible(&message));
             failure.code
         }
     };

@@ -1,10 +1,13 @@
 //! Progress of a followed run on stderr: a bar with the current cell on a terminal, plain
-//! lines (one per change) otherwise.
+//! lines (one per change) otherwise. What the agent says is shown through
+//! `terminal_text::visible_cell`.
 
 use std::io::IsTerminal;
 
 use abfleet_core::progress::RunProgress;
 use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::terminal_text::visible_cell;
 
 pub struct Progress {
     bar: Option<ProgressBar>,
@@ -34,9 +37,11 @@ impl Progress {
     }
 
     pub fn update(&mut self, update: &RunProgress) {
+        // The message and the cell's name come from the agent: one line, made visible.
+        let (state, text) = (visible_cell(&update.state), visible_cell(&update.message));
         let message = match &update.current_cell {
-            None => format!("{}: {}", update.state, update.message),
-            Some(cell) => format!("{}: {cell}", update.state),
+            None => format!("{state}: {text}"),
+            Some(cell) => format!("{state}: {}", visible_cell(cell)),
         };
         match &self.bar {
             Some(bar) => {
@@ -51,11 +56,11 @@ impl Progress {
                     "[{}/{}] {}{}",
                     update.cells_done,
                     update.cells_total,
-                    update.state,
-                    if update.message.is_empty() {
+                    state,
+                    if text.is_empty() {
                         String::new()
                     } else {
-                        format!(": {}", update.message)
+                        format!(": {text}")
                     }
                 );
                 if line != self.last_line {

@@ -1,10 +1,15 @@
-//! The per-feature table `local` and `submit --wait` print: plain text, aligned columns.
+//! The per-feature table `local` and `submit --wait` print: plain text, aligned columns (a
+//! `TextTable`); the lines around it are made visible (`terminal_text`) before they are
+//! returned, since names, notes, errors and build logs came from the spec, agents and builds.
 
 use std::fmt::Write as _;
 
 use abfleet_core::cell::{CellParity, CellResult, SideResult, SideStatus};
 use abfleet_core::events::BuildStatus;
 use abfleet_core::report::{Report, ScoreParity};
+
+use crate::terminal_text;
+use crate::text_table::TextTable;
 
 /// How many lines of a failed build's log the console shows (report.md has the full tail).
 const BUILD_TAIL_LINES: usize = 15;
@@ -42,27 +47,11 @@ pub fn render(report: &Report) -> String {
         "parity",
         "pooled score delta",
     ];
-    let rows: Vec<[String; 9]> = report.cells.iter().map(row).collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
+    let mut table = TextTable::new(header);
+    for cell in &report.cells {
+        table.row(row(cell));
     }
-    let line = |cells: &[String]| {
-        cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    let _ = writeln!(out, "{}", line(&header.map(String::from)));
-    for row in &rows {
-        let _ = writeln!(out, "{}", line(row));
-    }
+    out.push_str(&table.render());
     if report.cells.iter().any(|c| c.startup_dominated) {
         let _ = writeln!(
             out,
@@ -107,7 +96,7 @@ pub fn render(report: &Report) -> String {
         "score parity: {parity}; status {}; exit code {}",
         report.status, report.exit_code
     );
-    out
+    terminal_text::visible(&out).into_owned()
 }
 
 fn row(cell: &CellResult) -> [String; 9] {
@@ -202,5 +191,5 @@ fn render_sweep(report: &Report) -> String {
         "status {}; exit code {}",
         report.status, report.exit_code
     );
-    out
+    terminal_text::visible(&out).into_owned()
 }

@@ -448,6 +448,83 @@ async fn the_command_line_serves_and_dials_mutual_tls_and_refuses_plaintext_off_
     let _ = child.wait();
 }
 
+/// A leaf the fleet CA in `certs` signs for `role`/`name` with no extended key usage at all,
+/// as `openssl x509 -req` makes one without `-extfile`: its key and certificate, PEM.
+fn issue_without_key_usage(certs: &Path, role: &str, name: &str) -> (String, String) {
+    let ca_key =
+        rcgen::KeyPair::from_pem(&std::fs::read_to_string(certs.join("ca.key")).unwrap()).unwrap();
+    let issuer = rcgen::Issuer::from_ca_cert_pem(
+        &std::fs::read_to_string(certs.join("ca.pem")).unwrap(),
+        ca_key,
+    )
+    .unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.subject_alt_names = vec![rcgen::SanType::URI(
+        format!("abfleet://role/{role}/{name}").try_into().unwrap(),
+    )];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+/// Issue 23: a certificate the fleet CA signed with no extended key usage passed for any
+/// client role (webpki's `client_auth()` only checks a usage that is present).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_certificate_without_extended_key_usage_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = make_certs(tmp.path());
+    let mut coordinator = start_tls_coordinator(&tmp.path().join("data"), &certs).await;
+    let url = coordinator.url();
+    let ca_pem = std::fs::read_to_string(certs.join("ca.pem")).unwrap();
+    let dial = |(cert_pem, key_pem): (String, String)| {
+        let config = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&ca_pem))
+            .identity(tonic::transport::Identity::from_pem(cert_pem, key_pem))
+            .domain_name("127.0.0.1");
+        Endpoint::from_shared(url.clone())
+            .unwrap()
+            .tls_config(config)
+            .unwrap()
+    };
+    // The handshake may take it (rustls checks a usage only when one is present); the
+    // coordinator's role check must not.
+    let no_usage = |role: &str| dial(issue_without_key_usage(&certs, role, "no-eku"));
+    match no_usage("operator").connect().await {
+        Err(_) => {}
+        Ok(channel) => assert_refused(
+            ControlServiceClient::new(channel)
+                .list_runs(pb::ListRunsRequest::default())
+                .await,
+            Code::Unauthenticated,
+            "lacks the extended key usage clientAuth",
+            "an operator certificate without extended key usage listing runs",
+        ),
+    }
+    match no_usage("agent").connect().await {
+        Err(_) => {}
+        Ok(channel) => assert_refused(
+            AgentServiceClient::new(channel)
+                .register(register_request(AgentId::new_random()))
+                .await,
+            Code::Unauthenticated,
+            "lacks the extended key usage clientAuth",
+            "an agent certificate without extended key usage registering",
+        ),
+    }
+    // Dialled the same way, the same CA's certificate from `abfleet certs issue` works.
+    let issued = files(&certs, "operator-ops");
+    ControlServiceClient::new(
+        dial((issued.cert_pem, issued.key_pem))
+            .connect()
+            .await
+            .unwrap(),
+    )
+    .list_runs(pb::ListRunsRequest::default())
+    .await
+    .unwrap();
+    coordinator.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_certificate_has_its_own_rate_limit() {
     let tmp = tempfile::tempdir().unwrap();

@@ -38,6 +38,63 @@ fn ids(page: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A GET with its own `Host` header.
+async fn get_as(addr: SocketAddr, host: &str, path: &str) -> (u16, String) {
+    let (host, path) = (host.to_string(), path.to_string());
+    tokio::task::spawn_blocking(move || {
+        http_request(addr, "GET", &path, &[("Host".to_string(), host)], b"")
+    })
+    .await
+    .unwrap()
+}
+
+/// Issue 23: the plaintext web view answered any `Host`, so a page whose name was rebound to
+/// 127.0.0.1 (DNS rebinding) could read it from the operator's browser. On both plaintext
+/// listeners (`--http` with the web view, and `--web` on loopback) only loopback names are
+/// answered; `/healthz` on `--http` is not the web view and answers anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plaintext_web_view_answers_only_loopback_host_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let coordinator =
+        TestCoordinator::start_with_web(&tmp.path().join("data"), CoordinatorConfig::default())
+            .await;
+    let http = coordinator.web.unwrap();
+    let fleet =
+        abfleet_coordinator::Coordinator::open(&tmp.path().join("web-only"), Default::default())
+            .unwrap()
+            .fleet;
+    let web_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let web_only = web_listener.local_addr().unwrap();
+    tokio::spawn(abfleet_coordinator::web::serve_web_plaintext(
+        fleet,
+        web_listener,
+        std::future::pending(),
+    ));
+    for addr in [http, web_only] {
+        for path in ["/", "/api/runs", "/fleet"] {
+            for host in [
+                "evil.example",
+                "evil.example:80",
+                &format!("evil.example:{}", addr.port()),
+            ] {
+                let (status, body) = get_as(addr, host, path).await;
+                assert_eq!(status, 421, "{addr}{path} as {host}: {body}");
+                assert!(body.contains("loopback name"), "{body}");
+            }
+            for host in [
+                addr.to_string(),
+                "127.0.0.1".to_string(),
+                format!("localhost:{}", addr.port()),
+                format!("[::1]:{}", addr.port()),
+            ] {
+                let (status, body) = get_as(addr, &host, path).await;
+                assert_eq!(status, 200, "{addr}{path} as {host}: {body}");
+            }
+        }
+    }
+    assert_eq!(get_as(http, "evil.example", "/healthz").await.0, 200);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_pages_runs_newest_first_and_says_what_is_wrong() {
     let tmp = tempfile::tempdir().unwrap();

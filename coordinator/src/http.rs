@@ -86,7 +86,9 @@ pub async fn serve_http_with(
             .map_err(|err| CoordinatorError::Internal(format!("the web view: {err}")))?;
         info!(%addr, "web view and /api on http (loopback only, no authentication)");
     }
-    let web = config.web.then(|| crate::web::router(fleet.clone()));
+    let web = config
+        .web
+        .then(|| crate::web::plaintext_router(fleet.clone()));
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))

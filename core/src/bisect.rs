@@ -316,7 +316,7 @@ pub fn render(bisection: &Bisection, what: &str) -> String {
             "| {} | `{}` | {} | {} | {} | {}{} | {} | {}, {} | `{}` |",
             n + 1,
             short(&step.commit.id),
-            crate::report::table_text(&step.commit.subject),
+            crate::report::markdown_text::text(&step.commit.subject),
             speedup,
             step.verdict
                 .map_or("-".to_string(), |v| format!("{v:?}").to_lowercase()),

@@ -65,6 +65,37 @@ impl FromStr for Role {
     }
 }
 
+/// An extended key usage a role's certificate must carry.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyUsageOid {
+    /// Its name, as `openssl x509 -text` shows it.
+    pub name: &'static str,
+    /// The OID's DER content bytes.
+    pub oid: &'static [u8],
+}
+
+/// id-kp-serverAuth, 1.3.6.1.5.5.7.3.1.
+const SERVER_AUTH: KeyUsageOid = KeyUsageOid {
+    name: "serverAuth",
+    oid: &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01],
+};
+/// id-kp-clientAuth, 1.3.6.1.5.5.7.3.2.
+const CLIENT_AUTH: KeyUsageOid = KeyUsageOid {
+    name: "clientAuth",
+    oid: &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02],
+};
+
+impl Role {
+    /// The extended key usage a certificate of this role must carry: serverAuth for the
+    /// coordinator, clientAuth for the others. A certificate without it is refused.
+    pub fn required_key_usage(self) -> KeyUsageOid {
+        match self {
+            Role::Coordinator => SERVER_AUTH,
+            Role::Agent | Role::Operator | Role::Viewer => CLIENT_AUTH,
+        }
+    }
+}
+
 /// Who a verified peer certificate says its holder is, and which certificate said it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerIdentity {
@@ -160,6 +191,8 @@ pub enum CertError {
     Generate(String),
     #[error("the certificate is not signed by the fleet CA or is not valid now ({0}); issue one with `abfleet certs issue`")]
     Untrusted(String),
+    #[error("the certificate of role `{role}` lacks the extended key usage {usage} its role needs; issue one with `abfleet certs issue`")]
+    MissingKeyUsage { role: Role, usage: &'static str },
     #[error("the certificate carries no abfleet role (a SAN URI `abfleet://role/ROLE/NAME`); issue one with `abfleet certs issue`")]
     NoRole,
     #[error("the certificate carries {0} abfleet roles; a certificate must carry exactly one")]
@@ -289,10 +322,9 @@ pub fn peer_identity_at(
         what: "peer certificate",
         message: err.to_string(),
     })?;
-    let usage = match identity.role {
-        Role::Coordinator => webpki::KeyUsage::server_auth(),
-        Role::Agent | Role::Operator | Role::Viewer => webpki::KeyUsage::client_auth(),
-    };
+    // `KeyUsage::server_auth()`/`client_auth()` accept a certificate with no extended key
+    // usage at all; every certificate `issue` makes carries one, so its absence is refused.
+    let usage = webpki::KeyUsage::required(identity.role.required_key_usage().oid);
     end_entity
         .verify_for_usage(
             &[
@@ -307,7 +339,16 @@ pub fn peer_identity_at(
             None,
             None,
         )
-        .map_err(|err| CertError::Untrusted(err.to_string()))?;
+        .map_err(|err| match err {
+            #[allow(deprecated)]
+            webpki::Error::RequiredEkuNotFound | webpki::Error::RequiredEkuNotFoundContext(_) => {
+                CertError::MissingKeyUsage {
+                    role: identity.role,
+                    usage: identity.role.required_key_usage().name,
+                }
+            }
+            other => CertError::Untrusted(other.to_string()),
+        })?;
     Ok(identity)
 }
 
@@ -492,6 +533,36 @@ mod tests {
             issue(&ca, Role::Coordinator, "coord", &["bad name".into()]),
             Err(CertError::BadSan(_))
         ));
+    }
+
+    /// Issue 23: webpki's `client_auth()` accepts a certificate with no extended key usage,
+    /// so one the fleet CA signed without it passed as any client role.
+    #[test]
+    fn a_certificate_the_ca_signed_without_extended_key_usage_is_rejected() {
+        let ca = new_ca("fleet").unwrap();
+        let issuer =
+            Issuer::from_ca_cert_pem(&ca.cert_pem, KeyPair::from_pem(&ca.key_pem).unwrap())
+                .unwrap();
+        for role in Role::ALL {
+            let mut params = CertificateParams::default();
+            params.subject_alt_names = vec![SanType::URI(
+                format!("{ROLE_URI_PREFIX}{role}/no-eku")
+                    .try_into()
+                    .unwrap(),
+            )];
+            assert!(params.extended_key_usages.is_empty());
+            let key = KeyPair::generate().unwrap();
+            let leaf = params.signed_by(&key, &issuer).unwrap();
+            let err = peer_identity(&der(&ca), leaf.der()).unwrap_err();
+            assert!(
+                matches!(err, CertError::MissingKeyUsage { role: r, .. } if r == role),
+                "{role}: {err}"
+            );
+            assert!(
+                err.to_string().contains(role.required_key_usage().name),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -131,7 +131,7 @@ pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i
                 args.out.display()
             ))
         })?;
-    print!("{section}");
+    print!("{}", crate::terminal_text::visible(&section));
     let named = bisection.first_bad().is_some();
     if let Some(run_id) = &target.run {
         let record = BisectRecord {

@@ -1,4 +1,5 @@
-//! `abfleet runs`, `abfleet agents`, `abfleet cancel`.
+//! `abfleet runs`, `abfleet agents`, `abfleet cancel`, `abfleet drain`; the lists are
+//! `TextTable`s, so what agents and triggers wrote reaches the terminal only made visible.
 
 use abfleet_coordinator::run_summary;
 use abfleet_coordinator::store::{RunCursor, RunOrder};
@@ -10,6 +11,8 @@ use super::{control_client, status_error};
 use crate::cli::StoreSource;
 use crate::cli::TlsArgs;
 use crate::failure::{Classify, Failure};
+use crate::terminal_text::visible_cell;
+use crate::text_table::TextTable;
 
 /// Runs read per page with `--all`.
 const ALL_PAGE: u32 = 1000;
@@ -62,10 +65,15 @@ pub async fn runs(limit: Option<u32>, source: &StoreSource) -> Result<i32, Failu
             }
         }
     };
-    println!(
-        "{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  {:<20}  note",
-        "run", "submitted", "state", "trigger", "exit", "name"
-    );
+    let mut table = TextTable::new([
+        "run",
+        "submitted",
+        "state",
+        "trigger",
+        "exit",
+        "name",
+        "note",
+    ]);
     let runs_shown = runs.len();
     for run in runs {
         let exit = if run.exit_code < 0 {
@@ -73,18 +81,17 @@ pub async fn runs(limit: Option<u32>, source: &StoreSource) -> Result<i32, Failu
         } else {
             run.exit_code.to_string()
         };
-        let line = format!(
-            "{:<36}  {:<20}  {:<10}  {:<15}  {:<4}  {:<20}  {}",
+        table.row([
             run.run_id,
             format_utc(run.created_ms),
             run.state,
             run.trigger,
             exit,
             run.name,
-            run.trigger_note
-        );
-        println!("{}", line.trim_end());
+            run.trigger_note,
+        ]);
     }
+    print!("{}", table.render());
     if more {
         eprintln!(
             "(the newest {} runs; --limit N for more, --all for every run)",
@@ -113,10 +120,14 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
         }
         page_token = page.next_page_token;
     }
-    println!(
-        "{:<36}  {:<8}  {:<20}  {:<30}  {:<28}  generations",
-        "agent", "state", "last heartbeat", "host", "certificate (serial)"
-    );
+    let mut table = TextTable::new([
+        "agent",
+        "state",
+        "last heartbeat",
+        "host",
+        "certificate (serial)",
+        "generations",
+    ]);
     for agent in agents {
         let inventory = agent.inventory.unwrap_or_default();
         let generations: Vec<String> = inventory
@@ -138,8 +149,7 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
             let revoked = if agent.cert_revoked { " REVOKED" } else { "" };
             format!("{} ({serial}){revoked}", agent.cert_name)
         };
-        println!(
-            "{:<36}  {:<8}  {:<20}  {:<30}  {:<28}  {}",
+        table.row([
             agent.agent_id,
             agent.state,
             format_utc(agent.last_heartbeat_ms),
@@ -149,9 +159,10 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
                 "-".to_string()
             } else {
                 generations.join(", ")
-            }
-        );
+            },
+        ]);
     }
+    print!("{}", table.render());
     Ok(0)
 }
 
@@ -192,6 +203,7 @@ pub async fn drain(
         .map_err(|s| status_error("failed to drain the agent", s))?
         .into_inner()
         .state;
+    let state = visible_cell(&state);
     if resume {
         println!("agent {agent_id} takes jobs again ({state})");
     } else {

@@ -1,5 +1,6 @@
 //! `abfleet report`: a stored run's report as Markdown, JSON, JUnit XML or HTML, from a coordinator or
-//! straight from a data dir (works with no coordinator running).
+//! straight from a data dir (works with no coordinator running). What it prints goes through
+//! `terminal_text::visible`: names, notes and build logs in a report came from elsewhere.
 
 use abfleet_core::report::{render_junit, render_markdown, Report};
 use abfleet_core::RunId;
@@ -8,16 +9,18 @@ use super::control_client;
 use super::follow::fetch_report;
 use crate::cli::{ReportFormat, StoreSource};
 use crate::failure::{Classify, Failure};
+use crate::terminal_text::visible;
 
 pub async fn run(run_id: &str, format: ReportFormat, source: &StoreSource) -> Result<i32, Failure> {
     let parsed: RunId = run_id.parse().usage()?;
     let report = load(parsed, source).await?;
-    match format {
-        ReportFormat::Md => print!("{}", render_markdown(&report)),
-        ReportFormat::Json => println!("{}", report.to_json_pretty()),
-        ReportFormat::Junit => print!("{}", render_junit(&report)),
-        ReportFormat::Html => print!("{}", abfleet_html::render_report_html(&report)),
-    }
+    let text = match format {
+        ReportFormat::Md => render_markdown(&report),
+        ReportFormat::Json => report.to_json_pretty() + "\n",
+        ReportFormat::Junit => render_junit(&report),
+        ReportFormat::Html => abfleet_html::render_report_html(&report),
+    };
+    print!("{}", visible(&text));
     Ok(0)
 }
 
@@ -35,7 +38,10 @@ pub async fn against(
     }
     let now = load(run_id.parse().usage()?, source).await?;
     let before = load(earlier.parse().usage()?, source).await?;
-    print!("{}", abfleet_core::report::render_comparison(&now, &before));
+    print!(
+        "{}",
+        visible(&abfleet_core::report::render_comparison(&now, &before))
+    );
     Ok(0)
 }
 
@@ -107,11 +113,11 @@ pub async fn history(args: HistoryArgs, source: &StoreSource) -> Result<i32, Fai
     match args.format {
         crate::cli::HistoryFormat::Md => print!(
             "{}",
-            abfleet_core::report::history::render_history(
+            visible(&abfleet_core::report::history::render_history(
                 &points,
                 &args.generation,
                 &args.workload
-            )
+            ))
         ),
         crate::cli::HistoryFormat::Json => {
             println!("{}", serde_json::to_string_pretty(&points).infra()?)

@@ -636,6 +636,7 @@ impl Drop for KillOnDrop {
 }
 
 /// One HTTP/1.1 request on loopback (`Connection: close`): the status code and the body.
+/// `Host` is the address dialled unless `headers` name one.
 pub fn http_request(
     addr: SocketAddr,
     method: &str,
@@ -649,9 +650,15 @@ pub fn http_request(
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        request.push_str(&format!("Host: {addr}\r\n"));
+    }
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }

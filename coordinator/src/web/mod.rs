@@ -5,11 +5,12 @@
 //! generation (`/history`), and the same data under `/api/`.
 //! Pages are laid out by `abfleet-html`, the crate that writes report.html, so both show
 //! the same charts. Who may read it is decided where it is served: loopback plaintext
-//! (`http.rs`) or mutual TLS with an operator or viewer certificate (`tls.rs`).
+//! (`http.rs`, only to a loopback `Host`: `loopback_host.rs`) or mutual TLS with an operator or viewer certificate (`tls.rs`).
 
 mod api;
 mod events;
 pub mod limits;
+mod loopback_host;
 mod pages;
 mod query;
 pub mod tls;
@@ -35,7 +36,7 @@ pub async fn serve_web_plaintext(
     tracing::info!(%addr, "web view and /api on http (loopback only, no authentication)");
     serve_with_grace(
         listener,
-        router(fleet),
+        plaintext_router(fleet),
         shutdown,
         "web",
         limits::ConnectionLimits::default(),
@@ -57,6 +58,12 @@ pub(crate) async fn serve_with_grace(
     limits: limits::ConnectionLimits,
 ) -> Result<(), crate::CoordinatorError> {
     limits::serve_limited(listener, app, shutdown, what, limits, SHUTDOWN_GRACE).await
+}
+
+/// The web view's routes as served in plaintext on loopback: only to requests addressed to a
+/// loopback name (`loopback_host`), so a DNS-rebound page cannot read them.
+pub(crate) fn plaintext_router(fleet: Fleet) -> Router {
+    loopback_host::only_loopback_names(router(fleet))
 }
 
 /// The web view's routes: `/`, `/runs/{id}`, `/fleet`, `/history` and `/api/…`; every one

@@ -87,8 +87,10 @@ pub fn render_comparison(now: &Report, earlier: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# `{}`: run {} against run {}\n",
-        now.name, now.run_id, earlier.run_id
+        "# {}: run {} against run {}\n",
+        super::markdown_text::code(&now.name),
+        now.run_id,
+        earlier.run_id
     );
     let _ = writeln!(out, "## What changed\n");
     let short = |c: &Option<String>| {
@@ -103,10 +105,10 @@ pub fn render_comparison(now: &Report, earlier: &Report) -> String {
         let same = a.resolved == b.resolved;
         let _ = writeln!(
             out,
-            "- {side}: `{}` ({}) → `{}` ({}){}",
-            a.requested,
+            "- {side}: {} ({}) → {} ({}){}",
+            super::markdown_text::code(&a.requested),
             short(&a.resolved),
-            b.requested,
+            super::markdown_text::code(&b.requested),
             short(&b.resolved),
             if same { ", unchanged" } else { "" }
         );

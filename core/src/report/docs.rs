@@ -15,7 +15,7 @@
 use std::fmt::Write;
 
 use super::docs_section::render_docs_section;
-use super::markdown::table_text;
+use super::markdown_text::{code, text};
 use super::Report;
 use crate::cell::CellParity;
 
@@ -77,13 +77,15 @@ fn state_rows(report: &Report) -> Vec<(String, String)> {
     let short_run: String = report.run_id.chars().take(8).collect();
     let mut rows = Vec::new();
     let mut row = |generation: &str, cell: &str, what: &str, detail: &str, key: String| {
+        // The key holds names: escaped, it cannot close the HTML comment that carries it.
+        let key = text(&key);
         rows.push((
             key.clone(),
             format!(
-                "| {date} | `{short_run}` | `{}` | `{}` | {what} | {} | open — explain or fix <!-- abfleet:{key} --> |\n",
-                table_text(generation),
-                table_text(cell),
-                table_text(detail)
+                "| {date} | `{short_run}` | {} | {} | {what} | {} | open — explain or fix <!-- abfleet:{key} --> |\n",
+                code(generation),
+                code(cell),
+                text(detail)
             ),
         ));
     };

@@ -15,7 +15,7 @@
 
 use std::fmt::Write;
 
-use super::markdown::table_text;
+use super::markdown_text::{code, text};
 use super::model::{GenerationSection, ANY_GENERATION};
 use super::Report;
 use crate::cell::{CellParity, CellResult, RunCommand, SideStatus};
@@ -45,23 +45,25 @@ pub fn render_docs_section<'a>(report: &'a Report) -> String {
     let key_of = |section: Option<&GenerationSection>| {
         section
             .filter(|s| s.key != ANY_GENERATION)
-            .map_or(String::new(), |s| format!(" (`{}`)", s.key))
+            .map_or(String::new(), |s| format!(" ({})", code(&s.key)))
     };
     let all_cells: Vec<&CellResult> = groups.iter().flat_map(|(_, c)| c.iter().copied()).collect();
     if let [(section, _)] = groups.as_slice() {
         let host = host_of(*section);
         let _ = writeln!(
             out,
-            "### {date} — fork `{fork}` vs upstream `{}`, `{}`{}, {threads}\n",
-            report.upstream_ref,
-            host.map_or("unknown host", |h| h.hostname.as_str()),
+            "### {date} — fork {} vs upstream {}, {}{}, {threads}\n",
+            code(&fork),
+            code(&report.upstream_ref),
+            host.map_or("`unknown host`".to_string(), |h| code(&h.hostname)),
             key_of(*section)
         );
     } else {
         let _ = writeln!(
             out,
-            "### {date} — fork `{fork}` vs upstream `{}`, {} generations, {threads}\n",
-            report.upstream_ref,
+            "### {date} — fork {} vs upstream {}, {} generations, {threads}\n",
+            code(&fork),
+            code(&report.upstream_ref),
             groups.len()
         );
     }
@@ -72,8 +74,8 @@ pub fn render_docs_section<'a>(report: &'a Report) -> String {
         if multi {
             let _ = writeln!(
                 out,
-                "#### `{}`{}\n",
-                host.map_or("unknown host", |h| h.hostname.as_str()),
+                "#### {}{}\n",
+                host.map_or("`unknown host`".to_string(), |h| code(&h.hostname)),
                 key_of(*section)
             );
         }
@@ -114,10 +116,10 @@ fn fork_ref(report: &Report) -> String {
 fn provenance(out: &mut String, report: &Report, cells: &[&CellResult]) {
     let _ = writeln!(
         out,
-        "abfleet run `{}` (`{}`, trigger `{}`); {} warm-up, {}–{} timed pairs per cell, median wall time; parity gate {:e}. Command: `{}`.\n",
+        "abfleet run `{}` ({}, trigger {}); {} warm-up, {}–{} timed pairs per cell, median wall time; parity gate {:e}. Command: {}.\n",
         report.run_id,
-        report.name,
-        report.trigger,
+        code(&report.name),
+        code(&report.trigger),
         report.warmup,
         report.runs,
         report.max_runs,
@@ -125,7 +127,7 @@ fn provenance(out: &mut String, report: &Report, cells: &[&CellResult]) {
         cells
             .iter()
             .find_map(|c| c.fork.command.as_ref())
-            .map_or("-".to_string(), short_command)
+            .map_or("`-`".to_string(), |command| code(&short_command(command)))
     );
 }
 
@@ -140,7 +142,6 @@ fn short_command(command: &RunCommand) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-        .replace('`', "'")
 }
 
 /// `| Profile | CPU | GPUs | Memory | OS |`: the GPUs are the host's GPU generations.
@@ -153,18 +154,18 @@ fn profile_table(out: &mut String, host: &Inventory) {
     }
     let _ = writeln!(
         out,
-        "| Profile | CPU | GPUs | Memory | OS |\n|---|---|---|---|---|\n| `{}` | {} ({} cores / {} threads) | {} | {:.0} GiB | {} |\n",
-        host.hostname,
-        table_text(&host.cpu_model),
+        "| Profile | CPU | GPUs | Memory | OS |\n|---|---|---|---|---|\n| {} | {} ({} cores / {} threads) | {} | {:.0} GiB | {} |\n",
+        code(&host.hostname),
+        text(&host.cpu_model),
         host.physical_cores,
         host.logical_cores,
         if gpus.is_empty() {
             "—".to_string()
         } else {
-            table_text(&gpus.join(", "))
+            text(&gpus.join(", "))
         },
         host.memory_bytes as f64 / (1u64 << 30) as f64,
-        table_text(&host.os)
+        text(&host.os)
     );
 }
 
@@ -237,14 +238,15 @@ fn fixture_table(out: &mut String, cells: &[&CellResult]) {
             None => "—".to_string(),
             Some((_, 0.0)) => "0".to_string(),
             Some((_, d)) if !d.is_finite() => "null vs number".to_string(),
-            Some((metric, d)) => format!("{d:+.1e} (`{metric}`)"),
+            Some((metric, d)) => format!("{d:+.1e} ({})", code(metric)),
         };
         if rows.iter().any(|c| c.parity == CellParity::Fail) {
             delta = format!("**FAIL** {delta}");
         }
         let _ = writeln!(
             out,
-            "| `{fixture}`{frames} | {upstream_text} | {fork_text} | {speedup_text} | {delta} |"
+            "| {}{frames} | {upstream_text} | {fork_text} | {speedup_text} | {delta} |",
+            code(fixture)
         );
     }
     let _ = writeln!(
@@ -259,7 +261,7 @@ fn feature_tables(out: &mut String, cells: &[&CellResult]) {
     let fixtures = fixtures_of(cells);
     for fixture in &fixtures {
         if fixtures.len() > 1 {
-            let _ = writeln!(out, "**`{fixture}`**\n");
+            let _ = writeln!(out, "**{}**\n", code(fixture));
         }
         let _ = writeln!(
             out,
@@ -275,7 +277,7 @@ fn feature_tables(out: &mut String, cells: &[&CellResult]) {
             let _ = writeln!(
                 out,
                 "| {}{dagger} | {} | {} | {} |",
-                cell.workload,
+                text(&cell.workload),
                 side_text(
                     cell.upstream.status,
                     cell.upstream.median_time,
@@ -296,24 +298,25 @@ fn feature_tables(out: &mut String, cells: &[&CellResult]) {
                 ));
             }
             match cell.largest_score_delta() {
-                Some((metric, 0.0)) => {
-                    parts.push(format!("every pooled delta 0 (`{metric}` and the rest)"))
-                }
+                Some((metric, 0.0)) => parts.push(format!(
+                    "every pooled delta 0 ({} and the rest)",
+                    code(metric)
+                )),
                 Some((metric, d)) if d.is_finite() => {
-                    parts.push(format!("largest pooled delta {d:+.1e} (`{metric}`)"))
+                    parts.push(format!("largest pooled delta {d:+.1e} ({})", code(metric)))
                 }
-                Some((metric, _)) => parts.push(format!("`{metric}` null on one side")),
+                Some((metric, _)) => parts.push(format!("{} null on one side", code(metric))),
                 None => {}
             }
             for failure in &cell.parity_failures {
                 parts.push(format!(
                     "**parity FAIL** ({}): {}",
                     failure.rule.describe(),
-                    table_text(&failure.message)
+                    text(&failure.message)
                 ));
             }
             if !parts.is_empty() {
-                let _ = writeln!(out, "- {}: {}", cell.workload, parts.join("; "));
+                let _ = writeln!(out, "- {}: {}", text(&cell.workload), parts.join("; "));
             }
         }
         out.push('\n');

@@ -1122,7 +1122,7 @@ pub fn render_history(points: &[HistoryPoint], generation: &str, workload: &str)
             if flags.is_empty() {
                 "-".to_string()
             } else {
-                super::markdown::table_text(&flags.join(", "))
+                super::markdown_text::text(&flags.join(", "))
             }
         );
     }

@@ -1,12 +1,14 @@
 //! `report.md`, in the style of the fork's `docs/benchmarks.md`: a dated heading naming the
 //! fork commit, the upstream ref, the host and the threads; one table per fixture with one
 //! row per feature; † on start-up-dominated rows; an explicit "absent upstream" marker.
+//! Every supplied string goes through `markdown_text`.
 
 use std::fmt::Write as _;
 
 use crate::cell::{CellParity, CellResult, SideResult, SideStatus};
 use crate::events::BuildStatus;
 
+use super::markdown_text::{code, code_block, text};
 use super::model::{Report, ScoreParity, SideInfo};
 
 pub fn render_markdown(report: &Report) -> String {
@@ -18,23 +20,24 @@ pub fn render_markdown(report: &Report) -> String {
     let host = report
         .host
         .as_ref()
-        .map_or("unknown host".to_string(), |h| h.hostname.clone());
+        .map_or("unknown host".to_string(), |h| code(&h.hostname));
     let threads = report.threads_text();
     let _ = writeln!(
         out,
-        "### {date} — fork `{}` vs upstream `{}`, `{host}`, {threads}\n",
-        report.fork_ref, report.upstream_ref
+        "### {date} — fork {} vs upstream {}, {host}, {threads}\n",
+        code(&report.fork_ref),
+        code(&report.upstream_ref)
     );
     let _ = writeln!(
         out,
-        "Run `{}` (`{}`), trigger `{}`{}, status **{}**. Per side and cell: {} discarded warm-up run(s), then {} timed pairs (one run of each side; up to {} while a verdict is unsure) in a seeded balanced random order; median wall time with min/max spread; speedup with its 95% bootstrap interval and verdict (±{:.0}% counts as the same). Parity gate: every shared metric's pooled-mean delta ≤ {:e}{}, compared at the output's printed precision; a metric upstream writes must be in the fork's output too.\n",
+        "Run `{}` ({}), trigger {}{}, status **{}**. Per side and cell: {} discarded warm-up run(s), then {} timed pairs (one run of each side; up to {} while a verdict is unsure) in a seeded balanced random order; median wall time with min/max spread; speedup with its 95% bootstrap interval and verdict (±{:.0}% counts as the same). Parity gate: every shared metric's pooled-mean delta ≤ {:e}{}, compared at the output's printed precision; a metric upstream writes must be in the fork's output too.\n",
         report.run_id,
-        report.name,
-        report.trigger,
+        code(&report.name),
+        code(&report.trigger),
         report
             .trigger_note
             .as_deref()
-            .map(|note| format!(" ({})", note.replace('`', "'")))
+            .map(|note| format!(" ({})", text(note)))
             .unwrap_or_default(),
         report.status,
         report.warmup,
@@ -61,16 +64,18 @@ pub fn render_markdown(report: &Report) -> String {
         .collect();
         let _ = writeln!(
             out,
-            "- Allowance in force: `{metric}` may differ, {} — {}\n",
+            "- Allowance in force: {} may differ, {} — {}\n",
+            code(metric),
             gates.join(", "),
-            allowance.reason
+            text(&allowance.reason)
         );
     }
     for missing in &report.allow_missing {
         let _ = writeln!(
             out,
-            "- Allowed missing in the fork: `{}` — {}\n",
-            missing.metric, missing.reason
+            "- Allowed missing in the fork: {} — {}\n",
+            code(&missing.metric),
+            text(&missing.reason)
         );
     }
     if let Some(host) = &report.host {
@@ -80,15 +85,15 @@ pub fn render_markdown(report: &Report) -> String {
         );
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} cores / {} threads | {:.1} GiB | {} {} ({}) |\n",
-            host.hostname,
-            host.cpu_model,
+            "| {} | {} | {} cores / {} threads | {:.1} GiB | {} {} ({}) |\n",
+            code(&host.hostname),
+            text(&host.cpu_model),
             host.physical_cores,
             host.logical_cores,
             host.memory_bytes as f64 / (1u64 << 30) as f64,
-            host.os,
-            host.kernel,
-            host.arch
+            text(&host.os),
+            text(&host.kernel),
+            text(&host.arch)
         );
     }
     let _ = writeln!(out, "{}", side_line("Upstream", &report.upstream));
@@ -127,8 +132,12 @@ pub fn render_markdown(report: &Report) -> String {
         .flat_map(|c| {
             c.noise_flags.iter().map(move |f| {
                 format!(
-                    "- {}/{}: `{}` = {} ({})",
-                    c.fixture, c.workload, f.name, f.value, f.detail
+                    "- {}/{}: {} = {} ({})",
+                    text(&c.fixture),
+                    text(&c.workload),
+                    code(&f.name),
+                    f.value,
+                    text(&f.detail)
                 )
             })
         })
@@ -152,7 +161,7 @@ pub fn render_markdown(report: &Report) -> String {
                 out,
                 "Geomean speedup {g:.2}x over exactly these {} cells (parity ok, both sides measured): {}. The per-feature rows above are the result; this number is only their summary.\n",
                 report.geomean_cells.len(),
-                report.geomean_cells.join(", ")
+                text(&report.geomean_cells.join(", "))
             );
         }
         None => {
@@ -174,7 +183,7 @@ pub fn render_markdown(report: &Report) -> String {
     };
     let _ = writeln!(out, "**Score parity: {parity}**\n");
     for line in &report.score_parity_report {
-        let _ = writeln!(out, "- {line}");
+        let _ = writeln!(out, "- {}", text(line));
     }
     if !report.score_parity_report.is_empty() {
         out.push('\n');
@@ -191,8 +200,8 @@ pub fn render_markdown(report: &Report) -> String {
         .map(|c| {
             format!(
                 "- {}/{}: only upstream: {}; only fork: {}",
-                c.fixture,
-                c.workload,
+                text(&c.fixture),
+                text(&c.workload),
                 list_or_none(&c.only_upstream_metrics),
                 list_or_none(&c.only_fork_metrics)
             )
@@ -212,7 +221,7 @@ pub fn render_markdown(report: &Report) -> String {
         .cells
         .iter()
         .flat_map(|c| c.renamed_metrics.iter())
-        .map(|(up, fork)| format!("`{up}` → `{fork}`"))
+        .map(|(up, fork)| format!("{} → {}", code(up), code(fork)))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -227,13 +236,13 @@ pub fn render_markdown(report: &Report) -> String {
         let _ = writeln!(
             out,
             "Cells without a result: {}.\n",
-            report.missing_cells.join(", ")
+            text(&report.missing_cells.join(", "))
         );
     }
     if !report.errors.is_empty() {
         let _ = writeln!(out, "**Problems:**\n");
         for error in &report.errors {
-            let _ = writeln!(out, "- {error}");
+            let _ = writeln!(out, "- {}", text(error));
         }
         out.push('\n');
     }
@@ -245,9 +254,9 @@ pub fn render_markdown(report: &Report) -> String {
             let generation = attempt
                 .generation
                 .as_deref()
-                .map(|g| format!("`{g}` "))
+                .map(|g| format!("{} ", code(g)))
                 .unwrap_or_default();
-            let _ = writeln!(out, "- {generation}{}", attempt.line());
+            let _ = writeln!(out, "- {generation}{}", text(&attempt.line()));
         }
         out.push('\n');
     }
@@ -260,9 +269,9 @@ pub fn render_markdown(report: &Report) -> String {
             if let Some(tail) = &build.log_tail {
                 let _ = writeln!(
                     out,
-                    "The {name} build log ends with (`{}`):\n\n```\n{}\n```\n",
-                    build.log_path,
-                    tail.trim_end()
+                    "The {name} build log ends with ({}):\n\n{}\n",
+                    code(&build.log_path),
+                    code_block(tail.trim_end())
                 );
             }
         }
@@ -278,7 +287,7 @@ fn render_generations(out: &mut String, report: &Report) {
         let host = section
             .host
             .as_ref()
-            .map_or("—".to_string(), |h| format!("`{}`", h.hostname));
+            .map_or("—".to_string(), |h| code(&h.hostname));
         let simulated = if section.simulated {
             " (recorded probes)"
         } else {
@@ -286,8 +295,8 @@ fn render_generations(out: &mut String, report: &Report) {
         };
         let _ = writeln!(
             out,
-            "| `{}` | {host}{simulated} | {} | {:?} | {} | {} | {} (exit {}) |",
-            section.key,
+            "| {} | {host}{simulated} | {} | {:?} | {} | {} | {} (exit {}) |",
+            code(&section.key),
             report.cells_of(section).count() + section.backend_cells.len(),
             section.score_parity,
             if section.startup_bound { "yes" } else { "no" },
@@ -298,9 +307,14 @@ fn render_generations(out: &mut String, report: &Report) {
     }
     out.push('\n');
     for section in &report.generations {
-        let _ = writeln!(out, "#### Generation `{}`\n", section.key);
+        let _ = writeln!(out, "#### Generation {}\n", code(&section.key));
         if let Some(host) = &section.host {
-            let _ = writeln!(out, "Host `{}`: {}.", host.hostname, host.summary());
+            let _ = writeln!(
+                out,
+                "Host {}: {}.",
+                code(&host.hostname),
+                text(&host.summary())
+            );
         }
         if section.simulated {
             let _ = writeln!(
@@ -309,7 +323,7 @@ fn render_generations(out: &mut String, report: &Report) {
             );
         }
         for (side, toolchain) in &section.toolchain {
-            let _ = writeln!(out, "- {side} toolchain: `{toolchain}`");
+            let _ = writeln!(out, "- {side} toolchain: {}", code(toolchain));
         }
         for change in section.toolchain_changes() {
             let _ = writeln!(
@@ -328,7 +342,7 @@ fn render_generations(out: &mut String, report: &Report) {
             let _ = writeln!(
                 out,
                 "Geomean speedup of this generation: {g:.2}x over {}.\n",
-                section.geomean_cells.join(", ")
+                text(&section.geomean_cells.join(", "))
             );
         }
     }
@@ -343,7 +357,7 @@ fn render_cell_tables(out: &mut String, cells: &[&CellResult], heading: &str) {
         }
     }
     for fixture in fixtures {
-        let _ = writeln!(out, "{heading} Fixture `{fixture}`\n");
+        let _ = writeln!(out, "{heading} Fixture {}\n", code(fixture));
         let _ = writeln!(
             out,
             "| Feature | Upstream | Fork | Speedup | Score delta |\n|---|---|---|---|---|"
@@ -358,7 +372,7 @@ fn render_cell_tables(out: &mut String, cells: &[&CellResult], heading: &str) {
             let _ = writeln!(
                 out,
                 "| {}{dagger} | {} | {} | {} | {} |",
-                cell.workload,
+                text(&cell.workload),
                 side_cell(&cell.upstream, "absent upstream"),
                 side_cell(&cell.fork, "absent in fork"),
                 speedup_cell(cell),
@@ -404,11 +418,13 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
                 .get(metric)
                 .map_or(String::new(), |p| format!(", p95 {}", delta_text(*p)));
             parts.push(format!(
-                "largest per-frame delta {} (`{metric}`{frame}), {over} frame(s) over the threshold{p95}",
-                delta_text(*delta)
+                "largest per-frame delta {} ({}{frame}), {over} frame(s) over the threshold{p95}",
+                delta_text(*delta),
+                code(metric)
             ));
         }
         for (side, reason) in cell.not_measured_reasons() {
+            let reason = text(reason);
             parts.push(match side {
                 Some(side) => format!("{side} not measured: {reason}"),
                 None => format!("not measured: {reason}"),
@@ -418,14 +434,14 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
             parts.push(format!(
                 "**parity FAIL** ({}): {}",
                 failure.rule.describe(),
-                failure.message
+                text(&failure.message)
             ));
         }
         if let (false, Some(by)) = (one_sender, &cell.measured_by) {
             parts.push(format!("measured by {}", measured_by_words(by)));
         }
         if !parts.is_empty() {
-            lines.push(format!("- {}: {}", cell.workload, parts.join("; ")));
+            lines.push(format!("- {}: {}", text(&cell.workload), parts.join("; ")));
         }
     }
     if let (true, Some(by)) = (
@@ -449,11 +465,11 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
 fn measured_by_words(by: &crate::cell::MeasuredBy) -> String {
     match &by.certificate {
         Some(certificate) => format!(
-            "agent `{}` (certificate `{}`)",
-            table_text(&by.agent_id),
-            table_text(certificate)
+            "agent {} (certificate {})",
+            code(&by.agent_id),
+            code(certificate)
         ),
-        None => format!("agent `{}`", table_text(&by.agent_id)),
+        None => format!("agent {}", code(&by.agent_id)),
     }
 }
 
@@ -477,10 +493,10 @@ fn render_reproduce(out: &mut String, cells: &[CellResult]) {
                 .filter_map(move |(name, side)| {
                     side.command.as_ref().map(|command| {
                         format!(
-                            "- {}/{} {name}: `{}`",
-                            cell.fixture,
-                            cell.workload,
-                            command.shell_line()
+                            "- {}/{} {name}: {}",
+                            text(&cell.fixture),
+                            text(&cell.workload),
+                            code(&command.shell_line())
                         )
                     })
                 })
@@ -514,16 +530,15 @@ fn list_or_none(names: &[String]) -> String {
     if names.is_empty() {
         "none".into()
     } else {
-        names
-            .iter()
-            .map(|n| format!("`{n}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        names.iter().map(|n| code(n)).collect::<Vec<_>>().join(", ")
     }
 }
 
 fn side_line(label: &str, side: &SideInfo) -> String {
-    let resolved = side.resolved.as_deref().unwrap_or("not resolved");
+    let resolved = side
+        .resolved
+        .as_deref()
+        .map_or("not resolved".to_string(), code);
     let build = match &side.build {
         Some(b) => match b.status {
             BuildStatus::Built => format!("built in {:.1} s", b.seconds),
@@ -535,11 +550,11 @@ fn side_line(label: &str, side: &SideInfo) -> String {
     let toolchain = side
         .build
         .as_ref()
-        .map(|b| format!(", toolchain `{}`", b.toolchain))
+        .map(|b| format!(", toolchain {}", code(&b.toolchain)))
         .unwrap_or_default();
     format!(
-        "- {label}: `{}` → `{resolved}`, {build}{toolchain}",
-        side.requested
+        "- {label}: {} → {resolved}, {build}{toolchain}",
+        code(&side.requested)
     )
 }
 
@@ -574,11 +589,6 @@ fn speedup_cell(cell: &CellResult) -> String {
         None if !cell.rejected.is_empty() => "**rejected** (see below)".to_string(),
         None => "—".to_string(),
     }
-}
-
-/// `text` as one cell of a Markdown table: `|` escaped, line breaks made spaces.
-pub(crate) fn table_text(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
 }
 
 pub(super) fn verdict_word(verdict: crate::paired::Verdict) -> &'static str {
@@ -673,6 +683,49 @@ pub(super) mod tests {
         let report = sample_report();
         assert_eq!(report.exit_code, 0);
         insta::assert_snapshot!(render_markdown(&report));
+    }
+
+    /// Issue 23: report.md wrote spec names, PR titles and hostnames as they came, so
+    /// `<img src=x onerror=…>` was HTML wherever the report was rendered, and a `|` or a line
+    /// break split its tables.
+    #[test]
+    fn supplied_strings_are_text_in_report_md_and_the_docs_section() {
+        const HOSTILE: &str = "<img src=x onerror=alert(1)>|x\nnext `line`";
+        let mut report = sample_report();
+        report.name = HOSTILE.into();
+        report.trigger_note = Some(format!("PR #9: {HOSTILE}"));
+        report.errors.push(format!("build of {HOSTILE} failed"));
+        for host in report.host.iter_mut().chain(
+            report
+                .generations
+                .iter_mut()
+                .filter_map(|g| g.host.as_mut()),
+        ) {
+            host.hostname = HOSTILE.into();
+            host.cpu_model = HOSTILE.into();
+        }
+        for cell in &mut report.cells {
+            cell.workload = format!("{}{HOSTILE}", cell.workload);
+            cell.fixture = HOSTILE.into();
+        }
+        for text in [
+            render_markdown(&report),
+            crate::report::render_docs_section(&report),
+        ] {
+            assert!(!text.contains("<img"), "raw HTML:\n{text}");
+            assert!(
+                text.contains("&lt;img src=x onerror=alert(1)&gt;\\|x next `line`"),
+                "{text}"
+            );
+            // Every table row keeps its column count: no `|` or line break got in.
+            for table in text.split("\n\n").filter(|b| b.starts_with('|')) {
+                let columns = |line: &str| line.replace("\\|", "").matches('|').count();
+                let header = columns(table.lines().next().unwrap());
+                for line in table.lines() {
+                    assert_eq!(columns(line), header, "{line}\nin\n{table}");
+                }
+            }
+        }
     }
 
     /// A fixed run of four cells (one fork-only), as the renderers' tests use it.

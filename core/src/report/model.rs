@@ -230,7 +230,10 @@ impl GenerationSection {
             .iter()
             .filter_map(|(side, now)| {
                 let before = self.previous_toolchain.get(side)?;
-                (before != now).then(|| format!("{side}: `{before}` → `{now}`"))
+                (before != now).then(|| {
+                    use super::markdown_text::code;
+                    format!("{side}: {} → {}", code(before), code(now))
+                })
             })
             .collect()
     }

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use crate::backend_cell::BackendCellStatus;
 use crate::finding::{Finding, Severity};
 
-use super::markdown::table_text;
+use super::markdown_text::text as table_text;
 use super::model::GenerationSection;
 
 /// `1 fail, 2 warn, 5 ok`, or `—` without findings.

@@ -5,6 +5,7 @@
 
 use std::fmt::Write;
 
+use super::markdown_text::{code, text};
 use super::model::{GenerationSection, Report};
 use crate::cell::CellParity;
 use crate::sweep::{BestConfiguration, SweepSection};
@@ -14,16 +15,16 @@ pub(super) fn render_sweep(report: &Report) -> String {
     let date = report.day();
     let _ = writeln!(
         out,
-        "### {date} — retuning sweep of fork `{}`, {} generation(s)\n",
-        report.fork_ref,
+        "### {date} — retuning sweep of fork {}, {} generation(s)\n",
+        code(&report.fork_ref),
         report.generations.len()
     );
     let _ = writeln!(
         out,
-        "Run `{}` (`{}`), trigger `{}`, status **{}**. Every configuration is timed against the shipped default in balanced pairs (one run of each, in a seeded random order; {} discarded warm-up run(s) each, {} pairs, up to {} while the verdict is unsure; one timed run covers every fixture × workload); its speedup over the default has a 95% bootstrap interval and a signed-rank verdict (±{:.0}% counts as the same). Parity first: a configuration whose pooled-mean score moves by more than {:e} from the default's is rejected and never wins, however fast. Ties go to the configuration planned first.\n",
+        "Run `{}` ({}), trigger {}, status **{}**. Every configuration is timed against the shipped default in balanced pairs (one run of each, in a seeded random order; {} discarded warm-up run(s) each, {} pairs, up to {} while the verdict is unsure; one timed run covers every fixture × workload); its speedup over the default has a 95% bootstrap interval and a signed-rank verdict (±{:.0}% counts as the same). Parity first: a configuration whose pooled-mean score moves by more than {:e} from the default's is rejected and never wins, however fast. Ties go to the configuration planned first.\n",
         report.run_id,
-        report.name,
-        report.trigger,
+        code(&report.name),
+        code(&report.trigger),
         report.status,
         report.warmup,
         report.runs,
@@ -31,7 +32,7 @@ pub(super) fn render_sweep(report: &Report) -> String {
         report.practical_threshold * 100.0,
         report.max_score_delta
     );
-    let _ = writeln!(out, "Fork: `{}`\n", report.fork.requested);
+    let _ = writeln!(out, "Fork: {}\n", code(&report.fork.requested));
     let sections: Vec<(&GenerationSection, &SweepSection)> = report
         .generations
         .iter()
@@ -85,12 +86,17 @@ pub(super) fn render_sweep(report: &Report) -> String {
         out.push('\n');
     }
     for section in &report.generations {
-        let _ = writeln!(out, "#### Generation `{}`\n", section.key);
+        let _ = writeln!(out, "#### Generation {}\n", code(&section.key));
         if let Some(host) = &section.host {
-            let _ = writeln!(out, "Host `{}`: {}.\n", host.hostname, host.summary());
+            let _ = writeln!(
+                out,
+                "Host {}: {}.\n",
+                code(&host.hostname),
+                text(&host.summary())
+            );
         }
         for (side, toolchain) in &section.toolchain {
-            let _ = writeln!(out, "- {side} toolchain: `{toolchain}`");
+            let _ = writeln!(out, "- {side} toolchain: {}", code(toolchain));
         }
         for change in section.toolchain_changes() {
             let _ = writeln!(
