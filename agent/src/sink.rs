@@ -16,7 +16,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use abfleet_core::events::JobEventPayload;
+use abfleet_core::events::{JobEventPayload, LogLevel};
 use abfleet_proto::pb;
 use abfleet_proto::pb::agent_service_client::AgentServiceClient;
 use tokio::sync::watch;
@@ -224,6 +224,8 @@ impl EventSink {
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
         // Halved when a coordinator with a smaller message limit refuses a batch as too large.
         let mut budget = MAX_BATCH_JSON_BYTES;
+        // Set when the coordinator asked for events this agent no longer holds.
+        let mut lost_before = 0;
         loop {
             // Never compete with a timed run.
             let permit = self.inner.gate.permit().await;
@@ -262,6 +264,7 @@ impl EventSink {
                         payload_json: e.payload_json.clone(),
                     })
                     .collect(),
+                lost_before,
             };
             crate::timeline::mark("upload.start");
             let pushed = {
@@ -283,7 +286,13 @@ impl EventSink {
             };
             match pushed {
                 Ok(response) => {
-                    let acked = response.into_inner().acked;
+                    let response = response.into_inner();
+                    if let Some(missing) = response.missing {
+                        lost_before = self.resend_missing(missing.first, missing.last);
+                        continue;
+                    }
+                    lost_before = 0;
+                    let acked = response.acked;
                     debug!(job_id = %self.inner.job_id, count = acked.len(), "events acknowledged");
                     self.lock().spool.acknowledge(&acked);
                     self.bump();
@@ -317,8 +326,14 @@ impl EventSink {
                     );
                     error!(job_id = %self.inner.job_id, "{message}");
                     {
+                        // Sent as a note in its place: the attempt's sequence stays whole.
+                        let note = JobEventPayload::Log {
+                            level: LogLevel::Error,
+                            line: message.clone(),
+                        };
+                        let note = serde_json::to_string(&note).expect("events serialise");
                         let mut state = self.lock();
-                        state.spool.acknowledge(&[batch[0].seq]);
+                        state.spool.replace(batch[0].seq, note);
                         state.spool_failure.get_or_insert(message);
                     }
                     self.bump();
@@ -332,6 +347,26 @@ impl EventSink {
                 }
             }
             crate::timeline::mark("upload.end");
+        }
+    }
+}
+
+impl EventSink {
+    /// The coordinator lacks events `first..=last` of this attempt (its store was restored
+    /// from an older copy after it acknowledged them): queues them again from the spool file
+    /// when it still holds them and returns 0, else returns what to tell the coordinator
+    /// (`lost_before`: it redoes the attempt).
+    fn resend_missing(&self, first: u64, last: u64) -> u64 {
+        let recovered = self.lock().spool.recover(first, last);
+        match recovered {
+            Ok(true) => {
+                warn!(job_id = %self.inner.job_id, first, last, "the coordinator lacks events it acknowledged (restored from an older copy?); sending them again from the spool");
+                0
+            }
+            Ok(false) | Err(_) => {
+                error!(job_id = %self.inner.job_id, first, last, "the coordinator lacks events it acknowledged (restored from an older copy?) and the spool no longer holds them; the coordinator redoes the attempt");
+                last.saturating_add(1)
+            }
         }
     }
 }

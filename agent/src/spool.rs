@@ -217,6 +217,50 @@ impl Spool {
         Ok(())
     }
 
+    /// Puts events `first..=last` back at the front of the queue when the file still holds
+    /// each of them (acknowledged lines stay in it until [`upkeep`](Spool::upkeep)): the
+    /// coordinator asked for them again (its store was restored from an older copy).
+    /// `false`, and nothing changed, when any of them is gone or already queued.
+    pub fn recover(&mut self, first: u64, last: u64) -> std::io::Result<bool> {
+        if first > last || self.pending.front().is_some_and(|(e, _)| e.seq <= last) {
+            return Ok(false);
+        }
+        let bytes = match std::fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(err) => return Err(err),
+        };
+        let mut found: Vec<(SpooledEvent, u64)> = bytes
+            .split_inclusive(|&b| b == b'\n')
+            .filter(|line| line.ends_with(b"\n"))
+            .filter_map(|line| {
+                let event: SpooledEvent = serde_json::from_slice(line.trim_ascii()).ok()?;
+                (first..=last)
+                    .contains(&event.seq)
+                    .then_some((event, line.len() as u64))
+            })
+            .collect();
+        found.sort_by_key(|(event, _)| event.seq);
+        found.dedup_by_key(|(event, _)| event.seq);
+        if found.len() as u64 != last - first + 1 {
+            return Ok(false);
+        }
+        for (event, bytes) in found.into_iter().rev() {
+            self.acked_bytes = self.acked_bytes.saturating_sub(bytes);
+            self.pending.push_front((event, bytes));
+        }
+        Ok(true)
+    }
+
+    /// Replaces the queued event `seq` with `payload_json` (in memory; the file keeps the
+    /// old line until [`upkeep`](Spool::upkeep)): an event the coordinator will never take
+    /// is sent as a note saying so, so the attempt's sequence stays whole.
+    pub fn replace(&mut self, seq: u64, payload_json: String) {
+        if let Some((event, _)) = self.pending.iter_mut().find(|(e, _)| e.seq == seq) {
+            event.payload_json = payload_json;
+        }
+    }
+
     /// Forgets everything (the lease was lost: nobody will take these events).
     pub fn discard(&mut self) -> std::io::Result<()> {
         self.pending.clear();
@@ -264,6 +308,41 @@ pub(crate) mod tests {
             at_ms: 1,
             payload_json: format!("{{\"n\":{seq}}}"),
         }
+    }
+
+    #[test]
+    fn events_the_coordinator_asks_for_again_come_back_from_the_file_while_it_holds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spool = Spool::open(dir.path(), "job", 1).unwrap();
+        for seq in 0..5 {
+            spool.push(event(seq)).unwrap();
+        }
+        spool.acknowledge(&[0, 1, 2, 3]);
+        assert_eq!(spool.pending(10), vec![event(4)]);
+        // A restored coordinator lacks 2 and 3: they are queued again, in order, first.
+        assert!(spool.recover(2, 3).unwrap());
+        assert_eq!(spool.pending(10), vec![event(2), event(3), event(4)]);
+        // Already queued, or asked for past what is queued: nothing changes.
+        assert!(!spool.recover(3, 4).unwrap());
+        assert_eq!(spool.len(), 3);
+        // Once the file is gone (everything acknowledged and tidied), they are lost.
+        spool.acknowledge(&[2, 3, 4]);
+        spool.upkeep().unwrap();
+        assert!(!spool.recover(2, 3).unwrap());
+        assert!(spool.is_empty());
+    }
+
+    #[test]
+    fn a_replaced_event_goes_in_place_of_the_one_the_coordinator_will_not_take() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spool = Spool::open(dir.path(), "job", 1).unwrap();
+        spool.push(event(0)).unwrap();
+        spool.push(event(1)).unwrap();
+        spool.replace(0, "{\"note\":true}".to_string());
+        let pending = spool.pending(10);
+        assert_eq!(pending[0].seq, 0);
+        assert_eq!(pending[0].payload_json, "{\"note\":true}");
+        assert_eq!(pending[1], event(1));
     }
 
     #[test]

@@ -252,6 +252,7 @@ async fn a_resent_sequence_number_is_acknowledged_and_ignored() {
         job_id: offer.job_id.clone(),
         attempt: offer.attempt,
         events,
+        lost_before: 0,
     };
     let first = agent
         .push_events(push(vec![event(0), event(1)]))

@@ -269,6 +269,7 @@ async fn an_agent_certificate_speaks_only_for_its_own_agent_id_across_restarts()
             job_id: abfleet_core::JobId::new_random().to_string(),
             attempt: 1,
             events: vec![],
+            lost_before: 0,
         })
         .await,
         Code::PermissionDenied,
@@ -293,6 +294,7 @@ async fn an_agent_certificate_speaks_only_for_its_own_agent_id_across_restarts()
             job_id: abfleet_core::JobId::new_random().to_string(),
             attempt: 1,
             events: vec![],
+            lost_before: 0,
         })
         .await,
         Code::FailedPrecondition,

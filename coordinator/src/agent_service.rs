@@ -154,11 +154,30 @@ impl pb::agent_service_server::AgentService for AgentService {
             })?;
             events.push(event);
         }
-        let acked = self
+        if request.lost_before > 0 {
+            // The agent no longer holds events the coordinator asked for: the attempt is
+            // redone, unless the store has them after all.
+            self.fleet
+                .events_lost(agent_id, job_id, request.attempt, request.lost_before)
+                .await?;
+        }
+        match self
             .fleet
             .push_events(agent_id, job_id, request.attempt, events)
-            .await?;
-        Ok(Response::new(pb::PushEventsResponse { acked }))
+            .await
+        {
+            Ok(acked) => Ok(Response::new(pb::PushEventsResponse {
+                acked,
+                missing: None,
+            })),
+            Err(crate::FleetError::MissingEvents { first, last, .. }) => {
+                Ok(Response::new(pb::PushEventsResponse {
+                    acked: Vec::new(),
+                    missing: Some(pb::MissingEvents { first, last }),
+                }))
+            }
+            Err(err) => Err(err.into()),
+        }
     }
 }
 

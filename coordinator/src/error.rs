@@ -47,6 +47,15 @@ pub enum CoordinatorError {
         index: u32,
         first_seq: u64,
     },
+    /// A batch that starts past the attempt's next expected sequence number: the store lacks
+    /// events `first..=last`, which it once acknowledged (it was restored from a backup).
+    #[error("job {job_id} attempt {attempt}: the store lacks events {first}..={last}, sent before this batch")]
+    SequenceGap {
+        job_id: String,
+        attempt: u32,
+        first: u64,
+        last: u64,
+    },
     /// The coordinator cannot start as configured (TLS files, a plaintext listener off
     /// loopback); the message says what to change.
     #[error("{0}")]
@@ -62,6 +71,9 @@ impl From<CoordinatorError> for tonic::Status {
         match err {
             CoordinatorError::LeaseLost { .. } => Status::failed_precondition(message),
             CoordinatorError::RepeatedCell { .. } => Status::invalid_argument(message),
+            // Intake turns a gap into a request for the missing events; one reaching a
+            // client as an error is the same precondition.
+            CoordinatorError::SequenceGap { .. } => Status::failed_precondition(message),
             CoordinatorError::DataDir { .. }
             | CoordinatorError::OpenStore { .. }
             | CoordinatorError::StoreTooNew { .. }
@@ -82,7 +94,9 @@ impl From<FleetError> for tonic::Status {
             FleetError::UnknownRun(_) | FleetError::UnknownJob(_) | FleetError::UnknownAgent(_) => {
                 Status::not_found(err.to_string())
             }
-            FleetError::LeaseLost { .. } => Status::failed_precondition(err.to_string()),
+            FleetError::LeaseLost { .. }
+            | FleetError::MissingEvents { .. }
+            | FleetError::AttemptRedone { .. } => Status::failed_precondition(err.to_string()),
             FleetError::InvalidEvent { .. } | FleetError::InventoryTooLarge { .. } => {
                 Status::invalid_argument(err.to_string())
             }

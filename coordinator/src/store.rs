@@ -540,6 +540,29 @@ impl Store {
         max_attempts: u32,
         reason: String,
     ) -> Result<JobState, CoordinatorError> {
+        self.release(job_id, max_attempts, reason, Reclaim::Allowed)
+            .await
+    }
+
+    /// [`Store::release_job`] for an attempt that must not go on: its holder cannot take the
+    /// lease back ([`Store::reclaim_lapsed_lease`]), so the next lease is a new attempt.
+    pub async fn end_attempt_for_good(
+        &self,
+        job_id: JobId,
+        max_attempts: u32,
+        reason: String,
+    ) -> Result<JobState, CoordinatorError> {
+        self.release(job_id, max_attempts, reason, Reclaim::Refused)
+            .await
+    }
+
+    async fn release(
+        &self,
+        job_id: JobId,
+        max_attempts: u32,
+        reason: String,
+        reclaim: Reclaim,
+    ) -> Result<JobState, CoordinatorError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
             let attempt: u32 = tx.query_row(
@@ -562,8 +585,34 @@ impl Store {
                 params![job_id.to_string(), state.as_str(), error, JobState::Leased.as_str()],
             )?;
             end_attempt(&tx, job_id, attempt, &error)?;
+            if reclaim == Reclaim::Refused {
+                // The attempts table keeps who held it; the job row names no holder to give
+                // the lease back to.
+                tx.execute(
+                    "UPDATE jobs SET agent_id = NULL WHERE job_id = ?1 AND state = ?2",
+                    params![job_id.to_string(), JobState::Queued.as_str()],
+                )?;
+            }
             tx.commit()?;
             Ok(state)
+        })
+        .await
+    }
+
+    /// The next sequence number the store expects for an attempt: one past the largest
+    /// stored (events are stored contiguously from 0).
+    pub async fn next_event_seq(
+        &self,
+        job_id: JobId,
+        attempt: u32,
+    ) -> Result<u64, CoordinatorError> {
+        self.with(move |conn| {
+            let next: i64 = conn.query_row(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE job_id = ?1 AND attempt = ?2",
+                params![job_id.to_string(), attempt],
+                |row| row.get(0),
+            )?;
+            Ok(next as u64)
         })
         .await
     }
@@ -896,6 +945,13 @@ impl Store {
     }
 }
 
+/// Whether the holder of a released attempt may take its lease back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reclaim {
+    Allowed,
+    Refused,
+}
+
 /// The read-only connection beside the writer: `query_only`, so nothing can write through it
 /// by mistake, and the same busy timeout.
 fn open_reader(path: &Path) -> Result<Connection, CoordinatorError> {
@@ -919,7 +975,27 @@ fn insert_batch(
 ) -> Result<AppendOutcome, CoordinatorError> {
     let mut outcome = AppendOutcome::default();
     let job_key = job_id.to_string();
+    let mut events = events;
+    events.sort_by_key(|event| event.seq);
+    // An attempt's events are stored contiguously from 0: the agent sends its unacknowledged
+    // events oldest first, so a batch that starts past the next expected number means the
+    // store lost events it once acknowledged (it was restored from a backup). Nothing of
+    // such a batch is stored; the caller asks the agent for the missing ones.
+    let mut next: u64 =
+        tx.prepare_cached(
+            "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE job_id = ?1 AND attempt = ?2",
+        )?
+        .query_row(params![job_key, attempt], |row| row.get::<_, i64>(0))? as u64;
     for event in events {
+        if accept_new && event.seq > next {
+            return Err(CoordinatorError::SequenceGap {
+                job_id: job_key,
+                attempt,
+                first: next,
+                last: event.seq - 1,
+            });
+        }
+        next = next.max(event.seq + 1);
         if !accept_new {
             let stored: bool = tx
                 .prepare_cached(

@@ -25,6 +25,27 @@ pub enum FleetError {
         seq: u64,
         reason: String,
     },
+    /// A batch that starts after a gap in the attempt's sequence numbers: the store lacks
+    /// events `first..=last` (it was restored from a backup taken before they were
+    /// acknowledged). Nothing of the batch is stored; the agent service asks the agent for
+    /// them (`PushEventsResponse.missing`).
+    #[error("job {job_id} attempt {attempt}: the coordinator lacks events {first}..={last} of this attempt (its store was restored from an older copy?); send them first")]
+    MissingEvents {
+        job_id: JobId,
+        attempt: u32,
+        first: u64,
+        last: u64,
+    },
+    /// The agent no longer holds events the coordinator lacks: the attempt ended and the job
+    /// was queued again (or failed, out of attempts), keeping the cells stored.
+    #[error("job {job_id} attempt {attempt}: events {first}..={last} are lost (acknowledged by this coordinator before its store was restored from an older copy, and no longer held by the agent); the attempt ended and the job is {state}, keeping the cells it stored: drop the attempt")]
+    AttemptRedone {
+        job_id: JobId,
+        attempt: u32,
+        first: u64,
+        last: u64,
+        state: &'static str,
+    },
     /// Events or a heartbeat for a lease that another agent holds.
     #[error("job {job_id} attempt {attempt} is leased to another agent, not to {agent_id}; an agent reports only on its own lease")]
     NotLeaseHolder {

@@ -80,6 +80,15 @@ impl Fleet {
                         reason: format!("cell {index} was already reported by event {first_seq} of this attempt; an attempt measures each cell once"),
                     });
                 }
+                Err(CoordinatorError::SequenceGap { first, last, .. }) => {
+                    warn!(agent_id = %agent_id, job_id = %job_id, attempt, first, last, "a batch starts after a gap in the attempt's events (was the store restored from an older copy?); asking the agent for the missing ones");
+                    return Err(FleetError::MissingEvents {
+                        job_id,
+                        attempt,
+                        first,
+                        last,
+                    });
+                }
                 other => other?,
             }
             .ok_or(FleetError::UnknownJob(job_id))?;
@@ -216,8 +225,9 @@ impl Fleet {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Forgets what intake kept of a job (it finished, or failed over its limit).
-    fn forget_job(&self, job_id: JobId) {
+    /// Forgets what intake kept of a job (it finished, failed over its limit, or its attempt
+    /// was redone).
+    pub(super) fn forget_job(&self, job_id: JobId) {
         self.forget_event_count(job_id);
         self.job_facts_map().remove(&job_id);
     }

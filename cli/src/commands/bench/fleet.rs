@@ -758,6 +758,7 @@ async fn push_batch(
             job_id: offer.job_id.clone(),
             attempt: offer.attempt,
             events,
+            lost_before: 0,
         })
         .await
         .map(|_| ())
