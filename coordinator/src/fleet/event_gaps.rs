@@ -25,12 +25,7 @@ impl Fleet {
         attempt: u32,
         lost_before: u64,
     ) -> Result<(), FleetError> {
-        let job = self
-            .inner
-            .store
-            .job(job_id)
-            .await?
-            .ok_or(FleetError::UnknownJob(job_id))?;
+        let job = self.job_row(job_id).await?;
         if job.attempt != attempt || job.agent_id != Some(agent_id) {
             return Err(FleetError::LeaseLost { job_id, attempt });
         }

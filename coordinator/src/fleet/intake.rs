@@ -201,12 +201,7 @@ impl Fleet {
         if let Some(facts) = self.job_facts_map().get(&job_id) {
             return Ok(facts.clone());
         }
-        let job = self
-            .inner
-            .store
-            .job(job_id)
-            .await?
-            .ok_or(FleetError::UnknownJob(job_id))?;
+        let job = self.job_row(job_id).await?;
         let spec = self.run_row(job.run_id).await?.spec;
         let facts = JobFacts {
             cell_count: spec.cell_count(),
@@ -214,6 +209,15 @@ impl Fleet {
         };
         self.job_facts_map().insert(job_id, facts.clone());
         Ok(facts)
+    }
+
+    /// The job as the store has it, or [`FleetError::UnknownJob`].
+    pub(super) async fn job_row(&self, job_id: JobId) -> Result<crate::store::JobRow, FleetError> {
+        self.inner
+            .store
+            .job(job_id)
+            .await?
+            .ok_or(FleetError::UnknownJob(job_id))
     }
 
     fn job_facts_map(
