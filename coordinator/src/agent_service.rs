@@ -86,6 +86,7 @@ impl pb::agent_service_server::AgentService for AgentService {
         }
         tokio::spawn(async move {
             let mut next = Some(Ok(first));
+            let mut broke = None;
             loop {
                 let message = match next.take() {
                     Some(message) => message,
@@ -97,7 +98,7 @@ impl pb::agent_service_server::AgentService for AgentService {
                 let message = match message {
                     Ok(message) => message,
                     Err(status) => {
-                        warn!(agent_id = %agent_id, %status, "agent session broke");
+                        broke = Some(status.message().chars().take(200).collect::<String>());
                         break;
                     }
                 };
@@ -123,7 +124,14 @@ impl pb::agent_service_server::AgentService for AgentService {
             }
             // Ends the outgoing stream of messages (the fleet drops the session's sender);
             // `ending` goes with this task, so the status stream ends too.
-            fleet.close_session(agent_id, number);
+            match broke {
+                Some(why) => {
+                    if let Err(err) = fleet.session_broke(agent_id, number, &why).await {
+                        warn!(agent_id = %agent_id, error = %err, "could not requeue a broken session's jobs; the reaper will after agent_lost_after");
+                    }
+                }
+                None => fleet.close_session(agent_id, number),
+            }
         });
         let outgoing = UnboundedReceiverStream::new(receiver)
             .map(|message| Ok(pb::CoordinatorMessage::from(message)))

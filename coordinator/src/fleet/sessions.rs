@@ -111,27 +111,81 @@ impl Fleet {
         }
     }
 
-    /// The agent's session ended (its stream closed or broke). Unless the agent opens another
+    /// The agent closed its session (its stream ended cleanly). Unless the agent opens another
     /// within `agent_lost_after`, the job it holds is requeued then, without waiting for its
-    /// lease: a killed agent's connection closes at once. (A silent network partition closes
-    /// nothing; there the lease decides.)
+    /// lease. (A broken session is [`Fleet::session_broke`]; a silent network partition
+    /// closes nothing, and there the lease decides.)
     pub fn close_session(&self, agent_id: AgentId, number: u64) {
+        if self.remove_session(agent_id, number) {
+            info!(agent_id = %agent_id, "agent session closed");
+        }
+    }
+
+    /// The agent's session broke with an error the coordinator saw (the connection reset or
+    /// ended mid-stream: what a killed agent or a rebooted host leaves). Its jobs are requeued
+    /// at once instead of after `agent_lost_after`; should the agent come back before another
+    /// agent took a job, its lease is given back (`reclaim_lapsed`) and nothing is repeated.
+    /// A job on its last attempt still gets the grace: failing it for good on one broken
+    /// connection would be too quick.
+    pub async fn session_broke(
+        &self,
+        agent_id: AgentId,
+        number: u64,
+        why: &str,
+    ) -> Result<(), FleetError> {
+        if !self.remove_session(agent_id, number) {
+            return Ok(());
+        }
+        warn!(agent_id = %agent_id, why, "agent session broke; requeueing its jobs now");
+        let max_attempts = self.inner.config.max_attempts;
+        let mut released = false;
+        for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
+            if job.agent_id != Some(agent_id) {
+                continue;
+            }
+            if job.attempt >= max_attempts {
+                info!(agent_id = %agent_id, job_id = %job.job_id, attempt = job.attempt, "the job is on its last attempt: waiting agent_lost_after before failing it");
+                continue;
+            }
+            super::metrics::Counters::add(&self.inner.counters.lease_expiries, 1);
+            self.release(
+                job.job_id,
+                job.run_id,
+                format!(
+                    "agent {agent_id} lost: its session broke ({why}) (attempt {})",
+                    job.attempt
+                ),
+            )
+            .await?;
+            released = true;
+        }
+        if released {
+            self.dispatch().await?;
+        }
+        Ok(())
+    }
+
+    /// Forgets the agent's session `number` if it is still the open one, and notes when it
+    /// went (the reaper's `agent_lost_after` counts from then). False when a newer session
+    /// replaced it.
+    fn remove_session(&self, agent_id: AgentId, number: u64) -> bool {
         let mut sessions = self
             .inner
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if sessions.get(&agent_id).is_some_and(|s| s.number == number) {
-            sessions.remove(&agent_id);
-            // Recorded under the sessions lock: a new session, which clears it, cannot come
-            // in between.
-            self.inner
-                .disconnected
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(agent_id, self.now_ms());
-            info!(agent_id = %agent_id, "agent session closed");
+        if !sessions.get(&agent_id).is_some_and(|s| s.number == number) {
+            return false;
         }
+        sessions.remove(&agent_id);
+        // Recorded under the sessions lock: a new session, which clears it, cannot come in
+        // between.
+        self.inner
+            .disconnected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(agent_id, self.now_ms());
+        true
     }
 
     /// Agents whose session closed at least `agent_lost_after` ago and who have not opened

@@ -428,6 +428,57 @@ async fn a_job_whose_agent_closed_its_session_and_stayed_away_is_requeued_before
     );
 }
 
+/// Issue 23 (9c): a killed agent's job waited `agent_lost_after` although the coordinator
+/// saw its session break. A broken session requeues at once; the agent, should it come back
+/// before anyone took the job, gets its lease back; a job on its last attempt still waits the
+/// grace rather than failing for good on one broken connection.
+#[tokio::test]
+async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt() {
+    let mut h = Harness::new(2).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    h.fleet
+        .session_broke(h.agent, h.session_number, "connection reset")
+        .await
+        .unwrap();
+    // No time passes.
+    assert_eq!(h.job_state(run_id).await, JobState::Queued);
+    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let reason = job.error.unwrap();
+    assert!(
+        reason.contains("session broke (connection reset)") && reason.contains("attempt 1"),
+        "{reason}"
+    );
+    // It was only the connection: the agent comes back and its attempt goes on.
+    let (sender, _session) = mpsc::unbounded_channel();
+    let (number, _revoked) = h.fleet.open_session(h.agent, sender, None).unwrap();
+    h.fleet
+        .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
+        .await
+        .unwrap();
+    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempt), (JobState::Leased, 1));
+
+    // The last attempt (2 of 2): a broken session leaves it leased until the grace is over.
+    h.fleet
+        .session_broke(h.agent, number, "reset")
+        .await
+        .unwrap();
+    let (sender, session) = mpsc::unbounded_channel();
+    let (number, _revoked) = h.fleet.open_session(h.agent, sender, None).unwrap();
+    (h.session, h.session_number) = (session, number);
+    let last = h.ready_and_take_offer().await;
+    assert_eq!((last.job_id, last.attempt), (offer.job_id, 2));
+    h.fleet
+        .session_broke(h.agent, h.session_number, "reset")
+        .await
+        .unwrap();
+    assert_eq!(h.job_state(run_id).await, JobState::Leased);
+    h.clock.advance(Duration::from_secs(10));
+    h.fleet.reap_expired_leases().await.unwrap();
+    assert_eq!(h.job_state(run_id).await, JobState::Failed);
+}
+
 #[tokio::test]
 async fn an_agent_that_reconnects_within_agent_lost_after_keeps_its_job() {
     let mut h = Harness::new(3).await;
