@@ -257,6 +257,134 @@ async fn under_tls_only_operator_and_viewer_certificates_read_the_web_view() {
     assert_eq!(status, 200);
 }
 
+/// Issue 23: the mutual-TLS web listener had no cap: idle sockets and clients that finish a
+/// handshake but never a request held descriptors for good. Now it holds at most its cap,
+/// closes idle ones after `first_byte` and slow heads after `header_read`, and gRPC and the
+/// web view work throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_clients_of_the_tls_web_view_are_closed_and_grpc_keeps_working() {
+    use abfleet_coordinator::web::limits::ConnectionLimits;
+    use abfleet_coordinator::web::tls::serve_web_tls_with;
+    use std::time::Instant;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (certs, _) = make_certs(tmp.path());
+    let coordinator =
+        Coordinator::open(&tmp.path().join("data"), CoordinatorConfig::default()).unwrap();
+    let fleet = coordinator.fleet.clone();
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_addr = grpc.local_addr().unwrap();
+    tokio::spawn(serve(
+        coordinator,
+        grpc,
+        ServerTransport::MutualTls(files(&certs, "coordinator-coord")),
+        std::future::pending(),
+    ));
+    let web = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let web_addr = web.local_addr().unwrap();
+    let limits = ConnectionLimits {
+        max_connections: 16,
+        first_byte: Duration::from_secs(1),
+        header_read: Duration::from_secs(1),
+    };
+    let web_tls = WebTls::new(&files(&certs, "coordinator-coord")).unwrap();
+    tokio::spawn(serve_web_tls_with(
+        fleet,
+        web,
+        web_tls,
+        limits,
+        std::future::pending(),
+    ));
+
+    // Five clients that finish the handshake and send half a request head, then 200 sockets
+    // that never send a byte.
+    let connector = {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in CertificateDer::pem_file_iter(certs.join("ca.pem")).unwrap() {
+            roots.add(ca.unwrap()).unwrap();
+        }
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_file_iter(certs.join("operator-ops.pem"))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+        let key = PrivateKeyDer::from_pem_file(certs.join("operator-ops.key")).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .unwrap();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+    };
+    let mut slow = Vec::new();
+    for _ in 0..5 {
+        let tcp = TcpStream::connect(web_addr).await.unwrap();
+        let mut tls = connector
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        tls.write_all(b"GET /fleet HTTP/1.1\r\nHost: localhost\r\n")
+            .await
+            .unwrap();
+        tls.flush().await.unwrap();
+        slow.push(tls);
+    }
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        idle.push(TcpStream::connect(web_addr).await.unwrap());
+    }
+
+    // gRPC on the same process works while they are held.
+    let operator = client_endpoint(
+        &format!("https://localhost:{}", grpc_addr.port()),
+        Some(&files(&certs, "operator-ops")),
+    )
+    .unwrap()
+    .connect()
+    .await
+    .unwrap();
+    ControlServiceClient::new(operator)
+        .list_runs(pb::ListRunsRequest::default())
+        .await
+        .expect("gRPC answers while the web listener is full");
+
+    // Every held connection is closed by the coordinator: those over the cap at once, the
+    // idle ones after `first_byte`, the slow heads after `header_read`.
+    let started = Instant::now();
+    let deadline = Duration::from_secs(10);
+    for mut socket in idle {
+        let mut buf = [0u8; 256];
+        loop {
+            match tokio::time::timeout(deadline, socket.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => break,
+                Ok(Ok(_)) => continue,
+                Err(_) => panic!("an idle socket is still open after {:?}", started.elapsed()),
+            }
+        }
+    }
+    for mut tls in slow {
+        let mut buf = [0u8; 256];
+        loop {
+            match tokio::time::timeout(deadline, tls.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => break,
+                Ok(Ok(_)) => continue, // a 408 before the close
+                Err(_) => panic!(
+                    "a slow TLS client is still connected after {:?}",
+                    started.elapsed()
+                ),
+            }
+        }
+    }
+
+    // And the web view answers again.
+    let (status, body) = https_get(web_addr, &certs, Some((&certs, "operator-ops")), "/fleet")
+        .await
+        .expect("the operator reads the web view again");
+    assert_eq!(status, 200, "{body}");
+}
+
 #[test]
 fn a_plaintext_coordinator_refuses_a_web_view_off_loopback() {
     let tmp = tempfile::tempdir().unwrap();

@@ -1,8 +1,9 @@
-//! The plain-HTTP listeners' guard against idle and slow clients (issue 23: 1,100 idle
-//! sockets on `--http` used up the coordinator's file limit, and gRPC, `/healthz` and the web
-//! view failed with it). Each listener holds at most [`ConnectionLimits::max_connections`]
-//! connections (more are closed as they are accepted, so the rest of the process keeps its
-//! descriptors); a connection that sends nothing within `first_byte`, or no complete request
+//! The HTTP listeners' guard against idle and slow clients (issue 23: 1,100 idle sockets on
+//! `--http` used up the coordinator's file limit, and gRPC, `/healthz` and the web view
+//! failed with it). Each listener, plain or mutual-TLS, holds at most
+//! [`ConnectionLimits::max_connections`] connections ([`ConnectionCap`]: more are closed as
+//! they are accepted, so the rest of the process keeps its descriptors); a connection that
+//! sends nothing (or finishes no TLS handshake) within `first_byte`, or no complete request
 //! head within `header_read`, is closed. Shutdown stops accepting, then gives the requests in
 //! flight a bounded grace.
 
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, warn};
 
 /// How much of the process one plain-HTTP listener may hold, and for how long an idle client.
@@ -58,35 +59,65 @@ pub(crate) async fn accept(
 /// How often a listener at its cap says so in the log.
 const CAP_WARNING_EVERY: Duration = Duration::from_secs(10);
 
+/// The connections a listener may hold at once: one permit each, held by the connection's
+/// task until it ends.
+pub(crate) struct ConnectionCap {
+    permits: Arc<Semaphore>,
+    max: usize,
+    listener: &'static str,
+    last_warning: Option<Instant>,
+}
+
+impl ConnectionCap {
+    pub(crate) fn new(max: usize, listener: &'static str) -> ConnectionCap {
+        ConnectionCap {
+            permits: Arc::new(Semaphore::new(max.max(1))),
+            max,
+            listener,
+            last_warning: None,
+        }
+    }
+
+    /// A permit for the connection just accepted from `peer`, or `None` at the cap (said in
+    /// the log at most every ten seconds): the caller closes the connection then.
+    pub(crate) fn admit(&mut self, peer: std::net::SocketAddr) -> Option<OwnedSemaphorePermit> {
+        let permit = self.permits.clone().try_acquire_owned().ok();
+        if permit.is_none()
+            && self
+                .last_warning
+                .is_none_or(|at| at.elapsed() > CAP_WARNING_EVERY)
+        {
+            warn!(
+                listener = self.listener,
+                max = self.max,
+                %peer,
+                "connection limit reached; closing new connections until idle ones time out"
+            );
+            self.last_warning = Some(Instant::now());
+        }
+        permit
+    }
+}
+
 /// Serves `app` on `listener` within `limits` until `shutdown`, then up to `grace` for the
 /// requests in flight.
 pub(crate) async fn serve_limited(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    what: &str,
+    what: &'static str,
     limits: ConnectionLimits,
     grace: Duration,
 ) -> Result<(), crate::CoordinatorError> {
-    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut cap = ConnectionCap::new(limits.max_connections, what);
     let mut connections = tokio::task::JoinSet::new();
-    let mut last_warning: Option<Instant> = None;
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = accept(&listener, what) => accepted,
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            if last_warning.is_none_or(|at| at.elapsed() > CAP_WARNING_EVERY) {
-                warn!(
-                    listener = what,
-                    max = limits.max_connections,
-                    %peer,
-                    "connection limit reached; closing new connections until idle ones time out"
-                );
-                last_warning = Some(Instant::now());
-            }
+        let Some(permit) = cap.admit(peer) else {
             drop(tcp);
             continue;
         };

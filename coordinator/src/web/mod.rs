@@ -54,7 +54,7 @@ pub(crate) async fn serve_with_grace(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    what: &str,
+    what: &'static str,
     limits: limits::ConnectionLimits,
 ) -> Result<(), crate::CoordinatorError> {
     limits::serve_limited(listener, app, shutdown, what, limits, SHUTDOWN_GRACE).await

@@ -4,7 +4,9 @@
 //! the web view; any other role gets 403 saying which role it needs. The pages and `/api/`
 //! are never readable without such a certificate. A revoked certificate (`abfleet certs
 //! revoke`) gets 403 on every request, also on a connection opened before the revocation,
-//! and a live page's event stream ends within a second of it.
+//! and a live page's event stream ends within a second of it. Idle and slow clients are held
+//! to the same [`ConnectionLimits`] as on the plain listeners (a handshake counts as the first
+//! byte).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use abfleet_proto::transport::TlsFiles;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Router;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -24,14 +26,12 @@ use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info};
 
+use super::limits::{ConnectionCap, ConnectionLimits};
 use crate::fleet::{refusal, DenyList, Fleet};
 use crate::CoordinatorError;
 
 /// The roles that may read the web view.
 pub const WEB_ROLES: [Role; 2] = [Role::Operator, Role::Viewer];
-
-/// How long a client may take over its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The web listener's TLS: the coordinator's certificate, client certificates required.
 #[derive(Clone)]
@@ -82,12 +82,25 @@ impl WebTls {
     }
 }
 
-/// Serves the web view over mutual TLS on `listener` until `shutdown` resolves; open
-/// connections (a live run page's event stream) are dropped then.
+/// Serves the web view over mutual TLS on `listener` until `shutdown` resolves, within the
+/// default [`ConnectionLimits`]; open connections (a live run page's event stream) are
+/// dropped then.
 pub async fn serve_web_tls(
     fleet: Fleet,
     listener: TcpListener,
     tls: WebTls,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), CoordinatorError> {
+    serve_web_tls_with(fleet, listener, tls, ConnectionLimits::default(), shutdown).await
+}
+
+/// [`serve_web_tls`] within `limits`: at most `max_connections` at once, a TLS handshake
+/// finished within `first_byte` and each request head within `header_read`.
+pub async fn serve_web_tls_with(
+    fleet: Fleet,
+    listener: TcpListener,
+    tls: WebTls,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), CoordinatorError> {
     let addr = listener
@@ -101,17 +114,23 @@ pub async fn serve_web_tls(
     let deny_list = fleet.deny_list();
     let app = super::router(fleet);
     let mut connections = tokio::task::JoinSet::new();
+    let mut cap = ConnectionCap::new(limits.max_connections, "web view");
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = super::limits::accept(&listener, "web view") => accepted,
         };
+        let Some(permit) = cap.admit(peer) else {
+            drop(tcp);
+            continue;
+        };
         let tls = tls.clone();
         let app = app.clone();
         let deny_list = deny_list.clone();
         connections.spawn(async move {
-            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(tcp)).await {
+            let _permit = permit;
+            let stream = match tokio::time::timeout(limits.first_byte, tls.acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(err)) => {
                     debug!(%peer, %err, "web view: TLS handshake refused");
@@ -146,6 +165,8 @@ pub async fn serve_web_tls(
                 }
             };
             let served = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read)
                 .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
                 .await;
             if let Err(err) = served {
