@@ -773,3 +773,255 @@ async fn soak_three_agents_twelve_runs_random_sigkills_lose_and_repeat_no_cell()
         "the kills must have cost attempts"
     );
 }
+
+/// A backup of the data dir `from`'s store into `to`, taken while its coordinator runs.
+fn copy_store(from: &Path, to: &Path) {
+    let db = rusqlite::Connection::open(from.join("abfleet.sqlite3")).unwrap();
+    // What `sqlite3 DB .backup` does (docs/operations.md): a consistent copy taken while
+    // the coordinator writes.
+    db.execute(
+        "VACUUM INTO ?1",
+        [to.join("abfleet.sqlite3").to_str().unwrap()],
+    )
+    .unwrap();
+}
+
+/// Issue 23, case 8: docs/operations.md's restore (stop, copy the backup in, start) while
+/// the agent works. Events the old store acknowledged after the backup are gone from the
+/// restored one: the coordinator must not accept the agent's next events after that gap.
+/// It asks for the missing ones (the agent resends them from its spool) or, when the agent
+/// no longer has them, redoes the attempt keeping what the store has: every cell once, the
+/// events of each attempt contiguous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_while_the_agent_works_stores_every_cell_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = slow_spec(tmp.path());
+    let data_dir = tmp.path().join("data");
+    let backup_dir = tmp.path().join("backup");
+    std::fs::create_dir_all(&backup_dir).unwrap();
+    let port = support::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut coordinator = spawn_coordinator(port, &data_dir);
+    let mut client = control_at(&url).await;
+    let _agent = spawn_agent(&url, &tmp.path().join("agent"));
+    let run_id = submit(&mut client, &spec).await;
+    let store = Store::open(&data_dir).unwrap();
+    let job_id = only_job(&store, &run_id).await;
+
+    wait_for_a_stored_cell(&store, job_id).await;
+    copy_store(&data_dir, &backup_dir);
+    let at_backup = store.stored_cells(job_id).await.unwrap().len();
+    let events_at_backup = store.events(job_id, 1).await.unwrap().len();
+    // More is acknowledged after the backup: what the restore will lose.
+    wait_until(Duration::from_secs(180), "a cell stored after the backup", || {
+        let store = store.clone();
+        async move { (store.stored_cells(job_id).await.unwrap().len() > at_backup).then_some(()) }
+    })
+    .await;
+    let events_at_kill = store.events(job_id, 1).await.unwrap().len();
+    drop(store);
+    coordinator.kill();
+    assert!(
+        events_at_kill > events_at_backup,
+        "the restore must lose acknowledged events: {events_at_backup} then {events_at_kill}"
+    );
+
+    // The restore, as docs/operations.md says it.
+    std::fs::copy(
+        backup_dir.join("abfleet.sqlite3"),
+        data_dir.join("abfleet.sqlite3"),
+    )
+    .unwrap();
+    for stale in ["abfleet.sqlite3-wal", "abfleet.sqlite3-shm"] {
+        let _ = std::fs::remove_file(data_dir.join(stale));
+    }
+    let _coordinator = spawn_coordinator(port, &data_dir);
+    let mut client = control_at(&url).await;
+    let report = wait_for_report(&mut client, &run_id, Duration::from_secs(300)).await;
+    let store = Store::open(&data_dir).unwrap();
+
+    assert_eq!(report.status, "done", "{:?}", report.errors);
+    assert_eq!(report.exit_code, 0, "{:?}", report.errors);
+    assert_eq!(report.cells.len(), 4, "every cell in the report");
+    assert_each_cell_stored_once(&store, job_id, 4).await;
+    for attempt in 1..=report.attempts {
+        assert_events_contiguous(&store, job_id, attempt).await;
+    }
+    let history = &report.attempt_history;
+    eprintln!(
+        "restore under load: {events_at_backup} events in the backup, {events_at_kill} at the kill; {} attempt(s): {history:?}",
+        report.attempts
+    );
+    if report.attempts > 1 {
+        // The agent no longer had the lost events: the report says the attempt was redone
+        // and why.
+        assert!(
+            history[0]
+                .ended
+                .as_deref()
+                .is_some_and(|e| e.contains("were lost")),
+            "{history:?}"
+        );
+    }
+}
+
+/// `abfleet coordinator` on `port` in a mount namespace of its own, its `data_dir` a 16 MiB
+/// tmpfs holding a copy of `prepared` and a file that takes all the space but `free_kib`;
+/// its stderr to `log`. The tmpfs is the process's own: the test reaches it through
+/// `/proc/PID/root`.
+fn coordinator_on_a_full_disk(
+    data_dir: &Path,
+    prepared: &Path,
+    free_kib: u32,
+    port: u16,
+    log: &Path,
+) -> Process {
+    let script = r#"set -e
+mount -t tmpfs -o size=16m abfleet-full "$1"
+cp -a "$2"/. "$1"/
+dd if=/dev/zero of="$1/filler" bs=4k 2>/dev/null || true
+[ "$3" = 0 ] || truncate -s -"$3"k "$1/filler"
+shift 3
+exec "$@""#;
+    Process(
+        Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .arg(data_dir)
+            .arg(prepared)
+            .arg(free_kib.to_string())
+            .arg(env!("CARGO_BIN_EXE_abfleet"))
+            .args(["coordinator", "--plaintext", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env("RUST_LOG", "info")
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("unshare (util-linux) runs the coordinator in a mount namespace"),
+    )
+}
+
+/// Issue 23, case 6: a run whose jobs had all ended stayed `running` for good when the
+/// coordinator died between the last job's end and the run's finish, or when the finish
+/// failed on a full disk. The finish is one transaction, so such a kill leaves the store as
+/// this test makes it (a finished run with its finish undone); the restarted coordinator
+/// finds its data dir on a tmpfs with no space left (a mount namespace of its own: needs
+/// root, fails without it). It must say loudly that the finish failed, keep serving, and
+/// finish the run once the space is back, with the report it had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stranded_before_its_finish_on_a_full_disk_is_finished_once_space_returns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = SpecOptions::path().write(tmp.path(), "spec.toml");
+    let prepared = tmp.path().join("prepared");
+    let port = support::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+
+    // A run measured and finished for real, then its finish undone.
+    let mut coordinator = spawn_coordinator(port, &prepared);
+    let mut client = control_at(&url).await;
+    let agent = spawn_agent(&url, &tmp.path().join("agent"));
+    let run_id = submit(&mut client, &spec).await;
+    let finished = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
+    assert_eq!(finished.status, "done", "{:?}", finished.errors);
+    drop(agent);
+    coordinator.kill();
+    {
+        let db = rusqlite::Connection::open(prepared.join("abfleet.sqlite3")).unwrap();
+        db.execute(
+            "UPDATE runs SET state = 'running', exit_code = NULL, finished_ms = NULL WHERE run_id = ?1",
+            [&run_id],
+        )
+        .unwrap();
+        db.execute("DELETE FROM run_reports WHERE run_id = ?1", [&run_id])
+            .unwrap();
+        db.execute(
+            "DELETE FROM generation_results WHERE run_id = ?1",
+            [&run_id],
+        )
+        .unwrap();
+        db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+    }
+
+    // Restarted on a disk with no space left at all, the coordinator cannot open its store
+    // (SQLite grows its shared-memory file to open): it says so and what to do.
+    let data_dir = tmp.path().join("data");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    let log_path = tmp.path().join("coordinator.log");
+    let mut none_left = coordinator_on_a_full_disk(&data_dir, &prepared, 0, port, &log_path);
+    let status = none_left.0.wait().unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("failed to open the store") && log.contains("free space"),
+        "the error names the full disk:\n{log}"
+    );
+    assert!(!log.contains("another coordinator"), "{log}");
+
+    // With 40 KiB left it opens the store, but the run's finish does not fit.
+    let mut full = coordinator_on_a_full_disk(&data_dir, &prepared, 40, port, &log_path);
+    let mut client = wait_until(
+        Duration::from_secs(60),
+        "the coordinator on a full disk to listen",
+        || {
+            let url = url.clone();
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let exited = full.0.try_wait().unwrap();
+            async move {
+                assert!(
+                    exited.is_none(),
+                    "the coordinator on a full disk exited ({exited:?}):\n{log}"
+                );
+                ControlServiceClient::connect(url).await.ok()
+            }
+        },
+    )
+    .await;
+    // Through the coordinator's own mount namespace: where the filler is.
+    let filler = PathBuf::from(format!("/proc/{}/root", full.0.id()))
+        .join(data_dir.strip_prefix("/").unwrap())
+        .join("filler");
+    assert!(
+        filler.exists(),
+        "the tmpfs with the filler is not where the coordinator runs: {}",
+        std::fs::read_to_string(&log_path).unwrap_or_default()
+    );
+    wait_until(
+        Duration::from_secs(60),
+        "the failed finish in the log",
+        || {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            async move {
+                (log.contains("ERROR") && log.contains("finishing the run failed")).then_some(log)
+            }
+        },
+    )
+    .await;
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.to_lowercase().contains("full"),
+        "the log says why: the disk is full:\n{log}"
+    );
+    let stuck = report(&mut client, &run_id).await;
+    assert_eq!(stuck.status, "running", "nothing can be stored yet");
+
+    // The space comes back: the reaper's next pass finishes the run, with the report it had.
+    std::fs::remove_file(&filler).unwrap();
+    let space_back = Instant::now();
+    let done = wait_for_report(&mut client, &run_id, Duration::from_secs(60)).await;
+    eprintln!(
+        "a run stranded on a full disk finished {:.1} s after the space came back",
+        space_back.elapsed().as_secs_f64()
+    );
+    assert_eq!(done.status, "done", "{:?}", done.errors);
+    assert_eq!(done.exit_code, finished.exit_code);
+    assert_eq!(done.cells.len(), finished.cells.len());
+    full.kill();
+}
