@@ -98,7 +98,8 @@ pub(crate) fn small_number(delta: f64) -> String {
     }
 }
 
-/// Below the table: the pairs, the largest per-frame delta, a failed side's reason.
+/// Below the table: the pairs, the largest per-frame delta, a failed side's reason, and
+/// the agent and certificate that sent the cell.
 pub(crate) fn cell_detail(cell: &CellResult) -> Vec<String> {
     let mut parts = Vec::new();
     if cell.pairs > 0 {
@@ -127,6 +128,16 @@ pub(crate) fn cell_detail(cell: &CellResult) -> Vec<String> {
         parts.push(match side {
             Some(side) => format!("{side} not measured: {reason}"),
             None => format!("not measured: {reason}"),
+        });
+    }
+    // Who sent the cell, as the coordinator authenticated it (docs/security.md).
+    if let Some(by) = &cell.measured_by {
+        parts.push(match &by.certificate {
+            Some(certificate) => format!(
+                "measured by agent {} (certificate {certificate})",
+                by.agent_id
+            ),
+            None => format!("measured by agent {}", by.agent_id),
         });
     }
     parts

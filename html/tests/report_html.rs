@@ -212,3 +212,21 @@ fn names_from_the_spec_are_escaped() {
     let (_, errors) = parse(&html);
     assert!(errors.is_empty(), "{errors:?}");
 }
+
+/// Issue 23: a suspicious cell is traceable to the agent and certificate that sent it, in
+/// the page as in report.md.
+#[test]
+fn each_cell_names_the_agent_and_certificate_that_sent_it() {
+    let mut report = drift_report();
+    report.cells[0].measured_by = Some(abfleet_core::cell::MeasuredBy {
+        agent_id: "3f2a9c1e".to_string(),
+        certificate: Some("bench-<1> serial 0a1b".to_string()),
+    });
+    let html = render_report_html(&report);
+    assert!(
+        html.contains("measured by agent 3f2a9c1e (certificate bench-&lt;1&gt; serial 0a1b)"),
+        "the sender, escaped"
+    );
+    let (_, errors) = parse(&html);
+    assert!(errors.is_empty(), "{errors:?}");
+}
