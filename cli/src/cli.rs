@@ -46,6 +46,8 @@ pub enum Command {
         gpu_probes: Vec<PathBuf>,
         #[command(flatten)]
         trigger: TriggerArg,
+        #[command(flatten)]
+        fail_on: FailOnArg,
     },
     /// A/A calibration of this host: the fork's binary timed as both sides of a spec's first
     /// fixture and workload, many times. Reports the false-positive rate and the smallest
@@ -150,6 +152,8 @@ pub enum Command {
         out: Option<PathBuf>,
         #[command(flatten)]
         trigger: TriggerArg,
+        #[command(flatten)]
+        fail_on: FailOnArg,
     },
     /// Start a run for a reason, with a note kept on the run (release, toolchain bump, tag, PR).
     ///
@@ -175,12 +179,20 @@ pub enum Command {
         /// With --wait: where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
         #[arg(long)]
         out: Option<PathBuf>,
+        #[command(flatten)]
+        fail_on: FailOnArg,
     },
     /// Print the report of a run.
+    ///
+    /// Exits 0; with --fail-on, with the run's exit code under those gates (see below), as
+    /// `submit --wait --fail-on` would.
+    #[command(after_help = AFTER_HELP)]
     Report {
         run_id: String,
         #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
         format: ReportFormat,
+        #[command(flatten)]
+        fail_on: FailOnArg,
         /// Compare with this earlier run instead (Markdown): what changed (commits,
         /// toolchains), each matched cell's speedup then and now, and the parity ratchet.
         #[arg(long, value_name = "RUN")]
@@ -575,6 +587,17 @@ pub enum CertRole {
     Viewer,
 }
 
+/// Opt-in exit codes for what a run found without failing on it (exit codes 5-7).
+#[derive(clap::Args, Default)]
+pub struct FailOnArg {
+    /// Exit non-zero also when the run found this (comma-separated, or repeated): `slower`
+    /// (exit 5: the fork significantly slower on a cell), `regression` (exit 6: a cell
+    /// regressed against the previous comparable run), `stale` (exit 7: a sweep's default is
+    /// beaten). Only a run that would exit 0 is affected.
+    #[arg(long, value_name = "GATES", value_delimiter = ',')]
+    pub fail_on: Vec<abfleet_core::fail_on::FailOn>,
+}
+
 #[derive(clap::Args)]
 pub struct TriggerArg {
     /// Why this run happens.
@@ -712,4 +735,7 @@ pub enum ReportFormat {
     Junit,
     /// report.html: the charts and tables in one self-contained page.
     Html,
+    /// Bencher Metric Format (JSON): per cell the fork's latency with its interval, upstream's,
+    /// the speedup and the score deltas (docs/report-format.md).
+    Bmf,
 }

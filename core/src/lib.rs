@@ -11,6 +11,7 @@ pub mod cell_audit;
 pub mod certs;
 pub mod events;
 pub mod exit;
+pub mod fail_on;
 pub mod finding;
 pub mod generation;
 pub mod ids;

@@ -303,6 +303,7 @@ async fn measure(
         &run_id,
         Some(steps_out.join(&run_id)),
         OnInterrupt::CancelRun,
+        &[],
     )
     .await?;
     let report = fetch_report(client, &run_id).await?;

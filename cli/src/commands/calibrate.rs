@@ -49,6 +49,7 @@ pub async fn run(
         work_dir,
         &[],
         Trigger::Manual,
+        &[],
     )
     .await?;
     let report_text = std::fs::read_to_string(out.join("report.json")).infra()?;

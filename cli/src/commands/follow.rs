@@ -13,6 +13,7 @@ use super::status_error;
 use crate::failure::{Classify, Failure};
 use crate::progress::Progress;
 use crate::table;
+use abfleet_core::fail_on::FailOn;
 
 /// What Ctrl-C means while following.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -28,6 +29,7 @@ pub async fn follow(
     run_id: &str,
     out: Option<PathBuf>,
     on_interrupt: OnInterrupt,
+    fail_on: &[FailOn],
 ) -> Result<i32, Failure> {
     let mut stream = client
         .watch_run(pb::WatchRunRequest {
@@ -95,8 +97,22 @@ pub async fn follow(
     Ok(if interrupted {
         abfleet_core::exit::CANCELLED
     } else {
-        report.exit_code
+        exit_code_under(&report, fail_on)
     })
+}
+
+/// The report's exit code under `--fail-on`, saying on stderr what tripped a gate.
+pub fn exit_code_under(report: &Report, fail_on: &[FailOn]) -> i32 {
+    let (code, found) = abfleet_core::fail_on::gated_exit_code(report, fail_on);
+    if let Some(gate) = fail_on.iter().find(|gate| gate.exit_code() == code) {
+        for line in found {
+            eprintln!(
+                "exit {code} (--fail-on {gate}): {}",
+                crate::terminal_text::visible(&line)
+            );
+        }
+    }
+    code
 }
 
 pub async fn fetch_report(

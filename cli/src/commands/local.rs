@@ -13,6 +13,7 @@ use super::follow::{follow, OnInterrupt};
 use super::{control_client, status_error};
 use crate::cli::Trigger;
 use crate::failure::{Classify, Failure};
+use abfleet_core::fail_on::FailOn;
 
 pub async fn run(
     spec_path: &Path,
@@ -21,6 +22,7 @@ pub async fn run(
     work_dir: &Path,
     gpu_probes: &[PathBuf],
     trigger: Trigger,
+    fail_on: &[FailOn],
 ) -> Result<i32, Failure> {
     let spec = JobSpec::load(spec_path).usage()?;
     if let Some(warning) = spec.measure.verdict_limit_warning() {
@@ -34,6 +36,7 @@ pub async fn run(
         work_dir,
         gpu_probes,
         trigger,
+        fail_on,
     )
     .await
 }
@@ -64,6 +67,7 @@ pub async fn run_spec(
     work_dir: &Path,
     gpu_probes: &[PathBuf],
     trigger: Trigger,
+    fail_on: &[FailOn],
 ) -> Result<i32, Failure> {
     check_local_paths(&spec).usage()?;
     // The embedded agent takes the work dir's lock itself; if another agent holds it, that
@@ -126,7 +130,7 @@ pub async fn run_spec(
             .map_err(|s| status_error("failed to submit the run", s))?
             .into_inner()
             .run_id;
-        follow(&mut client, &run_id, out, OnInterrupt::CancelRun).await
+        follow(&mut client, &run_id, out, OnInterrupt::CancelRun, fail_on).await
     }
     .await;
 

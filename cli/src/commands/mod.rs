@@ -26,6 +26,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             work_dir,
             gpu_probes,
             trigger,
+            fail_on,
         } => {
             local::run(
                 &spec,
@@ -34,6 +35,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                 &work_dir,
                 &gpu_probes,
                 trigger.trigger,
+                &fail_on.fail_on,
             )
             .await
         }
@@ -98,7 +100,19 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             wait,
             out,
             trigger,
-        } => submit::run(&spec, &coordinator, &tls, wait, out, trigger.trigger).await,
+            fail_on,
+        } => {
+            submit::run(
+                &spec,
+                &coordinator,
+                &tls,
+                wait,
+                out,
+                trigger.trigger,
+                &fail_on.fail_on,
+            )
+            .await
+        }
         Command::Trigger {
             reason,
             note,
@@ -107,6 +121,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             tls,
             wait,
             out,
+            fail_on,
         } => {
             submit::trigger(
                 submit::TriggerRun {
@@ -118,6 +133,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                 &tls,
                 wait,
                 out,
+                &fail_on.fail_on,
             )
             .await
         }
@@ -126,13 +142,15 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             format,
             against: Some(earlier),
             source,
+            ..
         } => report::against(&run_id, &earlier, format, &source).await,
         Command::Report {
             run_id,
             format,
+            fail_on,
             against: None,
             source,
-        } => report::run(&run_id, format, &source).await,
+        } => report::run(&run_id, format, &fail_on.fail_on, &source).await,
         Command::History {
             generation,
             workload,

@@ -2,7 +2,8 @@
 //! straight from a data dir (works with no coordinator running). What it prints goes through
 //! `terminal_text::visible`: names, notes and build logs in a report came from elsewhere.
 
-use abfleet_core::report::{render_junit, render_markdown, Report};
+use abfleet_core::fail_on::FailOn;
+use abfleet_core::report::{render_bmf, render_junit, render_markdown, Report};
 use abfleet_core::RunId;
 
 use super::control_client;
@@ -11,7 +12,15 @@ use crate::cli::{ReportFormat, StoreSource};
 use crate::failure::{Classify, Failure};
 use crate::terminal_text::visible;
 
-pub async fn run(run_id: &str, format: ReportFormat, source: &StoreSource) -> Result<i32, Failure> {
+/// Prints the report. With `--fail-on`, exits with the run's code under those gates, as
+/// `submit --wait --fail-on` would have (a run still going exits 0: nothing is decided);
+/// without it, 0: printing a failed run's report is not a failure.
+pub async fn run(
+    run_id: &str,
+    format: ReportFormat,
+    fail_on: &[FailOn],
+    source: &StoreSource,
+) -> Result<i32, Failure> {
     let parsed: RunId = run_id.parse().usage()?;
     let report = load(parsed, source).await?;
     let text = match format {
@@ -19,9 +28,13 @@ pub async fn run(run_id: &str, format: ReportFormat, source: &StoreSource) -> Re
         ReportFormat::Json => report.to_json_pretty() + "\n",
         ReportFormat::Junit => render_junit(&report),
         ReportFormat::Html => abfleet_html::render_report_html(&report),
+        ReportFormat::Bmf => render_bmf(&report),
     };
     print!("{}", visible(&text));
-    Ok(0)
+    if fail_on.is_empty() || !matches!(report.status.as_str(), "done" | "failed" | "cancelled") {
+        return Ok(0);
+    }
+    Ok(super::follow::exit_code_under(&report, fail_on))
 }
 
 /// `abfleet report RUN --against EARLIER`: the two runs compared, as Markdown.

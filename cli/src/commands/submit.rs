@@ -10,6 +10,7 @@ use super::follow::{follow, OnInterrupt};
 use super::{control_client, status_error};
 use crate::cli::{TlsArgs, Trigger};
 use crate::failure::{Classify, Failure};
+use abfleet_core::fail_on::FailOn;
 
 pub async fn run(
     spec_path: &Path,
@@ -18,6 +19,7 @@ pub async fn run(
     wait: bool,
     out: Option<PathBuf>,
     trigger: Trigger,
+    fail_on: &[FailOn],
 ) -> Result<i32, Failure> {
     let spec_json = load_spec(spec_path)?;
     let mut client = control_client(coordinator, tls).await?;
@@ -37,7 +39,7 @@ pub async fn run(
         return Ok(0);
     }
     eprintln!("submitted run {run_id}");
-    follow(&mut client, &run_id, out, OnInterrupt::Detach).await
+    follow(&mut client, &run_id, out, OnInterrupt::Detach, fail_on).await
 }
 
 /// A spec read and validated here, as JSON the coordinator takes.
@@ -73,6 +75,7 @@ pub async fn trigger(
     tls: &TlsArgs,
     wait: bool,
     out: Option<PathBuf>,
+    fail_on: &[FailOn],
 ) -> Result<i32, Failure> {
     let (spec_json, spec_origin) = match run.spec {
         Some(path) => (load_spec(path)?, path.display().to_string()),
@@ -101,5 +104,5 @@ pub async fn trigger(
         run.reason.as_str(),
         run.note
     );
-    follow(&mut client, &run_id, out, OnInterrupt::Detach).await
+    follow(&mut client, &run_id, out, OnInterrupt::Detach, fail_on).await
 }

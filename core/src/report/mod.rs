@@ -3,6 +3,7 @@
 //! docs). The report code never touches the network or the store: it is handed events.
 
 mod assemble;
+mod bmf;
 mod compare;
 pub mod docs;
 mod docs_section;
@@ -18,6 +19,7 @@ mod time;
 pub use assemble::{
     assemble, assemble_owned, AttemptRecord, JobRecord, JobState, RunRecord, RunState,
 };
+pub use bmf::render_bmf;
 pub use compare::{compare_reports, render_comparison, CellChange};
 pub use docs_section::render_docs_section;
 pub use junit::render_junit;
