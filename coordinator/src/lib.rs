@@ -14,6 +14,7 @@ mod error;
 mod fleet;
 mod git_url;
 pub mod http;
+pub mod outbound;
 mod server;
 pub mod store;
 pub mod watcher;
