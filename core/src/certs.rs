@@ -121,7 +121,10 @@ impl CertificateId {
     /// and with or without `:` separators.
     pub fn is_named_by(&self, text: &str) -> bool {
         let wanted = normalize_hex(text);
-        !wanted.is_empty() && (wanted == self.serial || wanted == self.fingerprint)
+        // Both sides without leading zeros: a fingerprint may start with one (1 in 16), and
+        // a serial is typed with or without openssl's leading `00`.
+        !wanted.is_empty()
+            && (wanted == normalize_hex(&self.serial) || wanted == normalize_hex(&self.fingerprint))
     }
 }
 
@@ -484,6 +487,30 @@ mod tests {
         assert!(!first.is_named_by(&again.serial));
         assert!(!first.is_named_by(""));
         assert!(!first.is_named_by("bench-7"));
+    }
+
+    /// A fingerprint that starts with 0 (1 certificate in 16) was not found by its own
+    /// colon-separated form: the typed text lost its leading zero, the kept one had it.
+    #[test]
+    fn a_fingerprint_with_a_leading_zero_names_its_certificate() {
+        let ca = new_ca("fleet").unwrap();
+        let id = (0..400)
+            .map(|_| {
+                certificate_facts(&issue(&ca, Role::Agent, "bench-0", &[]).unwrap().cert_pem)
+                    .unwrap()
+                    .identity
+                    .certificate
+            })
+            .find(|id| id.fingerprint.starts_with('0'))
+            .expect("one certificate in 16 has a fingerprint starting with 0");
+        let colons: Vec<String> = id
+            .fingerprint
+            .as_bytes()
+            .chunks(2)
+            .map(|pair| std::str::from_utf8(pair).unwrap().to_uppercase())
+            .collect();
+        assert!(id.is_named_by(&colons.join(":")), "{}", id.fingerprint);
+        assert!(id.is_named_by(&id.fingerprint));
     }
 
     #[test]

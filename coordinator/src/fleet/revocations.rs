@@ -35,15 +35,18 @@ impl DenyList {
         let state = self.inner.read().unwrap_or_else(|p| p.into_inner());
         [&certificate.serial, &certificate.fingerprint]
             .into_iter()
+            .map(|key| normalize_hex(key))
             .filter(|key| !key.is_empty())
             .find_map(|key| state.by_key.get(key.as_str()).cloned())
     }
 
+    /// Keyed without leading zeros, as a serial or fingerprint typed by hand is
+    /// (`normalize_hex`): a fingerprint starting with 0 is found by either form.
     fn insert(&self, revocation: Revocation) {
         let revocation = Arc::new(revocation);
         let mut state = self.inner.write().unwrap_or_else(|p| p.into_inner());
         for key in revocation.keys() {
-            state.by_key.insert(key.to_string(), revocation.clone());
+            state.by_key.insert(normalize_hex(key), revocation.clone());
         }
     }
 }

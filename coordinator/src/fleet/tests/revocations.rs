@@ -187,3 +187,48 @@ async fn one_certificate_brings_at_most_the_cap_of_new_agent_ids_an_hour() {
         .await
         .unwrap();
 }
+
+/// A certificate revoked by a fingerprint that starts with 0, typed with colons as openssl
+/// prints it, before any agent registered with it: refused all the same (the deny list kept
+/// the typed form without its leading zero and looked the presented one up with it).
+#[tokio::test]
+async fn a_fingerprint_with_a_leading_zero_revokes_its_certificate() {
+    let h = Harness::new(3).await;
+    let ca = certs::new_ca("fleet").unwrap();
+    let facts = (0..400)
+        .map(|_| {
+            certs::certificate_facts(
+                &certs::issue(&ca, Role::Viewer, "dash", &[])
+                    .unwrap()
+                    .cert_pem,
+            )
+            .unwrap()
+        })
+        .find(|facts| facts.identity.certificate.fingerprint.starts_with('0'))
+        .expect("one certificate in 16 has a fingerprint starting with 0");
+    let certificate = facts.identity.certificate.clone();
+    let typed: Vec<String> = certificate
+        .fingerprint
+        .as_bytes()
+        .chunks(2)
+        .map(|pair| std::str::from_utf8(pair).unwrap().to_uppercase())
+        .collect();
+    h.fleet
+        .revoke_certificate(
+            RevokeTarget::Named(typed.join(":")),
+            "dashboard retired",
+            "ops",
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            h.fleet.check_not_revoked(&certificate),
+            Err(FleetError::Revoked(_))
+        ),
+        "{}",
+        certificate.fingerprint
+    );
+    let other = agent_certificate("bench-1").identity.certificate;
+    assert!(h.fleet.check_not_revoked(&other).is_ok());
+}
