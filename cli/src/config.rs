@@ -35,6 +35,8 @@ pub const DEFAULT_WORK_DIR: &str = "abfleet-agent";
 pub struct ConfigFile {
     pub coordinator: Option<CoordinatorFile>,
     pub agent: Option<AgentFile>,
+    /// Where the coordinator's alerts go (`crate::notify_config`).
+    pub notify: Option<crate::notify_config::NotifyFile>,
 }
 
 /// The `[coordinator]` table; each key is the flag of the same name.
@@ -115,6 +117,7 @@ impl ConfigFile {
         let mut file = ConfigFile {
             coordinator: None,
             agent: None,
+            notify: None,
         };
         for (key, value) in &table {
             match key.as_str() {
@@ -153,8 +156,19 @@ impl ConfigFile {
                             section
                         })
                 }
+                "notify" => {
+                    file.notify = section::<crate::notify_config::NotifyFile>(
+                        key,
+                        value,
+                        &mut problems,
+                    )
+                    .map(|mut section| {
+                        section.resolve_paths(base);
+                        section
+                    })
+                }
                 _ => problems.push(format!(
-                    "unknown key `{key}` at the top level (a config file has a [coordinator] or an [agent] table)"
+                    "unknown key `{key}` at the top level (a config file has a [coordinator] or an [agent] table, and [notify])"
                 )),
             }
         }
@@ -731,6 +745,20 @@ pub fn check_file(path: &Path) -> i32 {
         settings.overlay(section, |_| false);
         tables.push(("agent", settings.to_toml(), settings.check()));
     }
+    if let Some(section) = &file.notify {
+        let (text, problems) = match section.load() {
+            Ok(config) => (notify_summary(&config), Vec::new()),
+            Err(problems) => (String::new(), problems),
+        };
+        tables.push((
+            "notify",
+            text,
+            Findings {
+                problems,
+                notes: Vec::new(),
+            },
+        ));
+    }
     let problems: Vec<String> = tables
         .iter()
         .flat_map(|(table, _, findings)| {
@@ -758,6 +786,62 @@ pub fn check_file(path: &Path) -> i32 {
         }
     }
     abfleet_core::exit::OK
+}
+
+/// The alert settings as `config check` shows them: each endpoint's name, format, where
+/// it points (scheme and host only: the rest of a webhook URL is a secret) and its alerts.
+fn notify_summary(config: &abfleet_coordinator::outbound::notify::NotifyConfig) -> String {
+    use abfleet_coordinator::outbound::http_client::url_origin;
+    let mut out = String::from("[notify]\n");
+    line(
+        &mut out,
+        "report_url",
+        config.report_url.clone().map(Into::into),
+    );
+    out.push_str(&format!(
+        "retry_after_seconds = {}\nmax_attempts = {}\ntimeout_seconds = {}\n",
+        config.retry_after.as_secs_f64(),
+        config.max_attempts,
+        config.timeout.as_secs_f64()
+    ));
+    for endpoint in &config.endpoints {
+        let events: Vec<&str> = endpoint.events.iter().map(|k| k.as_str()).collect();
+        out.push_str(&format!(
+            "# endpoint `{}`: {:?} to {}, {}{}\n",
+            endpoint.name,
+            endpoint.format,
+            url_origin(&endpoint.url),
+            if events.is_empty() {
+                "every alert".to_string()
+            } else {
+                events.join(", ")
+            },
+            if endpoint.secret.is_some() {
+                ", signed"
+            } else {
+                ""
+            }
+        ));
+    }
+    out
+}
+
+/// The `[notify]` table of the coordinator's `--config` file, loaded (its secret files
+/// read); no table: no alerts.
+pub fn notify_of(
+    path: Option<&Path>,
+) -> Result<abfleet_coordinator::outbound::notify::NotifyConfig, ConfigError> {
+    let Some(path) = path else {
+        return Ok(Default::default());
+    };
+    let file = ConfigFile::load(path)?;
+    match file.notify {
+        None => Ok(Default::default()),
+        Some(section) => section.load().map_err(|problems| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            problems,
+        }),
+    }
 }
 
 /// Fills the settings of `command` that were not given as flags (or by their environment

@@ -7,6 +7,7 @@ mod commands;
 mod config;
 mod failure;
 mod log_writer;
+mod notify_config;
 mod progress;
 mod table;
 mod terminal_text;

@@ -118,6 +118,25 @@ impl From<FleetError> for tonic::Status {
     }
 }
 
+/// What to do when the store does not open, by what SQLite said: a lock is another
+/// coordinator, an I/O error or a full database is most often a disk with no space left
+/// (SQLite must grow its shared-memory and write-ahead-log files to open).
+fn open_store_hint(source: &rusqlite::Error) -> &'static str {
+    use rusqlite::ErrorCode;
+    match source.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            "is another coordinator using this --data-dir?"
+        }
+        Some(ErrorCode::DiskFull | ErrorCode::SystemIoFailure) => {
+            "check that the disk holding the --data-dir has free space (`df -h DIR`: the store needs room to grow its write-ahead log) and is writable, then start again"
+        }
+        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
+            "check that this user may write the --data-dir and every file in it"
+        }
+        _ => "check that no other coordinator uses this --data-dir and that its disk has free space and is writable",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use abfleet_core::{AgentId, JobId, RunId};
@@ -208,24 +227,5 @@ mod tests {
             assert_eq!(status.code(), code, "{message}");
             assert_eq!(status.message(), message, "the reason reaches the client");
         }
-    }
-}
-
-/// What to do when the store does not open, by what SQLite said: a lock is another
-/// coordinator, an I/O error or a full database is most often a disk with no space left
-/// (SQLite must grow its shared-memory and write-ahead-log files to open).
-fn open_store_hint(source: &rusqlite::Error) -> &'static str {
-    use rusqlite::ErrorCode;
-    match source.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
-            "is another coordinator using this --data-dir?"
-        }
-        Some(ErrorCode::DiskFull | ErrorCode::SystemIoFailure) => {
-            "check that the disk holding the --data-dir has free space (`df -h DIR`: the store needs room to grow its write-ahead log) and is writable, then start again"
-        }
-        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
-            "check that this user may write the --data-dir and every file in it"
-        }
-        _ => "check that no other coordinator uses this --data-dir and that its disk has free space and is writable",
     }
 }

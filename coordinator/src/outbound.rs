@@ -2,3 +2,4 @@
 //! HTTP client it has (`http_client`).
 
 pub mod http_client;
+pub mod notify;

@@ -143,6 +143,11 @@ pub async fn serve(
             }
         })
     };
+    // Alerts queued by runs that finished, here or before a restart.
+    let alert_delivery = {
+        let fleet = fleet.clone();
+        tokio::spawn(async move { fleet.run_alert_delivery().await })
+    };
     let (graceful, graceful_rx) = tokio::sync::oneshot::channel::<()>();
     let agent_service = pb::agent_service_server::AgentServiceServer::new(AgentService {
         fleet: fleet.clone(),
@@ -195,5 +200,6 @@ pub async fn serve(
         }
     };
     reaper.abort();
+    alert_delivery.abort();
     result.map_err(|err| CoordinatorError::Internal(format!("gRPC server failed: {err}")))
 }

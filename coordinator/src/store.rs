@@ -8,6 +8,7 @@ mod certificates;
 mod incoming;
 mod listing;
 mod migrations;
+mod notifications;
 mod previous;
 mod report_inputs;
 mod reports;
@@ -15,6 +16,7 @@ mod triggers;
 pub use certificates::{AgentCertificate, Binding, Revocation};
 pub use incoming::{EventHeader, IncomingEvent};
 pub use listing::{RunCursor, RunListing, RunOrder};
+pub use notifications::{Attempt, DueNotification, NewNotification};
 pub use reports::{ReportToStore, StoredReport};
 pub use triggers::{
     toolchain_fingerprint, KnownToolchains, TriggerRow, UpstreamPin, DELIVERY_MEMORY_MS,
@@ -33,7 +35,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::CoordinatorError;
 
-pub use previous::{GenerationResult, PreviousResult};
+pub use previous::{GenerationResult, PreviousResult, RunFinish};
 
 /// A handle on the store; cheap to clone. Calls run on the blocking pool. Writes (and the
 /// reads a write decides on) go through one connection; reads that decide nothing (reports,

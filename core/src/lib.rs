@@ -17,6 +17,7 @@ pub mod generation;
 pub mod ids;
 pub mod inventory;
 pub mod names;
+pub mod notification;
 pub mod output;
 pub mod paired;
 pub mod parity;

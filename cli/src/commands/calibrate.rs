@@ -48,8 +48,10 @@ pub async fn run(
         data_dir,
         work_dir,
         &[],
-        Trigger::Manual,
-        &[],
+        local::RunIntent {
+            trigger: Trigger::Manual,
+            fail_on: &[],
+        },
     )
     .await?;
     let report_text = std::fs::read_to_string(out.join("report.json")).infra()?;

@@ -35,10 +35,16 @@ pub async fn run(
         data_dir,
         work_dir,
         gpu_probes,
-        trigger,
-        fail_on,
+        RunIntent { trigger, fail_on },
     )
     .await
+}
+
+/// Why a local run happens and what its exit code gates on.
+pub struct RunIntent<'a> {
+    pub trigger: Trigger,
+    /// `--fail-on` (exit codes 5-7).
+    pub fail_on: &'a [FailOn],
 }
 
 /// Waits (up to a minute: the probes run first) until the embedded agent has registered
@@ -66,9 +72,9 @@ pub async fn run_spec(
     data_dir: &Path,
     work_dir: &Path,
     gpu_probes: &[PathBuf],
-    trigger: Trigger,
-    fail_on: &[FailOn],
+    intent: RunIntent<'_>,
 ) -> Result<i32, Failure> {
+    let RunIntent { trigger, fail_on } = intent;
     check_local_paths(&spec).usage()?;
     // The embedded agent takes the work dir's lock itself; if another agent holds it, that
     // agent would stop at once and the run would wait for it forever: say so before

@@ -57,21 +57,23 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             http,
             web,
             milestone,
-            config: _,
+            config,
         } => {
-            serve::coordinator(
+            let notify = crate::config::notify_of(config.as_deref()).usage()?;
+            serve::coordinator(serve::CoordinatorArgs {
                 listen,
-                serve::SideListeners { http, web },
-                &data_dir,
-                serve::Timing {
+                side: serve::SideListeners { http, web },
+                data_dir: &data_dir,
+                timing: serve::Timing {
                     lease_seconds,
                     heartbeat_seconds,
                     max_attempts,
                 },
-                &tls,
+                tls: &tls,
                 plaintext,
-                &milestone,
-            )
+                milestone: &milestone,
+                notify,
+            })
             .await
         }
         Command::Agent {

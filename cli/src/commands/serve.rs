@@ -25,15 +25,30 @@ pub struct SideListeners {
     pub web: Option<SocketAddr>,
 }
 
-pub async fn coordinator(
-    listen: SocketAddr,
-    side: SideListeners,
-    data_dir: &Path,
-    timing: Timing,
-    tls: &TlsArgs,
-    plaintext: bool,
-    milestone: &MilestoneArgs,
-) -> Result<i32, Failure> {
+/// Everything `abfleet coordinator` was given, flags and config file together.
+pub struct CoordinatorArgs<'a> {
+    pub listen: SocketAddr,
+    pub side: SideListeners,
+    pub data_dir: &'a Path,
+    pub timing: Timing,
+    pub tls: &'a TlsArgs,
+    pub plaintext: bool,
+    pub milestone: &'a MilestoneArgs,
+    /// The config file's `[notify]` table (no alerts without one).
+    pub notify: abfleet_coordinator::outbound::notify::NotifyConfig,
+}
+
+pub async fn coordinator(args: CoordinatorArgs<'_>) -> Result<i32, Failure> {
+    let CoordinatorArgs {
+        listen,
+        side,
+        data_dir,
+        timing,
+        tls,
+        plaintext,
+        milestone,
+        notify,
+    } = args;
     let Timing {
         lease_seconds,
         heartbeat_seconds,
@@ -132,6 +147,7 @@ pub async fn coordinator(
         retune_spec: milestone.retune_spec.clone(),
         sweep_spec: milestone.sweep_spec.clone(),
         trigger_debounce: Duration::from_secs_f64(milestone.debounce_seconds),
+        notify,
         ..CoordinatorConfig::default()
     };
     let coordinator = Coordinator::open(data_dir, config).infra()?;

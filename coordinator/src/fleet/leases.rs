@@ -163,6 +163,8 @@ impl Fleet {
                 continue;
             };
             super::metrics::Counters::add(&self.inner.counters.lease_expiries, 1);
+            self.alert_agent_lost(job.run_id, job.job_id, job.attempt, &reason)
+                .await;
             self.release(job.job_id, job.run_id, reason).await?;
             released = true;
         }

@@ -19,6 +19,7 @@ mod history;
 mod intake;
 mod leases;
 mod metrics;
+mod notifications;
 mod progress;
 mod reports;
 mod revocations;

@@ -317,6 +317,7 @@ impl Fleet {
         let basis = self.inner.store.report_basis().await?;
         let report = self.report_as(run_id, Some(state)).await?;
         let results = results_for_later_runs(&report);
+        let alerts = self.finished_run_alerts(&report);
         let (exit_code, cells_done) = (report.exit_code, report.cells.len() as u32);
         let json = tokio::task::spawn_blocking(move || report_to_json(&report))
             .await
@@ -328,8 +329,19 @@ impl Fleet {
         });
         self.inner
             .store
-            .finish_run(run_id, state, exit_code, self.now_ms(), results, served)
+            .finish_run(
+                run_id,
+                crate::store::RunFinish {
+                    state,
+                    exit_code,
+                    now_ms: self.now_ms(),
+                    results,
+                    report: served,
+                    alerts,
+                },
+            )
             .await?;
+        self.inner.alerts_queued.notify_one();
         info!(run_id = %run_id, state = state.as_str(), exit_code, "run finished");
         let mut finished = RunProgress::new(
             run_id,

@@ -28,25 +28,40 @@ enum Served {
 impl Fleet {
     /// The run's report as JSON (compact; `Report::from_json` reads it).
     pub async fn report_json(&self, run_id: RunId) -> Result<String, FleetError> {
-        Ok(match self.served(run_id).await? {
+        let json = match self.served(run_id).await? {
             Served::Stored(json)
             | Served::Assembled {
                 json: Some(json), ..
             } => json,
             Served::Assembled { report, json: None } => report_to_json(&report),
-        })
+        };
+        // Alerts are sent after the report is kept: they join it as it is served. A run
+        // without any (most) costs one indexed read and no decoding.
+        let sent = self.notifications_of(run_id).await?;
+        if sent.is_empty() {
+            return Ok(json);
+        }
+        let mut report = Report::from_json(&json).map_err(|err| {
+            FleetError::Store(crate::CoordinatorError::Corrupt(format!(
+                "the stored report of run {run_id}: {err}"
+            )))
+        })?;
+        report.notifications = sent;
+        Ok(report_to_json(&report))
     }
 
     /// The run's report.
     pub async fn report(&self, run_id: RunId) -> Result<Report, FleetError> {
-        match self.served(run_id).await? {
+        let mut report = match self.served(run_id).await? {
             Served::Stored(json) => Report::from_json(&json).map_err(|err| {
                 FleetError::Store(crate::CoordinatorError::Corrupt(format!(
                     "the stored report of run {run_id}: {err}"
                 )))
-            }),
-            Served::Assembled { report, .. } => Ok(*report),
-        }
+            })?,
+            Served::Assembled { report, .. } => *report,
+        };
+        report.notifications = self.notifications_of(run_id).await?;
+        Ok(report)
     }
 
     async fn served(&self, run_id: RunId) -> Result<Served, FleetError> {

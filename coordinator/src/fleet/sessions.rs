@@ -148,15 +148,13 @@ impl Fleet {
                 continue;
             }
             super::metrics::Counters::add(&self.inner.counters.lease_expiries, 1);
-            self.release(
-                job.job_id,
-                job.run_id,
-                format!(
-                    "agent {agent_id} lost: its session broke ({why}) (attempt {})",
-                    job.attempt
-                ),
-            )
-            .await?;
+            let reason = format!(
+                "agent {agent_id} lost: its session broke ({why}) (attempt {})",
+                job.attempt
+            );
+            self.alert_agent_lost(job.run_id, job.job_id, job.attempt, &reason)
+                .await;
+            self.release(job.job_id, job.run_id, reason).await?;
             released = true;
         }
         if released {
@@ -174,7 +172,7 @@ impl Fleet {
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if !sessions.get(&agent_id).is_some_and(|s| s.number == number) {
+        if sessions.get(&agent_id).is_none_or(|s| s.number != number) {
             return false;
         }
         sessions.remove(&agent_id);

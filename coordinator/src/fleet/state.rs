@@ -41,6 +41,8 @@ pub struct CoordinatorConfig {
     pub trigger_debounce: Duration,
     /// New agent ids one certificate may register within an hour (0: no cap).
     pub max_agent_ids_per_certificate: u32,
+    /// Where alerts go (`[notify]`); none configured: nothing is queued.
+    pub notify: crate::outbound::notify::NotifyConfig,
 }
 
 impl Default for CoordinatorConfig {
@@ -56,6 +58,7 @@ impl Default for CoordinatorConfig {
             sweep_spec: None,
             trigger_debounce: Duration::from_secs(600),
             max_agent_ids_per_certificate: 8,
+            notify: Default::default(),
         }
     }
 }
@@ -117,6 +120,10 @@ pub(super) struct Inner {
     pub(super) assembling: tokio::sync::Semaphore,
     /// Runs a task is finishing now (`runs::finish_run_if_complete`).
     pub(super) finishing: Mutex<HashSet<RunId>>,
+    /// Wakes the alert delivery task when an alert is queued (`notifications`).
+    pub(super) alerts_queued: tokio::sync::Notify,
+    /// One HTTP client per endpoint (its own CA, if any), made when first needed.
+    pub(super) endpoint_clients: Mutex<HashMap<String, crate::outbound::http_client::HttpClient>>,
 }
 
 /// A cheap handle on the coordinator's state.
@@ -155,6 +162,8 @@ impl Fleet {
                     std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4)),
                 ),
                 finishing: Mutex::new(HashSet::new()),
+                alerts_queued: tokio::sync::Notify::new(),
+                endpoint_clients: Mutex::new(HashMap::new()),
             }),
         }
     }

@@ -479,6 +479,68 @@ async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt
     assert_eq!(h.job_state(run_id).await, JobState::Failed);
 }
 
+/// Issue 24: an agent lost mid-job is an alert when it happens, once per attempt, to each
+/// endpoint that takes `agent_lost`; an endpoint that does not take it gets nothing.
+#[tokio::test]
+async fn a_lost_agent_queues_one_alert_per_attempt_for_the_endpoints_that_take_it() {
+    use crate::outbound::notify::{AlertKind, Endpoint, NotifyConfig, PayloadFormat};
+    let endpoint = |name: &str, events: Vec<AlertKind>| Endpoint {
+        name: name.into(),
+        url: "http://127.0.0.1:9/x".into(),
+        format: PayloadFormat::Json,
+        events,
+        secret: None,
+        ca_pem: None,
+    };
+    let mut h = Harness::with_config(CoordinatorConfig {
+        lease: LEASE,
+        max_attempts: 3,
+        notify: NotifyConfig {
+            endpoints: vec![
+                endpoint("ops", vec![AlertKind::AgentLost]),
+                endpoint("parity-only", vec![AlertKind::ParityFailure]),
+            ],
+            ..NotifyConfig::default()
+        },
+        ..CoordinatorConfig::default()
+    })
+    .await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    h.fleet
+        .session_broke(h.agent, h.session_number, "connection reset")
+        .await
+        .unwrap();
+    let sent = h.fleet.store().notifications_of(run_id).await.unwrap();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        (
+            sent[0].kind.as_str(),
+            sent[0].endpoint.as_str(),
+            sent[0].state.as_str()
+        ),
+        ("agent_lost", "ops", "pending")
+    );
+    assert_eq!(sent[0].key, format!("{}/1", offer.job_id));
+    assert!(
+        sent[0].summary.contains("session broke (connection reset)"),
+        "{sent:?}"
+    );
+    // The same loss seen again (the reaper after the grace) queues nothing new.
+    h.fleet
+        .alert_agent_lost(run_id, offer.job_id, 1, "lease expired")
+        .await;
+    assert_eq!(
+        h.fleet
+            .store()
+            .notifications_of(run_id)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
 #[tokio::test]
 async fn an_agent_that_reconnects_within_agent_lost_after_keeps_its_job() {
     let mut h = Harness::new(3).await;

@@ -273,6 +273,14 @@ fn is_loopback(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// Whether the client would call `url` (https, or http to loopback; no credentials in it),
+/// for a config check before anything is sent.
+pub fn check_url(url: &str) -> Result<(), String> {
+    Target::parse(url)
+        .map(|_| ())
+        .map_err(|err| err.to_string())
+}
+
 /// A URL's scheme and authority, for a log line that must not show its path (a Slack
 /// webhook's path is its secret).
 pub fn url_origin(url: &str) -> String {

@@ -274,6 +274,30 @@ ALTER TABLE agent_certificates ADD COLUMN registered_ms INTEGER NOT NULL DEFAULT
 CREATE INDEX agent_certificates_by_name ON agent_certificates(cert_name, registered_ms);
 "#,
     },
+    Migration {
+        version: 15,
+        summary: "notifications: each alert of a run ([notify]) per endpoint, queued in the transaction that finishes the run and kept with how its delivery went",
+        sql: r#"
+CREATE TABLE notifications (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id          TEXT NOT NULL REFERENCES runs(run_id),
+    endpoint        TEXT NOT NULL,
+    kind            TEXT NOT NULL,
+    key             TEXT NOT NULL,
+    summary         TEXT NOT NULL,
+    payload_json    TEXT NOT NULL,
+    state           TEXT NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_ms INTEGER NOT NULL,
+    last_status     INTEGER,
+    last_error      TEXT,
+    created_ms      INTEGER NOT NULL,
+    sent_ms         INTEGER,
+    UNIQUE (run_id, endpoint, kind, key)
+);
+CREATE INDEX notifications_due ON notifications(next_attempt_ms) WHERE state = 'pending';
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.

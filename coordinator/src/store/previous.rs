@@ -38,21 +38,39 @@ pub struct PreviousResult {
     pub result: GenerationResult,
 }
 
+/// What a run ends with ([`Store::finish_run`]).
+pub struct RunFinish {
+    pub state: RunState,
+    pub exit_code: i32,
+    pub now_ms: i64,
+    /// What it leaves for later runs.
+    pub results: Vec<GenerationResult>,
+    /// Its report as served from now on.
+    pub report: Option<super::ReportToStore>,
+    /// Its alerts, to send.
+    pub alerts: Vec<super::NewNotification>,
+}
+
 impl Store {
-    /// Ends a run: its state, exit code and finished time, what it leaves for later runs, and
-    /// its report (`store/reports.rs`; kept only if what it compares with did not change
-    /// while it was assembled), in one transaction.
+    /// Ends a run: its state, exit code and finished time, what it leaves for later runs, its
+    /// report (`store/reports.rs`; kept only if what it compares with did not change while it
+    /// was assembled) and its alerts to send (`store/notifications.rs`), in one transaction.
     pub async fn finish_run(
         &self,
         run_id: RunId,
-        state: RunState,
-        exit_code: i32,
-        now_ms: i64,
-        results: Vec<GenerationResult>,
-        report: Option<super::ReportToStore>,
+        finish: RunFinish,
     ) -> Result<(), CoordinatorError> {
+        let RunFinish {
+            state,
+            exit_code,
+            now_ms,
+            results,
+            report,
+            alerts,
+        } = finish;
         self.with(move |conn| {
             let tx = conn.transaction()?;
+            super::notifications::queue(&tx, &alerts, now_ms)?;
             tx.execute(
                 "UPDATE runs SET state = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
                 params![run_id.to_string(), state.as_str(), exit_code, now_ms],

@@ -224,7 +224,17 @@ mod tests {
 
     async fn finish(store: &Store, run_id: RunId, report: Option<ReportToStore>) {
         store
-            .finish_run(run_id, RunState::Done, 0, 1, Vec::new(), report)
+            .finish_run(
+                run_id,
+                crate::store::RunFinish {
+                    state: RunState::Done,
+                    exit_code: 0,
+                    now_ms: 1,
+                    results: Vec::new(),
+                    report,
+                    alerts: Vec::new(),
+                },
+            )
             .await
             .unwrap();
     }

@@ -355,6 +355,7 @@ fn assemble_jobs(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
         is_sweep: spec.is_sweep(),
         sweep_table: Vec::new(),
         bisects: Vec::new(),
+        notifications: Vec::new(),
     };
     let mut sweep_outcome: Option<crate::sweep::SweepOutcome> = None;
     let mut cells: BTreeMap<u32, CellResult> = BTreeMap::new();

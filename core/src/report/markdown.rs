@@ -263,6 +263,13 @@ pub fn render_markdown(report: &Report) -> String {
     for record in &report.bisects {
         out.push_str(&crate::bisect::render_record(record));
     }
+    if !report.notifications.is_empty() {
+        let _ = writeln!(out, "**Notifications:**\n");
+        for sent in &report.notifications {
+            let _ = writeln!(out, "- {} — {}", text(&sent.line()), text(&sent.summary));
+        }
+        out.push('\n');
+    }
     render_reproduce(&mut out, &report.cells);
     for (name, side) in [("upstream", &report.upstream), ("fork", &report.fork)] {
         if let Some(build) = &side.build {

@@ -106,6 +106,10 @@ pub struct Report {
     /// each as a "Bisect" section. Attached by the coordinator, never part of the assembly.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bisects: Vec<crate::bisect::BisectRecord>,
+    /// The alerts sent about this run (`[notify]`), oldest first: report.md lists them under
+    /// "Notifications". Attached by the coordinator when the report is served.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<crate::notification::NotificationRecord>,
 }
 
 /// One attempt of one job, as the report's attempt history lists it.

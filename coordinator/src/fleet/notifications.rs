@@ -1,0 +1,223 @@
+//! Alerts (`outbound::notify`) from the fleet's side: which to queue when a run finishes or
+//! an agent is lost, the delivery of queued ones (one task, `server`, retrying with a
+//! doubling backoff), and the record of them attached to a run's report.
+
+use abfleet_core::notification::NotificationRecord;
+use abfleet_core::report::Report;
+use abfleet_core::RunId;
+use tracing::{error, info, warn};
+
+use super::Fleet;
+use super::FleetError;
+use crate::outbound::http_client::HttpClient;
+use crate::outbound::notify::{self, delivery, Alert, AlertKind};
+use crate::store::{Attempt, NewNotification};
+
+/// Alerts tried in one pass of the delivery task.
+const DELIVERY_BATCH: u32 = 32;
+/// The longest wait between two attempts of one alert.
+const MAX_BACKOFF_MS: i64 = 3_600_000;
+
+impl Fleet {
+    /// Whether any alert endpoint is configured.
+    pub fn alerts_configured(&self) -> bool {
+        !self.inner.config.notify.endpoints.is_empty()
+    }
+
+    /// The rows to queue with the finish of the run `report` is the final report of.
+    pub(super) fn finished_run_alerts(&self, report: &Report) -> Vec<NewNotification> {
+        if !self.alerts_configured() {
+            return Vec::new();
+        }
+        let alerts =
+            notify::alerts_for_finished_run(report, self.inner.config.notify.report_url.as_deref());
+        self.rows_for(&alerts)
+    }
+
+    fn rows_for(&self, alerts: &[Alert]) -> Vec<NewNotification> {
+        let mut rows = Vec::new();
+        for alert in alerts {
+            let Ok(run_id) = alert.run_id.parse::<RunId>() else {
+                continue;
+            };
+            for endpoint in &self.inner.config.notify.endpoints {
+                if !endpoint.wants(alert.kind) {
+                    continue;
+                }
+                rows.push(NewNotification {
+                    run_id,
+                    endpoint: endpoint.name.clone(),
+                    kind: alert.kind.as_str().to_string(),
+                    key: alert.key.clone(),
+                    summary: alert.summary.clone(),
+                    payload_json: notify::payload(endpoint.format, alert).to_string(),
+                });
+            }
+        }
+        rows
+    }
+
+    /// Queues an "agent lost" alert for the job that agent held: said when it happens. A
+    /// failure to queue it is logged, never passed on (the requeue matters more).
+    pub(super) async fn alert_agent_lost(
+        &self,
+        run_id: RunId,
+        job_id: abfleet_core::JobId,
+        attempt: u32,
+        reason: &str,
+    ) {
+        if !self
+            .inner
+            .config
+            .notify
+            .endpoints
+            .iter()
+            .any(|e| e.wants(AlertKind::AgentLost))
+        {
+            return;
+        }
+        let name = match self.inner.store.run(run_id).await {
+            Ok(Some(run)) => run.spec.name.clone(),
+            _ => run_id.to_string(),
+        };
+        let alert = notify::agent_lost_alert(
+            &run_id.to_string(),
+            &name,
+            &job_id.to_string(),
+            attempt,
+            reason,
+            self.inner.config.notify.report_url.as_deref(),
+        );
+        let rows = self.rows_for(&[alert]);
+        match self
+            .inner
+            .store
+            .queue_notifications(rows, self.now_ms())
+            .await
+        {
+            Ok(_) => self.inner.alerts_queued.notify_one(),
+            Err(err) => {
+                error!(run_id = %run_id, error = %err, "could not queue the agent-lost alert")
+            }
+        }
+    }
+
+    /// Tries every alert that is due once; how many were sent. A failed attempt is retried
+    /// after a backoff that doubles from `retry_after` (at most an hour), and given up
+    /// (logged as an error) after `max_attempts`.
+    pub async fn deliver_due_alerts(&self) -> Result<usize, FleetError> {
+        let config = &self.inner.config.notify;
+        let due = self
+            .inner
+            .store
+            .due_notifications(self.now_ms(), DELIVERY_BATCH)
+            .await?;
+        let mut sent = 0;
+        for alert in due {
+            let attempt = match config.endpoints.iter().find(|e| e.name == alert.endpoint) {
+                None => Attempt::Failed {
+                    status: None,
+                    error: format!(
+                        "the endpoint `{}` is no longer in [notify]; not sent",
+                        alert.endpoint
+                    ),
+                    retry_at_ms: None,
+                },
+                Some(endpoint) => match self.endpoint_client(endpoint) {
+                    Err(err) => Attempt::Failed {
+                        status: None,
+                        error: err,
+                        retry_at_ms: None,
+                    },
+                    Ok(client) => {
+                        let outcome = delivery::send(&client, endpoint, &alert.payload_json).await;
+                        let tries = alert.attempts + 1;
+                        match outcome {
+                            Ok(status) => Attempt::Sent { status },
+                            Err(failure) => {
+                                let retry_at_ms = (tries < config.max_attempts).then(|| {
+                                    let base = config.retry_after.as_millis() as i64;
+                                    let wait = base
+                                        .saturating_mul(1 << (tries - 1).min(20))
+                                        .min(MAX_BACKOFF_MS);
+                                    self.now_ms() + wait
+                                });
+                                Attempt::Failed {
+                                    status: failure.status,
+                                    error: failure.message,
+                                    retry_at_ms,
+                                }
+                            }
+                        }
+                    }
+                },
+            };
+            match &attempt {
+                Attempt::Sent { status } => {
+                    sent += 1;
+                    info!(run_id = %alert.run_id, endpoint = %alert.endpoint, kind = %alert.kind, status, "alert sent");
+                }
+                Attempt::Failed {
+                    error: message,
+                    retry_at_ms: Some(_),
+                    ..
+                } => {
+                    warn!(run_id = %alert.run_id, endpoint = %alert.endpoint, kind = %alert.kind, attempt = alert.attempts + 1, error = %message, "alert not delivered; retrying");
+                }
+                Attempt::Failed {
+                    error: message,
+                    retry_at_ms: None,
+                    ..
+                } => {
+                    error!(run_id = %alert.run_id, endpoint = %alert.endpoint, kind = %alert.kind, attempts = alert.attempts + 1, error = %message, "alert given up");
+                }
+            }
+            self.inner
+                .store
+                .record_notification_attempt(alert.id, attempt, self.now_ms())
+                .await?;
+        }
+        Ok(sent)
+    }
+
+    /// Delivers alerts until the process ends: when one is queued, and when a retry is due.
+    pub async fn run_alert_delivery(&self) {
+        loop {
+            if let Err(err) = self.deliver_due_alerts().await {
+                error!(error = %err, "alert delivery failed; trying again shortly");
+            }
+            let wait = match self.inner.store.next_notification_due_ms().await {
+                Ok(Some(due)) => (due - self.now_ms()).clamp(0, 60_000) as u64,
+                Ok(None) => 60_000,
+                Err(_) => 5_000,
+            };
+            tokio::select! {
+                () = self.inner.alerts_queued.notified() => {}
+                () = tokio::time::sleep(std::time::Duration::from_millis(wait.max(10))) => {}
+            }
+        }
+    }
+
+    fn endpoint_client(&self, endpoint: &notify::Endpoint) -> Result<HttpClient, String> {
+        let mut clients = self
+            .inner
+            .endpoint_clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = clients.get(&endpoint.name) {
+            return Ok(client.clone());
+        }
+        let client = HttpClient::new(endpoint.ca_pem.as_deref(), self.inner.config.notify.timeout)
+            .map_err(|err| format!("the endpoint's client could not be made: {err}"))?;
+        clients.insert(endpoint.name.clone(), client.clone());
+        Ok(client)
+    }
+
+    /// The alerts queued about `run_id`, as its report lists them.
+    pub(super) async fn notifications_of(
+        &self,
+        run_id: RunId,
+    ) -> Result<Vec<NotificationRecord>, FleetError> {
+        Ok(self.inner.store.notifications_of(run_id).await?)
+    }
+}

@@ -1,0 +1,71 @@
+//! Sending one queued alert to its endpoint: the payload as queued, signed for a generic
+//! JSON endpoint with a secret; any 2xx is delivered, anything else is a failure the caller
+//! retries.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::{Endpoint, PayloadFormat};
+use crate::outbound::http_client::{url_origin, HttpClient, OutboundRequest};
+
+/// Why an attempt failed: the endpoint's status when it answered, and words for the record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryFailure {
+    pub status: Option<u16>,
+    pub message: String,
+}
+
+/// The signature header of a generic JSON alert: `sha256=HEX` of HMAC-SHA256 over the body,
+/// as GitHub signs its webhooks, so one verifier serves both.
+pub const SIGNATURE_HEADER: &str = "x-abfleet-signature-256";
+
+/// Posts `payload_json` to `endpoint`; the status on success.
+pub async fn send(
+    client: &HttpClient,
+    endpoint: &Endpoint,
+    payload_json: &str,
+) -> Result<u16, DeliveryFailure> {
+    let body = payload_json.as_bytes().to_vec();
+    let mut headers = vec![
+        ("content-type".to_string(), "application/json".to_string()),
+        (
+            "user-agent".to_string(),
+            concat!("abfleet/", env!("CARGO_PKG_VERSION")).to_string(),
+        ),
+    ];
+    if let (PayloadFormat::Json, Some(secret)) = (endpoint.format, &endpoint.secret) {
+        headers.push((SIGNATURE_HEADER.to_string(), signature(secret, &body)));
+    }
+    let request = OutboundRequest {
+        method: "POST",
+        url: endpoint.url.clone(),
+        headers,
+        body: Some(body),
+    };
+    match client.send(&request).await {
+        Ok(response) if response.is_success() => Ok(response.status),
+        Ok(response) => Err(DeliveryFailure {
+            status: Some(response.status),
+            message: format!(
+                "{} answered HTTP {}: {}",
+                url_origin(&endpoint.url),
+                response.status,
+                response.body_excerpt(200)
+            ),
+        }),
+        // The error names the host only: a webhook URL's path is its secret.
+        Err(err) => Err(DeliveryFailure {
+            status: None,
+            message: err.to_string(),
+        }),
+    }
+}
+
+/// `sha256=HEX` of HMAC-SHA256(secret, body).
+pub fn signature(secret: &[u8], body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes a key of any size");
+    mac.update(body);
+    let digest = mac.finalize().into_bytes();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
