@@ -201,9 +201,6 @@ impl EndpointFile {
         if secret.is_some() && format == Some(PayloadFormat::Slack) {
             problems.push(format!("{at}: `secret_file` signs generic JSON alerts; a Slack webhook's secret is its URL (`url_file`)"));
         }
-        if secret.as_ref().is_some_and(|s| s.is_empty()) {
-            problems.push(format!("{at}: `secret_file` is empty"));
-        }
         let ca_pem = self
             .ca_file
             .as_ref()
@@ -237,28 +234,9 @@ impl EndpointFile {
 
 /// A secret's bytes; refused when the file may be read by its group or others.
 fn read_secret(path: &Path, at: &str, key: &str, problems: &mut Vec<String>) -> Option<Vec<u8>> {
-    use std::os::unix::fs::PermissionsExt;
-    match std::fs::metadata(path) {
-        Err(err) => {
-            problems.push(format!("{at}: `{key}` {}: {err}", path.display()));
-            None
-        }
-        Ok(meta) if meta.permissions().mode() & 0o077 != 0 => {
-            problems.push(format!(
-                "{at}: `{key}` {} may be read by others (mode {:o}); `chmod 600` it (or use a systemd credential)",
-                path.display(),
-                meta.permissions().mode() & 0o777
-            ));
-            None
-        }
-        Ok(_) => match std::fs::read(path) {
-            Ok(bytes) => Some(bytes),
-            Err(err) => {
-                problems.push(format!("{at}: `{key}` {}: {err}", path.display()));
-                None
-            }
-        },
-    }
+    abfleet_coordinator::outbound::secret_file::read_private_file(path)
+        .map_err(|err| problems.push(format!("{at}: `{key}` {err}")))
+        .ok()
 }
 
 #[cfg(test)]

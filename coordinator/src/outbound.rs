@@ -1,5 +1,8 @@
-//! What the coordinator sends out on its own: alerts to webhooks (`notify`) over the one
-//! HTTP client it has (`http_client`).
+//! What the coordinator sends out on its own: alerts to webhooks (`notify`), results to the
+//! pull request that asked for them (`github`), over the one HTTP client it has
+//! (`http_client`), with secrets read from private files (`secret_file`).
 
+pub mod github;
 pub mod http_client;
 pub mod notify;
+pub mod secret_file;

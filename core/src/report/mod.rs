@@ -12,6 +12,7 @@ mod junit;
 mod markdown;
 pub(crate) mod markdown_text;
 mod model;
+pub mod pull_request;
 mod retune_markdown;
 mod sweep_markdown;
 mod time;
