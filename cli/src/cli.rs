@@ -167,6 +167,11 @@ pub enum Command {
         /// What it is about: the tag, the release, the PR (`v3.1.0`, `PR #412: AVX-512 VIF`).
         #[arg(long)]
         note: String,
+        /// The pull request the run answers, `owner/name#number`: the coordinator (with
+        /// `[github]` in its config) runs the PR's head commit as the fork and posts a
+        /// status and one comment on the PR (docs/milestone.md).
+        #[arg(long, value_name = "OWNER/NAME#N")]
+        pr: Option<String>,
         /// The job spec [default: the coordinator's milestone spec].
         spec: Option<PathBuf>,
         #[arg(long, default_value = "http://127.0.0.1:7700")]

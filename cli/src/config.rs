@@ -37,6 +37,8 @@ pub struct ConfigFile {
     pub agent: Option<AgentFile>,
     /// Where the coordinator's alerts go (`crate::notify_config`).
     pub notify: Option<crate::notify_config::NotifyFile>,
+    /// How the coordinator answers pull requests (`crate::github_config`).
+    pub github: Option<crate::github_config::GitHubFile>,
 }
 
 /// The `[coordinator]` table; each key is the flag of the same name.
@@ -118,6 +120,7 @@ impl ConfigFile {
             coordinator: None,
             agent: None,
             notify: None,
+            github: None,
         };
         for (key, value) in &table {
             match key.as_str() {
@@ -167,8 +170,19 @@ impl ConfigFile {
                         section
                     })
                 }
+                "github" => {
+                    file.github = section::<crate::github_config::GitHubFile>(
+                        key,
+                        value,
+                        &mut problems,
+                    )
+                    .map(|mut section| {
+                        section.resolve_paths(base);
+                        section
+                    })
+                }
                 _ => problems.push(format!(
-                    "unknown key `{key}` at the top level (a config file has a [coordinator] or an [agent] table, and [notify])"
+                    "unknown key `{key}` at the top level (a config file has a [coordinator] or an [agent] table, and [notify] and [github] for the coordinator)"
                 )),
             }
         }
@@ -745,6 +759,34 @@ pub fn check_file(path: &Path) -> i32 {
         settings.overlay(section, |_| false);
         tables.push(("agent", settings.to_toml(), settings.check()));
     }
+    if let Some(section) = &file.github {
+        let milestone = file
+            .coordinator
+            .as_ref()
+            .and_then(|c| c.milestone_spec.clone());
+        let (text, problems) = match section.load(milestone.as_deref()) {
+            Ok(reporting) => (
+                format!(
+                    "[github]\n# answers pull requests with the status `{}`{}\n",
+                    reporting.context,
+                    reporting
+                        .report_url
+                        .as_ref()
+                        .map_or(String::new(), |url| format!(", linking {url}/runs/RUN"))
+                ),
+                Vec::new(),
+            ),
+            Err(problems) => (String::new(), problems),
+        };
+        tables.push((
+            "github",
+            text,
+            Findings {
+                problems,
+                notes: Vec::new(),
+            },
+        ));
+    }
     if let Some(section) = &file.notify {
         let (text, problems) = match section.load() {
             Ok(config) => (notify_summary(&config), Vec::new()),
@@ -841,6 +883,30 @@ pub fn notify_of(
             path: path.to_path_buf(),
             problems,
         }),
+    }
+}
+
+/// The `[github]` table of the coordinator's `--config` file, loaded (its token read), with
+/// `milestone_spec`'s repositories allowed; no table: pull requests hear nothing.
+pub fn github_of(
+    path: Option<&Path>,
+    milestone_spec: Option<&Path>,
+) -> Result<Option<abfleet_coordinator::outbound::github::GitHubReporting>, ConfigError> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let file = ConfigFile::load(path)?;
+    match file.github {
+        None => Ok(None),
+        Some(section) => {
+            section
+                .load(milestone_spec)
+                .map(Some)
+                .map_err(|problems| ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    problems,
+                })
+        }
     }
 }
 

@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod config;
 mod failure;
+mod github_config;
 mod log_writer;
 mod notify_config;
 mod progress;

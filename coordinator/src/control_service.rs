@@ -73,6 +73,20 @@ impl pb::control_service_server::ControlService for ControlService {
             })?;
             Some((spec, request.spec_origin.clone()))
         };
+        let pull_request = if request.pull_request.is_empty() {
+            None
+        } else {
+            if bisect_step || hardware.is_some() {
+                return Err(Status::invalid_argument(
+                    "a bisect step or a run pinned to a hardware id answers no pull request",
+                ));
+            }
+            Some(
+                crate::PullRequestRef::parse(&request.pull_request).map_err(|err| {
+                    Status::invalid_argument(format!("--pr: {err}; give `owner/name#number`"))
+                })?,
+            )
+        };
         let note = (!request.trigger_note.is_empty()).then_some(request.trigger_note);
         let run_id = match (spec, note) {
             (Some((spec, origin)), note) if bisect_step || hardware.is_some() => {
@@ -80,7 +94,9 @@ impl pb::control_service_server::ControlService for ControlService {
                     .submit_on(spec, trigger, note.as_deref(), &origin, hardware.as_deref())
                     .await?
             }
-            (Some((spec, origin)), None) => self.fleet.submit(spec, trigger, &origin).await?,
+            (Some((spec, origin)), None) if pull_request.is_none() => {
+                self.fleet.submit(spec, trigger, &origin).await?
+            }
             (spec, note) => self
                 .fleet
                 .trigger(crate::TriggerRequest {
@@ -92,6 +108,7 @@ impl pb::control_service_server::ControlService for ControlService {
                     upstream_rev: None,
                     fork_rev: None,
                     once: false,
+                    pull_request,
                 })
                 .await?
                 .run_id(),

@@ -113,6 +113,8 @@ impl From<FleetError> for tonic::Status {
             FleetError::NoMilestoneSpec | FleetError::MilestoneSpec { .. } => {
                 Status::failed_precondition(err.to_string())
             }
+            FleetError::PullRequest(_) => Status::failed_precondition(err.to_string()),
+            FleetError::GitHub(_) => Status::unavailable(err.to_string()),
             FleetError::Store(inner) => inner.into(),
         }
     }

@@ -252,6 +252,7 @@ async fn handle(
         upstream_rev: hook.upstream_rev,
         fork_rev: hook.fork_rev,
         once: hook.once,
+        pull_request: hook.pull_request,
     };
     let reason = hook.reason;
     let note = hook.note;

@@ -25,8 +25,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use control_service::{run_summary, MAX_SPEC_JSON_BYTES};
 pub use error::CoordinatorError;
 pub use fleet::{
-    CoordinatorConfig, Counters, Fleet, FleetError, HistoryQuery, TriggerOutcome, TriggerRequest,
-    TRIGGER_REASONS,
+    CoordinatorConfig, Counters, Fleet, FleetError, HistoryQuery, PullRequestRef, TriggerOutcome,
+    TriggerRequest, TRIGGER_REASONS,
 };
 pub use server::{
     serve, Coordinator, ServerTransport, MAX_AGENT_MESSAGE_BYTES, MAX_CONTROL_MESSAGE_BYTES,

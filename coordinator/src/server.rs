@@ -148,6 +148,11 @@ pub async fn serve(
         let fleet = fleet.clone();
         tokio::spawn(async move { fleet.run_alert_delivery().await })
     };
+    // The answers to pull requests (`[github]`), also those left by a restart.
+    let pull_request_reports = {
+        let fleet = fleet.clone();
+        tokio::spawn(async move { fleet.run_pull_request_reports().await })
+    };
     let (graceful, graceful_rx) = tokio::sync::oneshot::channel::<()>();
     let agent_service = pb::agent_service_server::AgentServiceServer::new(AgentService {
         fleet: fleet.clone(),
@@ -201,5 +206,6 @@ pub async fn serve(
     };
     reaper.abort();
     alert_delivery.abort();
+    pull_request_reports.abort();
     result.map_err(|err| CoordinatorError::Internal(format!("gRPC server failed: {err}")))
 }

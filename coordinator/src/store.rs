@@ -10,6 +10,7 @@ mod listing;
 mod migrations;
 mod notifications;
 mod previous;
+mod pull_request_reports;
 mod report_inputs;
 mod reports;
 mod triggers;
@@ -17,6 +18,7 @@ pub use certificates::{AgentCertificate, Binding, Revocation};
 pub use incoming::{EventHeader, IncomingEvent};
 pub use listing::{RunCursor, RunListing, RunOrder};
 pub use notifications::{Attempt, DueNotification, NewNotification};
+pub use pull_request_reports::{Posted, PullRequestReport};
 pub use reports::{ReportToStore, StoredReport};
 pub use triggers::{
     toolchain_fingerprint, KnownToolchains, TriggerRow, UpstreamPin, DELIVERY_MEMORY_MS,

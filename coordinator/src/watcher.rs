@@ -187,6 +187,7 @@ pub async fn poll_upstream_once(fleet: &Fleet) -> Result<PollOutcome, WatchError
                     fork_rev: None,
                     // A tag runs once: a webhook may have run it long before this poll.
                     once: true,
+                    pull_request: None,
                 })
                 .await?;
             outcome.triggered.push((tag.clone(), triggered));

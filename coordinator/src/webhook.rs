@@ -180,6 +180,8 @@ pub struct HookTrigger {
     /// Debounced against every earlier trigger of its key, not only those within the window:
     /// a tag is run once, however late its release, push or watcher poll comes.
     pub once: bool,
+    /// The pull request the run answers (its repository, number and head commit).
+    pub pull_request: Option<crate::PullRequestRef>,
 }
 
 /// The default label that makes a pull request a performance PR (`--perf-label`).
@@ -266,6 +268,7 @@ pub fn decide(event: &str, payload: &Value, context: &HookContext<'_>) -> HookDe
                     upstream_rev: Some(tag),
                     fork_rev: None,
                     once: true,
+                    pull_request: None,
                 })
             } else if context.is_fork(&repo) {
                 HookDecision::Trigger(HookTrigger {
@@ -275,6 +278,7 @@ pub fn decide(event: &str, payload: &Value, context: &HookContext<'_>) -> HookDe
                     upstream_rev: None,
                     fork_rev: Some(tag),
                     once: true,
+                    pull_request: None,
                 })
             } else {
                 HookDecision::Ignored(format!(
@@ -306,6 +310,7 @@ pub fn decide(event: &str, payload: &Value, context: &HookContext<'_>) -> HookDe
                     upstream_rev: Some(tag.to_string()),
                     fork_rev: None,
                     once: true,
+                    pull_request: None,
                 })
             } else {
                 HookDecision::Ignored(format!(
@@ -393,6 +398,11 @@ fn decide_pull_request(
         debounce_key: format!("{repo}#{number}"),
         note,
         upstream_rev: None,
+        pull_request: Some(crate::PullRequestRef {
+            repo: repo.to_string(),
+            number,
+            head_sha: Some(head.clone()),
+        }),
         fork_rev: Some(head),
         once: false,
     })

@@ -60,6 +60,9 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             config,
         } => {
             let notify = crate::config::notify_of(config.as_deref()).usage()?;
+            let github =
+                crate::config::github_of(config.as_deref(), milestone.milestone_spec.as_deref())
+                    .usage()?;
             serve::coordinator(serve::CoordinatorArgs {
                 listen,
                 side: serve::SideListeners { http, web },
@@ -73,6 +76,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                 plaintext,
                 milestone: &milestone,
                 notify,
+                github,
             })
             .await
         }
@@ -118,6 +122,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         Command::Trigger {
             reason,
             note,
+            pr,
             spec,
             coordinator,
             tls,
@@ -130,6 +135,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                     reason,
                     note: &note,
                     spec: spec.as_deref(),
+                    pull_request: pr.as_deref(),
                 },
                 &coordinator,
                 &tls,

@@ -36,6 +36,8 @@ pub struct CoordinatorArgs<'a> {
     pub milestone: &'a MilestoneArgs,
     /// The config file's `[notify]` table (no alerts without one).
     pub notify: abfleet_coordinator::outbound::notify::NotifyConfig,
+    /// The config file's `[github]` table (pull requests hear nothing without one).
+    pub github: Option<abfleet_coordinator::outbound::github::GitHubReporting>,
 }
 
 pub async fn coordinator(args: CoordinatorArgs<'_>) -> Result<i32, Failure> {
@@ -48,6 +50,7 @@ pub async fn coordinator(args: CoordinatorArgs<'_>) -> Result<i32, Failure> {
         plaintext,
         milestone,
         notify,
+        github,
     } = args;
     let Timing {
         lease_seconds,
@@ -148,6 +151,7 @@ pub async fn coordinator(args: CoordinatorArgs<'_>) -> Result<i32, Failure> {
         sweep_spec: milestone.sweep_spec.clone(),
         trigger_debounce: Duration::from_secs_f64(milestone.debounce_seconds),
         notify,
+        github,
         ..CoordinatorConfig::default()
     };
     let coordinator = Coordinator::open(data_dir, config).infra()?;

@@ -67,6 +67,8 @@ pub struct TriggerRun<'a> {
     pub note: &'a str,
     /// `None`: the coordinator's milestone spec.
     pub spec: Option<&'a Path>,
+    /// `owner/name#number` of the pull request the run answers.
+    pub pull_request: Option<&'a str>,
 }
 
 pub async fn trigger(
@@ -89,6 +91,7 @@ pub async fn trigger(
             spec_origin,
             trigger_note: run.note.to_string(),
             milestone: run.spec.is_none(),
+            pull_request: run.pull_request.unwrap_or_default().to_string(),
             ..Default::default()
         })
         .await

@@ -8,6 +8,13 @@ use crate::error::CoordinatorError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
+    /// A run for a pull request that cannot be answered: no `[github]`, a malformed
+    /// reference, or GitHub could not tell its head commit.
+    #[error("{0}")]
+    PullRequest(String),
+    /// GitHub refused or did not answer a post (retried by the poster).
+    #[error("GitHub: {0}")]
+    GitHub(String),
     #[error("run {0} does not exist; list runs with `abfleet runs`")]
     UnknownRun(RunId),
     #[error("job {0} does not exist")]

@@ -43,6 +43,8 @@ pub struct CoordinatorConfig {
     pub max_agent_ids_per_certificate: u32,
     /// Where alerts go (`[notify]`); none configured: nothing is queued.
     pub notify: crate::outbound::notify::NotifyConfig,
+    /// How pull requests hear their runs' answers (`[github]`); `None`: they do not.
+    pub github: Option<crate::outbound::github::GitHubReporting>,
 }
 
 impl Default for CoordinatorConfig {
@@ -59,6 +61,7 @@ impl Default for CoordinatorConfig {
             trigger_debounce: Duration::from_secs(600),
             max_agent_ids_per_certificate: 8,
             notify: Default::default(),
+            github: None,
         }
     }
 }

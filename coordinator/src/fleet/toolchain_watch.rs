@@ -183,6 +183,7 @@ impl Fleet {
             upstream_rev: None,
             fork_rev: None,
             once: true,
+            pull_request: None,
         };
         let outcome = self.trigger(request.clone()).await?;
         if let TriggerOutcome::Started(_) = outcome {

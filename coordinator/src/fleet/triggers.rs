@@ -52,6 +52,9 @@ pub struct TriggerRequest {
     /// Debounce against every earlier trigger of this reason and key, not only those within
     /// the window: the toolchain watcher starts one run per new toolchain of a generation.
     pub once: bool,
+    /// The pull request the run answers (`[github]`): its head is the fork's rev, and it
+    /// gets a status and a comment (`pull_request_reports`).
+    pub pull_request: Option<super::PullRequestRef>,
 }
 
 /// What a trigger did.
@@ -119,7 +122,11 @@ impl Fleet {
         } else if let Some(followed) = &followed {
             note.push_str(&followed.note());
         }
-        if let Some(rev) = &request.fork_rev {
+        let pull_request_head = match &request.pull_request {
+            Some(pull_request) => Some(self.pull_request_head(pull_request).await?),
+            None => None,
+        };
+        if let Some(rev) = request.fork_rev.as_ref().or(pull_request_head.as_ref()) {
             spec = moved_pin(spec, Pin::Fork, rev).map_err(|reason| FleetError::MilestoneSpec {
                 path: origin.clone(),
                 reason,
@@ -128,6 +135,9 @@ impl Fleet {
         let run_id = self
             .submit_noted(spec, &request.reason, Some(&note), &origin)
             .await?;
+        if let (Some(pull_request), Some(head)) = (&request.pull_request, &pull_request_head) {
+            self.record_pull_request(run_id, pull_request, head).await?;
+        }
         let started = TriggerRequest {
             note,
             ..request.clone()

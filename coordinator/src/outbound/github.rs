@@ -435,3 +435,18 @@ pub fn repo_of_git_url(url: &str) -> Option<String> {
         .ok()
         .map(|repo| repo.full_name())
 }
+
+/// How the coordinator answers pull requests (`[github]` in its config file).
+#[derive(Clone, Debug)]
+pub struct GitHubReporting {
+    pub client: GitHub,
+    /// The commit status's context: what the check is called on the pull request.
+    pub context: String,
+    /// The web view's address as people open it: the status and the comment link
+    /// `{report_url}/runs/RUN`.
+    pub report_url: Option<String>,
+    /// The first retry waits this long, each next one twice as long (at most ten minutes).
+    pub retry_after: Duration,
+    /// Failed attempts in a row before the answer is given up (logged as an error).
+    pub max_attempts: u32,
+}

@@ -298,6 +298,27 @@ CREATE TABLE notifications (
 CREATE INDEX notifications_due ON notifications(next_attempt_ms) WHERE state = 'pending';
 "#,
     },
+    Migration {
+        version: 16,
+        summary: "pull_request_reports: the pull request a run answers ([github]) and what was posted on it: the status's last description, the comment, whether the final answer is out",
+        sql: r#"
+CREATE TABLE pull_request_reports (
+    run_id          TEXT PRIMARY KEY REFERENCES runs(run_id),
+    repo            TEXT NOT NULL,
+    number          INTEGER NOT NULL,
+    head_sha        TEXT NOT NULL,
+    posted          TEXT,
+    posted_ms       INTEGER,
+    comment_id      INTEGER,
+    comment_url     TEXT,
+    answered        INTEGER NOT NULL DEFAULT 0,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_ms INTEGER NOT NULL,
+    last_error      TEXT
+);
+CREATE INDEX pull_request_reports_open ON pull_request_reports(next_attempt_ms) WHERE answered = 0;
+"#,
+    },
 ];
 
 /// The version a store is at once [`migrate`] returns.

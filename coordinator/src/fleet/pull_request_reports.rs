@@ -1,0 +1,252 @@
+//! The pull request hears the answer (`[github]`): a run started for a pull request (a
+//! labelled performance PR, a toolchain bot's PR, `abfleet trigger --pr`) gets a commit
+//! status on the PR's head — `pending` with its progress while it is queued and measured,
+//! then the verdict — and one comment with the per-feature table, updated by later runs of
+//! the same spec instead of added again. One task posts (`server`), woken by progress; a
+//! failed post is retried with a doubling backoff and never holds up the run.
+
+use abfleet_core::report::pull_request::{comment_marker, pr_verdict, render_pr_comment};
+use abfleet_core::RunId;
+use tracing::{error, info, warn};
+
+use super::Fleet;
+use super::FleetError;
+use crate::outbound::github::{GitHubReporting, Repo};
+use crate::store::{Posted, PullRequestReport};
+
+/// A pending status is updated at most this often while cells come in.
+const PENDING_EVERY_MS: i64 = 10_000;
+/// The longest wait between two tries.
+const MAX_BACKOFF_MS: i64 = 600_000;
+
+/// A pull request a trigger is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequestRef {
+    /// `owner/name`.
+    pub repo: String,
+    pub number: u64,
+    /// Its head commit; `None`: asked of GitHub when the run is started.
+    pub head_sha: Option<String>,
+}
+
+impl PullRequestRef {
+    /// `owner/name#number`, as `abfleet trigger --pr` takes it.
+    pub fn parse(text: &str) -> Result<PullRequestRef, String> {
+        let (repo, number) = text
+            .rsplit_once('#')
+            .ok_or_else(|| format!("`{text}` is not `owner/name#number`"))?;
+        let repo = Repo::parse(repo)?.full_name();
+        let number = number
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("`{text}`: `{number}` is not a pull request number"))?;
+        Ok(PullRequestRef {
+            repo,
+            number,
+            head_sha: None,
+        })
+    }
+}
+
+impl Fleet {
+    fn reporting(&self) -> Result<&GitHubReporting, FleetError> {
+        self.inner.config.github.as_ref().ok_or_else(|| {
+            FleetError::PullRequest(
+                "this coordinator has no [github] settings: it cannot answer a pull request (docs/milestone.md, \"The pull request hears the answer\")".into(),
+            )
+        })
+    }
+
+    /// The head commit a run for `pull_request` measures: the one it names, or GitHub's.
+    pub(super) async fn pull_request_head(
+        &self,
+        pull_request: &PullRequestRef,
+    ) -> Result<String, FleetError> {
+        if let Some(sha) = &pull_request.head_sha {
+            return Ok(sha.clone());
+        }
+        let reporting = self.reporting()?;
+        let repo = Repo::parse(&pull_request.repo).map_err(FleetError::PullRequest)?;
+        reporting
+            .client
+            .pull_request_head(&repo, pull_request.number)
+            .await
+            .map_err(|err| {
+                FleetError::PullRequest(format!(
+                    "the head commit of {}#{}: {err}",
+                    pull_request.repo, pull_request.number
+                ))
+            })
+    }
+
+    /// Records that `run_id` answers `pull_request` at `head_sha`, when the coordinator
+    /// answers pull requests at all.
+    pub(super) async fn record_pull_request(
+        &self,
+        run_id: RunId,
+        pull_request: &PullRequestRef,
+        head_sha: &str,
+    ) -> Result<(), FleetError> {
+        if self.inner.config.github.is_none() {
+            return Ok(());
+        }
+        self.inner
+            .store
+            .record_pull_request_report(
+                run_id,
+                pull_request.repo.clone(),
+                pull_request.number,
+                head_sha.to_string(),
+                self.now_ms(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// One pass: every pull request whose answer is not out gets what is due — a pending
+    /// status with its progress, or, once its run finished, the verdict and the comment.
+    pub async fn post_pull_request_reports(&self) -> Result<(), FleetError> {
+        let Some(reporting) = self.inner.config.github.clone() else {
+            return Ok(());
+        };
+        for row in self
+            .inner
+            .store
+            .due_pull_request_reports(self.now_ms())
+            .await?
+        {
+            let posted = match self.post_one(&reporting, &row).await {
+                Ok(Some(posted)) => posted,
+                Ok(None) => continue,
+                Err(err) => {
+                    let tries = row.attempts + 1;
+                    let retry_at_ms = (tries < reporting.max_attempts).then(|| {
+                        let base = reporting.retry_after.as_millis() as i64;
+                        self.now_ms()
+                            + base
+                                .saturating_mul(1 << (tries - 1).min(20))
+                                .min(MAX_BACKOFF_MS)
+                    });
+                    match retry_at_ms {
+                        Some(_) => {
+                            warn!(run_id = %row.run_id, pull_request = %format!("{}#{}", row.repo, row.number), attempt = tries, error = %err, "posting to the pull request failed; retrying")
+                        }
+                        None => {
+                            error!(run_id = %row.run_id, pull_request = %format!("{}#{}", row.repo, row.number), attempts = tries, error = %err, "posting to the pull request failed; given up")
+                        }
+                    }
+                    Posted::Failed {
+                        error: err.to_string(),
+                        retry_at_ms,
+                    }
+                }
+            };
+            self.inner
+                .store
+                .record_pull_request_post(row.run_id, posted, self.now_ms())
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// What `row` needs now, posted; `None` when nothing is due (a pending status already
+    /// says this progress, or said something within the last seconds).
+    async fn post_one(
+        &self,
+        reporting: &GitHubReporting,
+        row: &PullRequestReport,
+    ) -> Result<Option<Posted>, FleetError> {
+        let repo = Repo::parse(&row.repo).map_err(FleetError::PullRequest)?;
+        let link = abfleet_core::report::pull_request::report_link_text(
+            reporting.report_url.as_deref(),
+            &row.run_id.to_string(),
+        );
+        let github =
+            |err: crate::outbound::github::GitHubError| FleetError::GitHub(err.to_string());
+        let snapshot = self.snapshot(row.run_id).await?;
+        if !snapshot.is_finished() {
+            let description = if snapshot.cells_done == 0 {
+                format!("queued: {} cells to measure", snapshot.cells_total)
+            } else {
+                format!(
+                    "measuring: {}/{} cells",
+                    snapshot.cells_done, snapshot.cells_total
+                )
+            };
+            let recent = row
+                .posted_ms
+                .is_some_and(|at| self.now_ms() - at < PENDING_EVERY_MS);
+            if row.posted.as_deref() == Some(description.as_str())
+                || (recent && row.posted.is_some())
+            {
+                return Ok(None);
+            }
+            reporting
+                .client
+                .set_commit_status(
+                    &repo,
+                    &row.head_sha,
+                    "pending",
+                    &description,
+                    &reporting.context,
+                    link.as_deref(),
+                )
+                .await
+                .map_err(github)?;
+            return Ok(Some(Posted::Pending { description }));
+        }
+        let report = self.report(row.run_id).await?;
+        let (state, description) = pr_verdict(&report);
+        // The comment first: a status saying "see the comment" must not come before it.
+        let comment = reporting
+            .client
+            .upsert_comment(
+                &repo,
+                row.number,
+                &comment_marker(&report.name),
+                &render_pr_comment(&report, reporting.report_url.as_deref()),
+                row.comment_id,
+            )
+            .await
+            .map_err(github)?;
+        reporting
+            .client
+            .set_commit_status(
+                &repo,
+                &row.head_sha,
+                state.status_state(),
+                &description,
+                &reporting.context,
+                link.as_deref()
+                    .or(Some(comment.html_url.as_str()))
+                    .filter(|u| !u.is_empty()),
+            )
+            .await
+            .map_err(github)?;
+        info!(run_id = %row.run_id, pull_request = %format!("{}#{}", row.repo, row.number), state = state.as_str(), "the pull request has its answer");
+        Ok(Some(Posted::Answer {
+            description,
+            comment_id: comment.id,
+            comment_url: comment.html_url,
+        }))
+    }
+
+    /// Posts to pull requests until the process ends: on every progress update and every
+    /// few seconds (a retry that came due).
+    pub async fn run_pull_request_reports(&self) {
+        if self.inner.config.github.is_none() {
+            return;
+        }
+        let mut progress = self.subscribe();
+        loop {
+            if let Err(err) = self.post_pull_request_reports().await {
+                error!(error = %err, "posting to pull requests failed; trying again shortly");
+            }
+            tokio::select! {
+                _ = progress.recv() => {}
+                () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+            }
+        }
+    }
+}
