@@ -658,7 +658,7 @@ async fn events_that_are_not_triggers_are_answered_202_and_start_nothing() {
                 "/repository/full_name",
                 "someone/else".into(),
             ),
-            "not to the milestone spec's upstream",
+            "not of the milestone spec's upstream",
         ),
         (
             "pull_request",

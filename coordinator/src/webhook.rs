@@ -297,30 +297,46 @@ pub fn decide(event: &str, payload: &Value, context: &HookContext<'_>) -> HookDe
             if payload["deleted"].as_bool() == Some(true) {
                 return HookDecision::Ignored(format!("tag `{tag}` deleted"));
             }
-            if context.is_upstream(&repo) && !crate::watcher::is_release_tag(tag) {
-                HookDecision::Ignored(format!(
-                    "tag `{tag}` of {repo} is not a release tag; upstream runs start on release tags only (`v3.1.0`), as the upstream watcher's"
-                ))
-            } else if context.is_upstream(&repo) {
-                HookDecision::Trigger(HookTrigger {
-                    reason: "upstream-tag",
-                    // The tag alone: the upstream watcher sees the same tag by its URL.
-                    debounce_key: crate::watcher::tag_debounce_key(tag),
-                    note: format!("tag {tag} of {repo}"),
-                    upstream_rev: Some(tag.to_string()),
-                    fork_rev: None,
-                    once: true,
-                    pull_request: None,
-                })
-            } else {
-                HookDecision::Ignored(format!(
-                    "tag `{tag}` pushed to {repo}, not to the milestone spec's upstream {}",
-                    HookContext::shown(context.upstream_git_url)
-                ))
+            decide_new_tag(tag, &repo, context)
+        }
+        // A tag or branch made (GitHub sends it besides the push of a new tag): a new tag is
+        // the same run as its push (one debounce key per tag).
+        "create" => {
+            let ref_type = text(&payload["ref_type"]);
+            if ref_type != "tag" {
+                return HookDecision::Ignored(format!("create of a {ref_type}, not a tag"));
             }
+            decide_new_tag(&text(&payload["ref"]), &repo, context)
         }
         "pull_request" => decide_pull_request(payload, &repo, &action, context),
         other => HookDecision::Ignored(format!("event `{other}`")),
+    }
+}
+
+/// A new tag (pushed or created): an upstream release tag moves the upstream pin.
+fn decide_new_tag(tag: &str, repo: &str, context: &HookContext<'_>) -> HookDecision {
+    if tag.is_empty() {
+        HookDecision::Ignored("a tag event without the tag's name".into())
+    } else if context.is_upstream(repo) && !crate::watcher::is_release_tag(tag) {
+        HookDecision::Ignored(format!(
+            "tag `{tag}` of {repo} is not a release tag; upstream runs start on release tags only (`v3.1.0`), as the upstream watcher's"
+        ))
+    } else if context.is_upstream(repo) {
+        HookDecision::Trigger(HookTrigger {
+            reason: "upstream-tag",
+            // The tag alone: the upstream watcher sees the same tag by its URL.
+            debounce_key: crate::watcher::tag_debounce_key(tag),
+            note: format!("tag {tag} of {repo}"),
+            upstream_rev: Some(tag.to_string()),
+            fork_rev: None,
+            once: true,
+            pull_request: None,
+        })
+    } else {
+        HookDecision::Ignored(format!(
+            "tag `{tag}` of {repo}, not of the milestone spec's upstream {}",
+            HookContext::shown(context.upstream_git_url)
+        ))
     }
 }
 
@@ -778,56 +794,114 @@ mod tests {
         repository("ping", &ping["repository"]);
     }
 
+    /// GitHub's own recorded deliveries (`@octokit/webhooks-examples`, via abfleet-testkit),
+    /// of Codertocat/Hello-World: as the milestone spec's upstream, then as its fork.
     #[test]
-    fn fixtures_map_to_their_reasons_and_pins() {
-        let release = trigger("release", &fixture("release.published.json"));
+    fn recorded_deliveries_map_to_their_reasons_and_pins() {
+        use abfleet_testkit::{webhook_example, webhook_examples};
+        let as_upstream = HookContext {
+            upstream_git_url: Some("https://github.com/Codertocat/Hello-World.git"),
+            fork_git_url: Some("git@github.com:lusoris/vmaf.git"),
+            perf_label: "bug",
+            toolchain_bots: &["dependabot[bot]"],
+        };
+        let as_fork = HookContext {
+            upstream_git_url: Some("https://github.com/Netflix/vmaf.git"),
+            fork_git_url: Some("https://github.com/Codertocat/Hello-World"),
+            ..as_upstream
+        };
+        let decided = |event: &str, payload: &Value, context: &HookContext<'_>| match decide(
+            event, payload, context,
+        ) {
+            HookDecision::Trigger(trigger) => Ok(trigger),
+            HookDecision::Ignored(why) => Err(why),
+        };
+        let published = webhook_example("release", Some("published"));
+        let release = decided("release", &published, &as_upstream).unwrap();
         assert_eq!(
-            release,
-            HookTrigger {
-                reason: "release",
-                debounce_key: "tag v3.1.0".into(),
-                note: "release VMAF v3.1.0 (v3.1.0) of Netflix/vmaf".into(),
-                upstream_rev: Some("v3.1.0".into()),
-                fork_rev: None,
-                once: true,
-            }
-        );
-        let fork_release = trigger("release", &fixture("release.published.fork.json"));
-        assert_eq!(
-            fork_release,
-            HookTrigger {
-                reason: "release",
-                debounce_key: "lusoris/vmaf@lusoris-v0.9.0".into(),
-                note: "release lusoris/vmaf 0.9.0 (lusoris-v0.9.0) of lusoris/vmaf".into(),
-                upstream_rev: None,
-                fork_rev: Some("lusoris-v0.9.0".into()),
-                once: true,
-            }
-        );
-        assert_eq!(
-            trigger("push", &fixture("push.tag.json")),
-            HookTrigger {
-                reason: "upstream-tag",
-                debounce_key: "tag v3.1.0".into(),
-                note: "tag v3.1.0 of Netflix/vmaf".into(),
-                upstream_rev: Some("v3.1.0".into()),
-                fork_rev: None,
-                once: true,
-            }
+            (release.reason, release.debounce_key.as_str(), release.once),
+            ("release", "tag 0.0.1", true)
         );
         assert_eq!(
-            trigger("pull_request", &fixture("pull_request.labeled.json")),
-            HookTrigger {
-                reason: "performance-pr",
-                debounce_key: "lusoris/vmaf#412".into(),
-                note:
-                    "PR lusoris/vmaf#412 at 9a8b7c6d5e4f: AVX-512 path for the integer VIF filter"
-                        .into(),
-                upstream_rev: None,
-                fork_rev: Some("9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b".into()),
-                once: false,
-            }
+            (release.upstream_rev.as_deref(), release.fork_rev),
+            (Some("0.0.1"), None)
         );
+        assert_eq!(release.note, "release 0.0.1 of Codertocat/Hello-World");
+        assert_eq!(release.pull_request, None);
+        let fork_release = decided("release", &published, &as_fork).unwrap();
+        assert_eq!(
+            (fork_release.upstream_rev, fork_release.fork_rev.as_deref()),
+            (None, Some("0.0.1"))
+        );
+        let prerelease = webhook_example("release", Some("prereleased"));
+        assert!(decided("release", &prerelease, &as_upstream)
+            .unwrap_err()
+            .contains("action `prereleased`"));
+
+        // A tag pushed and the same tag created: one debounce key, so one run.
+        let pushes = webhook_examples("push");
+        let tag_push = pushes
+            .iter()
+            .find(|p| p["ref"] == "refs/tags/simple-tag" && p["deleted"] == false)
+            .unwrap();
+        let created = webhook_example("create", None);
+        assert_eq!(created["ref_type"], "tag");
+        for (event, payload) in [("push", tag_push), ("create", &created)] {
+            // `simple-tag` is no release tag: upstream ignores it, saying why.
+            let why = decided(event, payload, &as_upstream).unwrap_err();
+            assert!(
+                why.contains("`simple-tag`") && why.contains("not a release tag"),
+                "{why}"
+            );
+        }
+        let mut release_tag = tag_push.clone();
+        release_tag["ref"] = "refs/tags/v3.2.0".into();
+        let mut created_release = created.clone();
+        created_release["ref"] = "v3.2.0".into();
+        let by_push = decided("push", &release_tag, &as_upstream).unwrap();
+        let by_create = decided("create", &created_release, &as_upstream).unwrap();
+        assert_eq!(by_push.debounce_key, by_create.debounce_key);
+        assert_eq!(by_create.upstream_rev.as_deref(), Some("v3.2.0"));
+        let deleted = pushes.iter().find(|p| p["deleted"] == true).unwrap();
+        assert!(decided("push", deleted, &as_upstream)
+            .unwrap_err()
+            .contains("deleted"));
+        let branch = pushes
+            .iter()
+            .find(|p| p["ref"] == "refs/heads/master")
+            .unwrap();
+        assert!(decided("push", branch, &as_upstream)
+            .unwrap_err()
+            .contains("not a tag"));
+
+        // The recorded `labeled` PR, labelled with the perf label (`bug` here), on the fork.
+        let labeled = webhook_example("pull_request", Some("labeled"));
+        let head = labeled["pull_request"]["head"]["sha"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let pr = decided("pull_request", &labeled, &as_fork).unwrap();
+        assert_eq!(pr.reason, "performance-pr");
+        assert_eq!(pr.debounce_key, "Codertocat/Hello-World#2");
+        assert_eq!(pr.fork_rev.as_deref(), Some(head.as_str()));
+        assert_eq!(
+            pr.pull_request,
+            Some(crate::PullRequestRef {
+                repo: "Codertocat/Hello-World".into(),
+                number: 2,
+                head_sha: Some(head),
+            })
+        );
+        // On the upstream it starts nothing; opened without the label neither.
+        assert!(decided("pull_request", &labeled, &as_upstream).is_err());
+        let opened = webhook_example("pull_request", Some("opened"));
+        assert!(decided("pull_request", &opened, &as_fork).is_err());
+    }
+
+    /// No recording has a dependency bot's PR: the hand-written fixture (docs in
+    /// fixtures/webhooks/README.md).
+    #[test]
+    fn a_toolchain_bots_pr_maps_to_a_toolchain_bump_of_its_head() {
         let bot = trigger("pull_request", &fixture("pull_request.dependabot.json"));
         assert_eq!(bot.reason, "toolchain-bump");
         assert_eq!(bot.debounce_key, "lusoris/vmaf#418");
@@ -1005,7 +1079,7 @@ mod tests {
             ..CONTEXT
         };
         assert!(ignored("push", &fixture("push.tag.json"), &tag_on_fork)
-            .contains("not to the milestone spec's upstream"));
+            .contains("not of the milestone spec's upstream"));
         assert_eq!(
             ignored("push", &fixture("push.branch.json"), &CONTEXT),
             "push of `refs/heads/master`, not a tag"
