@@ -22,7 +22,23 @@ pub async fn update(args: DocsUpdate, source: &StoreSource) -> Result<i32, Failu
             "docs update needs --benchmarks PATH, --state PATH or both (the fork's docs/benchmarks.md and docs/state.md)"
         )));
     }
-    let report = match (&args.report, &args.run_id) {
+    let report = load_report(args.report.as_deref(), args.run_id.as_deref(), source).await?;
+    if let Some(path) = &args.benchmarks {
+        write_if_changed(path, |page| docs::update_benchmarks(page, &report))?;
+    }
+    if let Some(path) = &args.state {
+        write_if_changed(path, |page| docs::update_state(page, &report))?;
+    }
+    Ok(0)
+}
+
+/// The report of `--report FILE`, or of the run named.
+pub(super) async fn load_report(
+    file: Option<&Path>,
+    run_id: Option<&str>,
+    source: &StoreSource,
+) -> Result<Report, Failure> {
+    Ok(match (file, run_id) {
         (Some(file), _) => {
             let text = std::fs::read_to_string(file).map_err(|err| {
                 Failure::usage(anyhow::anyhow!("cannot read {}: {err}", file.display()))
@@ -40,14 +56,7 @@ pub async fn update(args: DocsUpdate, source: &StoreSource) -> Result<i32, Failu
                 "name the run (RUN_ID) or give --report FILE"
             )))
         }
-    };
-    if let Some(path) = &args.benchmarks {
-        write_if_changed(path, |page| docs::update_benchmarks(page, &report))?;
-    }
-    if let Some(path) = &args.state {
-        write_if_changed(path, |page| docs::update_state(page, &report))?;
-    }
-    Ok(0)
+    })
 }
 
 /// Applies `update` to the page at `path` (empty when it does not exist yet) and writes the

@@ -6,6 +6,7 @@ mod calibrate;
 mod certificates;
 mod certs;
 mod docs;
+mod docs_pull_request;
 mod follow;
 mod lists;
 mod local;
@@ -234,6 +235,41 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                     report,
                     benchmarks,
                     state,
+                },
+                &source,
+            )
+            .await
+        }
+        Command::Docs {
+            command:
+                DocsCommand::PullRequest {
+                    run_id,
+                    report,
+                    remote,
+                    github,
+                    base,
+                    branch,
+                    labels,
+                    benchmarks_path,
+                    state_path,
+                    github_token_file,
+                    api_url,
+                    source,
+                },
+        } => {
+            docs_pull_request::run(
+                docs_pull_request::DocsPullRequest {
+                    run_id,
+                    report,
+                    remote,
+                    github,
+                    base,
+                    branch,
+                    labels,
+                    benchmarks_path,
+                    state_path,
+                    github_token_file,
+                    api_url,
                 },
                 &source,
             )

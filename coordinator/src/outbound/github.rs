@@ -335,17 +335,13 @@ impl GitHub {
             })
     }
 
-    /// The open pull request from `branch` (of `repo`'s owner) into `base`, updated to
-    /// `title` and `body`; made when there is none. Labelled with `labels` either way.
-    pub async fn upsert_pull_request(
+    /// The number of the open pull request from `branch` (of `repo`'s owner) into `base`.
+    pub async fn open_pull_request(
         &self,
         repo: &Repo,
         branch: &str,
         base: &str,
-        title: &str,
-        body: &str,
-        labels: &[String],
-    ) -> Result<PullRequest, GitHubError> {
+    ) -> Result<Option<u64>, GitHubError> {
         self.check(repo)?;
         let listed = self
             .call(
@@ -359,14 +355,28 @@ impl GitHub {
                 "listing the open pull requests",
             )
             .await?;
-        let found = listed
+        Ok(listed
             .as_array()
             .and_then(|pulls| {
                 pulls
                     .iter()
                     .find(|p| p["head"]["ref"].as_str() == Some(branch))
             })
-            .and_then(|p| p["number"].as_u64());
+            .and_then(|p| p["number"].as_u64()))
+    }
+
+    /// The open pull request from `branch` (of `repo`'s owner) into `base`, updated to
+    /// `title` and `body`; made when there is none. Labelled with `labels` either way.
+    pub async fn upsert_pull_request(
+        &self,
+        repo: &Repo,
+        branch: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+        labels: &[String],
+    ) -> Result<PullRequest, GitHubError> {
+        let found = self.open_pull_request(repo, branch, base).await?;
         let (answer, created) = match found {
             Some(number) => (
                 self.call(
