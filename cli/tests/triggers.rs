@@ -1242,3 +1242,89 @@ async fn the_coordinator_binary_watches_upstream_and_runs_only_newer_releases() 
         "{runs:?}"
     );
 }
+
+/// Issue 24: GitHub's own recorded deliveries (`@octokit/webhooks-examples`) of
+/// Codertocat/Hello-World, posted to the endpoint as GitHub posts them, with the milestone
+/// spec's upstream being that repository: the release starts a run with the pin moved to its
+/// tag; a pre-release, a tag that is no release tag (created and pushed), a deleted tag and
+/// a branch push start nothing and say why; the same tag created then pushed is one run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn githubs_recorded_deliveries_start_the_runs_they_should_and_no_other() {
+    use abfleet_testkit::{webhook_example, webhook_examples};
+    let tmp = tempfile::tempdir().unwrap();
+    let milestone = write_milestone_spec_at(
+        tmp.path(),
+        "https://github.com/Codertocat/Hello-World.git",
+        "0.0.0",
+    );
+    let hooked = Hooked::start(&tmp.path().join("data"), Some(milestone), Some(SECRET)).await;
+    let body = |value: &serde_json::Value| serde_json::to_vec(value).unwrap();
+
+    let published = webhook_example("release", Some("published"));
+    let run_id = hooked
+        .deliver_starting_a_run("release", "rec-release", body(&published))
+        .await;
+    let runs = hooked.runs().await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].run_id.to_string(), run_id);
+    assert_eq!(revs(&runs[0]), ("0.0.1".to_string(), FORK_PIN.to_string()));
+
+    let pushes = webhook_examples("push");
+    let tag_push = pushes
+        .iter()
+        .find(|p| p["ref"] == "refs/tags/simple-tag" && p["deleted"] == false)
+        .unwrap();
+    let deleted = pushes.iter().find(|p| p["deleted"] == true).unwrap();
+    let branch = pushes
+        .iter()
+        .find(|p| p["ref"] == "refs/heads/master")
+        .unwrap();
+    for (event, delivery, payload, why) in [
+        (
+            "release",
+            "rec-prerelease",
+            webhook_example("release", Some("prereleased")),
+            "action `prereleased`",
+        ),
+        (
+            "create",
+            "rec-create",
+            webhook_example("create", None),
+            "not a release tag",
+        ),
+        (
+            "push",
+            "rec-push-tag",
+            tag_push.clone(),
+            "not a release tag",
+        ),
+        ("push", "rec-push-deleted", deleted.clone(), "deleted"),
+        ("push", "rec-push-branch", branch.clone(), "not a tag"),
+    ] {
+        let (status, reply) = hooked.deliver_signed(event, delivery, body(&payload)).await;
+        assert_eq!(status, 202, "{event}: {reply}");
+        assert!(
+            reply.starts_with("ignored: ") && reply.contains(why),
+            "{event}: {reply}"
+        );
+    }
+
+    // A release tag created, then pushed: one run.
+    let mut created = webhook_example("create", None);
+    created["ref"] = "1.0.0".into();
+    let by_create = hooked
+        .deliver_starting_a_run("create", "rec-create-release", body(&created))
+        .await;
+    let mut pushed = tag_push.clone();
+    pushed["ref"] = "refs/tags/1.0.0".into();
+    let (status, reply) = hooked
+        .deliver_signed("push", "rec-push-release", body(&pushed))
+        .await;
+    assert_eq!(status, 202, "{reply}");
+    assert!(
+        reply.contains(&by_create),
+        "the push is the create's run: {reply}"
+    );
+    assert_eq!(hooked.runs().await.len(), 2);
+    hooked.stop().await;
+}

@@ -222,7 +222,7 @@ async fn handle(
         SourceSpec::Path { .. } => None,
     };
     // Events that may be triggers are matched against the milestone spec's repositories.
-    let (upstream, fork) = if matches!(event, "release" | "push" | "pull_request") {
+    let (upstream, fork) = if matches!(event, "release" | "push" | "create" | "pull_request") {
         match fleet.milestone_spec().await {
             Ok((spec, _)) => (git_url(&spec.upstream.source), git_url(&spec.fork.source)),
             Err(err) => return trigger_error(err),
