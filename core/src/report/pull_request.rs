@@ -241,7 +241,7 @@ fn verdict(cell: &CellResult) -> &'static str {
 fn delta(cell: &CellResult) -> String {
     match cell.largest_score_delta() {
         None => "—".to_string(),
-        Some((metric, d)) if d == 0.0 => format!("{} 0", text(metric)),
+        Some((metric, 0.0)) => format!("{} 0", text(metric)),
         Some((metric, d)) if !d.is_finite() => format!("{} null vs number", text(metric)),
         Some((metric, d)) => format!("{} {d:+.1e}", text(metric)),
     }
