@@ -117,7 +117,7 @@ pub enum Command {
         #[arg(long, default_value = "abfleet-agent")]
         work_dir: PathBuf,
         /// Report the hardware recorded in DIR (cpuinfo.txt, nvidia-smi-q-x.xml, rocminfo.txt,
-        /// sycl-ls.txt, clinfo.txt, toolchain.txt) instead of probing this host: one machine
+        /// sycl-ls.txt, clinfo.txt, <tool>-version.txt such as nvcc-version.txt) instead of probing this host: one machine
         /// stands in for a host of another kind. Timed CPU cells still run on the real CPU.
         #[arg(long, value_name = "DIR")]
         probes: Option<PathBuf>,

@@ -240,10 +240,7 @@ pub async fn coordinator(args: CoordinatorArgs<'_>) -> Result<i32, Failure> {
             },
         ))
     });
-    let result = serve(coordinator, listener, transport, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await;
+    let result = serve(coordinator, listener, transport, stop_signal("coordinator")).await;
     let _ = stop_http.send(());
     let _ = stop_web.send(());
     let _ = stop_watcher.send(());
@@ -364,14 +361,31 @@ pub async fn agent(
         work_dir.display(),
         keys.join(", ")
     );
-    run_agent(config, inventory, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
-    .map_err(|err| match err {
-        // A configuration mistake (two agents on one --work-dir), not the infrastructure.
-        AgentError::WorkDirLocked { .. } => Failure::usage(err),
-        other => Failure::infra(other),
-    })?;
+    run_agent(config, inventory, stop_signal("agent"))
+        .await
+        .map_err(|err| match err {
+            // A configuration mistake (two agents on one --work-dir), not the infrastructure.
+            AgentError::WorkDirLocked { .. } => Failure::usage(err),
+            other => Failure::infra(other),
+        })?;
     Ok(0)
+}
+
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM — what systemd, Kubernetes and `docker stop`
+/// send — whichever comes first: both stop a daemon the same clean way.
+async fn stop_signal(daemon: &'static str) {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            // Without a SIGTERM handler, only Ctrl-C stops it cleanly.
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    let name = tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        () = terminate => "SIGTERM",
+    };
+    eprintln!("abfleet {daemon}: {name}, stopping");
 }
