@@ -231,6 +231,21 @@ pub enum Command {
         #[command(flatten)]
         source: StoreSource,
     },
+    /// Follow a run that is already going, as `submit --wait` does: progress, then the
+    /// report written and the run's exit code (Ctrl-C stops following, exit 8).
+    #[command(after_help = AFTER_HELP)]
+    Watch {
+        run_id: String,
+        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        coordinator: String,
+        #[command(flatten)]
+        tls: TlsArgs,
+        /// Where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        fail_on: FailOnArg,
+    },
     /// List runs, newest first: the newest 50, or --limit N, or --all.
     Runs {
         /// How many of the newest runs to list.

@@ -115,3 +115,99 @@ async fn sigterm_stops_the_agent_and_the_coordinator_cleanly() {
     let store = Store::open(&data_dir).unwrap();
     assert_eq!(store.stored_cells(job_id).await.unwrap(), kept);
 }
+
+/// Ctrl-C on `submit --wait` stops following, not the run: exit 8 (not 130, which means
+/// cancelled), and `abfleet watch RUN` follows the run again to its report and exit code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_on_submit_wait_detaches_and_watch_follows_the_run_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let coordinator = TestCoordinator::start(&tmp.path().join("data"), Default::default()).await;
+    let url = coordinator.url();
+    let _agent = TestAgent::start(&url, &tmp.path().join("agent"));
+    let spec = SpecOptions {
+        runs: 5,
+        frames: 120,
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "spec.toml");
+    let mut submitter = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args([
+                "submit",
+                spec.to_str().unwrap(),
+                "--wait",
+                "--coordinator",
+                &url,
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Its stderr as it comes: the first progress line says it is following (and handles
+    // Ctrl-C) before the signal is sent.
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let mut pipe = submitter.0.stderr.take().unwrap();
+        let stderr = stderr.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                stderr
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let client = coordinator.control().await;
+    let run_id = wait_until(Duration::from_secs(60), "the run to be followed", || {
+        let client = client.clone();
+        let following = stderr.lock().unwrap().lines().any(|l| l.starts_with('['));
+        async move {
+            match list_runs(&client).await.first() {
+                Some(run) if following => Some(run.run_id.clone()),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    let status = Command::new("kill")
+        .args(["-INT", &submitter.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (code, _) = exited(submitter, Duration::from_secs(30));
+    reader.join().unwrap();
+    let stderr = stderr.lock().unwrap().clone();
+    assert_eq!(code, Some(8), "{stderr}");
+    assert!(
+        stderr.contains(&format!("abfleet watch {run_id}")),
+        "{stderr}"
+    );
+
+    let out = tmp.path().join("watched");
+    let watched = abfleet(
+        tmp.path(),
+        &[
+            "watch",
+            &run_id,
+            "--coordinator",
+            &url,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(watched.status.code(), Some(0), "{}", output_text(&watched));
+    let report = abfleet_core::report::Report::from_json(
+        &std::fs::read_to_string(out.join("report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (report.run_id.as_str(), report.status.as_str()),
+        (run_id.as_str(), "done")
+    );
+}

@@ -24,7 +24,10 @@ pub const REGRESSION: i32 = 6;
 /// Opt-in (`--fail-on stale`): otherwise 0, but a sweep's default configuration is beaten
 /// by another that kept parity.
 pub const STALE: i32 = 7;
-/// The run was cancelled (Ctrl-C or `abfleet cancel`).
+/// `submit --wait` or `watch` stopped following (Ctrl-C) while the run goes on: nothing is
+/// decided yet (`abfleet watch RUN` follows it again).
+pub const DETACHED: i32 = 8;
+/// The run was cancelled (Ctrl-C on `local`, or `abfleet cancel`).
 pub const CANCELLED: i32 = 130;
 
 /// The text `--help` shows.
@@ -40,12 +43,13 @@ Exit codes:
   6    only with --fail-on regression: a cell regressed against the previous comparable run
   7    only with --fail-on stale: a sweep's default is beaten by another configuration
        (5-7 replace a 0 only; the first that applies, in this order)
+  8    stopped following (Ctrl-C on submit --wait or watch); the run goes on: `abfleet watch RUN`
   130  the run was cancelled";
 
 #[cfg(test)]
 mod tests {
     /// Every exit code, with the words the documents use for it.
-    const CODES: [i32; 9] = [
+    const CODES: [i32; 10] = [
         super::OK,
         super::PARITY_FAILED,
         super::USAGE,
@@ -54,6 +58,7 @@ mod tests {
         super::SLOWER,
         super::REGRESSION,
         super::STALE,
+        super::DETACHED,
         super::CANCELLED,
     ];
 

@@ -31,6 +31,10 @@ pub async fn follow(
     on_interrupt: OnInterrupt,
     fail_on: &[FailOn],
 ) -> Result<i32, Failure> {
+    // Installed now, before anything is awaited: a Ctrl-C from here on is ours to handle,
+    // never the default that kills the process.
+    let mut interrupt =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).infra()?;
     let mut stream = client
         .watch_run(pb::WatchRunRequest {
             run_id: run_id.to_string(),
@@ -40,8 +44,6 @@ pub async fn follow(
         .into_inner();
     let mut progress = Progress::new(run_id);
     let mut interrupted = false;
-    let interrupt = tokio::signal::ctrl_c();
-    tokio::pin!(interrupt);
     loop {
         tokio::select! {
             message = stream.message() => match message {
@@ -63,7 +65,7 @@ pub async fn follow(
                     return Err(status_error("lost the coordinator while following the run", status));
                 }
             },
-            _ = &mut interrupt, if !interrupted => {
+            _ = interrupt.recv(), if !interrupted => {
                 interrupted = true;
                 match on_interrupt {
                     OnInterrupt::CancelRun => {
@@ -75,8 +77,8 @@ pub async fn follow(
                     }
                     OnInterrupt::Detach => {
                         progress.finish();
-                        eprintln!("stopped following; the run goes on. See it later with `abfleet report {run_id}`");
-                        return Ok(abfleet_core::exit::CANCELLED);
+                        eprintln!("stopped following; the run goes on. Follow it again with `abfleet watch {run_id}`, or read it with `abfleet report {run_id}`");
+                        return Ok(abfleet_core::exit::DETACHED);
                     }
                 }
             }

@@ -275,6 +275,13 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             )
             .await
         }
+        Command::Watch {
+            run_id,
+            coordinator,
+            tls,
+            out,
+            fail_on,
+        } => submit::watch(&run_id, &coordinator, &tls, out, &fail_on.fail_on).await,
         Command::Config {
             command: ConfigCommand::Check { file },
         } => Ok(crate::config::check_file(&file)),

@@ -109,3 +109,23 @@ pub async fn trigger(
     );
     follow(&mut client, &run_id, out, OnInterrupt::Detach, fail_on).await
 }
+
+/// `abfleet watch RUN`: follows a run already going (or finished: its report at once).
+pub async fn watch(
+    run_id: &str,
+    coordinator: &str,
+    tls: &TlsArgs,
+    out: Option<PathBuf>,
+    fail_on: &[FailOn],
+) -> Result<i32, Failure> {
+    let parsed: abfleet_core::RunId = run_id.parse().usage()?;
+    let mut client = control_client(coordinator, tls).await?;
+    follow(
+        &mut client,
+        &parsed.to_string(),
+        out,
+        OnInterrupt::Detach,
+        fail_on,
+    )
+    .await
+}
