@@ -7,9 +7,17 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 const AFTER_HELP: &str = abfleet_core::exit::HELP;
 
+/// `abfleet --version`: the release and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ABFLEET_COMMIT"),
+    ")"
+);
+
 /// Is the fork faster than upstream, and did it stay numerically exact?
 #[derive(Parser)]
-#[command(name = "abfleet", version, after_help = AFTER_HELP)]
+#[command(name = "abfleet", version = VERSION, after_help = AFTER_HELP)]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug; or set ABFLEET_LOG).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]

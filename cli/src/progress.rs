@@ -52,10 +52,15 @@ impl Progress {
                 bar.set_message(message);
             }
             None => {
+                // No count before the agent knows how many cells there are (`[0/0]` said
+                // nothing).
+                let count = if update.cells_total > 0 {
+                    format!("[{}/{}] ", update.cells_done, update.cells_total)
+                } else {
+                    String::new()
+                };
                 let line = format!(
-                    "[{}/{}] {}{}",
-                    update.cells_done,
-                    update.cells_total,
+                    "{count}{}{}",
                     state,
                     if text.is_empty() {
                         String::new()

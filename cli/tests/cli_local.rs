@@ -694,3 +694,25 @@ fn report_against_an_earlier_run_flags_a_grown_parity_delta() {
         .unwrap_or_else(|| panic!("no psnr row in {markdown}"));
     assert!(!psnr_row.contains("grew"), "{psnr_row}");
 }
+
+/// Issue 25: `--version` names the commit the binary was built from.
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let output = abfleet(Path::new("."), &["--version"]);
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "{}", output_text(&output));
+    let commit = text
+        .split("(commit ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no commit in `{text}`"));
+    let head = git(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        &["rev-parse", "HEAD"],
+    );
+    let hash = commit.trim_end_matches("-dirty");
+    assert!(
+        hash.len() >= 12 && head.starts_with(hash),
+        "`{commit}` is not HEAD ({head})"
+    );
+}

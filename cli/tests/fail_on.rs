@@ -61,6 +61,16 @@ fn fail_on_slower_turns_a_passing_run_with_a_slower_cell_into_exit_5_and_bmf_car
     assert_eq!(float_ssim.verdict, Some(Verdict::Slower), "{text}");
     assert_eq!(report.exit_code, 0, "parity passed: {:?}", report.errors);
     assert_eq!(output.status.code(), Some(5), "{text}");
+    // Progress lines speak the report's words (issue 25), never Rust's debug names, and show
+    // no count before there is one.
+    assert!(
+        text.contains("tiny/float_ssim finished: parity ok"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("finished: Ok") && !text.contains("[0/0]"),
+        "{text}"
+    );
     assert!(
         text.contains("exit 5 (--fail-on slower): tiny/float_ssim: the fork is slower"),
         "{text}"

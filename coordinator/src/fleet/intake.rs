@@ -182,8 +182,10 @@ impl Fleet {
                         Some(job_id),
                         "timing",
                         &format!(
-                            "cell {}/{} finished: {:?}",
-                            cell.fixture, cell.workload, cell.parity
+                            "cell {}/{} finished: {}",
+                            cell.fixture,
+                            cell.workload,
+                            parity_words(cell.parity)
                         ),
                     );
                     update.cells_done = cell.index + 1;
@@ -317,4 +319,16 @@ pub(super) fn check_events(
         }
     }
     Ok(())
+}
+
+/// A cell's parity in the report's words, for a progress line.
+fn parity_words(parity: abfleet_core::cell::CellParity) -> &'static str {
+    use abfleet_core::cell::CellParity;
+    match parity {
+        CellParity::Ok => "parity ok",
+        CellParity::Fail => "parity FAIL",
+        CellParity::AbsentUpstream => "absent upstream",
+        CellParity::AbsentFork => "absent in fork",
+        CellParity::Unavailable => "not measured",
+    }
 }
