@@ -120,7 +120,11 @@ pub enum Command {
         /// key); a flag given here overrides the file.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        #[arg(
+            long,
+            default_value = "http://127.0.0.1:7700",
+            env = "ABFLEET_COORDINATOR"
+        )]
         coordinator: String,
         #[arg(long, default_value = "abfleet-agent")]
         work_dir: PathBuf,
@@ -148,7 +152,11 @@ pub enum Command {
     #[command(after_help = AFTER_HELP)]
     Submit {
         spec: PathBuf,
-        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        #[arg(
+            long,
+            default_value = "http://127.0.0.1:7700",
+            env = "ABFLEET_COORDINATOR"
+        )]
         coordinator: String,
         #[command(flatten)]
         tls: TlsArgs,
@@ -182,7 +190,11 @@ pub enum Command {
         pr: Option<String>,
         /// The job spec [default: the coordinator's milestone spec].
         spec: Option<PathBuf>,
-        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        #[arg(
+            long,
+            default_value = "http://127.0.0.1:7700",
+            env = "ABFLEET_COORDINATOR"
+        )]
         coordinator: String,
         #[command(flatten)]
         tls: TlsArgs,
@@ -244,7 +256,11 @@ pub enum Command {
     #[command(after_help = AFTER_HELP)]
     Watch {
         run_id: String,
-        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        #[arg(
+            long,
+            default_value = "http://127.0.0.1:7700",
+            env = "ABFLEET_COORDINATOR"
+        )]
         coordinator: String,
         #[command(flatten)]
         tls: TlsArgs,
@@ -267,7 +283,11 @@ pub enum Command {
     },
     /// List agents with their state (idle, busy, draining, drained, lost) and last heartbeat.
     Agents {
-        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        #[arg(
+            long,
+            default_value = "http://127.0.0.1:7700",
+            env = "ABFLEET_COORDINATOR"
+        )]
         coordinator: String,
         #[command(flatten)]
         tls: TlsArgs,
@@ -275,7 +295,11 @@ pub enum Command {
     /// Cancel a run: queued jobs are dropped, running ones stopped.
     Cancel {
         run_id: String,
-        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        #[arg(
+            long,
+            default_value = "http://127.0.0.1:7700",
+            env = "ABFLEET_COORDINATOR"
+        )]
         coordinator: String,
         #[command(flatten)]
         tls: TlsArgs,
@@ -306,7 +330,11 @@ pub enum Command {
         fixture: Option<String>,
         #[arg(long, default_value = "abfleet-out")]
         out: PathBuf,
-        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        #[arg(
+            long,
+            default_value = "http://127.0.0.1:7700",
+            env = "ABFLEET_COORDINATOR"
+        )]
         coordinator: String,
         #[command(flatten)]
         tls: TlsArgs,
@@ -331,7 +359,11 @@ pub enum Command {
         /// Undo the drain: the agent takes jobs again.
         #[arg(long)]
         resume: bool,
-        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        #[arg(
+            long,
+            default_value = "http://127.0.0.1:7700",
+            env = "ABFLEET_COORDINATOR"
+        )]
         coordinator: String,
         #[command(flatten)]
         tls: TlsArgs,
@@ -627,14 +659,22 @@ pub enum CertsCommand {
         /// Why: kept with the entry and told to whoever presents the certificate.
         #[arg(long)]
         reason: String,
-        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        #[arg(
+            long,
+            default_value = "http://127.0.0.1:7700",
+            env = "ABFLEET_COORDINATOR"
+        )]
         coordinator: String,
         #[command(flatten)]
         tls: TlsArgs,
     },
     /// The coordinator's deny list, and the certificate each agent id registered with.
     List {
-        #[arg(long, default_value = "http://127.0.0.1:7700")]
+        #[arg(
+            long,
+            default_value = "http://127.0.0.1:7700",
+            env = "ABFLEET_COORDINATOR"
+        )]
         coordinator: String,
         #[command(flatten)]
         tls: TlsArgs,
@@ -757,7 +797,7 @@ pub struct StoreSource {
     #[arg(
         long,
         default_value = "http://127.0.0.1:7700",
-        conflicts_with = "data_dir"
+        env = "ABFLEET_COORDINATOR"
     )]
     pub coordinator: String,
     /// Read the store in this data dir instead of asking a coordinator.

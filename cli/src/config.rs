@@ -1015,6 +1015,21 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
 
 /// Whether a flag of `subcommand` was given, on the command line or by its variable (a
 /// value clap filled in from the default does not count).
+/// `--coordinator` and `--data-dir` both on the command line of a reading command: say so
+/// (ABFLEET_COORDINATOR beside `--data-dir` is fine: the data dir is read).
+pub fn coordinator_and_data_dir_both_given(matches: &ArgMatches) -> Option<String> {
+    let (name, sub) = matches.subcommand()?;
+    let on_command_line = |id: &str| {
+        sub.try_get_raw(id).is_ok_and(|raw| raw.is_some())
+            && sub.value_source(id) == Some(ValueSource::CommandLine)
+    };
+    (on_command_line("coordinator") && on_command_line("data_dir")).then(|| {
+        format!(
+            "`abfleet {name}` takes --coordinator URL or --data-dir DIR, not both: --data-dir reads the store directly"
+        )
+    })
+}
+
 fn given_in<'a>(matches: &'a ArgMatches, subcommand: &str) -> impl Fn(&str) -> bool + 'a {
     let sub = matches.subcommand_matches(subcommand);
     move |id| {

@@ -22,6 +22,12 @@ fn main() -> ExitCode {
     let matches = cli::Cli::command().get_matches();
     let mut cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     init_tracing(cli.verbose, cli.log_format);
+    // `--data-dir` reads a store instead of asking a coordinator: it wins over
+    // ABFLEET_COORDINATOR, but both on one command line is a mistake.
+    if let Some(err) = config::coordinator_and_data_dir_both_given(&matches) {
+        eprintln!("error: {err}");
+        return ExitCode::from(abfleet_core::exit::USAGE as u8);
+    }
     // `--config FILE` fills what the command line left at its default.
     if let Err(err) = config::apply(&mut cli.command, &matches) {
         eprintln!("error: {err}");
