@@ -278,6 +278,9 @@ pub enum Command {
         /// Every run (paged through, newest first).
         #[arg(long)]
         all: bool,
+        /// A table, or one JSON document (docs/operations.md, "Lists for scripts").
+        #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+        format: ListFormat,
         #[command(flatten)]
         source: StoreSource,
     },
@@ -291,6 +294,9 @@ pub enum Command {
         coordinator: String,
         #[command(flatten)]
         tls: TlsArgs,
+        /// A table, or one JSON document (docs/operations.md, "Lists for scripts").
+        #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+        format: ListFormat,
     },
     /// Cancel a run: queued jobs are dropped, running ones stopped.
     Cancel {
@@ -835,6 +841,15 @@ impl TlsArgs {
             self.tls_ca.as_deref(),
         )
     }
+}
+
+/// How a list is printed.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    /// A table for people.
+    Text,
+    /// One JSON document with a stable shape, for scripts and dashboards.
+    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

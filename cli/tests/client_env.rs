@@ -41,6 +41,50 @@ async fn abfleet_coordinator_names_the_coordinator_for_every_client_command() {
     let agents = abfleet_with(tmp.path(), &url, &["agents"]);
     assert!(agents.status.success(), "{}", output_text(&agents));
 
+    // The lists for scripts: one JSON document each, in the documented shape.
+    let json = |args: &[&str]| {
+        let output = abfleet_with(tmp.path(), &url, args);
+        assert!(output.status.success(), "{}", output_text(&output));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout)
+            .unwrap_or_else(|err| panic!("{args:?}: not JSON ({err}): {}", output_text(&output)))
+    };
+    let runs = json(&["runs", "--format", "json"]);
+    assert_eq!(runs["more"], false);
+    let run = &runs["runs"][0];
+    assert_eq!(run["run_id"], run_id.as_str());
+    assert_eq!(
+        (run["name"].as_str(), run["trigger"].as_str()),
+        (Some("test"), Some("manual"))
+    );
+    assert!(
+        run["state"].is_string() && run["submitted_ms"].is_i64(),
+        "{run}"
+    );
+    assert!(run["exit_code"].is_null(), "not finished: {run}");
+    let _agent = TestAgent::start(&url, &tmp.path().join("agent"));
+    let listed = wait_until(
+        std::time::Duration::from_secs(60),
+        "the agent listed",
+        || {
+            let listed = json(&["agents", "--format", "json"]);
+            async move { (listed["agents"].as_array().unwrap().len() == 1).then_some(listed) }
+        },
+    )
+    .await;
+    let agent = &listed["agents"][0];
+    assert!(
+        agent["agent_id"].is_string() && agent["hostname"].is_string(),
+        "{agent}"
+    );
+    assert!(
+        agent["certificate"].is_null(),
+        "plaintext loopback: {agent}"
+    );
+    assert!(
+        !agent["generations"][0]["key"].as_str().unwrap().is_empty(),
+        "{agent}"
+    );
+
     // A flag wins over the variable.
     let dead = "http://127.0.0.1:9";
     let flagged = abfleet_with(tmp.path(), dead, &["runs", "--coordinator", &url]);

@@ -8,8 +8,8 @@ use abfleet_core::{AgentId, RunId};
 use abfleet_proto::pb;
 
 use super::{control_client, status_error};
-use crate::cli::StoreSource;
 use crate::cli::TlsArgs;
+use crate::cli::{ListFormat, StoreSource};
 use crate::failure::{Classify, Failure};
 use crate::terminal_text::visible_cell;
 use crate::text_table::TextTable;
@@ -18,7 +18,11 @@ use crate::text_table::TextTable;
 const ALL_PAGE: u32 = 1000;
 
 /// `abfleet runs`: the newest `limit` runs (`None`: every run), newest first.
-pub async fn runs(limit: Option<u32>, source: &StoreSource) -> Result<i32, Failure> {
+pub async fn runs(
+    limit: Option<u32>,
+    format: ListFormat,
+    source: &StoreSource,
+) -> Result<i32, Failure> {
     let (runs, more) = match &source.data_dir {
         Some(dir) => {
             let coordinator =
@@ -65,6 +69,25 @@ pub async fn runs(limit: Option<u32>, source: &StoreSource) -> Result<i32, Failu
             }
         }
     };
+    if format == ListFormat::Json {
+        let runs: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|run| {
+                serde_json::json!({
+                    "run_id": run.run_id,
+                    "name": run.name,
+                    "state": run.state,
+                    "trigger": run.trigger,
+                    "trigger_note": (!run.trigger_note.is_empty()).then_some(&run.trigger_note),
+                    "submitted": format_utc(run.created_ms),
+                    "submitted_ms": run.created_ms,
+                    "exit_code": (run.exit_code >= 0).then_some(run.exit_code),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::json!({ "runs": runs, "more": more }));
+        return Ok(0);
+    }
     let mut table = TextTable::new([
         "run",
         "submitted",
@@ -101,7 +124,7 @@ pub async fn runs(limit: Option<u32>, source: &StoreSource) -> Result<i32, Failu
     Ok(0)
 }
 
-pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
+pub async fn agents(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Result<i32, Failure> {
     let mut client = control_client(coordinator, tls).await?;
     let mut agents = Vec::new();
     let mut page_token = String::new();
@@ -119,6 +142,34 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
             break;
         }
         page_token = page.next_page_token;
+    }
+    if format == ListFormat::Json {
+        let agents: Vec<serde_json::Value> = agents
+            .into_iter()
+            .map(|agent| {
+                let inventory = agent.inventory.unwrap_or_default();
+                let generations: Vec<serde_json::Value> = inventory
+                    .generations
+                    .iter()
+                    .map(|g| serde_json::json!({ "key": g.key, "simulated": g.simulated }))
+                    .collect();
+                serde_json::json!({
+                    "agent_id": agent.agent_id,
+                    "state": agent.state,
+                    "last_heartbeat": format_utc(agent.last_heartbeat_ms),
+                    "last_heartbeat_ms": agent.last_heartbeat_ms,
+                    "hostname": inventory.hostname,
+                    "certificate": (!agent.cert_name.is_empty()).then(|| serde_json::json!({
+                        "name": agent.cert_name,
+                        "serial": agent.cert_serial,
+                        "revoked": agent.cert_revoked,
+                    })),
+                    "generations": generations,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::json!({ "agents": agents }));
+        return Ok(0);
     }
     let mut table = TextTable::new([
         "agent",

@@ -182,10 +182,17 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             )
             .await
         }
-        Command::Runs { limit, all, source } => {
-            lists::runs(if all { None } else { Some(limit) }, &source).await
-        }
-        Command::Agents { coordinator, tls } => lists::agents(&coordinator, &tls).await,
+        Command::Runs {
+            limit,
+            all,
+            format,
+            source,
+        } => lists::runs(if all { None } else { Some(limit) }, format, &source).await,
+        Command::Agents {
+            coordinator,
+            tls,
+            format,
+        } => lists::agents(&coordinator, &tls, format).await,
         Command::Cancel {
             run_id,
             coordinator,
