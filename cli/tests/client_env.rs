@@ -130,3 +130,55 @@ async fn abfleet_coordinator_names_the_coordinator_for_every_client_command() {
         "{text}"
     );
 }
+
+/// Reading commands never create or migrate a store (issue 25): a mistyped `--data-dir`
+/// is an error that says so (and no directory appears), and a store at another schema
+/// version (a backup being checked) is refused untouched, saying how to migrate it.
+#[test]
+fn reading_commands_neither_create_nor_migrate_a_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let typo = tmp.path().join("dta");
+    for args in [
+        vec!["runs", "--data-dir", typo.to_str().unwrap()],
+        vec![
+            "report",
+            "6c23b1cb-e293-45b2-ac09-58cab92139cd",
+            "--data-dir",
+            typo.to_str().unwrap(),
+        ],
+    ] {
+        let output = abfleet(tmp.path(), &args);
+        let text = output_text(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {text}");
+        assert!(
+            text.contains("holds no abfleet store: there is no such directory"),
+            "{text}"
+        );
+        assert!(!typo.exists(), "{args:?} made the directory");
+    }
+
+    // A store one schema version behind, as an older coordinator left it.
+    let old = tmp.path().join("backup");
+    drop(abfleet_coordinator::store::Store::open(&old).unwrap());
+    let db = old.join("abfleet.sqlite3");
+    let version = |db: &Path| -> i64 {
+        rusqlite::Connection::open(db)
+            .unwrap()
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .unwrap()
+    };
+    let latest = version(&db);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .pragma_update(None, "user_version", latest - 1)
+        .unwrap();
+    let output = abfleet(tmp.path(), &["runs", "--data-dir", old.to_str().unwrap()]);
+    let text = output_text(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(&format!("is at schema version {}", latest - 1))
+            && text.contains("does not migrate a store it only reads"),
+        "{text}"
+    );
+    assert_eq!(version(&db), latest - 1, "left as it was");
+}

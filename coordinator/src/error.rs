@@ -23,6 +23,14 @@ pub enum CoordinatorError {
         found: i64,
         known: i64,
     },
+    #[error("`{path}` holds no abfleet store: {why}; --data-dir names a coordinator's data directory (the one with abfleet.sqlite3)")]
+    NoStore { path: PathBuf, why: String },
+    #[error("the store `{path}` is at schema version {found}; this abfleet reads version {known} and does not migrate a store it only reads: start `abfleet coordinator --data-dir` on it (on a copy, for a backup) to migrate it, or read it with the abfleet that wrote it")]
+    StoreNotCurrent {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
     #[error("the store `{path}` has no schema version and its tables match no schema abfleet shipped: {detail}; point --data-dir at an abfleet data directory or an empty one")]
     StoreUnknownSchema { path: PathBuf, detail: String },
     #[error("failed to migrate the store `{path}` from schema version {from} to {to}: {source}; it was left at version {from}; check that no other coordinator uses this --data-dir and that the disk is writable, then start again")]
@@ -77,6 +85,8 @@ impl From<CoordinatorError> for tonic::Status {
             CoordinatorError::DataDir { .. }
             | CoordinatorError::OpenStore { .. }
             | CoordinatorError::StoreTooNew { .. }
+            | CoordinatorError::NoStore { .. }
+            | CoordinatorError::StoreNotCurrent { .. }
             | CoordinatorError::StoreUnknownSchema { .. }
             | CoordinatorError::MigrateStore { .. }
             | CoordinatorError::Sqlite(_)

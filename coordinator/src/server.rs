@@ -40,6 +40,16 @@ impl Coordinator {
             rate_limit: RateLimit::default(),
         })
     }
+
+    /// A coordinator's state on the store already in `data_dir`, for commands that read it
+    /// (`Store::open_existing`: nothing created, nothing migrated).
+    pub fn open_existing(data_dir: &Path) -> Result<Coordinator, CoordinatorError> {
+        let store = Store::open_existing(data_dir)?;
+        Ok(Coordinator {
+            fleet: Fleet::new(store, CoordinatorConfig::default()),
+            rate_limit: RateLimit::default(),
+        })
+    }
 }
 
 /// How the coordinator talks to its callers.

@@ -196,6 +196,58 @@ impl Store {
         })
     }
 
+    /// Opens the store a coordinator made in `data_dir`, for a command that reads it
+    /// (`report`, `runs`, `history` with `--data-dir`): never creates a directory or a file,
+    /// never migrates (a backup being checked stays as it is). A missing directory or file,
+    /// a file that is no abfleet store, or one at another schema version is an error that
+    /// says what to do.
+    pub fn open_existing(data_dir: &Path) -> Result<Store, CoordinatorError> {
+        let path = data_dir.join("abfleet.sqlite3");
+        let missing = |why: &str| CoordinatorError::NoStore {
+            path: data_dir.to_path_buf(),
+            why: why.to_string(),
+        };
+        if !data_dir.is_dir() {
+            return Err(missing("there is no such directory"));
+        }
+        if !path.is_file() {
+            return Err(missing("it has no abfleet.sqlite3"));
+        }
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(&path, flags).map_err(|source| {
+            CoordinatorError::OpenStore {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        conn.execute_batch("PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;")
+            .map_err(|source| CoordinatorError::OpenStore {
+                path: path.clone(),
+                source,
+            })?;
+        migrations::check_not_newer(&conn, &path)?;
+        let found =
+            migrations::schema_version(&conn).map_err(|source| CoordinatorError::OpenStore {
+                path: path.clone(),
+                source,
+            })?;
+        if found != migrations::LATEST_VERSION {
+            return Err(CoordinatorError::StoreNotCurrent {
+                path: path.clone(),
+                found,
+                known: migrations::LATEST_VERSION,
+            });
+        }
+        let reader = open_reader(&path)?;
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+            reader: Arc::new(Mutex::new(reader)),
+            path,
+        })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -25,8 +25,7 @@ pub async fn runs(
 ) -> Result<i32, Failure> {
     let (runs, more) = match &source.data_dir {
         Some(dir) => {
-            let coordinator =
-                abfleet_coordinator::Coordinator::open(dir, Default::default()).infra()?;
+            let coordinator = abfleet_coordinator::Coordinator::open_existing(dir).usage()?;
             let fleet = &coordinator.fleet;
             let mut runs = Vec::new();
             let mut cursor = None;

@@ -61,8 +61,7 @@ pub async fn against(
 pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure> {
     match &source.data_dir {
         Some(dir) => {
-            let coordinator =
-                abfleet_coordinator::Coordinator::open(dir, Default::default()).infra()?;
+            let coordinator = abfleet_coordinator::Coordinator::open_existing(dir).usage()?;
             coordinator
                 .fleet
                 .report(run_id)
@@ -93,8 +92,7 @@ pub struct HistoryArgs {
 pub async fn history(args: HistoryArgs, source: &StoreSource) -> Result<i32, Failure> {
     let points = match &source.data_dir {
         Some(dir) => {
-            let coordinator =
-                abfleet_coordinator::Coordinator::open(dir, Default::default()).infra()?;
+            let coordinator = abfleet_coordinator::Coordinator::open_existing(dir).usage()?;
             coordinator
                 .fleet
                 .history(abfleet_coordinator::HistoryQuery {
