@@ -165,15 +165,7 @@ url = "{dead_url}"
         ..SpecOptions::path()
     }
     .write(tmp.path(), "drift.toml");
-    let mut client = wait_until(Duration::from_secs(60), "the coordinator to listen", || {
-        let url = url.clone();
-        async move {
-            abfleet_proto::pb::control_service_client::ControlServiceClient::connect(url)
-                .await
-                .ok()
-        }
-    })
-    .await;
+    let mut client = control_at(&url).await;
     let run_id = submit(&mut client, &spec).await;
     let report = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
     let finished_at = Instant::now();

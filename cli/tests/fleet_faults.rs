@@ -57,27 +57,7 @@ fn spawn_agent(url: &str, work_dir: &Path) -> Process {
 
 /// `abfleet coordinator` with its default lease and heartbeat, on a fixed port.
 fn spawn_coordinator(port: u16, data_dir: &Path) -> Process {
-    Process(
-        Command::new(env!("CARGO_BIN_EXE_abfleet"))
-            .args([
-                "coordinator",
-                "--plaintext",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .spawn()
-            .unwrap(),
-    )
-}
-
-async fn control_at(url: &str) -> ControlServiceClient<Channel> {
-    wait_until(Duration::from_secs(30), "the coordinator to listen", || {
-        let url = url.to_string();
-        async move { ControlServiceClient::connect(url).await.ok() }
-    })
-    .await
+    Process(coordinator_command(port, data_dir).spawn().unwrap())
 }
 
 /// The events of one attempt have sequence numbers 0..n: no gap, no duplicate.

@@ -118,15 +118,7 @@ retry_after_seconds = 0.2
             .unwrap(),
     );
     let url = format!("http://127.0.0.1:{grpc}");
-    let mut client = wait_until(Duration::from_secs(60), "the coordinator to listen", || {
-        let url = url.clone();
-        async move {
-            abfleet_proto::pb::control_service_client::ControlServiceClient::connect(url)
-                .await
-                .ok()
-        }
-    })
-    .await;
+    let mut client = control_at(&url).await;
 
     // GitHub's recorded `labeled` delivery, with the fork's head commit as the PR's head.
     let mut labeled = webhook_example("pull_request", Some("labeled"));

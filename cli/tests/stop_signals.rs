@@ -54,28 +54,12 @@ async fn sigterm_stops_the_agent_and_the_coordinator_cleanly() {
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     let coordinator = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_abfleet"))
-            .args([
-                "coordinator",
-                "--plaintext",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .arg("--data-dir")
-            .arg(&data_dir)
+        coordinator_command(port, &data_dir)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    let mut client = wait_until(Duration::from_secs(60), "the coordinator to listen", || {
-        let url = url.clone();
-        async move {
-            abfleet_proto::pb::control_service_client::ControlServiceClient::connect(url)
-                .await
-                .ok()
-        }
-    })
-    .await;
+    let mut client = control_at(&url).await;
     let agent = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_abfleet"))
             .args(["agent", "--coordinator", &url, "--work-dir"])

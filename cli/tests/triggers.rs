@@ -1169,15 +1169,7 @@ async fn the_coordinator_binary_watches_upstream_and_runs_only_newer_releases() 
             .unwrap(),
     );
     let url = format!("http://127.0.0.1:{grpc_port}");
-    let client = wait_until(Duration::from_secs(30), "the coordinator", || {
-        let url = url.clone();
-        async move {
-            abfleet_proto::pb::control_service_client::ControlServiceClient::connect(url)
-                .await
-                .ok()
-        }
-    })
-    .await;
+    let client = control_at(&url).await;
     let notes = |client: abfleet_proto::pb::control_service_client::ControlServiceClient<
         tonic::transport::Channel,
     >| async move {

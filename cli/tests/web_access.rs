@@ -14,7 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use abfleet_coordinator::web::tls::{serve_web_tls, WebTls};
+use abfleet_coordinator::web::tls::{serve_web_tls_with, WebTls};
 use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 use abfleet_proto::pb;
 use abfleet_proto::pb::control_service_client::ControlServiceClient;
@@ -130,25 +130,41 @@ async fn https_get(
     Some((status, body))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_tls_only_operator_and_viewer_certificates_read_the_web_view() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (certs, foreign) = make_certs(tmp.path());
-    let coordinator =
-        Coordinator::open(&tmp.path().join("data"), CoordinatorConfig::default()).unwrap();
+/// A coordinator under mutual TLS with its certificates in `certs`: gRPC and the TLS web
+/// view (within `limits`, or the default ones) on loopback, until the test ends.
+async fn serve_with_tls_web(
+    dir: &Path,
+    certs: &Path,
+    limits: Option<abfleet_coordinator::web::limits::ConnectionLimits>,
+) -> (SocketAddr, SocketAddr) {
+    let coordinator = Coordinator::open(&dir.join("data"), CoordinatorConfig::default()).unwrap();
     let fleet = coordinator.fleet.clone();
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let grpc_addr = grpc.local_addr().unwrap();
     tokio::spawn(serve(
         coordinator,
         grpc,
-        ServerTransport::MutualTls(files(&certs, "coordinator-coord")),
+        ServerTransport::MutualTls(files(certs, "coordinator-coord")),
         std::future::pending(),
     ));
     let web = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let web_addr = web.local_addr().unwrap();
-    let web_tls = WebTls::new(&files(&certs, "coordinator-coord")).unwrap();
-    tokio::spawn(serve_web_tls(fleet, web, web_tls, std::future::pending()));
+    let web_tls = WebTls::new(&files(certs, "coordinator-coord")).unwrap();
+    tokio::spawn(serve_web_tls_with(
+        fleet,
+        web,
+        web_tls,
+        limits.unwrap_or_default(),
+        std::future::pending(),
+    ));
+    (grpc_addr, web_addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_tls_only_operator_and_viewer_certificates_read_the_web_view() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (certs, foreign) = make_certs(tmp.path());
+    let (grpc_addr, web_addr) = serve_with_tls_web(tmp.path(), &certs, None).await;
 
     let (status, body) = https_get(
         web_addr,
@@ -264,37 +280,16 @@ async fn under_tls_only_operator_and_viewer_certificates_read_the_web_view() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_and_slow_clients_of_the_tls_web_view_are_closed_and_grpc_keeps_working() {
     use abfleet_coordinator::web::limits::ConnectionLimits;
-    use abfleet_coordinator::web::tls::serve_web_tls_with;
     use std::time::Instant;
 
     let tmp = tempfile::tempdir().unwrap();
     let (certs, _) = make_certs(tmp.path());
-    let coordinator =
-        Coordinator::open(&tmp.path().join("data"), CoordinatorConfig::default()).unwrap();
-    let fleet = coordinator.fleet.clone();
-    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let grpc_addr = grpc.local_addr().unwrap();
-    tokio::spawn(serve(
-        coordinator,
-        grpc,
-        ServerTransport::MutualTls(files(&certs, "coordinator-coord")),
-        std::future::pending(),
-    ));
-    let web = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let web_addr = web.local_addr().unwrap();
     let limits = ConnectionLimits {
         max_connections: 16,
         first_byte: Duration::from_secs(1),
         header_read: Duration::from_secs(1),
     };
-    let web_tls = WebTls::new(&files(&certs, "coordinator-coord")).unwrap();
-    tokio::spawn(serve_web_tls_with(
-        fleet,
-        web,
-        web_tls,
-        limits,
-        std::future::pending(),
-    ));
+    let (grpc_addr, web_addr) = serve_with_tls_web(tmp.path(), &certs, Some(limits)).await;
 
     // Five clients that finish the handshake and send half a request head, then 200 sockets
     // that never send a byte.
@@ -345,10 +340,8 @@ async fn idle_and_slow_clients_of_the_tls_web_view_are_closed_and_grpc_keeps_wor
     .connect()
     .await
     .unwrap();
-    ControlServiceClient::new(operator)
-        .list_runs(pb::ListRunsRequest::default())
-        .await
-        .expect("gRPC answers while the web listener is full");
+    // (support's `list_runs` unwraps: gRPC answers while the web listener is full)
+    list_runs(&ControlServiceClient::new(operator)).await;
 
     // Every held connection is closed by the coordinator: those over the cap at once, the
     // idle ones after `first_byte`, the slow heads after `header_read`.

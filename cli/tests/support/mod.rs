@@ -704,3 +704,24 @@ pub fn commit_fork_flags(fork: &Path, flags: &str, message: &str) -> String {
     git(fork, &["commit", "-q", "-am", message]);
     git(fork, &["rev-parse", "HEAD"])
 }
+
+/// A control client of the coordinator at `url`, once it listens (30 s at most).
+pub async fn control_at(url: &str) -> ControlServiceClient<Channel> {
+    wait_until(Duration::from_secs(30), "the coordinator to listen", || {
+        let url = url.to_string();
+        async move { ControlServiceClient::connect(url).await.ok() }
+    })
+    .await
+}
+
+/// `abfleet coordinator --plaintext` on 127.0.0.1:`port` with `data_dir`, its default lease
+/// and heartbeat, to spawn (add stdio as the test wants it).
+pub fn coordinator_command(port: u16, data_dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_abfleet"));
+    command
+        .args(["coordinator", "--plaintext", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data-dir")
+        .arg(data_dir);
+    command
+}
