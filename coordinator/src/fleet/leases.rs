@@ -116,6 +116,20 @@ impl Fleet {
         Ok(())
     }
 
+    /// Releases a job whose agent is lost (`reason` says how): counted, alerted
+    /// (`[notify]`'s `agent_lost`) and requeued or failed as its attempts allow. The lease
+    /// reaper and a broken session both lose agents this one way.
+    pub(super) async fn release_lost(
+        &self,
+        job: &crate::store::JobRow,
+        reason: String,
+    ) -> Result<(), FleetError> {
+        super::metrics::Counters::add(&self.inner.counters.lease_expiries, 1);
+        self.alert_agent_lost(job.run_id, job.job_id, job.attempt, &reason)
+            .await;
+        self.release(job.job_id, job.run_id, reason).await
+    }
+
     /// Ends a leased job as failed, whatever attempts it has left.
     pub(super) async fn fail_job(
         &self,
@@ -162,10 +176,7 @@ impl Fleet {
             } else {
                 continue;
             };
-            super::metrics::Counters::add(&self.inner.counters.lease_expiries, 1);
-            self.alert_agent_lost(job.run_id, job.job_id, job.attempt, &reason)
-                .await;
-            self.release(job.job_id, job.run_id, reason).await?;
+            self.release_lost(&job, reason).await?;
             released = true;
         }
         if released {

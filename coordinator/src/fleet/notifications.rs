@@ -208,7 +208,12 @@ impl Fleet {
             return Ok(client.clone());
         }
         let client = HttpClient::new(endpoint.ca_pem.as_deref(), self.inner.config.notify.timeout)
-            .map_err(|err| format!("the endpoint's client could not be made: {err}"))?;
+            .map_err(|err| {
+                format!(
+                    "no HTTP client for endpoint `{}`: {err}; fix its ca_file in [notify] and restart",
+                    endpoint.name
+                )
+            })?;
         clients.insert(endpoint.name.clone(), client.clone());
         Ok(client)
     }

@@ -164,8 +164,17 @@ impl Fleet {
         );
         let github =
             |err: crate::outbound::github::GitHubError| FleetError::GitHub(err.to_string());
-        let snapshot = self.snapshot(row.run_id).await?;
-        if !snapshot.is_finished() {
+        let run = self.run_row(row.run_id).await?;
+        if !run.state.is_finished() {
+            // Counting the run's cells is the costly part: only when a new pending status
+            // may be posted at all.
+            let recent = row
+                .posted_ms
+                .is_some_and(|at| self.now_ms() - at < PENDING_EVERY_MS);
+            if recent {
+                return Ok(None);
+            }
+            let snapshot = self.snapshot_of(&run).await?;
             let description = if snapshot.cells_done == 0 {
                 format!("queued: {} cells to measure", snapshot.cells_total)
             } else {
@@ -174,12 +183,7 @@ impl Fleet {
                     snapshot.cells_done, snapshot.cells_total
                 )
             };
-            let recent = row
-                .posted_ms
-                .is_some_and(|at| self.now_ms() - at < PENDING_EVERY_MS);
-            if row.posted.as_deref() == Some(description.as_str())
-                || (recent && row.posted.is_some())
-            {
+            if row.posted.as_deref() == Some(description.as_str()) {
                 return Ok(None);
             }
             reporting
@@ -232,8 +236,9 @@ impl Fleet {
         }))
     }
 
-    /// Posts to pull requests until the process ends: on every progress update and every
-    /// few seconds (a retry that came due).
+    /// Posts to pull requests until the process ends: after progress (of any run: a burst
+    /// of cell updates is one pass, at most one a second) and every few seconds (a retry
+    /// that came due).
     pub async fn run_pull_request_reports(&self) {
         if self.inner.config.github.is_none() {
             return;
@@ -244,7 +249,10 @@ impl Fleet {
                 error!(error = %err, "posting to pull requests failed; trying again shortly");
             }
             tokio::select! {
-                _ = progress.recv() => {}
+                _ = progress.recv() => {
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    progress = progress.resubscribe();
+                }
                 () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
             }
         }

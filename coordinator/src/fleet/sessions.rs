@@ -147,14 +147,11 @@ impl Fleet {
                 info!(agent_id = %agent_id, job_id = %job.job_id, attempt = job.attempt, "the job is on its last attempt: waiting agent_lost_after before failing it");
                 continue;
             }
-            super::metrics::Counters::add(&self.inner.counters.lease_expiries, 1);
             let reason = format!(
                 "agent {agent_id} lost: its session broke ({why}) (attempt {})",
                 job.attempt
             );
-            self.alert_agent_lost(job.run_id, job.job_id, job.attempt, &reason)
-                .await;
-            self.release(job.job_id, job.run_id, reason).await?;
+            self.release_lost(&job, reason).await?;
             released = true;
         }
         if released {

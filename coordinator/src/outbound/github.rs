@@ -104,16 +104,7 @@ pub struct GitHub {
     api_url: String,
     token: Token,
     allowed: Vec<String>,
-    http: HttpClientHandle,
-}
-
-#[derive(Clone)]
-struct HttpClientHandle(HttpClient);
-
-impl std::fmt::Debug for HttpClientHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HttpClient")
-    }
+    http: HttpClient,
 }
 
 /// A comment on a pull request.
@@ -149,7 +140,7 @@ impl GitHub {
             api_url: api_url.trim_end_matches('/').to_string(),
             token,
             allowed: allowed.iter().map(|r| r.to_lowercase()).collect(),
-            http: HttpClientHandle(HttpClient::new(extra_ca_pem, Duration::from_secs(30))?),
+            http: HttpClient::new(extra_ca_pem, Duration::from_secs(30))?,
         })
     }
 
@@ -195,7 +186,7 @@ impl GitHub {
             headers,
             body: body.map(|b| b.to_string().into_bytes()),
         };
-        let response = self.http.0.send(&request).await?;
+        let response = self.http.send(&request).await?;
         if !response.is_success() {
             let message = serde_json::from_slice::<Value>(&response.body)
                 .ok()

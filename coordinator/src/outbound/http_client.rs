@@ -37,7 +37,7 @@ pub enum OutboundError {
     Timeout { authority: String, seconds: u64 },
     #[error("the HTTP exchange with {authority} failed: {why}")]
     Http { authority: String, why: String },
-    #[error("the trust store could not be read: {0}")]
+    #[error("the trust store could not be read: {0}; check that the endpoint's `ca_file` holds PEM certificates")]
     TrustStore(String),
 }
 
@@ -85,6 +85,14 @@ impl OutboundResponse {
 pub struct HttpClient {
     tls: tokio_rustls::TlsConnector,
     timeout: Duration,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpClient {

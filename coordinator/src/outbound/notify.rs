@@ -18,6 +18,7 @@ use std::time::Duration;
 use abfleet_core::cell::CellParity;
 use abfleet_core::finding::Severity;
 use abfleet_core::report::history::FlagKind;
+use abfleet_core::report::pull_request::report_link_text;
 use abfleet_core::report::{GenerationSection, Report, ScoreParity};
 use abfleet_core::sweep::DefaultVerdict;
 use serde::{Deserialize, Serialize};
@@ -347,13 +348,8 @@ fn alert(
         host,
         summary,
         details,
-        report_url: report_link(report_url, &report.run_id),
+        report_url: report_link_text(report_url, &report.run_id),
     }
-}
-
-/// `{base}/runs/{run_id}`, when the web view's URL is configured.
-pub fn report_link(report_url: Option<&str>, run_id: &str) -> Option<String> {
-    report_url.map(|base| format!("{}/runs/{run_id}", base.trim_end_matches('/')))
 }
 
 /// An agent lost mid-job: said when it happens, not when the run ends.
@@ -377,7 +373,7 @@ pub fn agent_lost_alert(
         host: None,
         summary: format!("{run_name}: {}: {reason}", AlertKind::AgentLost.headline()),
         details: vec![format!("job {job_id}, attempt {attempt}: {reason}")],
-        report_url: report_link(report_url, run_id),
+        report_url: report_link_text(report_url, run_id),
         key: format!("{job_id}/{attempt}"),
     }
 }

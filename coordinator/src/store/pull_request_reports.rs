@@ -51,6 +51,13 @@ pub enum Posted {
     },
 }
 
+/// `answered`: the answer is not out yet.
+const OPEN: i64 = 0;
+/// `answered`: the final status and the comment are posted.
+const ANSWERED: i64 = 1;
+/// `answered`: the answer could not be posted and is not tried any more.
+const GIVEN_UP: i64 = 2;
+
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, PullRequestReport)> {
     let run_id: String = r.get(0)?;
     Ok((
@@ -64,8 +71,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, PullRequestReport)> {
             posted_ms: r.get(5)?,
             comment_id: r.get::<_, Option<i64>>(6)?.map(|id| id as u64),
             comment_url: r.get(7)?,
-            answered: r.get::<_, i64>(8)? == 1,
-            given_up: r.get::<_, i64>(8)? == 2,
+            answered: r.get::<_, i64>(8)? == ANSWERED,
+            given_up: r.get::<_, i64>(8)? == GIVEN_UP,
             attempts: r.get(9)?,
             next_attempt_ms: r.get(10)?,
             last_error: r.get(11)?,
@@ -114,9 +121,9 @@ impl Store {
         let rows = self
             .read(move |conn| {
                 let mut stmt = conn.prepare(&format!(
-                    "SELECT {COLUMNS} FROM pull_request_reports WHERE answered = 0 AND next_attempt_ms <= ?1 ORDER BY next_attempt_ms"
+                    "SELECT {COLUMNS} FROM pull_request_reports WHERE answered = ?2 AND next_attempt_ms <= ?1 ORDER BY next_attempt_ms"
                 ))?;
-                let rows = stmt.query_map(params![now_ms], row)?;
+                let rows = stmt.query_map(params![now_ms, OPEN], row)?;
                 Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
             })
             .await?;
@@ -161,12 +168,17 @@ impl Store {
                     comment_id,
                     comment_url,
                 } => conn.execute(
-                    "UPDATE pull_request_reports SET posted = ?2, posted_ms = ?3, comment_id = ?4, comment_url = ?5, answered = 1, attempts = 0, last_error = NULL WHERE run_id = ?1",
-                    params![id, description, now_ms, comment_id as i64, comment_url],
+                    "UPDATE pull_request_reports SET posted = ?2, posted_ms = ?3, comment_id = ?4, comment_url = ?5, answered = ?6, attempts = 0, last_error = NULL WHERE run_id = ?1",
+                    params![id, description, now_ms, comment_id as i64, comment_url, ANSWERED],
                 )?,
                 Posted::Failed { error, retry_at_ms } => conn.execute(
                     "UPDATE pull_request_reports SET attempts = attempts + 1, last_error = ?2, next_attempt_ms = ?3, answered = ?4 WHERE run_id = ?1",
-                    params![id, error, retry_at_ms.unwrap_or(now_ms), i64::from(retry_at_ms.is_none()) * 2],
+                    params![
+                        id,
+                        error,
+                        retry_at_ms.unwrap_or(now_ms),
+                        if retry_at_ms.is_some() { OPEN } else { GIVEN_UP }
+                    ],
                 )?,
             };
             Ok(())

@@ -2,9 +2,6 @@
 //! JSON endpoint with a secret; any 2xx is delivered, anything else is a failure the caller
 //! retries.
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
 use super::{Endpoint, PayloadFormat};
 use crate::outbound::http_client::{url_origin, HttpClient, OutboundRequest};
 
@@ -16,7 +13,8 @@ pub struct DeliveryFailure {
 }
 
 /// The signature header of a generic JSON alert: `sha256=HEX` of HMAC-SHA256 over the body,
-/// as GitHub signs its webhooks, so one verifier serves both.
+/// made by the same `webhook::sign` GitHub's deliveries are checked against, so one
+/// verifier serves both.
 pub const SIGNATURE_HEADER: &str = "x-abfleet-signature-256";
 
 /// Posts `payload_json` to `endpoint`; the status on success.
@@ -34,7 +32,10 @@ pub async fn send(
         ),
     ];
     if let (PayloadFormat::Json, Some(secret)) = (endpoint.format, &endpoint.secret) {
-        headers.push((SIGNATURE_HEADER.to_string(), signature(secret, &body)));
+        headers.push((
+            SIGNATURE_HEADER.to_string(),
+            crate::webhook::sign(secret, &body),
+        ));
     }
     let request = OutboundRequest {
         method: "POST",
@@ -59,13 +60,4 @@ pub async fn send(
             message: err.to_string(),
         }),
     }
-}
-
-/// `sha256=HEX` of HMAC-SHA256(secret, body).
-pub fn signature(secret: &[u8], body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes a key of any size");
-    mac.update(body);
-    let digest = mac.finalize().into_bytes();
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256={hex}")
 }
