@@ -577,42 +577,7 @@ pub enum DocsCommand {
     /// labelled. Idempotent: a run already on the branch changes nothing and opens no second
     /// pull request; a newer run adds its section to the open one. For release,
     /// upstream-tag and manual runs (docs/milestone.md).
-    PullRequest {
-        /// The run; or `--report FILE` (a report.json) instead.
-        #[arg(required_unless_present = "report")]
-        run_id: Option<String>,
-        #[arg(long, value_name = "FILE", conflicts_with = "run_id")]
-        report: Option<PathBuf>,
-        /// The fork's git remote, as `git clone` takes it (your credentials for it apply).
-        #[arg(long, value_name = "URL")]
-        remote: String,
-        /// The fork on GitHub, `owner/name`: where the pull request is opened.
-        #[arg(long, value_name = "OWNER/NAME")]
-        github: String,
-        /// The branch the pull request goes into.
-        #[arg(long, default_value = "main")]
-        base: String,
-        /// The branch the docs are pushed to [default: abfleet/docs-SPEC].
-        #[arg(long)]
-        branch: Option<String>,
-        /// Labels of the pull request (repeatable).
-        #[arg(long = "label", value_name = "LABEL", default_values_t = ["benchmarks".to_string()])]
-        labels: Vec<String>,
-        /// The pages, relative to the repository's root.
-        #[arg(long, default_value = "docs/benchmarks.md")]
-        benchmarks_path: PathBuf,
-        #[arg(long, default_value = "docs/state.md")]
-        state_path: PathBuf,
-        /// A file holding a GitHub token allowed to open pull requests on the fork (mode
-        /// 0600; never the token itself on the command line).
-        #[arg(long, value_name = "FILE", env = "ABFLEET_GITHUB_TOKEN_FILE")]
-        github_token_file: PathBuf,
-        /// GitHub's REST API (GitHub Enterprise: `https://HOST/api/v3`).
-        #[arg(long, default_value = "https://api.github.com")]
-        api_url: String,
-        #[command(flatten)]
-        source: StoreSource,
-    },
+    PullRequest(DocsPullRequestArgs),
 }
 
 #[derive(Subcommand)]
@@ -850,6 +815,45 @@ pub enum ListFormat {
     Text,
     /// One JSON document with a stable shape, for scripts and dashboards.
     Json,
+}
+
+/// What `abfleet docs pull-request` takes (`commands/docs_pull_request.rs`).
+#[derive(clap::Args)]
+pub struct DocsPullRequestArgs {
+    /// The run; or `--report FILE` (a report.json) instead.
+    #[arg(required_unless_present = "report")]
+    pub run_id: Option<String>,
+    #[arg(long, value_name = "FILE", conflicts_with = "run_id")]
+    pub report: Option<PathBuf>,
+    /// The fork's git remote, as `git clone` takes it (your credentials for it apply).
+    #[arg(long, value_name = "URL")]
+    pub remote: String,
+    /// The fork on GitHub, `owner/name`: where the pull request is opened.
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub github: String,
+    /// The branch the pull request goes into.
+    #[arg(long, default_value = "main")]
+    pub base: String,
+    /// The branch the docs are pushed to [default: abfleet/docs-SPEC].
+    #[arg(long)]
+    pub branch: Option<String>,
+    /// Labels of the pull request (repeatable).
+    #[arg(long = "label", value_name = "LABEL", default_values_t = ["benchmarks".to_string()])]
+    pub labels: Vec<String>,
+    /// The pages, relative to the repository's root.
+    #[arg(long, default_value = "docs/benchmarks.md")]
+    pub benchmarks_path: PathBuf,
+    #[arg(long, default_value = "docs/state.md")]
+    pub state_path: PathBuf,
+    /// A file holding a GitHub token allowed to open pull requests on the fork (mode
+    /// 0600; never the token itself on the command line).
+    #[arg(long, value_name = "FILE", env = "ABFLEET_GITHUB_TOKEN_FILE")]
+    pub github_token_file: PathBuf,
+    /// GitHub's REST API (GitHub Enterprise: `https://HOST/api/v3`).
+    #[arg(long, default_value = "https://api.github.com")]
+    pub api_url: String,
+    #[command(flatten)]
+    pub source: StoreSource,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -159,28 +159,8 @@ impl ConfigFile {
                             section
                         })
                 }
-                "notify" => {
-                    file.notify = section::<crate::notify_config::NotifyFile>(
-                        key,
-                        value,
-                        &mut problems,
-                    )
-                    .map(|mut section| {
-                        section.resolve_paths(base);
-                        section
-                    })
-                }
-                "github" => {
-                    file.github = section::<crate::github_config::GitHubFile>(
-                        key,
-                        value,
-                        &mut problems,
-                    )
-                    .map(|mut section| {
-                        section.resolve_paths(base);
-                        section
-                    })
-                }
+                "notify" => file.notify = file_table(key, value, base, &mut problems),
+                "github" => file.github = file_table(key, value, base, &mut problems),
                 _ => problems.push(format!(
                     "unknown key `{key}` at the top level (a config file has a [coordinator] or an [agent] table, and [notify] and [github] for the coordinator)"
                 )),
@@ -236,6 +216,25 @@ fn section<T: serde::de::DeserializeOwned>(
             None
         }
     }
+}
+
+/// A table whose paths are files next to the config file (`[notify]`, `[github]`).
+pub trait RelativePaths {
+    /// Takes each relative path from `base`, the config file's directory.
+    fn resolve_paths(&mut self, base: &Path);
+}
+
+/// [`section`], its paths taken from `base`.
+fn file_table<T: serde::de::DeserializeOwned + RelativePaths>(
+    name: &str,
+    value: &toml::Value,
+    base: &Path,
+    problems: &mut Vec<String>,
+) -> Option<T> {
+    section::<T>(name, value, problems).map(|mut table| {
+        table.resolve_paths(base);
+        table
+    })
 }
 
 fn resolve(base: &Path, slot: &mut Option<PathBuf>) {

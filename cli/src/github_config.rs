@@ -43,8 +43,8 @@ pub struct GitHubFile {
     pub max_attempts: Option<u32>,
 }
 
-impl GitHubFile {
-    pub fn resolve_paths(&mut self, base: &Path) {
+impl crate::config::RelativePaths for GitHubFile {
+    fn resolve_paths(&mut self, base: &Path) {
         for path in [&mut self.token_file, &mut self.ca_file]
             .into_iter()
             .flatten()
@@ -54,7 +54,9 @@ impl GitHubFile {
             }
         }
     }
+}
 
+impl GitHubFile {
     /// The settings, the token read; `milestone_spec` adds its fork and upstream to the
     /// repositories that may be called. Every problem is named.
     pub fn load(&self, milestone_spec: Option<&Path>) -> Result<GitHubReporting, Vec<String>> {

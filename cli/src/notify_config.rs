@@ -59,9 +59,8 @@ pub struct EndpointFile {
     pub events: Option<Vec<String>>,
 }
 
-impl NotifyFile {
-    /// Paths relative to the config file's directory `base`.
-    pub fn resolve_paths(&mut self, base: &Path) {
+impl crate::config::RelativePaths for NotifyFile {
+    fn resolve_paths(&mut self, base: &Path) {
         for endpoint in &mut self.endpoint {
             for path in [
                 &mut endpoint.url_file,
@@ -77,7 +76,9 @@ impl NotifyFile {
             }
         }
     }
+}
 
+impl NotifyFile {
     /// The alert settings, every file read and checked; each problem named.
     pub fn load(&self) -> Result<NotifyConfig, Vec<String>> {
         let mut problems = Vec::new();

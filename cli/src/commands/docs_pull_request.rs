@@ -14,29 +14,16 @@ use abfleet_coordinator::outbound::github::{GitHub, Repo, Token};
 use abfleet_core::report::pull_request::{pr_verdict, render_pr_comment};
 use abfleet_core::report::{docs, Report};
 
-use crate::cli::StoreSource;
+use crate::cli::DocsPullRequestArgs;
 use crate::failure::{Classify, Failure};
-
-pub struct DocsPullRequest {
-    pub run_id: Option<String>,
-    pub report: Option<PathBuf>,
-    pub remote: String,
-    pub github: String,
-    pub base: String,
-    pub branch: Option<String>,
-    pub labels: Vec<String>,
-    pub benchmarks_path: PathBuf,
-    pub state_path: PathBuf,
-    pub github_token_file: PathBuf,
-    pub api_url: String,
-}
 
 /// The triggers whose runs document the fork (a PR's or a bisect's runs answer elsewhere).
 const DOCUMENTED_TRIGGERS: [&str; 3] = ["release", "upstream-tag", "manual"];
 
-pub async fn run(args: DocsPullRequest, source: &StoreSource) -> Result<i32, Failure> {
+pub async fn run(args: DocsPullRequestArgs) -> Result<i32, Failure> {
     let report =
-        super::docs::load_report(args.report.as_deref(), args.run_id.as_deref(), source).await?;
+        super::docs::load_report(args.report.as_deref(), args.run_id.as_deref(), &args.source)
+            .await?;
     if !DOCUMENTED_TRIGGERS.contains(&report.trigger.as_str()) {
         return Err(Failure::usage(anyhow::anyhow!(
             "run {} was triggered by `{}`; the fork's docs take release, upstream-tag and manual runs (a PR's run answers on its PR)",

@@ -248,40 +248,8 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             .await
         }
         Command::Docs {
-            command:
-                DocsCommand::PullRequest {
-                    run_id,
-                    report,
-                    remote,
-                    github,
-                    base,
-                    branch,
-                    labels,
-                    benchmarks_path,
-                    state_path,
-                    github_token_file,
-                    api_url,
-                    source,
-                },
-        } => {
-            docs_pull_request::run(
-                docs_pull_request::DocsPullRequest {
-                    run_id,
-                    report,
-                    remote,
-                    github,
-                    base,
-                    branch,
-                    labels,
-                    benchmarks_path,
-                    state_path,
-                    github_token_file,
-                    api_url,
-                },
-                &source,
-            )
-            .await
-        }
+            command: DocsCommand::PullRequest(args),
+        } => docs_pull_request::run(args).await,
         Command::Watch {
             run_id,
             coordinator,
