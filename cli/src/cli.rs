@@ -152,14 +152,8 @@ pub enum Command {
     #[command(after_help = AFTER_HELP)]
     Submit {
         spec: PathBuf,
-        #[arg(
-            long,
-            default_value = "http://127.0.0.1:7700",
-            env = "ABFLEET_COORDINATOR"
-        )]
-        coordinator: String,
         #[command(flatten)]
-        tls: TlsArgs,
+        to: CoordinatorArgs,
         /// Wait for the run to end, show progress, write the report and exit with its code.
         #[arg(long)]
         wait: bool,
@@ -190,14 +184,8 @@ pub enum Command {
         pr: Option<String>,
         /// The job spec [default: the coordinator's milestone spec].
         spec: Option<PathBuf>,
-        #[arg(
-            long,
-            default_value = "http://127.0.0.1:7700",
-            env = "ABFLEET_COORDINATOR"
-        )]
-        coordinator: String,
         #[command(flatten)]
-        tls: TlsArgs,
+        to: CoordinatorArgs,
         /// Wait for the run to end, show progress, write the report and exit with its code.
         #[arg(long)]
         wait: bool,
@@ -256,14 +244,8 @@ pub enum Command {
     #[command(after_help = AFTER_HELP)]
     Watch {
         run_id: String,
-        #[arg(
-            long,
-            default_value = "http://127.0.0.1:7700",
-            env = "ABFLEET_COORDINATOR"
-        )]
-        coordinator: String,
         #[command(flatten)]
-        tls: TlsArgs,
+        to: CoordinatorArgs,
         /// Where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
         #[arg(long)]
         out: Option<PathBuf>,
@@ -286,14 +268,8 @@ pub enum Command {
     },
     /// List agents with their state (idle, busy, draining, drained, lost) and last heartbeat.
     Agents {
-        #[arg(
-            long,
-            default_value = "http://127.0.0.1:7700",
-            env = "ABFLEET_COORDINATOR"
-        )]
-        coordinator: String,
         #[command(flatten)]
-        tls: TlsArgs,
+        to: CoordinatorArgs,
         /// A table, or one JSON document (docs/operations.md, "Lists for scripts").
         #[arg(long, value_enum, default_value_t = ListFormat::Text)]
         format: ListFormat,
@@ -301,14 +277,8 @@ pub enum Command {
     /// Cancel a run: queued jobs are dropped, running ones stopped.
     Cancel {
         run_id: String,
-        #[arg(
-            long,
-            default_value = "http://127.0.0.1:7700",
-            env = "ABFLEET_COORDINATOR"
-        )]
-        coordinator: String,
         #[command(flatten)]
-        tls: TlsArgs,
+        to: CoordinatorArgs,
     },
     /// Find the fork commit that made a workload slower, through the fleet.
     ///
@@ -336,14 +306,8 @@ pub enum Command {
         fixture: Option<String>,
         #[arg(long, default_value = "abfleet-out")]
         out: PathBuf,
-        #[arg(
-            long,
-            default_value = "http://127.0.0.1:7700",
-            env = "ABFLEET_COORDINATOR"
-        )]
-        coordinator: String,
         #[command(flatten)]
-        tls: TlsArgs,
+        to: CoordinatorArgs,
     },
     /// Keep the fork's own docs current with a run's results.
     Docs {
@@ -365,14 +329,8 @@ pub enum Command {
         /// Undo the drain: the agent takes jobs again.
         #[arg(long)]
         resume: bool,
-        #[arg(
-            long,
-            default_value = "http://127.0.0.1:7700",
-            env = "ABFLEET_COORDINATOR"
-        )]
-        coordinator: String,
         #[command(flatten)]
-        tls: TlsArgs,
+        to: CoordinatorArgs,
     },
     /// The fleet's certificates: a CA and the certificates it signs for each role.
     ///
@@ -630,25 +588,13 @@ pub enum CertsCommand {
         /// Why: kept with the entry and told to whoever presents the certificate.
         #[arg(long)]
         reason: String,
-        #[arg(
-            long,
-            default_value = "http://127.0.0.1:7700",
-            env = "ABFLEET_COORDINATOR"
-        )]
-        coordinator: String,
         #[command(flatten)]
-        tls: TlsArgs,
+        to: CoordinatorArgs,
     },
     /// The coordinator's deny list, and the certificate each agent id registered with.
     List {
-        #[arg(
-            long,
-            default_value = "http://127.0.0.1:7700",
-            env = "ABFLEET_COORDINATOR"
-        )]
-        coordinator: String,
         #[command(flatten)]
-        tls: TlsArgs,
+        to: CoordinatorArgs,
     },
 }
 
@@ -815,6 +761,20 @@ pub enum ListFormat {
     Text,
     /// One JSON document with a stable shape, for scripts and dashboards.
     Json,
+}
+
+/// The coordinator a client command talks to: its URL (`--coordinator`, or
+/// `ABFLEET_COORDINATOR`) and the certificate, key and CA to show it.
+#[derive(clap::Args, Clone)]
+pub struct CoordinatorArgs {
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:7700",
+        env = "ABFLEET_COORDINATOR"
+    )]
+    pub coordinator: String,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// What `abfleet docs pull-request` takes (`commands/docs_pull_request.rs`).

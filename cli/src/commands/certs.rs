@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use abfleet_core::certs::{self, IssuedCert, Role};
 
-use crate::cli::{CertRole, CertsCommand};
+use crate::cli::{CertRole, CertsCommand, CoordinatorArgs};
 use crate::failure::{Classify, Failure};
 
 const KEY_MODE: u32 = 0o600;
@@ -32,8 +32,7 @@ pub async fn run(command: CertsCommand) -> Result<i32, Failure> {
             serial_or_fingerprint,
             cert,
             reason,
-            coordinator,
-            tls,
+            to: CoordinatorArgs { coordinator, tls },
         } => {
             super::certificates::revoke(
                 serial_or_fingerprint.as_deref(),
@@ -44,9 +43,9 @@ pub async fn run(command: CertsCommand) -> Result<i32, Failure> {
             )
             .await
         }
-        CertsCommand::List { coordinator, tls } => {
-            super::certificates::list(&coordinator, &tls).await
-        }
+        CertsCommand::List {
+            to: CoordinatorArgs { coordinator, tls },
+        } => super::certificates::list(&coordinator, &tls).await,
     }
 }
 

@@ -15,7 +15,7 @@ mod report;
 mod serve;
 mod submit;
 
-use crate::cli::{BenchCommand, Command, ConfigCommand, DocsCommand};
+use crate::cli::{BenchCommand, Command, ConfigCommand, CoordinatorArgs, DocsCommand};
 use crate::failure::{Classify, Failure};
 
 pub async fn run(command: Command) -> Result<i32, Failure> {
@@ -102,8 +102,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         }
         Command::Submit {
             spec,
-            coordinator,
-            tls,
+            to: CoordinatorArgs { coordinator, tls },
             wait,
             out,
             trigger,
@@ -125,8 +124,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             note,
             pr,
             spec,
-            coordinator,
-            tls,
+            to: CoordinatorArgs { coordinator, tls },
             wait,
             out,
             fail_on,
@@ -189,14 +187,12 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             source,
         } => lists::runs(if all { None } else { Some(limit) }, format, &source).await,
         Command::Agents {
-            coordinator,
-            tls,
+            to: CoordinatorArgs { coordinator, tls },
             format,
         } => lists::agents(&coordinator, &tls, format).await,
         Command::Cancel {
             run_id,
-            coordinator,
-            tls,
+            to: CoordinatorArgs { coordinator, tls },
         } => lists::cancel(&run_id, &coordinator, &tls).await,
         Command::Bisect {
             run_id,
@@ -207,8 +203,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             workload,
             fixture,
             out,
-            coordinator,
-            tls,
+            to: CoordinatorArgs { coordinator, tls },
         } => {
             bisect::run(
                 bisect::BisectArgs {
@@ -252,8 +247,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         } => docs_pull_request::run(args).await,
         Command::Watch {
             run_id,
-            coordinator,
-            tls,
+            to: CoordinatorArgs { coordinator, tls },
             out,
             fail_on,
         } => submit::watch(&run_id, &coordinator, &tls, out, &fail_on.fail_on).await,
@@ -263,8 +257,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         Command::Drain {
             agent_id,
             resume,
-            coordinator,
-            tls,
+            to: CoordinatorArgs { coordinator, tls },
         } => lists::drain(&agent_id, resume, &coordinator, &tls).await,
         Command::Bench {
             command:
