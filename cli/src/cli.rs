@@ -368,6 +368,9 @@ pub enum Command {
         /// Static shared memory (LDS) per block, bytes.
         #[arg(long, default_value_t = 0)]
         smem: u32,
+        /// Text, or one JSON document (docs/operations.md, "Lists for scripts").
+        #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+        format: ListFormat,
     },
 }
 
@@ -503,8 +506,14 @@ pub enum ConfigCommand {
     /// Validate a config file: print the settings it gives (defaults filled in) and exit 0,
     /// or name each problem (unknown key, wrong type, heartbeat not shorter than the lease,
     /// plaintext off loopback, TLS files incomplete, unreadable or with a key others can
-    /// read) and exit 2.
-    Check { file: PathBuf },
+    /// read) and exit 2. A client profile file (`[profile.NAME]`) is checked the same way.
+    Check {
+        file: PathBuf,
+        /// The settings as text (problems on stderr), or one JSON document on stdout
+        /// (docs/operations.md, "Lists for scripts").
+        #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+        format: ListFormat,
+    },
 }
 
 #[derive(Subcommand)]
@@ -573,6 +582,9 @@ pub enum CertsCommand {
         cert: PathBuf,
         #[command(flatten)]
         dir: CertsDir,
+        /// Text, or one JSON document (docs/operations.md, "Lists for scripts").
+        #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+        format: ListFormat,
     },
     /// Revoke a certificate on a running coordinator: refused from its next call, its
     /// agents' open sessions ended and their jobs requeued, kept across restarts. Name it by
@@ -595,6 +607,9 @@ pub enum CertsCommand {
     List {
         #[command(flatten)]
         to: CoordinatorArgs,
+        /// A table, or one JSON document (docs/operations.md, "Lists for scripts").
+        #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+        format: ListFormat,
     },
 }
 
@@ -711,17 +726,11 @@ pub enum HistoryFormat {
 /// Where a read-only command finds runs: a coordinator, or a data dir read directly.
 #[derive(clap::Args)]
 pub struct StoreSource {
-    #[arg(
-        long,
-        default_value = "http://127.0.0.1:7700",
-        env = "ABFLEET_COORDINATOR"
-    )]
-    pub coordinator: String,
+    #[command(flatten)]
+    pub to: CoordinatorArgs,
     /// Read the store in this data dir instead of asking a coordinator.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    #[command(flatten)]
-    pub tls: TlsArgs,
 }
 
 /// The certificate, key and fleet CA this process presents: to the coordinator (agents and
@@ -764,15 +773,21 @@ pub enum ListFormat {
 }
 
 /// The coordinator a client command talks to: its URL (`--coordinator`, or
-/// `ABFLEET_COORDINATOR`) and the certificate, key and CA to show it.
+/// `ABFLEET_COORDINATOR`) and the certificate, key and CA to show it. What neither a flag
+/// nor a variable gives comes from a client profile (`--profile`, `client_profile.rs`).
 #[derive(clap::Args, Clone)]
 pub struct CoordinatorArgs {
     #[arg(
         long,
-        default_value = "http://127.0.0.1:7700",
+        default_value = crate::config::DEFAULT_COORDINATOR_URL,
         env = "ABFLEET_COORDINATOR"
     )]
     pub coordinator: String,
+    /// The client profile giving the coordinator's URL and the TLS files
+    /// (`[profile.NAME]` of ~/.config/abfleet/client.toml, or of ABFLEET_CLIENT_CONFIG)
+    /// [default: `default` when the file has it]. Flags and variables win over it.
+    #[arg(long, value_name = "NAME", env = "ABFLEET_PROFILE")]
+    pub profile: Option<String>,
     #[command(flatten)]
     pub tls: TlsArgs,
 }
@@ -827,4 +842,43 @@ pub enum ReportFormat {
     /// Bencher Metric Format (JSON): per cell the fork's latency with its interval, upstream's,
     /// the speedup and the score deltas (docs/report-format.md).
     Bmf,
+}
+
+impl Command {
+    /// The coordinator a client command talks to, and whether it reads a store directly
+    /// instead (`--data-dir`); `None` for commands that talk to no coordinator.
+    pub fn coordinator_args_mut(&mut self) -> Option<(&mut CoordinatorArgs, bool)> {
+        fn from_store(source: &mut StoreSource) -> Option<(&mut CoordinatorArgs, bool)> {
+            let reads_a_store = source.data_dir.is_some();
+            Some((&mut source.to, reads_a_store))
+        }
+        match self {
+            Command::Submit { to, .. }
+            | Command::Trigger { to, .. }
+            | Command::Watch { to, .. }
+            | Command::Agents { to, .. }
+            | Command::Cancel { to, .. }
+            | Command::Bisect { to, .. }
+            | Command::Drain { to, .. }
+            | Command::Certs {
+                command: CertsCommand::Revoke { to, .. } | CertsCommand::List { to, .. },
+            } => Some((to, false)),
+            Command::Report { source, .. }
+            | Command::History { source, .. }
+            | Command::Runs { source, .. }
+            | Command::Docs {
+                command:
+                    DocsCommand::Update { source, .. }
+                    | DocsCommand::PullRequest(DocsPullRequestArgs { source, .. }),
+            } => from_store(source),
+            Command::Local { .. }
+            | Command::Calibrate { .. }
+            | Command::Coordinator { .. }
+            | Command::Agent { .. }
+            | Command::Config { .. }
+            | Command::Certs { .. }
+            | Command::Bench { .. }
+            | Command::Occupancy { .. } => None,
+        }
+    }
 }

@@ -39,6 +39,8 @@ pub struct ConfigFile {
     pub notify: Option<crate::notify_config::NotifyFile>,
     /// How the coordinator answers pull requests (`crate::github_config`).
     pub github: Option<crate::github_config::GitHubFile>,
+    /// Client profiles, `[profile.NAME]` (`crate::client_profile`).
+    pub profiles: Option<std::collections::BTreeMap<String, crate::client_profile::ClientProfile>>,
 }
 
 /// The `[coordinator]` table; each key is the flag of the same name.
@@ -121,6 +123,7 @@ impl ConfigFile {
             agent: None,
             notify: None,
             github: None,
+            profiles: None,
         };
         for (key, value) in &table {
             match key.as_str() {
@@ -161,13 +164,21 @@ impl ConfigFile {
                 }
                 "notify" => file.notify = file_table(key, value, base, &mut problems),
                 "github" => file.github = file_table(key, value, base, &mut problems),
+                "profile" => file.profiles = profiles(value, base, &mut problems),
                 _ => problems.push(format!(
-                    "unknown key `{key}` at the top level (a config file has a [coordinator] or an [agent] table, and [notify] and [github] for the coordinator)"
+                    "unknown key `{key}` at the top level (a config file has a [coordinator] or an [agent] table, and [notify] and [github] for the coordinator; a client profile file has [profile.NAME] tables)"
                 )),
             }
         }
-        if problems.is_empty() && file.coordinator.is_none() && file.agent.is_none() {
-            problems.push("it has neither a [coordinator] nor an [agent] table".to_string());
+        if problems.is_empty()
+            && file.coordinator.is_none()
+            && file.agent.is_none()
+            && file.profiles.is_none()
+        {
+            problems.push(
+                "it has neither a [coordinator] nor an [agent] table, nor a [profile.NAME]"
+                    .to_string(),
+            );
         }
         if problems.is_empty() {
             Ok(file)
@@ -216,6 +227,30 @@ fn section<T: serde::de::DeserializeOwned>(
             None
         }
     }
+}
+
+/// The `[profile.NAME]` tables of a client profile file, each checked like a table.
+fn profiles(
+    value: &toml::Value,
+    base: &Path,
+    problems: &mut Vec<String>,
+) -> Option<std::collections::BTreeMap<String, crate::client_profile::ClientProfile>> {
+    let Some(table) = value.as_table() else {
+        problems.push(format!(
+            "`profile` must hold tables ([profile.NAME]), not a {}",
+            value.type_str()
+        ));
+        return None;
+    };
+    let before = problems.len();
+    let found = table
+        .iter()
+        .filter_map(|(name, value)| {
+            file_table(&format!("profile.{name}"), value, base, problems)
+                .map(|profile| (name.clone(), profile))
+        })
+        .collect();
+    (problems.len() == before).then_some(found)
 }
 
 /// A table whose paths are files next to the config file (`[notify]`, `[github]`).
@@ -670,7 +705,7 @@ impl AgentSettings {
 
 /// The TLS keys: all three or none, each file readable, the key private. `Some(files)` when
 /// they are fine (`Some(None)`: none set), `None` after a problem.
-fn check_tls(
+pub(crate) fn check_tls(
     cert: &Option<PathBuf>,
     key: &Option<PathBuf>,
     ca: &Option<PathBuf>,
@@ -711,7 +746,7 @@ pub struct Findings {
 }
 
 impl Findings {
-    fn problem(&mut self, text: String) {
+    pub(crate) fn problem(&mut self, text: String) {
         self.problems.push(text);
     }
 
@@ -720,11 +755,11 @@ impl Findings {
     }
 }
 
-fn path_value(path: &Path) -> toml::Value {
+pub(crate) fn path_value(path: &Path) -> toml::Value {
     path.display().to_string().into()
 }
 
-fn line(out: &mut String, key: &str, value: Option<toml::Value>) {
+pub(crate) fn line(out: &mut String, key: &str, value: Option<toml::Value>) {
     match value {
         Some(value) => out.push_str(&format!("{key} = {value}\n")),
         None => out.push_str(&format!("# {key}: not set\n")),
@@ -732,31 +767,87 @@ fn line(out: &mut String, key: &str, value: Option<toml::Value>) {
 }
 
 /// `abfleet config check FILE`: the effective settings of each table on stdout, or each
-/// problem on stderr. Returns the exit code.
-pub fn check_file(path: &Path) -> i32 {
-    let file = match ConfigFile::load(path) {
-        Ok(file) => file,
-        Err(ConfigError::Invalid { path, problems }) => {
-            for problem in problems {
-                eprintln!("error: `{}`: {problem}", path.display());
-            }
-            return abfleet_core::exit::USAGE;
-        }
-        Err(err) => {
-            eprintln!("error: {err}");
-            return abfleet_core::exit::USAGE;
-        }
+/// problem on stderr (`--format json`: one document on stdout either way, docs/operations.md
+/// "Lists for scripts"). Returns the exit code.
+pub fn check_file(path: &Path, format: crate::cli::ListFormat) -> i32 {
+    let checked = match ConfigFile::load(path) {
+        Ok(file) => Ok(checked_tables(&file)),
+        Err(ConfigError::Invalid { problems, .. }) => Err(problems),
+        Err(err) => Err(vec![err.to_string()]),
     };
+    let problems: Vec<String> = match &checked {
+        Err(problems) => problems.clone(),
+        Ok(tables) => tables
+            .iter()
+            .flat_map(|table| {
+                table
+                    .findings
+                    .problems
+                    .iter()
+                    .map(move |problem| format!("[{}] {problem}", table.name))
+            })
+            .collect(),
+    };
+    let code = if problems.is_empty() {
+        abfleet_core::exit::OK
+    } else {
+        abfleet_core::exit::USAGE
+    };
+    if format == crate::cli::ListFormat::Json {
+        let tables = checked.as_deref().unwrap_or_default();
+        println!("{}", check_json(path, &problems, tables));
+        return code;
+    }
+    if !problems.is_empty() {
+        for problem in problems {
+            eprintln!("error: `{}`: {problem}", path.display());
+        }
+        return code;
+    }
+    println!(
+        "# `{}` is valid: the settings `abfleet coordinator|agent --config` and client\n# profiles take from it, defaults filled in (flags and their variables override them)",
+        path.display()
+    );
+    for table in checked.unwrap_or_default() {
+        println!();
+        print!("{}", table.text);
+        for note in &table.findings.notes {
+            eprintln!("note: [{}] {note}", table.name);
+        }
+    }
+    code
+}
+
+/// One table of a checked file: its effective settings as TOML and what the check found.
+struct CheckedTable {
+    name: String,
+    text: String,
+    findings: Findings,
+}
+
+/// Each table of a valid file, checked as the service reading it would.
+fn checked_tables(file: &ConfigFile) -> Vec<CheckedTable> {
     let mut tables = Vec::new();
+    let mut push = |name: String, text: String, findings: Findings| {
+        tables.push(CheckedTable {
+            name,
+            text,
+            findings,
+        })
+    };
+    let problems_only = |problems| Findings {
+        problems,
+        notes: Vec::new(),
+    };
     if let Some(section) = &file.coordinator {
         let mut settings = CoordinatorSettings::default();
         settings.overlay(section, |_| false);
-        tables.push(("coordinator", settings.to_toml(), settings.check()));
+        push("coordinator".into(), settings.to_toml(), settings.check());
     }
     if let Some(section) = &file.agent {
         let mut settings = AgentSettings::default();
         settings.overlay(section, |_| false);
-        tables.push(("agent", settings.to_toml(), settings.check()));
+        push("agent".into(), settings.to_toml(), settings.check());
     }
     if let Some(section) = &file.github {
         let milestone = file
@@ -777,56 +868,57 @@ pub fn check_file(path: &Path) -> i32 {
             ),
             Err(problems) => (String::new(), problems),
         };
-        tables.push((
-            "github",
-            text,
-            Findings {
-                problems,
-                notes: Vec::new(),
-            },
-        ));
+        push("github".into(), text, problems_only(problems));
     }
     if let Some(section) = &file.notify {
         let (text, problems) = match section.load() {
             Ok(config) => (notify_summary(&config), Vec::new()),
             Err(problems) => (String::new(), problems),
         };
-        tables.push((
-            "notify",
-            text,
-            Findings {
-                problems,
-                notes: Vec::new(),
-            },
-        ));
+        push("notify".into(), text, problems_only(problems));
     }
-    let problems: Vec<String> = tables
+    for (name, profile) in file.profiles.iter().flatten() {
+        let (text, findings) = crate::client_profile::check(name, profile);
+        push(format!("profile.{name}"), text, findings);
+    }
+    tables
+}
+
+/// `config check --format json`: the file, whether it is valid, every problem, and per
+/// table its effective settings (the keys that are set) and notes.
+fn check_json(path: &Path, problems: &[String], tables: &[CheckedTable]) -> serde_json::Value {
+    let tables: Vec<serde_json::Value> = tables
         .iter()
-        .flat_map(|(table, _, findings)| {
-            findings
-                .problems
-                .iter()
-                .map(move |problem| format!("[{table}] {problem}"))
+        .map(|table| {
+            let settings = table_settings(&table.text)
+                .remove(table.name.split('.').next().unwrap_or_default())
+                .map(|settings| match table.name.split_once('.') {
+                    Some((_, profile)) => settings
+                        .get(profile)
+                        .cloned()
+                        .unwrap_or(toml::Value::Table(Default::default())),
+                    None => settings,
+                })
+                .unwrap_or(toml::Value::Table(Default::default()));
+            serde_json::json!({
+                "table": table.name,
+                "settings": settings,
+                "problems": table.findings.problems,
+                "notes": table.findings.notes,
+            })
         })
         .collect();
-    if !problems.is_empty() {
-        for problem in problems {
-            eprintln!("error: `{}`: {problem}", path.display());
-        }
-        return abfleet_core::exit::USAGE;
-    }
-    println!(
-        "# `{}` is valid: the settings `abfleet coordinator|agent --config` takes from it, defaults\n# filled in (flags and ABFLEET_TLS_* override them)",
-        path.display()
-    );
-    for (table, text, findings) in tables {
-        println!();
-        print!("{text}");
-        for note in &findings.notes {
-            eprintln!("note: [{table}] {note}");
-        }
-    }
-    abfleet_core::exit::OK
+    serde_json::json!({
+        "file": path.display().to_string(),
+        "valid": problems.is_empty(),
+        "problems": problems,
+        "tables": tables,
+    })
+}
+
+/// The keys a table's effective TOML sets (its comments are for people).
+fn table_settings(text: &str) -> toml::Table {
+    text.parse().unwrap_or_default()
 }
 
 /// The alert settings as `config check` shows them: each endpoint's name, format, where
@@ -1144,7 +1236,7 @@ mod tests {
         ));
         assert_eq!(
             problems("# nothing\n"),
-            ["it has neither a [coordinator] nor an [agent] table"]
+            ["it has neither a [coordinator] nor an [agent] table, nor a [profile.NAME]"]
         );
         assert!(problems("coordinator = 1\n")[0].contains("must be a table"));
     }

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod client_profile;
 mod commands;
 mod config;
 mod failure;
@@ -30,6 +31,11 @@ fn main() -> ExitCode {
     }
     // `--config FILE` fills what the command line left at its default.
     if let Err(err) = config::apply(&mut cli.command, &matches) {
+        eprintln!("error: {err}");
+        return ExitCode::from(abfleet_core::exit::USAGE as u8);
+    }
+    // A client profile fills the coordinator and TLS files no flag or variable gave.
+    if let Err(err) = client_profile::apply(&mut cli.command, &matches) {
         eprintln!("error: {err}");
         return ExitCode::from(abfleet_core::exit::USAGE as u8);
     }

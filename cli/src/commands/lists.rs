@@ -45,7 +45,7 @@ pub async fn runs(
             }
         }
         None => {
-            let mut client = control_client(&source.coordinator, &source.tls).await?;
+            let mut client = control_client(&source.to.coordinator, &source.to.tls).await?;
             let mut runs = Vec::new();
             let mut page_token = String::new();
             loop {

@@ -72,7 +72,7 @@ pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure
                 })
         }
         None => {
-            let mut client = control_client(&source.coordinator, &source.tls).await?;
+            let mut client = control_client(&source.to.coordinator, &source.to.tls).await?;
             fetch_report(&mut client, &run_id.to_string()).await
         }
     }
@@ -106,7 +106,7 @@ pub async fn history(args: HistoryArgs, source: &StoreSource) -> Result<i32, Fai
                 .infra()?
         }
         None => {
-            let mut client = control_client(&source.coordinator, &source.tls).await?;
+            let mut client = control_client(&source.to.coordinator, &source.to.tls).await?;
             let response = client
                 .get_history(abfleet_proto::pb::GetHistoryRequest {
                     generation: args.generation.clone(),
