@@ -89,6 +89,27 @@ fn init_and_issue_write_the_files_refuse_to_overwrite_and_read_back() {
                 && shown.contains(&format!("sha256 {}", identity.certificate.fingerprint)),
             "{shown}"
         );
+        let json: serde_json::Value = serde_json::from_str(&ok(&abfleet(
+            tmp.path(),
+            &["certs", "show", "--format", "json", cert.to_str().unwrap()],
+        )))
+        .unwrap();
+        assert_eq!(
+            (
+                &json["role"],
+                &json["name"],
+                &json["serial"],
+                &json["sha256"]
+            ),
+            (
+                &serde_json::json!(role.to_string()),
+                &serde_json::json!(name),
+                &serde_json::json!(identity.certificate.serial),
+                &serde_json::json!(identity.certificate.fingerprint)
+            ),
+            "{json}"
+        );
+        assert!(json["expires_ms"].as_i64().unwrap() > 0, "{json}");
     }
     let coordinator = std::fs::read_to_string(dir.join("coordinator-coord.pem")).unwrap();
     let parsed = der_from_pem("c", &coordinator).unwrap();

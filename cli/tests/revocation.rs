@@ -230,6 +230,31 @@ async fn a_revoked_agent_certificate_is_cut_off_within_seconds_and_stays_revoked
             .any(|line| line.contains(&agent_id) && line.ends_with("revoked")),
         "{listed}"
     );
+    let listed: serde_json::Value = serde_json::from_str(&ok(as_operator(
+        root,
+        &certs,
+        &url,
+        &["certs", "list", "--format", "json"],
+    )))
+    .unwrap();
+    assert_eq!(
+        listed["revoked"][0]["reason"]
+            .as_str()
+            .map(|r| r.contains("copied off the host")),
+        Some(true),
+        "{listed}"
+    );
+    let listed_agent = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|agent| agent["agent_id"] == agent_id.as_str())
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(
+        (&listed_agent["certificate"], &listed_agent["revoked"]),
+        (&serde_json::json!("bench-1"), &serde_json::json!(true)),
+        "{listed}"
+    );
 
     // The deny list is in the store: a restarted coordinator still refuses the old key.
     drop(agent);

@@ -8,7 +8,7 @@ use abfleet_core::report::format_utc;
 use abfleet_proto::pb;
 
 use super::{control_client, status_error};
-use crate::cli::TlsArgs;
+use crate::cli::{ListFormat, TlsArgs};
 use crate::failure::{Classify, Failure};
 
 pub async fn revoke(
@@ -68,13 +68,17 @@ pub async fn revoke(
     Ok(abfleet_core::exit::OK)
 }
 
-pub async fn list(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
+pub async fn list(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Result<i32, Failure> {
     let mut client = control_client(coordinator, tls).await?;
     let listing = client
         .list_certificates(pb::ListCertificatesRequest {})
         .await
         .map_err(|s| status_error("failed to list certificates", s))?
         .into_inner();
+    if format == ListFormat::Json {
+        println!("{}", listing_json(&listing));
+        return Ok(abfleet_core::exit::OK);
+    }
     println!("revoked certificates: {}", listing.revoked.len());
     for revoked in &listing.revoked {
         println!(
@@ -105,6 +109,43 @@ pub async fn list(coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
         );
     }
     Ok(abfleet_core::exit::OK)
+}
+
+/// `certs list --format json`: the deny list and each agent id's certificate
+/// (docs/operations.md, "Lists for scripts"); an unknown value is `null`, not `""`.
+fn listing_json(listing: &pb::ListCertificatesResponse) -> serde_json::Value {
+    let text = |value: &str| (!value.is_empty()).then(|| value.to_string());
+    let revoked: Vec<serde_json::Value> = listing
+        .revoked
+        .iter()
+        .map(|revoked| {
+            serde_json::json!({
+                "key": revoked.key,
+                "name": text(&revoked.name),
+                "role": text(&revoked.role),
+                "serial": text(&revoked.serial),
+                "sha256": text(&revoked.fingerprint),
+                "revoked": format_utc(revoked.revoked_ms),
+                "revoked_ms": revoked.revoked_ms,
+                "revoked_by": revoked.revoked_by,
+                "reason": revoked.reason,
+            })
+        })
+        .collect();
+    let agents: Vec<serde_json::Value> = listing
+        .agents
+        .iter()
+        .map(|agent| {
+            serde_json::json!({
+                "agent_id": agent.agent_id,
+                "certificate": agent.cert_name,
+                "serial": text(&agent.serial),
+                "registered_ms": (agent.registered_ms > 0).then_some(agent.registered_ms),
+                "revoked": agent.revoked,
+            })
+        })
+        .collect();
+    serde_json::json!({ "revoked": revoked, "agents": agents })
 }
 
 /// A revoked certificate as one phrase: name and role when known, serial, fingerprint.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use abfleet_core::certs::{self, IssuedCert, Role};
 
-use crate::cli::{CertRole, CertsCommand, CoordinatorArgs};
+use crate::cli::{CertRole, CertsCommand, CoordinatorArgs, ListFormat};
 use crate::failure::{Classify, Failure};
 
 const KEY_MODE: u32 = 0o600;
@@ -27,12 +27,14 @@ pub async fn run(command: CertsCommand) -> Result<i32, Failure> {
             dir,
             force,
         } => issue(&dir.dir, role_of(role), &name, san, force),
-        CertsCommand::Show { cert, dir } => show(&dir.dir, &cert),
+        CertsCommand::Show { cert, dir, format } => show(&dir.dir, &cert, format),
         CertsCommand::Revoke {
             serial_or_fingerprint,
             cert,
             reason,
-            to: CoordinatorArgs { coordinator, tls },
+            to: CoordinatorArgs {
+                coordinator, tls, ..
+            },
         } => {
             super::certificates::revoke(
                 serial_or_fingerprint.as_deref(),
@@ -44,8 +46,11 @@ pub async fn run(command: CertsCommand) -> Result<i32, Failure> {
             .await
         }
         CertsCommand::List {
-            to: CoordinatorArgs { coordinator, tls },
-        } => super::certificates::list(&coordinator, &tls).await,
+            to: CoordinatorArgs {
+                coordinator, tls, ..
+            },
+            format,
+        } => super::certificates::list(&coordinator, &tls, format).await,
     }
 }
 
@@ -110,7 +115,7 @@ fn issue(
     Ok(abfleet_core::exit::OK)
 }
 
-fn show(dir: &Path, cert: &Path) -> Result<i32, Failure> {
+fn show(dir: &Path, cert: &Path, format: ListFormat) -> Result<i32, Failure> {
     let ca = read_ca_cert(dir)?;
     let text = std::fs::read_to_string(cert)
         .map_err(|err| anyhow::anyhow!("failed to read `{}`: {err}", cert.display()))
@@ -121,13 +126,28 @@ fn show(dir: &Path, cert: &Path) -> Result<i32, Failure> {
         .map_err(|err| anyhow::anyhow!("`{}`: {err}", cert.display()))
         .usage()?;
     let facts = certs::certificate_facts(&text).usage()?;
-    println!("role {} name {}", identity.role, identity.name);
-    println!("serial {}", identity.certificate.serial);
-    println!("sha256 {}", identity.certificate.fingerprint);
-    println!(
-        "expires {}",
-        abfleet_core::report::format_utc(facts.not_after_s.saturating_mul(1000))
-    );
+    let expires_ms = facts.not_after_s.saturating_mul(1000);
+    let expires = abfleet_core::report::format_utc(expires_ms);
+    match format {
+        ListFormat::Text => {
+            println!("role {} name {}", identity.role, identity.name);
+            println!("serial {}", identity.certificate.serial);
+            println!("sha256 {}", identity.certificate.fingerprint);
+            println!("expires {expires}");
+        }
+        ListFormat::Json => println!(
+            "{}",
+            serde_json::json!({
+                "file": cert.display().to_string(),
+                "role": identity.role.to_string(),
+                "name": identity.name,
+                "serial": identity.certificate.serial,
+                "sha256": identity.certificate.fingerprint,
+                "expires": expires,
+                "expires_ms": expires_ms,
+            })
+        ),
+    }
     Ok(abfleet_core::exit::OK)
 }
 

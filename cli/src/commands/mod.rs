@@ -102,7 +102,9 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         }
         Command::Submit {
             spec,
-            to: CoordinatorArgs { coordinator, tls },
+            to: CoordinatorArgs {
+                coordinator, tls, ..
+            },
             wait,
             out,
             trigger,
@@ -124,7 +126,9 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             note,
             pr,
             spec,
-            to: CoordinatorArgs { coordinator, tls },
+            to: CoordinatorArgs {
+                coordinator, tls, ..
+            },
             wait,
             out,
             fail_on,
@@ -187,12 +191,16 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             source,
         } => lists::runs(if all { None } else { Some(limit) }, format, &source).await,
         Command::Agents {
-            to: CoordinatorArgs { coordinator, tls },
+            to: CoordinatorArgs {
+                coordinator, tls, ..
+            },
             format,
         } => lists::agents(&coordinator, &tls, format).await,
         Command::Cancel {
             run_id,
-            to: CoordinatorArgs { coordinator, tls },
+            to: CoordinatorArgs {
+                coordinator, tls, ..
+            },
         } => lists::cancel(&run_id, &coordinator, &tls).await,
         Command::Bisect {
             run_id,
@@ -203,7 +211,9 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             workload,
             fixture,
             out,
-            to: CoordinatorArgs { coordinator, tls },
+            to: CoordinatorArgs {
+                coordinator, tls, ..
+            },
         } => {
             bisect::run(
                 bisect::BisectArgs {
@@ -247,17 +257,21 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         } => docs_pull_request::run(args).await,
         Command::Watch {
             run_id,
-            to: CoordinatorArgs { coordinator, tls },
+            to: CoordinatorArgs {
+                coordinator, tls, ..
+            },
             out,
             fail_on,
         } => submit::watch(&run_id, &coordinator, &tls, out, &fail_on.fail_on).await,
         Command::Config {
-            command: ConfigCommand::Check { file },
-        } => Ok(crate::config::check_file(&file)),
+            command: ConfigCommand::Check { file, format },
+        } => Ok(crate::config::check_file(&file, format)),
         Command::Drain {
             agent_id,
             resume,
-            to: CoordinatorArgs { coordinator, tls },
+            to: CoordinatorArgs {
+                coordinator, tls, ..
+            },
         } => lists::drain(&agent_id, resume, &coordinator, &tls).await,
         Command::Bench {
             command:
@@ -360,6 +374,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             vgprs,
             sgprs,
             smem,
+            format,
         } => occupancy::run(&occupancy::OccupancyArgs {
             arch,
             block,
@@ -367,6 +382,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             vgprs,
             sgprs,
             smem,
+            format,
         }),
     }
 }
