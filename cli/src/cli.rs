@@ -347,6 +347,19 @@ pub enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
+    /// Print shell completions for `abfleet` on stdout, e.g.
+    /// `abfleet completions bash > /usr/share/bash-completion/completions/abfleet`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the manual pages: abfleet.1 and one per subcommand (abfleet-submit.1, …), for
+    /// `man -l` or a MANPATH directory (the Debian package installs them).
+    Man {
+        /// The directory the pages are written to (created when missing).
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
     /// Theoretical occupancy of one kernel launch and its limiter:
     /// `--arch sm_89 --block 128 --regs 255 [--smem BYTES]`, or `--arch gfx942 --vgprs N`.
     Occupancy {
@@ -777,6 +790,8 @@ pub enum ListFormat {
 /// nor a variable gives comes from a client profile (`--profile`, `client_profile.rs`).
 #[derive(clap::Args, Clone)]
 pub struct CoordinatorArgs {
+    /// The coordinator's URL: `https://HOST:7700` under mutual TLS (with the three TLS
+    /// files), `http://127.0.0.1:7700` to a plaintext one on loopback.
     #[arg(
         long,
         default_value = crate::config::DEFAULT_COORDINATOR_URL,
@@ -878,6 +893,8 @@ impl Command {
             | Command::Config { .. }
             | Command::Certs { .. }
             | Command::Bench { .. }
+            | Command::Completions { .. }
+            | Command::Man { .. }
             | Command::Occupancy { .. } => None,
         }
     }

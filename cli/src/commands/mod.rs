@@ -10,6 +10,7 @@ mod docs_pull_request;
 mod follow;
 mod lists;
 mod local;
+mod manual;
 mod occupancy;
 mod report;
 mod serve;
@@ -367,6 +368,8 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             runs,
         )),
         Command::Certs { command } => certs::run(command).await,
+        Command::Completions { shell } => manual::completions(shell),
+        Command::Man { out } => manual::man_pages(&out),
         Command::Occupancy {
             arch,
             block,
