@@ -74,7 +74,7 @@ fn every_subcommand_has_a_manual_page() {
         .filter(|name| *name != "help")
         .collect();
     assert!(subcommands.len() > 20, "{help}");
-    for name in subcommands.iter().copied() {
+    for name in subcommands {
         let page = out.join(format!("abfleet-{name}.1"));
         let text = std::fs::read_to_string(&page)
             .unwrap_or_else(|err| panic!("no page for `{name}` ({err}): {}", output_text(&output)));
