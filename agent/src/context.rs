@@ -36,6 +36,9 @@ pub struct JobContext {
     pub kept_cells: std::collections::BTreeSet<u32>,
     pub sink: EventSink,
     pub cancel: watch::Receiver<bool>,
+    /// Set before `cancel` when the agent itself is stopping (SIGTERM, Ctrl-C): the job is
+    /// handed back, not cancelled — no `done` event, so the coordinator requeues it.
+    pub handing_back: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Why a job stopped early.

@@ -5,6 +5,7 @@
 //! spec runs the retuning sweep (`stages::sweep`) instead. "Done" goes
 //! out only after every earlier event was acknowledged. This module only sequences.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use abfleet_core::events::{JobEventPayload, JobOutcome, LogLevel, Side};
@@ -19,6 +20,15 @@ pub async fn run_job(mut ctx: JobContext) -> JobOutcome {
     info!(job_id = %ctx.job_id, attempt = ctx.attempt, name = %ctx.spec.name, "job started");
     let (outcome, error) = match run_stages(&mut ctx).await {
         Ok(()) => (JobOutcome::Completed, None),
+        Err(Stop::Cancelled) if ctx.handing_back.load(Ordering::SeqCst) => {
+            // The agent is stopping: what was measured is uploaded (bounded: the coordinator
+            // may be gone, and the spool keeps it for the next start), and no `done` goes
+            // out — the coordinator requeues the job when the agent says it is leaving.
+            info!(job_id = %ctx.job_id, "the agent is stopping; handing the job back");
+            let _ = tokio::time::timeout(Duration::from_secs(10), ctx.sink.flush()).await;
+            ctx.sink.close();
+            return JobOutcome::Cancelled;
+        }
         Err(Stop::Cancelled) => (
             JobOutcome::Cancelled,
             Some("the job was cancelled".to_string()),

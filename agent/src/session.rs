@@ -28,6 +28,8 @@ struct RunningJob {
     job_id: String,
     attempt: u32,
     cancel: watch::Sender<bool>,
+    /// Set when the agent stops with the job unfinished (`JobContext::handing_back`).
+    handing_back: std::sync::Arc<std::sync::atomic::AtomicBool>,
     sink: EventSink,
     handle: JoinHandle<JobOutcome>,
 }
@@ -122,7 +124,7 @@ pub async fn run_agent(
         loop {
             tokio::select! {
                 _ = &mut shutdown => {
-                    stop_running(&mut running).await;
+                    hand_back(&agent_id, &mut running, outgoing, &mut incoming).await;
                     return Ok(());
                 }
                 _ = beat.tick() => {
@@ -279,6 +281,44 @@ async fn wait_for(running: &mut Option<RunningJob>) -> JobOutcome {
     }
 }
 
+/// The agent is stopping with its session open: the job it runs is stopped, what it
+/// measured uploaded, and the coordinator told the job is handed back (`Leaving`), so that
+/// another agent takes it at once instead of after `agent_lost_after`. Waits briefly for the
+/// coordinator to close the session, so the message is not lost with the process.
+async fn hand_back(
+    agent_id: &str,
+    running: &mut Option<RunningJob>,
+    outgoing: tokio::sync::mpsc::Sender<pb::AgentMessage>,
+    incoming: &mut Incoming,
+) {
+    let Some(job) = running.take() else {
+        return;
+    };
+    info!(job_id = %job.job_id, attempt = job.attempt, "stopping the running job and handing it back");
+    job.handing_back
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = job.cancel.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(15), job.handle).await;
+    let leaving = pb::AgentMessage {
+        agent_id: agent_id.to_string(),
+        kind: Some(pb::agent_message::Kind::Leaving(pb::Leaving {
+            job_id: job.job_id.clone(),
+            attempt: job.attempt,
+        })),
+    };
+    if outgoing.send(leaving).await.is_err() {
+        return;
+    }
+    drop(outgoing);
+    let closed = async { while let Ok(Some(_)) = incoming.message().await {} };
+    if tokio::time::timeout(Duration::from_secs(3), closed)
+        .await
+        .is_err()
+    {
+        warn!(job_id = %job.job_id, "the coordinator did not close the session; it requeues the job after agent_lost_after");
+    }
+}
+
 async fn stop_running(running: &mut Option<RunningJob>) {
     if let Some(job) = running.take() {
         info!(job_id = %job.job_id, "stopping the running job");
@@ -353,6 +393,7 @@ fn start_job(
     })?;
     tokio::spawn(sink.clone().upload(client.clone()));
     let (cancel, cancel_rx) = watch::channel(false);
+    let handing_back = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     info!(job_id = %offer.job_id, attempt = offer.attempt, run_id = %offer.run_id, "job accepted");
     let checked = JobSpec::from_json(&offer.spec_json)
         .map_err(|err| {
@@ -373,6 +414,7 @@ fn start_job(
                 kept_cells: offer.kept_cells.iter().copied().collect(),
                 sink: sink.clone(),
                 cancel: cancel_rx,
+                handing_back: handing_back.clone(),
             }),
         )),
         Err(error) => {
@@ -384,6 +426,7 @@ fn start_job(
         job_id: offer.job_id,
         attempt: offer.attempt,
         cancel,
+        handing_back,
         sink,
         handle,
     })

@@ -1,7 +1,9 @@
 //! SIGTERM — what systemd, Kubernetes and `docker stop` send — stops `abfleet coordinator`
 //! and `abfleet agent` as cleanly as Ctrl-C (issue 25): real processes, a real run. The
-//! agent stopped mid-job exits 0 having delivered what it measured; the coordinator exits 0
-//! and its store opens again with every stored cell.
+//! agent stopped mid-job exits 0 having delivered what it measured and handed its job back
+//! (queued again at once, not cancelled, not left to `agent_lost_after`), another agent
+//! finishes it without measuring a cell twice; the coordinator exits 0 and its store opens
+//! again with every stored cell.
 
 mod support;
 
@@ -9,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use abfleet_coordinator::store::Store;
+use abfleet_core::report::{JobState, RunState};
 use support::*;
 
 fn terminate(child: &std::process::Child) {
@@ -84,8 +87,51 @@ async fn sigterm_stops_the_agent_and_the_coordinator_cleanly() {
         stderr.contains("abfleet agent: SIGTERM, stopping"),
         "{stderr}"
     );
+    let measured_first = store.stored_cells(job_id).await.unwrap();
+    assert!(!measured_first.is_empty());
+    // Handed back, not cancelled: queued again the moment the agent left.
+    let job = store.job(job_id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Queued, "{job:?}");
+    assert!(
+        job.error
+            .as_deref()
+            .is_some_and(|error| error.contains("stopped and handed back attempt 1")),
+        "{job:?}"
+    );
+    // Another agent finishes the job, measuring only the cells the first did not store.
+    let second = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args(["agent", "--coordinator", &url, "--work-dir"])
+            .arg(tmp.path().join("agent-2"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let run_id: abfleet_core::RunId = run_id.parse().unwrap();
+    let run = wait_until(Duration::from_secs(300), "the run finished", || {
+        let store = store.clone();
+        async move {
+            let run = store.run(run_id).await.unwrap().unwrap();
+            (run.state != RunState::Running && run.state != RunState::Queued).then_some(run)
+        }
+    })
+    .await;
+    assert_eq!(
+        (run.state, run.exit_code),
+        (RunState::Done, Some(0)),
+        "{run:?}"
+    );
     let kept = store.stored_cells(job_id).await.unwrap();
-    assert!(!kept.is_empty());
+    let mut indexes: Vec<u32> = kept.iter().map(|(_, index)| *index).collect();
+    indexes.sort();
+    assert_eq!(indexes, [0, 1, 2, 3], "each cell once: {kept:?}");
+    assert!(
+        measured_first.iter().all(|cell| kept.contains(cell)),
+        "the first agent's cells are kept: {measured_first:?} in {kept:?}"
+    );
+    terminate(&second.0);
+    let (code, stderr) = exited(second, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "an idle agent stops cleanly too: {stderr}");
     drop(store);
 
     terminate(&coordinator.0);

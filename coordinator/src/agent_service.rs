@@ -210,6 +210,13 @@ async fn handle_agent_message(
             fleet.heartbeat(agent_id, running).await
         }
         Some(pb::agent_message::Kind::Ready(_)) => fleet.ready(agent_id).await,
+        Some(pb::agent_message::Kind::Leaving(leaving)) => match leaving.job_id.parse::<JobId>() {
+            Ok(job_id) => fleet.agent_leaving(agent_id, job_id, leaving.attempt).await,
+            Err(err) => {
+                warn!(agent_id = %agent_id, error = %err, "a leaving agent names a bad job id");
+                Ok(())
+            }
+        },
         None => Ok(()),
     }
 }

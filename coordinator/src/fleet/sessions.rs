@@ -160,6 +160,41 @@ impl Fleet {
         Ok(())
     }
 
+    /// The agent is stopping and hands back `attempt` of `job_id`, which it stopped with its
+    /// events uploaded: the job is requeued at once, and — a planned stop being no failure —
+    /// never failed for it, whatever attempts it has used. Should the same agent come back
+    /// before another took the job, it reclaims the lease and the attempt goes on. A job the
+    /// agent no longer holds at that attempt is left alone.
+    pub async fn agent_leaving(
+        &self,
+        agent_id: AgentId,
+        job_id: JobId,
+        attempt: u32,
+    ) -> Result<(), FleetError> {
+        let Some(job) = self.inner.store.job(job_id).await? else {
+            return Ok(());
+        };
+        if job.state != JobState::Leased || job.agent_id != Some(agent_id) || job.attempt != attempt
+        {
+            return Ok(());
+        }
+        info!(agent_id = %agent_id, job_id = %job_id, attempt, "the agent stopped and handed its job back; requeueing it");
+        let reason = format!("agent {agent_id} stopped and handed back attempt {attempt}");
+        let state = self
+            .inner
+            .store
+            .release_job(job_id, u32::MAX, reason.clone())
+            .await?;
+        self.publish(RunProgress::new(
+            job.run_id,
+            Some(job_id),
+            state.as_str(),
+            &reason,
+        ));
+        self.dispatch().await?;
+        Ok(())
+    }
+
     /// Forgets the agent's session `number` if it is still the open one, and notes when it
     /// went (the reaper's `agent_lost_after` counts from then). False when a newer session
     /// replaced it.
