@@ -890,15 +890,13 @@ fn check_json(path: &Path, problems: &[String], tables: &[CheckedTable]) -> serd
     let tables: Vec<serde_json::Value> = tables
         .iter()
         .map(|table| {
-            let settings = table_settings(&table.text)
-                .remove(table.name.split('.').next().unwrap_or_default())
-                .map(|settings| match table.name.split_once('.') {
-                    Some((_, profile)) => settings
-                        .get(profile)
-                        .cloned()
-                        .unwrap_or(toml::Value::Table(Default::default())),
-                    None => settings,
-                })
+            // The table's own keys: `[profile.lab]` is nested in its TOML as profile → lab.
+            let parsed = toml::Value::Table(table.text.parse().unwrap_or_default());
+            let settings = table
+                .name
+                .split('.')
+                .try_fold(&parsed, |value, key| value.get(key))
+                .cloned()
                 .unwrap_or(toml::Value::Table(Default::default()));
             serde_json::json!({
                 "table": table.name,
@@ -914,11 +912,6 @@ fn check_json(path: &Path, problems: &[String], tables: &[CheckedTable]) -> serd
         "problems": problems,
         "tables": tables,
     })
-}
-
-/// The keys a table's effective TOML sets (its comments are for people).
-fn table_settings(text: &str) -> toml::Table {
-    text.parse().unwrap_or_default()
 }
 
 /// The alert settings as `config check` shows them: each endpoint's name, format, where
