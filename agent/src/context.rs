@@ -36,6 +36,8 @@ pub struct JobContext {
     pub kept_cells: std::collections::BTreeSet<u32>,
     pub sink: EventSink,
     pub cancel: watch::Receiver<bool>,
+    /// The cache entries this job uses, stamped and pinned until the job ends.
+    pub cache: crate::cache::JobCache,
 }
 
 /// Why a job stopped early.
@@ -123,6 +125,17 @@ pub(crate) async fn prepare_fixtures(ctx: &JobContext) -> Result<JobFixtures, St
     .map_err(|err| Stop::Failed(format!("fixture task failed: {err}")))?
     .ok_or(Stop::Cancelled)?
     .map_err(|err| Stop::Failed(err.to_string()))
+    .inspect(|prepared| {
+        // The cached files the cells read (a path fixture's copy is the job's own).
+        let cache = ctx.work_dir.join("fixtures");
+        for fixture in prepared.iter() {
+            for file in [&fixture.reference, &fixture.distorted] {
+                if file.starts_with(&cache) {
+                    ctx.cache.use_entry(file);
+                }
+            }
+        }
+    })
 }
 
 /// Fetches a side's source and builds it with `recipe` (the side's own, or a backend's
@@ -174,7 +187,12 @@ pub(crate) async fn fetch(
         .ok_or(Stop::Cancelled)?
     };
     let resolved = match resolved {
-        Ok(resolved) => resolved,
+        Ok(resolved) => {
+            if let Some(mirror) = resolved.mirror() {
+                ctx.cache.use_entry(mirror);
+            }
+            resolved
+        }
         Err(err) => {
             let record = BuildRecord {
                 side,
@@ -260,6 +278,10 @@ pub(crate) async fn build_fetched(
             }
         }
     };
+    // The build directory (a failed build's holds its log) is the job's until it ends.
+    if let Some(dir) = built.tree.parent().filter(|dir| dir.is_dir()) {
+        ctx.cache.use_entry(dir);
+    }
     check_cancel(ctx)?;
     info!(side = side.name(), status = ?built.record.status, "build finished");
     emit(ctx, JobEventPayload::Build(built.record.clone()))?;

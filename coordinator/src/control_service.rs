@@ -299,6 +299,8 @@ impl pb::control_service_server::ControlService for ControlService {
                     .map(|(_, id)| id.serial.clone())
                     .unwrap_or_default(),
                 cert_name: agent.certificate.map(|(name, _)| name).unwrap_or_default(),
+                cache_bytes: None,
+                max_cache_bytes: None,
             })
             .collect();
         Ok(Response::new(pb::ListAgentsResponse {
