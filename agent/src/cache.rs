@@ -188,12 +188,18 @@ pub fn evict(
             .remove
             .retain(|e| !failed.iter().any(|(p, _)| p == &e.path));
     }
-    Ok(Eviction { choice, failed })
+    Ok(Eviction {
+        entries: entries.len(),
+        choice,
+        failed,
+    })
 }
 
 /// What [`evict`] did.
 #[derive(Debug, Clone)]
 pub struct Eviction {
+    /// How many entries the cache had.
+    pub entries: usize,
     pub choice: Choice,
     /// Entries chosen but not removed, and why.
     pub failed: Vec<(PathBuf, String)>,
