@@ -358,3 +358,66 @@ async fn the_agents_cache_stays_under_its_budget_through_a_bisect() {
     );
     assert_eq!(cache::total_bytes(&cache::scan(&work_dir).unwrap()), 0);
 }
+
+/// The entries of the job that just ran are pinned through the pass at its end: with a
+/// budget smaller than one job's needs, its builds and fixtures stay (the next job of the
+/// same spec reuses them), the agent reports a size over the budget and logs a warning that
+/// says what to raise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_jobs_own_entries_are_never_evicted_and_a_budget_too_small_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = CoordinatorConfig {
+        heartbeat_interval: Duration::from_millis(200),
+        ..CoordinatorConfig::default()
+    };
+    let coordinator = TestCoordinator::start(&tmp.path().join("data"), config).await;
+    let work_dir = tmp.path().join("agent");
+    let agent_log = std::fs::File::create(tmp.path().join("agent.log")).unwrap();
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(["agent", "--coordinator", &coordinator.url(), "--work-dir"])
+        .arg(&work_dir)
+        .args(["--max-cache-bytes", "1K"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(agent_log)
+        .spawn()
+        .unwrap();
+    let mut client = coordinator.control().await;
+    wait_for_agents(&client, 1).await;
+    let spec = SpecOptions {
+        workloads: &["psnr"],
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "spec.toml");
+    let (_, report) = submit_and_wait(&mut client, &spec).await;
+    assert_eq!(report.exit_code, 0, "{:?}", report.errors);
+    let log = || std::fs::read_to_string(tmp.path().join("agent.log")).unwrap();
+    let reported = wait_until(
+        Duration::from_secs(60),
+        "the agent to report the size after its job",
+        || {
+            let client = client.clone();
+            async move {
+                let agent = list_agents(&client).await.into_iter().next()?;
+                agent.cache_bytes.filter(|bytes| *bytes > 1024)
+            }
+        },
+    )
+    .await;
+    let entries = cache::scan(&work_dir).unwrap();
+    let kinds = |kind| entries.iter().filter(|e| e.kind == kind).count();
+    assert_eq!(
+        (kinds(EntryKind::Build), kinds(EntryKind::Fixture)),
+        (2, 2),
+        "both sides' builds and both generated fixtures stay: {entries:#?}"
+    );
+    assert_eq!(reported, cache::total_bytes(&entries));
+    wait_until(
+        Duration::from_secs(30),
+        "the warning about the budget",
+        || async { log().contains("raise max_cache_bytes").then_some(()) },
+    )
+    .await;
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+}
