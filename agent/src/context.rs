@@ -116,9 +116,12 @@ pub(crate) async fn prepare_fixtures(ctx: &JobContext) -> Result<JobFixtures, St
     let private_dir = ctx.work_dir.join("job-fixtures");
     let host = ctx.host.hostname.clone();
     let mut cancel = ctx.cancel.clone();
-    // A cancel kills a download's `curl` rather than waiting for it.
+    let retries_cancel = Some(ctx.cancel.clone());
+    // A cancel kills a download's `curl` rather than waiting for it, and stops its retries.
     crate::runner::blocking_with_children(
-        move || fixtures::prepare_for_job(&fixtures, &cache, &private_dir, &host),
+        move || {
+            fixtures::prepare_for_job_until(&fixtures, &cache, &private_dir, &host, retries_cancel)
+        },
         &mut cancel,
     )
     .await

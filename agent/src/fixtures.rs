@@ -124,6 +124,22 @@ pub fn prepare_for_job(
     private_dir: &Path,
     host: &str,
 ) -> Result<JobFixtures, FixtureError> {
+    prepare_for_job_until(fixtures, cache_dir, private_dir, host, None)
+}
+
+/// [`prepare_for_job`] for a job that can be cancelled: a download waiting to retry gives up
+/// once `cancel` says so (a running `curl` is killed by the job's cancel itself).
+pub fn prepare_for_job_until(
+    fixtures: &[FixtureSpec],
+    cache_dir: &Path,
+    private_dir: &Path,
+    host: &str,
+    cancel: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Result<JobFixtures, FixtureError> {
+    let limits = FetchLimits {
+        cancel,
+        ..FetchLimits::default()
+    };
     remove_private_dir(private_dir);
     std::fs::create_dir_all(private_dir).map_err(|source| FixtureError::Io {
         what: format!(
@@ -138,8 +154,13 @@ pub fn prepare_for_job(
         private_dir: private_dir.to_path_buf(),
     };
     for fixture in fixtures {
-        job.prepared
-            .push(prepare(fixture, cache_dir, private_dir, host)?);
+        job.prepared.push(prepare_with(
+            fixture,
+            cache_dir,
+            private_dir,
+            host,
+            &limits,
+        )?);
     }
     Ok(job)
 }
@@ -151,6 +172,22 @@ pub fn prepare(
     cache_dir: &Path,
     private_dir: &Path,
     host: &str,
+) -> Result<PreparedFixture, FixtureError> {
+    prepare_with(
+        fixture,
+        cache_dir,
+        private_dir,
+        host,
+        &FetchLimits::default(),
+    )
+}
+
+fn prepare_with(
+    fixture: &FixtureSpec,
+    cache_dir: &Path,
+    private_dir: &Path,
+    host: &str,
+    limits: &FetchLimits,
 ) -> Result<PreparedFixture, FixtureError> {
     for (dir, what) in [
         (cache_dir, "the fixture cache"),
@@ -166,6 +203,7 @@ pub fn prepare(
         cache_dir,
         private_dir,
         host,
+        limits,
     };
     Ok(PreparedFixture {
         reference: place.file(&fixture.reference, "reference")?,
@@ -176,6 +214,7 @@ pub fn prepare(
 /// Where one fixture's files come from and go.
 struct Placement<'a> {
     fixture: &'a FixtureSpec,
+    limits: &'a FetchLimits,
     cache_dir: &'a Path,
     private_dir: &'a Path,
     host: &'a str,
@@ -217,7 +256,7 @@ impl Placement<'_> {
                     url,
                     file.sha256.as_deref(),
                     self.cache_dir,
-                    &FetchLimits::default(),
+                    self.limits,
                 )?;
                 (path.clone(), path, Verify::Done)
             }
@@ -333,6 +372,27 @@ pub(crate) struct FetchLimits {
     /// Tries after the first; the delay before each doubles from `retry_delay`.
     pub retries: u32,
     pub retry_delay: std::time::Duration,
+    /// The job's cancel: no retry starts once it is set.
+    pub cancel: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl FetchLimits {
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|cancel| *cancel.borrow())
+    }
+
+    /// Waits `delay`, or less when the job is cancelled meanwhile; whether it was.
+    fn wait_unless_cancelled(&self, delay: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + delay;
+        while std::time::Instant::now() < until {
+            if self.cancelled() {
+                return true;
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            std::thread::sleep(left.min(std::time::Duration::from_millis(100)));
+        }
+        self.cancelled()
+    }
 }
 
 impl Default for FetchLimits {
@@ -343,6 +403,7 @@ impl Default for FetchLimits {
             stall_s: 60,
             retries: 4,
             retry_delay: std::time::Duration::from_secs(2),
+            cancel: None,
         }
     }
 }
@@ -414,7 +475,9 @@ fn download(url: &str, partial: &Path, limits: &FetchLimits) -> Result<bool, Str
         }
         let delay = limits.retry_delay * 2u32.saturating_pow(failures.min(5));
         tracing::warn!(url, exit, http, %error, retry_in_ms = delay.as_millis() as u64, "a fixture download failed; retrying (it resumes)");
-        std::thread::sleep(delay);
+        if limits.wait_unless_cancelled(delay) {
+            return Err("the job was cancelled while the download waited to retry".into());
+        }
         failures += 1;
     }
 }
@@ -976,6 +1039,7 @@ mod tests {
             stall_s: 1,
             retries: 2,
             retry_delay: std::time::Duration::from_millis(10),
+            cancel: None,
         }
     }
 
@@ -1127,5 +1191,33 @@ mod tests {
             requests[1].contains("Range: bytes=10-"),
             "the retry resumes: {requests:#?}"
         );
+    }
+
+    /// A cancelled job's download does not retry (the cancel kills a running curl; a retry
+    /// waiting to start would otherwise run whole).
+    #[test]
+    fn a_cancelled_jobs_download_starts_no_retry() {
+        let tmp = tempfile::tempdir().unwrap();
+        let body = body();
+        let sha = hex(&Sha256::digest(&body));
+        let server = TestServer::start(body, Misbehave::Stall);
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        cancel.send_replace(true);
+        let limits = FetchLimits {
+            cancel: Some(cancelled),
+            ..quick_limits()
+        };
+        let err = fetch(
+            &url_fixture(),
+            "reference",
+            &server.url,
+            Some(&sha),
+            tmp.path(),
+            &limits,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("cancelled"), "{err}");
+        assert_eq!(server.requests().len(), 1, "{:#?}", server.requests());
     }
 }
