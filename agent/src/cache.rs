@@ -163,14 +163,22 @@ impl Choice {
     }
 }
 
-/// Removes what [`choose`] picks from the work dir's cache (nothing with `dry_run`). An
+/// Whether an eviction removes what it chooses or only says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictMode {
+    Remove,
+    DryRun,
+}
+
+/// Removes what [`choose`] picks from the work dir's cache (nothing in a dry run). An
 /// entry that cannot be removed is reported in `failed` and counted as still there.
 pub fn evict(
     work_dir: &Path,
     max_bytes: u64,
     pins: &Pins,
-    dry_run: bool,
+    mode: EvictMode,
 ) -> std::io::Result<Eviction> {
+    let dry_run = mode == EvictMode::DryRun;
     if !dry_run {
         clear_evicting(work_dir);
     }
@@ -347,16 +355,18 @@ impl AgentCache {
     /// Blocking: call it off the async runtime.
     pub fn pass(&self) {
         let bytes = match self.max_bytes {
-            Some(max_bytes) => match evict(&self.work_dir, max_bytes, &self.pins, false) {
-                Ok(eviction) => {
-                    log_eviction(&eviction, max_bytes);
-                    eviction.choice.after_bytes
+            Some(max_bytes) => {
+                match evict(&self.work_dir, max_bytes, &self.pins, EvictMode::Remove) {
+                    Ok(eviction) => {
+                        log_eviction(&eviction, max_bytes);
+                        eviction.choice.after_bytes
+                    }
+                    Err(err) => {
+                        tracing::warn!(work_dir = %self.work_dir.display(), error = %err, "cannot read the cache to evict from it");
+                        return;
+                    }
                 }
-                Err(err) => {
-                    tracing::warn!(work_dir = %self.work_dir.display(), error = %err, "cannot read the cache to evict from it");
-                    return;
-                }
-            },
+            }
             None => match scan(&self.work_dir) {
                 Ok(entries) => total_bytes(&entries),
                 Err(err) => {
@@ -635,7 +645,7 @@ mod tests {
         assert!(choice.over_budget(0), "what is left is pinned and over");
 
         // The real eviction leaves it on disk and removes the rest, stamps included.
-        let eviction = evict(tmp.path(), 0, &pins, false).unwrap();
+        let eviction = evict(tmp.path(), 0, &pins, EvictMode::Remove).unwrap();
         assert!(eviction.failed.is_empty(), "{:?}", eviction.failed);
         assert!(oldest.join("src/blob").is_file());
         assert!(!tmp.path().join("builds/bbbb").exists());
@@ -676,7 +686,7 @@ mod tests {
     fn a_dry_run_removes_nothing() {
         let tmp = work_dir();
         let before = scan(tmp.path()).unwrap();
-        let eviction = evict(tmp.path(), 0, &Pins::default(), true).unwrap();
+        let eviction = evict(tmp.path(), 0, &Pins::default(), EvictMode::DryRun).unwrap();
         assert_eq!(eviction.choice.remove.len(), 4);
         assert_eq!(scan(tmp.path()).unwrap(), before);
     }
@@ -687,7 +697,7 @@ mod tests {
         let tmp = work_dir();
         let locked = tmp.path().join("builds/aaaa/src");
         std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
-        let eviction = evict(tmp.path(), 0, &Pins::default(), false).unwrap();
+        let eviction = evict(tmp.path(), 0, &Pins::default(), EvictMode::Remove).unwrap();
         assert!(eviction.failed.is_empty(), "{:?}", eviction.failed);
         assert!(scan(tmp.path()).unwrap().is_empty());
     }

@@ -37,7 +37,12 @@ pub fn gc(work_dir: &Path, max_cache_bytes: Option<u64>, dry_run: bool) -> Resul
         Err(err) => return Err(err).infra(),
     };
     // No job runs: nothing is pinned.
-    let eviction = cache::evict(work_dir, max_bytes, &cache::Pins::default(), dry_run)
+    let mode = if dry_run {
+        cache::EvictMode::DryRun
+    } else {
+        cache::EvictMode::Remove
+    };
+    let eviction = cache::evict(work_dir, max_bytes, &cache::Pins::default(), mode)
         .map_err(|err| {
             anyhow::anyhow!(
                 "failed to read the cache in `{}`: {err}",
