@@ -20,6 +20,9 @@ pub struct AgentConfig {
     /// What this host fetches and runs, whatever the coordinator asks (docs/security.md).
     /// `None`: no policy, the coordinator is trusted fully (the input checks still hold).
     pub policy: Option<std::sync::Arc<crate::policy::AgentPolicy>>,
+    /// The budget of the work dir's cache (builds, git mirrors, fixtures): the least recently
+    /// used entries are evicted down to it at start and after each job. `None`: no budget.
+    pub max_cache_bytes: Option<u64>,
 }
 
 /// Where an agent's inventory comes from.
@@ -57,6 +60,7 @@ impl AgentConfig {
             inventory_source: None,
             reprobe_interval: Duration::from_secs(300),
             policy: None,
+            max_cache_bytes: None,
         }
     }
 

@@ -39,6 +39,8 @@ pub struct JobContext {
     /// Set before `cancel` when the agent itself is stopping (SIGTERM, Ctrl-C): the job is
     /// handed back, not cancelled — no `done` event, so the coordinator requeues it.
     pub handing_back: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The cache entries this job uses, stamped and pinned until the job ends.
+    pub cache: crate::cache::JobCache,
 }
 
 /// Why a job stopped early.
@@ -117,15 +119,29 @@ pub(crate) async fn prepare_fixtures(ctx: &JobContext) -> Result<JobFixtures, St
     let private_dir = ctx.work_dir.join("job-fixtures");
     let host = ctx.host.hostname.clone();
     let mut cancel = ctx.cancel.clone();
-    // A cancel kills a download's `curl` rather than waiting for it.
+    let retries_cancel = Some(ctx.cancel.clone());
+    // A cancel kills a download's `curl` rather than waiting for it, and stops its retries.
     crate::runner::blocking_with_children(
-        move || fixtures::prepare_for_job(&fixtures, &cache, &private_dir, &host),
+        move || {
+            fixtures::prepare_for_job_until(&fixtures, &cache, &private_dir, &host, retries_cancel)
+        },
         &mut cancel,
     )
     .await
     .map_err(|err| Stop::Failed(format!("fixture task failed: {err}")))?
     .ok_or(Stop::Cancelled)?
     .map_err(|err| Stop::Failed(err.to_string()))
+    .inspect(|prepared| {
+        // The cached files the cells read (a path fixture's copy is the job's own).
+        let cache = ctx.work_dir.join("fixtures");
+        for fixture in prepared.iter() {
+            for file in [&fixture.reference, &fixture.distorted] {
+                if file.starts_with(&cache) {
+                    ctx.cache.use_entry(file);
+                }
+            }
+        }
+    })
 }
 
 /// Fetches a side's source and builds it with `recipe` (the side's own, or a backend's
@@ -177,7 +193,12 @@ pub(crate) async fn fetch(
         .ok_or(Stop::Cancelled)?
     };
     let resolved = match resolved {
-        Ok(resolved) => resolved,
+        Ok(resolved) => {
+            if let Some(mirror) = resolved.mirror() {
+                ctx.cache.use_entry(mirror);
+            }
+            resolved
+        }
         Err(err) => {
             let record = BuildRecord {
                 side,
@@ -263,6 +284,10 @@ pub(crate) async fn build_fetched(
             }
         }
     };
+    // The build directory (a failed build's holds its log) is the job's until it ends.
+    if let Some(dir) = built.tree.parent().filter(|dir| dir.is_dir()) {
+        ctx.cache.use_entry(dir);
+    }
     check_cancel(ctx)?;
     info!(side = side.name(), status = ?built.record.status, "build finished");
     emit(ctx, JobEventPayload::Build(built.record.clone()))?;

@@ -19,6 +19,12 @@
 //! and change time; nothing sets a change time back), and a file changed within the last
 //! two seconds is hashed again every time, since a second write within the same clock tick
 //! would leave its stamp unchanged.
+//!
+//! A URL is fetched with the real `curl` under [`FetchLimits`]: a connect timeout, a stall
+//! limit (slower than a floor for a while; a big download that keeps moving is never cut),
+//! retries with a doubling delay that resume the `.partial` file (`--continue-at -`), and a
+//! partial that turns out wrong (its checksum, or a range the server refuses) deleted and
+//! fetched whole once. A failure names the URL and what to do.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -118,6 +124,22 @@ pub fn prepare_for_job(
     private_dir: &Path,
     host: &str,
 ) -> Result<JobFixtures, FixtureError> {
+    prepare_for_job_until(fixtures, cache_dir, private_dir, host, None)
+}
+
+/// [`prepare_for_job`] for a job that can be cancelled: a download waiting to retry gives up
+/// once `cancel` says so (a running `curl` is killed by the job's cancel itself).
+pub fn prepare_for_job_until(
+    fixtures: &[FixtureSpec],
+    cache_dir: &Path,
+    private_dir: &Path,
+    host: &str,
+    cancel: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Result<JobFixtures, FixtureError> {
+    let limits = FetchLimits {
+        cancel,
+        ..FetchLimits::default()
+    };
     remove_private_dir(private_dir);
     std::fs::create_dir_all(private_dir).map_err(|source| FixtureError::Io {
         what: format!(
@@ -132,8 +154,13 @@ pub fn prepare_for_job(
         private_dir: private_dir.to_path_buf(),
     };
     for fixture in fixtures {
-        job.prepared
-            .push(prepare(fixture, cache_dir, private_dir, host)?);
+        job.prepared.push(prepare_with(
+            fixture,
+            cache_dir,
+            private_dir,
+            host,
+            &limits,
+        )?);
     }
     Ok(job)
 }
@@ -145,6 +172,22 @@ pub fn prepare(
     cache_dir: &Path,
     private_dir: &Path,
     host: &str,
+) -> Result<PreparedFixture, FixtureError> {
+    prepare_with(
+        fixture,
+        cache_dir,
+        private_dir,
+        host,
+        &FetchLimits::default(),
+    )
+}
+
+fn prepare_with(
+    fixture: &FixtureSpec,
+    cache_dir: &Path,
+    private_dir: &Path,
+    host: &str,
+    limits: &FetchLimits,
 ) -> Result<PreparedFixture, FixtureError> {
     for (dir, what) in [
         (cache_dir, "the fixture cache"),
@@ -160,6 +203,7 @@ pub fn prepare(
         cache_dir,
         private_dir,
         host,
+        limits,
     };
     Ok(PreparedFixture {
         reference: place.file(&fixture.reference, "reference")?,
@@ -170,6 +214,7 @@ pub fn prepare(
 /// Where one fixture's files come from and go.
 struct Placement<'a> {
     fixture: &'a FixtureSpec,
+    limits: &'a FetchLimits,
     cache_dir: &'a Path,
     private_dir: &'a Path,
     host: &'a str,
@@ -205,7 +250,14 @@ impl Placement<'_> {
                 (copy, original.clone(), Verify::Copy)
             }
             FixtureLocation::Url(url) => {
-                let path = fetch(fixture, role, url, file.sha256.as_deref(), self.cache_dir)?;
+                let path = fetch(
+                    fixture,
+                    role,
+                    url,
+                    file.sha256.as_deref(),
+                    self.cache_dir,
+                    self.limits,
+                )?;
                 (path.clone(), path, Verify::Done)
             }
             FixtureLocation::Generate { generator, seed } => {
@@ -308,6 +360,128 @@ fn copy_for_job(original: &Path, copy: &Path) -> Result<(), FixtureError> {
     })
 }
 
+/// How a URL fixture is downloaded.
+#[derive(Debug, Clone)]
+pub(crate) struct FetchLimits {
+    /// curl's `--connect-timeout`.
+    pub connect_timeout_s: u32,
+    /// A transfer slower than this many bytes a second for `stall_s` seconds is stalled
+    /// (`--speed-limit`, `--speed-time`): given up, then tried again.
+    pub stall_bytes_per_s: u32,
+    pub stall_s: u32,
+    /// Tries after the first; the delay before each doubles from `retry_delay`.
+    pub retries: u32,
+    pub retry_delay: std::time::Duration,
+    /// The job's cancel: no retry starts once it is set.
+    pub cancel: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl FetchLimits {
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(|cancel| *cancel.borrow())
+    }
+
+    /// Waits `delay`, or less when the job is cancelled meanwhile; whether it was.
+    fn wait_unless_cancelled(&self, delay: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + delay;
+        while std::time::Instant::now() < until {
+            if self.cancelled() {
+                return true;
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            std::thread::sleep(left.min(std::time::Duration::from_millis(100)));
+        }
+        self.cancelled()
+    }
+}
+
+impl Default for FetchLimits {
+    fn default() -> Self {
+        FetchLimits {
+            connect_timeout_s: 30,
+            stall_bytes_per_s: 1024,
+            stall_s: 60,
+            retries: 4,
+            retry_delay: std::time::Duration::from_secs(2),
+            cancel: None,
+        }
+    }
+}
+
+/// What to do when a download fails for good.
+const FETCH_ADVICE: &str = "check the URL and this host's network, or put the file on this host and use a path fixture (`path = ...` with its sha256)";
+
+/// Downloads `url` into `partial`, resuming what is there, retrying under `limits`.
+/// `Ok(true)` when some of the file came from an earlier try (a resume).
+fn download(url: &str, partial: &Path, limits: &FetchLimits) -> Result<bool, String> {
+    let mut resumed = false;
+    let mut started_over = false;
+    let mut failures = 0u32;
+    loop {
+        resumed |= std::fs::metadata(partial).is_ok_and(|m| m.len() > 0);
+        let mut curl = std::process::Command::new("curl");
+        curl.args(["--fail", "--silent", "--show-error", "--location"])
+            .arg("--connect-timeout")
+            .arg(limits.connect_timeout_s.to_string())
+            .arg("--speed-limit")
+            .arg(limits.stall_bytes_per_s.to_string())
+            .arg("--speed-time")
+            .arg(limits.stall_s.to_string())
+            .args([
+                "--write-out",
+                "%{http_code}",
+                "--continue-at",
+                "-",
+                "--output",
+            ])
+            .arg(partial)
+            .arg("--")
+            .arg(url);
+        let output = crate::runner::output(&mut curl)
+            .map_err(|err| format!("cannot run curl ({err}); install curl, or put the file on this host and use a path fixture"))?;
+        if output.status.success() {
+            return Ok(resumed);
+        }
+        let error = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        // Killed (the job was cancelled): no retry.
+        let Some(exit) = output.status.code() else {
+            return Err(format!("curl was stopped ({error})"));
+        };
+        let http: u16 = String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        // The server refuses the partial's range (416), or cannot resume (33): start over, once.
+        if (http == 416 || exit == 33) && !started_over {
+            tracing::warn!(
+                url,
+                http,
+                exit,
+                "the server cannot resume the partial download; fetching it whole"
+            );
+            let _ = std::fs::remove_file(partial);
+            started_over = true;
+            resumed = false;
+            continue;
+        }
+        // A client error other than a timeout or a rate limit will not change on a retry.
+        let permanent = (400..500).contains(&http) && http != 408 && http != 429;
+        if permanent || failures >= limits.retries {
+            let tries = failures + 1;
+            return Err(format!(
+                "{error} (after {tries} {}); {FETCH_ADVICE}",
+                if tries == 1 { "try" } else { "tries" }
+            ));
+        }
+        let delay = limits.retry_delay * 2u32.saturating_pow(failures.min(5));
+        tracing::warn!(url, exit, http, %error, retry_in_ms = delay.as_millis() as u64, "a fixture download failed; retrying (it resumes)");
+        if limits.wait_unless_cancelled(delay) {
+            return Err("the job was cancelled while the download waited to retry".into());
+        }
+        failures += 1;
+    }
+}
+
 /// Fetches a URL once into `cache_dir/by-sha256/`, with the real `curl`.
 fn fetch(
     fixture: &FixtureSpec,
@@ -315,6 +489,7 @@ fn fetch(
     url: &str,
     sha256: Option<&str>,
     cache_dir: &Path,
+    limits: &FetchLimits,
 ) -> Result<PathBuf, FixtureError> {
     let fetch_error = |message: String| FixtureError::Fetch {
         fixture: fixture.name.clone(),
@@ -338,38 +513,29 @@ fn fetch(
         source,
     })?;
     let partial = dir.join(format!("{sha256}.partial"));
-    let mut curl = std::process::Command::new("curl");
-    curl.args([
-        "--fail",
-        "--silent",
-        "--show-error",
-        "--location",
-        "--output",
-    ])
-    .arg(&partial)
-    .arg("--")
-    .arg(url);
-    let output = crate::runner::output(&mut curl).map_err(|err| {
-        fetch_error(format!(
-            "cannot run curl ({err}); install curl or use a path fixture"
-        ))
-    })?;
-    if !output.status.success() {
+    let mut fetched_whole = false;
+    loop {
+        let resumed = download(url, &partial, limits).map_err(&fetch_error)?;
+        let actual = sha256_file(&partial)?;
+        if actual == sha256 {
+            break;
+        }
         let _ = std::fs::remove_file(&partial);
-        return Err(fetch_error(
-            String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        ));
-    }
-    let actual = sha256_file(&partial)?;
-    if actual != sha256 {
-        let _ = std::fs::remove_file(&partial);
-        return Err(FixtureError::Checksum {
-            fixture: fixture.name.clone(),
-            role,
-            path: PathBuf::from(url),
-            expected: sha256.to_string(),
-            actual,
-        });
+        if !resumed || fetched_whole {
+            return Err(FixtureError::Checksum {
+                fixture: fixture.name.clone(),
+                role,
+                path: PathBuf::from(url),
+                expected: sha256.to_string(),
+                actual,
+            });
+        }
+        // What an earlier try left may be of another version of the file: once, from scratch.
+        tracing::warn!(
+            url,
+            "a resumed download has the wrong sha256; fetching it whole again"
+        );
+        fetched_whole = true;
     }
     // Read-only: nothing the agent runs writes its own cache.
     {
@@ -747,5 +913,311 @@ mod tests {
             vec![&second],
             "one entry per path"
         );
+    }
+
+    /// A tiny HTTP/1.1 server on loopback for `fetch`'s tests: it serves `body` at
+    /// `/file`, honours `Range: bytes=N-` with a 206, answers 404 elsewhere, and misbehaves
+    /// as `mode` says. Each request's head is recorded.
+    struct TestServer {
+        url: String,
+        requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    #[derive(Clone, Copy)]
+    enum Misbehave {
+        /// The first response is cut after half its body (the connection dropped).
+        DropFirst,
+        /// Every response sends its headers and 10 bytes, then nothing for two minutes
+        /// (unless the test ends), then the rest.
+        Stall,
+    }
+
+    impl TestServer {
+        fn start(body: Vec<u8>, mode: Misbehave) -> TestServer {
+            use std::io::{BufRead, BufReader, Write};
+            use std::sync::atomic::Ordering;
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let url = format!("http://{}/file", listener.local_addr().unwrap());
+            let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (seen, stopped) = (requests.clone(), stop.clone());
+            let body = std::sync::Arc::new(body);
+            std::thread::spawn(move || {
+                for (n, stream) in listener.incoming().enumerate() {
+                    let Ok(mut stream) = stream else { return };
+                    let (seen, stopped, body) = (seen.clone(), stopped.clone(), body.clone());
+                    // A thread per connection: a stalled one holds up no other.
+                    std::thread::spawn(move || {
+                        let mut reader = BufReader::new(stream.try_clone().unwrap());
+                        let mut head = String::new();
+                        loop {
+                            let mut line = String::new();
+                            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                                break;
+                            }
+                            head.push_str(&line);
+                        }
+                        seen.lock().unwrap().push(head.clone());
+                        if !head.starts_with("GET /file ") {
+                            let _ = stream.write_all(
+                            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        );
+                            return;
+                        }
+                        let from: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("range: bytes=")
+                                    .map(String::from)
+                            })
+                            .and_then(|r| r.trim().trim_end_matches('-').parse().ok())
+                            .unwrap_or(0);
+                        let rest = &body[from..];
+                        let status = if from > 0 {
+                            format!(
+                            "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {from}-{}/{}\r\n",
+                            body.len() - 1,
+                            body.len()
+                        )
+                        } else {
+                            "HTTP/1.1 200 OK\r\n".to_string()
+                        };
+                        let _ = stream.write_all(
+                        format!(
+                            "{status}Content-Length: {}\r\nAccept-Ranges: bytes\r\nConnection: close\r\n\r\n",
+                            rest.len()
+                        )
+                        .as_bytes(),
+                    );
+                        match mode {
+                            Misbehave::DropFirst if n == 0 => {
+                                let _ = stream.write_all(&rest[..rest.len() / 2]);
+                                // Dropped here: the client sees the connection close mid-body.
+                            }
+                            Misbehave::Stall => {
+                                let _ = stream.write_all(&rest[..10]);
+                                let _ = stream.flush();
+                                for _ in 0..2400 {
+                                    if stopped.load(Ordering::Relaxed) {
+                                        return;
+                                    }
+                                    std::thread::sleep(std::time::Duration::from_millis(50));
+                                }
+                                let _ = stream.write_all(&rest[10..]);
+                            }
+                            _ => {
+                                let _ = stream.write_all(rest);
+                            }
+                        }
+                    });
+                }
+            });
+            TestServer {
+                url,
+                requests,
+                stop,
+            }
+        }
+
+        fn requests(&self) -> Vec<String> {
+            self.requests.lock().unwrap().clone()
+        }
+    }
+
+    impl Drop for TestServer {
+        fn drop(&mut self) {
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn quick_limits() -> FetchLimits {
+        FetchLimits {
+            connect_timeout_s: 5,
+            stall_bytes_per_s: 1000,
+            stall_s: 1,
+            retries: 2,
+            retry_delay: std::time::Duration::from_millis(10),
+            cancel: None,
+        }
+    }
+
+    fn body() -> Vec<u8> {
+        (0..200_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect()
+    }
+
+    fn url_fixture() -> FixtureSpec {
+        fixture(generated(1), generated(2))
+    }
+
+    /// Issue 25: a download cut mid-body is resumed (the server sees a Range request), not
+    /// started over, and the cached file has the spec's sha256.
+    #[test]
+    fn a_dropped_download_resumes_and_ends_with_the_right_sha256() {
+        let tmp = tempfile::tempdir().unwrap();
+        let body = body();
+        let sha = hex(&Sha256::digest(&body));
+        let server = TestServer::start(body.clone(), Misbehave::DropFirst);
+        let path = fetch(
+            &url_fixture(),
+            "reference",
+            &server.url,
+            Some(&sha),
+            tmp.path(),
+            &quick_limits(),
+        )
+        .unwrap();
+        assert_eq!(path, tmp.path().join("by-sha256").join(&sha));
+        assert_eq!(sha256_file(&path).unwrap(), sha);
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "{requests:#?}");
+        assert!(
+            requests[1].contains(&format!("Range: bytes={}-", body.len() / 2)),
+            "the second request resumes where the first stopped: {requests:#?}"
+        );
+        assert!(!tmp
+            .path()
+            .join("by-sha256")
+            .join(format!("{sha}.partial"))
+            .exists());
+    }
+
+    /// A partial of another file (a resume that ends with the wrong sha256) is deleted and
+    /// the file fetched whole, once.
+    #[test]
+    fn a_wrong_partial_is_deleted_and_the_file_fetched_whole_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let body = body();
+        let sha = hex(&Sha256::digest(&body));
+        let dir = tmp.path().join("by-sha256");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{sha}.partial")), vec![0xAA; 1000]).unwrap();
+        let server = TestServer::start(body.clone(), Misbehave::DropFirst);
+        let path = fetch(
+            &url_fixture(),
+            "reference",
+            &server.url,
+            Some(&sha),
+            tmp.path(),
+            &quick_limits(),
+        )
+        .unwrap();
+        assert_eq!(sha256_file(&path).unwrap(), sha);
+        let requests = server.requests();
+        assert!(requests[0].contains("Range: bytes=1000-"), "{requests:#?}");
+        assert!(
+            !requests.last().unwrap().contains("Range:"),
+            "the last fetch is whole: {requests:#?}"
+        );
+    }
+
+    #[test]
+    fn a_dead_url_fails_naming_the_url_and_what_to_do() {
+        let tmp = tempfile::tempdir().unwrap();
+        let server = TestServer::start(body(), Misbehave::DropFirst);
+        let missing = server.url.replace("/file", "/gone");
+        let err = fetch(
+            &url_fixture(),
+            "reference",
+            &missing,
+            Some(&"0".repeat(64)),
+            tmp.path(),
+            &quick_limits(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(&missing) && err.contains("404"), "{err}");
+        assert!(err.contains("use a path fixture"), "{err}");
+        assert_eq!(server.requests().len(), 1, "a 404 is not retried");
+
+        // Nothing listens: retried, then named.
+        let refused = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}/file", listener.local_addr().unwrap())
+        };
+        let err = fetch(
+            &url_fixture(),
+            "reference",
+            &refused,
+            Some(&"0".repeat(64)),
+            tmp.path(),
+            &quick_limits(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains(&refused) && err.contains("after 3 tries"),
+            "{err}"
+        );
+        assert!(
+            err.contains("check the URL and this host's network"),
+            "{err}"
+        );
+    }
+
+    /// A server that stops sending is given up after the stall limit (here 1 s under
+    /// 1000 bytes/s; the server would send the rest only after two minutes, so without the
+    /// limit the fetch would succeed).
+    #[test]
+    fn a_stalled_download_is_given_up_naming_the_url() {
+        let tmp = tempfile::tempdir().unwrap();
+        let body = body();
+        let sha = hex(&Sha256::digest(&body));
+        let server = TestServer::start(body, Misbehave::Stall);
+        let limits = FetchLimits {
+            retries: 1,
+            ..quick_limits()
+        };
+        let err = fetch(
+            &url_fixture(),
+            "reference",
+            &server.url,
+            Some(&sha),
+            tmp.path(),
+            &limits,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains(&server.url) && err.contains("after 2 tries"),
+            "{err}"
+        );
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "{requests:#?}");
+        assert!(
+            requests[1].contains("Range: bytes=10-"),
+            "the retry resumes: {requests:#?}"
+        );
+    }
+
+    /// A cancelled job's download does not retry (the cancel kills a running curl; a retry
+    /// waiting to start would otherwise run whole).
+    #[test]
+    fn a_cancelled_jobs_download_starts_no_retry() {
+        let tmp = tempfile::tempdir().unwrap();
+        let body = body();
+        let sha = hex(&Sha256::digest(&body));
+        let server = TestServer::start(body, Misbehave::Stall);
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        cancel.send_replace(true);
+        let limits = FetchLimits {
+            cancel: Some(cancelled),
+            ..quick_limits()
+        };
+        let err = fetch(
+            &url_fixture(),
+            "reference",
+            &server.url,
+            Some(&sha),
+            tmp.path(),
+            &limits,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("cancelled"), "{err}");
+        assert_eq!(server.requests().len(), 1, "{:#?}", server.requests());
     }
 }

@@ -3,7 +3,8 @@
 //! the GPU backend stage (`stages::backend`) or both sides built, the A/B cells
 //! (`stages::ab_cells`) and the CPU dispatch sweep (`stages::dispatch_sweep`); a `[sweep]`
 //! spec runs the retuning sweep (`stages::sweep`) instead. "Done" goes
-//! out only after every earlier event was acknowledged. This module only sequences.
+//! out only after every earlier event was acknowledged; then the cache's eviction pass
+//! (`cache`). This module only sequences.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -16,9 +17,17 @@ pub use crate::context::JobContext;
 use crate::context::{check_cancel, emit, fetch_and_build, prepare_fixtures, progress, Stop};
 
 /// Runs a job and reports its outcome (already sent as the "done" event when possible).
+/// Then the cache is brought under its budget, the job's entries still pinned (they are
+/// what the next job is most likely to need), before the agent says it is ready again.
 pub async fn run_job(mut ctx: JobContext) -> JobOutcome {
+    let outcome = run_and_report(&mut ctx).await;
+    ctx.cache.agent_cache().pass_blocking().await;
+    outcome
+}
+
+async fn run_and_report(ctx: &mut JobContext) -> JobOutcome {
     info!(job_id = %ctx.job_id, attempt = ctx.attempt, name = %ctx.spec.name, "job started");
-    let (outcome, error) = match run_stages(&mut ctx).await {
+    let (outcome, error) = match run_stages(ctx).await {
         Ok(()) => (JobOutcome::Completed, None),
         Err(Stop::Cancelled) if ctx.handing_back.load(Ordering::SeqCst) => {
             // The agent is stopping: what was measured is uploaded (bounded: the coordinator

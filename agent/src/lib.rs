@@ -7,6 +7,7 @@
 
 pub mod backoff;
 pub mod build;
+pub mod cache;
 pub mod child_group;
 pub mod command_line;
 pub mod config;

@@ -24,6 +24,13 @@ use crate::sink::EventSink;
 use crate::upload_gate::UploadGate;
 use crate::{identity, spool};
 
+/// What every job of this agent process shares: the uploaders' gate (a timed cell hushes
+/// them all) and the cache (its budget, pins and measured size).
+struct Shared {
+    gate: UploadGate,
+    cache: crate::cache::AgentCache,
+}
+
 struct RunningJob {
     job_id: String,
     attempt: u32,
@@ -81,6 +88,10 @@ pub async fn run_agent(
     // One for the whole agent: a timed cell hushes every uploader, a leftover spool's too.
     let gate = UploadGate::new();
     drain_leftover_spools(&spool_dir, &agent_id, &client, &gate);
+    // The cache is measured (and brought under its budget) before the first job.
+    let cache = crate::cache::AgentCache::new(&config.work_dir, config.max_cache_bytes);
+    cache.pass_blocking().await;
+    let shared = Shared { gate, cache };
 
     let mut running: Option<RunningJob> = None;
     // Jittered, so a fleet whose coordinator restarts does not come back in lockstep.
@@ -88,7 +99,7 @@ pub async fn run_agent(
     tokio::pin!(shutdown);
     loop {
         let session = tokio::select! {
-            session = open_session(&client, &agent_id, &inventory, running.as_ref()) => session,
+            session = open_session(&client, &agent_id, &inventory, running.as_ref(), &shared.cache) => session,
             _ = &mut shutdown => break,
         };
         let (outgoing, mut incoming, heartbeat_interval) = match session {
@@ -128,13 +139,13 @@ pub async fn run_agent(
                     return Ok(());
                 }
                 _ = beat.tick() => {
-                    if outgoing.send(heartbeat(&agent_id, running.as_ref())).await.is_err() {
+                    if outgoing.send(heartbeat(&agent_id, running.as_ref(), &shared.cache)).await.is_err() {
                         break;
                     }
                 }
                 message = incoming.message() => match message {
                     Ok(Some(message)) => {
-                        handle_message(message, &config, &agent_id, &inventory, &client, &gate, &mut running);
+                        handle_message(message, &config, &agent_id, &inventory, &client, &shared, &mut running);
                     }
                     Ok(None) => { warn!("coordinator closed the session"); break; }
                     Err(status) if status.code() == tonic::Code::FailedPrecondition => {
@@ -237,12 +248,13 @@ async fn open_session(
     agent_id: &str,
     inventory: &Inventory,
     running: Option<&RunningJob>,
+    cache: &crate::cache::AgentCache,
 ) -> Result<(mpsc::Sender<pb::AgentMessage>, Incoming, Duration), tonic::Status> {
     let mut client = client.clone();
     let registered = register(&client, agent_id, inventory).await?;
     let (outgoing, receiver) = mpsc::channel(16);
     // The first message names the agent; an idle agent also asks for work at once.
-    let _ = outgoing.send(heartbeat(agent_id, running)).await;
+    let _ = outgoing.send(heartbeat(agent_id, running, cache)).await;
     if running.is_none() {
         let _ = outgoing.send(ready(agent_id)).await;
     }
@@ -257,12 +269,19 @@ async fn open_session(
     ))
 }
 
-fn heartbeat(agent_id: &str, running: Option<&RunningJob>) -> pb::AgentMessage {
+/// A heartbeat: the running job, and the cache's size at its last pass and its budget.
+fn heartbeat(
+    agent_id: &str,
+    running: Option<&RunningJob>,
+    cache: &crate::cache::AgentCache,
+) -> pb::AgentMessage {
     pb::AgentMessage {
         agent_id: agent_id.to_string(),
         kind: Some(pb::agent_message::Kind::Heartbeat(pb::Heartbeat {
             running_job_id: running.map(|r| r.job_id.clone()).unwrap_or_default(),
             running_attempt: running.map_or(0, |r| r.attempt),
+            cache_bytes: cache.measured_bytes(),
+            max_cache_bytes: cache.max_bytes(),
         })),
     }
 }
@@ -333,7 +352,7 @@ fn handle_message(
     agent_id: &str,
     inventory: &Inventory,
     client: &AgentServiceClient<Channel>,
-    gate: &UploadGate,
+    shared: &Shared,
     running: &mut Option<RunningJob>,
 ) {
     match message.kind {
@@ -343,7 +362,9 @@ fn handle_message(
                 return;
             }
             let spool_dir = config.spool_dir();
-            match start_job(offer, config, agent_id, inventory, client, &spool_dir, gate) {
+            match start_job(
+                offer, config, agent_id, inventory, client, &spool_dir, shared,
+            ) {
                 Ok(job) => *running = Some(job),
                 Err(err) => warn!(error = %err, "cannot start the offered job"),
             }
@@ -375,7 +396,7 @@ fn start_job(
     inventory: &Inventory,
     client: &AgentServiceClient<Channel>,
     spool_dir: &std::path::Path,
-    gate: &UploadGate,
+    shared: &Shared,
 ) -> Result<RunningJob, AgentError> {
     // The job id names the spool file and the job's directories: checked before either exists.
     crate::input_checks::check_job_id(&offer.job_id).map_err(AgentError::BadOffer)?;
@@ -385,7 +406,7 @@ fn start_job(
         &offer.job_id,
         offer.attempt,
         offer.next_seq,
-        gate.clone(),
+        shared.gate.clone(),
     )
     .map_err(|source| AgentError::Io {
         what: format!("open the spool in `{}`", spool_dir.display()),
@@ -415,6 +436,7 @@ fn start_job(
                 sink: sink.clone(),
                 cancel: cancel_rx,
                 handing_back: handing_back.clone(),
+                cache: shared.cache.for_job(),
             }),
         )),
         Err(error) => {

@@ -396,6 +396,14 @@ fn list_files(root: &Path) -> Result<Vec<PathBuf>, SourceError> {
 }
 
 impl ResolvedSource {
+    /// The git mirror this source was fetched into (a cache entry); `None` for a path source.
+    pub fn mirror(&self) -> Option<&Path> {
+        match &self.kind {
+            Resolved::Git { mirror, .. } => Some(mirror),
+            Resolved::Path { .. } => None,
+        }
+    }
+
     /// Materialises the tree at `dest` (which must not exist yet).
     pub fn checkout(&self, dest: &Path) -> Result<(), SourceError> {
         match &self.kind {

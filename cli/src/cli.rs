@@ -145,8 +145,17 @@ pub enum Command {
         /// on this host. See docs/security.md.
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
+        /// The budget of the work dir's cache (builds, git mirrors, fixtures): bytes, or with
+        /// K, M, G or T (powers of 1024, e.g. `20G`). At start and after each job the least
+        /// recently used entries the running job does not use are evicted down to it
+        /// [default: no budget]. docs/operations.md, "Disk use".
+        #[arg(long, value_name = "BYTES", value_parser = parse_cache_bytes)]
+        max_cache_bytes: Option<u64>,
         #[command(flatten)]
         tls: TlsArgs,
+        /// `abfleet agent gc`: the agent's cache eviction, run by hand.
+        #[command(subcommand)]
+        action: Option<AgentAction>,
     },
     /// Submit a job spec to a coordinator.
     #[command(after_help = AFTER_HELP)]
@@ -624,6 +633,33 @@ pub enum CertsCommand {
         #[arg(long, value_enum, default_value_t = ListFormat::Text)]
         format: ListFormat,
     },
+}
+
+/// What `abfleet agent` does instead of running the agent.
+#[derive(Subcommand)]
+pub enum AgentAction {
+    /// Evict the least recently used builds, git mirrors and fixtures of an agent's work dir
+    /// down to its budget, as the agent does after each job; prints what it removes and the
+    /// sizes before and after. Takes the work dir's lock: stop the agent on it first.
+    Gc {
+        /// Read `work_dir` and `max_cache_bytes` from this TOML file's `[agent]` table (the
+        /// agent's own config file); a flag given here overrides the file.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        #[arg(long, default_value = "abfleet-agent")]
+        work_dir: PathBuf,
+        /// The budget: bytes, or with K, M, G or T (`20G`).
+        #[arg(long, value_name = "BYTES", value_parser = parse_cache_bytes)]
+        max_cache_bytes: Option<u64>,
+        /// Print what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// `--max-cache-bytes`: bytes, or a number with K, M, G or T.
+fn parse_cache_bytes(text: &str) -> Result<u64, String> {
+    abfleet_agent::cache::parse_bytes(text)
 }
 
 #[derive(clap::Args)]

@@ -76,9 +76,34 @@ pub struct AgentFile {
     pub work_dir: Option<PathBuf>,
     pub probes: Option<PathBuf>,
     pub policy: Option<PathBuf>,
+    pub max_cache_bytes: Option<CacheBytes>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub tls_ca: Option<PathBuf>,
+}
+
+/// `max_cache_bytes` as a file writes it: an integer of bytes, or a string with K, M, G or T
+/// (`"20G"`), read like the flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "CacheBytesText")]
+pub struct CacheBytes(pub u64);
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CacheBytesText {
+    Bytes(u64),
+    Text(String),
+}
+
+impl TryFrom<CacheBytesText> for CacheBytes {
+    type Error = String;
+
+    fn try_from(text: CacheBytesText) -> Result<CacheBytes, String> {
+        match text {
+            CacheBytesText::Bytes(bytes) => Ok(CacheBytes(bytes)),
+            CacheBytesText::Text(text) => abfleet_agent::cache::parse_bytes(&text).map(CacheBytes),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -349,6 +374,7 @@ pub struct AgentSettings {
     pub work_dir: PathBuf,
     pub probes: Option<PathBuf>,
     pub policy: Option<PathBuf>,
+    pub max_cache_bytes: Option<u64>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub tls_ca: Option<PathBuf>,
@@ -361,6 +387,7 @@ impl Default for AgentSettings {
             work_dir: PathBuf::from(DEFAULT_WORK_DIR),
             probes: None,
             policy: None,
+            max_cache_bytes: None,
             tls_cert: None,
             tls_key: None,
             tls_ca: None,
@@ -643,6 +670,11 @@ impl AgentSettings {
         fill(&mut self.work_dir, &file.work_dir, given("work_dir"));
         fill_option(&mut self.probes, &file.probes, given("probes"));
         fill_option(&mut self.policy, &file.policy, given("policy"));
+        fill_option(
+            &mut self.max_cache_bytes,
+            &file.max_cache_bytes.map(|b| b.0),
+            given("max_cache_bytes"),
+        );
         if !(given("tls_cert") || given("tls_key") || given("tls_ca")) {
             fill_option(&mut self.tls_cert, &file.tls_cert, false);
             fill_option(&mut self.tls_key, &file.tls_key, false);
@@ -678,6 +710,15 @@ impl AgentSettings {
                 abfleet_agent::policy::DEFAULT_POLICY_PATH
             )),
         }
+        match self.max_cache_bytes {
+            Some(bytes) => findings.note(format!(
+                "`max_cache_bytes` {}: the least recently used builds, git mirrors and fixtures are evicted down to it at start and after each job; keep it above one job's needs",
+                abfleet_agent::cache::show_bytes(bytes)
+            )),
+            None => findings.note(
+                "no `max_cache_bytes`: the agent's builds, git mirrors and fixtures are never evicted (docs/operations.md, \"Disk use\")".into(),
+            ),
+        }
         findings
     }
 
@@ -692,6 +733,12 @@ impl AgentSettings {
         line(&mut out, "work_dir", Some(path_value(&self.work_dir)));
         line(&mut out, "probes", self.probes.as_deref().map(path_value));
         line(&mut out, "policy", self.policy.as_deref().map(path_value));
+        line(
+            &mut out,
+            "max_cache_bytes",
+            self.max_cache_bytes
+                .map(|bytes| toml::Value::Integer(i64::try_from(bytes).unwrap_or(i64::MAX))),
+        );
         line(
             &mut out,
             "tls_cert",
@@ -1059,6 +1106,36 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             milestone.toolchain_bots = settings.toolchain_bots;
         }
         Command::Agent {
+            action:
+                Some(crate::cli::AgentAction::Gc {
+                    config: Some(path),
+                    work_dir,
+                    max_cache_bytes,
+                    dry_run: _,
+                }),
+            ..
+        } => {
+            let file = ConfigFile::load(path)?;
+            let section = file.agent.ok_or_else(|| ConfigError::NoTable {
+                path: path.clone(),
+                table: "agent",
+            })?;
+            let gc = matches
+                .subcommand_matches("agent")
+                .and_then(|agent| agent.subcommand_matches("gc"));
+            let given = |id: &str| {
+                gc.and_then(|gc| gc.value_source(id)).is_some_and(|source| {
+                    matches!(source, ValueSource::CommandLine | ValueSource::EnvVariable)
+                })
+            };
+            fill(work_dir, &section.work_dir, given("work_dir"));
+            fill_option(
+                max_cache_bytes,
+                &section.max_cache_bytes.map(|b| b.0),
+                given("max_cache_bytes"),
+            );
+        }
+        Command::Agent {
             config: Some(path),
             coordinator,
             work_dir,
@@ -1067,7 +1144,9 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             // not on a bench host's configuration.
             gpu_probes: _,
             policy,
+            max_cache_bytes,
             tls,
+            action: None,
         } => {
             let file = ConfigFile::load(path)?;
             let section = file.agent.ok_or_else(|| ConfigError::NoTable {
@@ -1079,6 +1158,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 work_dir: work_dir.clone(),
                 probes: probes.clone(),
                 policy: policy.clone(),
+                max_cache_bytes: *max_cache_bytes,
                 tls_cert: tls.tls_cert.clone(),
                 tls_key: tls.tls_key.clone(),
                 tls_ca: tls.tls_ca.clone(),
@@ -1088,6 +1168,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             *work_dir = settings.work_dir;
             *probes = settings.probes;
             *policy = settings.policy;
+            *max_cache_bytes = settings.max_cache_bytes;
             tls.tls_cert = settings.tls_cert;
             tls.tls_key = settings.tls_key;
             tls.tls_ca = settings.tls_ca;
@@ -1244,6 +1325,79 @@ mod tests {
         let agent = file.agent.unwrap();
         assert_eq!(agent.work_dir.unwrap(), Path::new("/etc/abfleet/work"));
         assert_eq!(agent.policy.unwrap(), Path::new("/abs/policy.toml"));
+    }
+
+    /// Issue 25: the cache budget, as bytes or with a suffix, in the file and by flag, for
+    /// the agent and for `abfleet agent gc`.
+    #[test]
+    fn the_cache_budget_reads_as_bytes_or_with_a_suffix_and_the_flag_wins() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = write(
+            tmp.path(),
+            "a.toml",
+            "[agent]\nwork_dir = \"w\"\nmax_cache_bytes = \"20G\"\n",
+        );
+        let config = path.to_str().unwrap();
+        let (mut command, matches) = parse_args(&["abfleet", "agent", "--config", config]);
+        apply(&mut command, &matches).unwrap();
+        let Command::Agent {
+            max_cache_bytes, ..
+        } = command
+        else {
+            unreachable!()
+        };
+        assert_eq!(max_cache_bytes, Some(20 << 30));
+        let (mut command, matches) = parse_args(&[
+            "abfleet",
+            "agent",
+            "--config",
+            config,
+            "--max-cache-bytes",
+            "500M",
+        ]);
+        apply(&mut command, &matches).unwrap();
+        let Command::Agent {
+            max_cache_bytes, ..
+        } = command
+        else {
+            unreachable!()
+        };
+        assert_eq!(max_cache_bytes, Some(500 << 20), "the flag wins");
+
+        let (mut command, matches) =
+            parse_args(&["abfleet", "agent", "gc", "--config", config, "--dry-run"]);
+        apply(&mut command, &matches).unwrap();
+        let Command::Agent {
+            action:
+                Some(crate::cli::AgentAction::Gc {
+                    work_dir,
+                    max_cache_bytes,
+                    dry_run,
+                    ..
+                }),
+            ..
+        } = command
+        else {
+            unreachable!()
+        };
+        assert_eq!(work_dir, tmp.path().join("w"), "gc reads the agent's file");
+        assert_eq!(max_cache_bytes, Some(20 << 30));
+        assert!(dry_run);
+
+        let file = ConfigFile::parse("[agent]\nmax_cache_bytes = 1000\n", &path).unwrap();
+        assert_eq!(file.agent.unwrap().max_cache_bytes, Some(CacheBytes(1000)));
+        let found = problems("[agent]\nmax_cache_bytes = \"lots\"\n");
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains("`lots`") && p.contains("`20G`")),
+            "{found:#?}"
+        );
+        let settings = AgentSettings {
+            max_cache_bytes: Some(1000),
+            ..AgentSettings::default()
+        };
+        assert!(settings.to_toml().contains("max_cache_bytes = 1000\n"));
     }
 
     #[test]

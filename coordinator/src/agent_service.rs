@@ -207,6 +207,13 @@ async fn handle_agent_message(
                     }
                 }
             };
+            fleet.record_agent_cache(
+                agent_id,
+                crate::fleet::AgentCacheUsage {
+                    bytes: beat.cache_bytes,
+                    max_bytes: beat.max_cache_bytes,
+                },
+            );
             fleet.heartbeat(agent_id, running).await
         }
         Some(pb::agent_message::Kind::Ready(_)) => fleet.ready(agent_id).await,

@@ -283,22 +283,27 @@ impl pb::control_service_server::ControlService for ControlService {
         let deny_list = self.fleet.deny_list();
         let agents = agents
             .into_iter()
-            .map(|(agent, state, running)| pb::AgentSummary {
-                agent_id: agent.agent_id.to_string(),
-                inventory: Some(agent.inventory.into()),
-                state: state.to_string(),
-                last_heartbeat_ms: agent.last_heartbeat_ms,
-                running_job_id: running.map(|j| j.to_string()).unwrap_or_default(),
-                cert_revoked: agent
-                    .certificate
-                    .as_ref()
-                    .is_some_and(|(_, id)| deny_list.revoked(id).is_some()),
-                cert_serial: agent
-                    .certificate
-                    .as_ref()
-                    .map(|(_, id)| id.serial.clone())
-                    .unwrap_or_default(),
-                cert_name: agent.certificate.map(|(name, _)| name).unwrap_or_default(),
+            .map(|(agent, state, running)| {
+                let cache = self.fleet.agent_cache(agent.agent_id).unwrap_or_default();
+                pb::AgentSummary {
+                    agent_id: agent.agent_id.to_string(),
+                    inventory: Some(agent.inventory.into()),
+                    state: state.to_string(),
+                    last_heartbeat_ms: agent.last_heartbeat_ms,
+                    running_job_id: running.map(|j| j.to_string()).unwrap_or_default(),
+                    cert_revoked: agent
+                        .certificate
+                        .as_ref()
+                        .is_some_and(|(_, id)| deny_list.revoked(id).is_some()),
+                    cert_serial: agent
+                        .certificate
+                        .as_ref()
+                        .map(|(_, id)| id.serial.clone())
+                        .unwrap_or_default(),
+                    cert_name: agent.certificate.map(|(name, _)| name).unwrap_or_default(),
+                    cache_bytes: cache.bytes,
+                    max_cache_bytes: cache.max_bytes,
+                }
             })
             .collect();
         Ok(Response::new(pb::ListAgentsResponse {

@@ -164,6 +164,8 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Res
                         "revoked": agent.cert_revoked,
                     })),
                     "generations": generations,
+                    "cache_bytes": agent.cache_bytes,
+                    "max_cache_bytes": agent.max_cache_bytes,
                 })
             })
             .collect();
@@ -177,6 +179,7 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Res
         "host",
         "certificate (serial)",
         "generations",
+        "cache / budget",
     ]);
     for agent in agents {
         let inventory = agent.inventory.unwrap_or_default();
@@ -210,10 +213,21 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Res
             } else {
                 generations.join(", ")
             },
+            cache_cell(agent.cache_bytes, agent.max_cache_bytes),
         ]);
     }
     print!("{}", table.render());
     Ok(0)
+}
+
+/// An agent's cache as `abfleet agents` shows it: `1.2 GiB / 20.0 GiB`, `1.2 GiB / none`
+/// without a budget, `-` before it reported one.
+fn cache_cell(bytes: Option<u64>, max_bytes: Option<u64>) -> String {
+    let Some(bytes) = bytes else {
+        return "-".to_string();
+    };
+    let budget = max_bytes.map_or("none".to_string(), abfleet_agent::cache::show_bytes);
+    format!("{} / {budget}", abfleet_agent::cache::show_bytes(bytes))
 }
 
 pub async fn cancel(run_id: &str, coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {

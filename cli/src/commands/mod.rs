@@ -1,5 +1,6 @@
 //! One module per subcommand; `run` dispatches.
 
+mod agent_gc;
 mod bench;
 mod bisect;
 mod calibrate;
@@ -16,7 +17,7 @@ mod report;
 mod serve;
 mod submit;
 
-use crate::cli::{BenchCommand, Command, ConfigCommand, CoordinatorArgs, DocsCommand};
+use crate::cli::{AgentAction, BenchCommand, Command, ConfigCommand, CoordinatorArgs, DocsCommand};
 use crate::failure::{Classify, Failure};
 
 pub async fn run(command: Command) -> Result<i32, Failure> {
@@ -83,21 +84,36 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             .await
         }
         Command::Agent {
+            action:
+                Some(AgentAction::Gc {
+                    work_dir,
+                    max_cache_bytes,
+                    dry_run,
+                    config: _,
+                }),
+            ..
+        } => agent_gc::gc(&work_dir, max_cache_bytes, dry_run),
+        Command::Agent {
             coordinator,
             work_dir,
             probes,
             gpu_probes,
             policy,
+            max_cache_bytes,
             tls,
             config: _,
+            action: None,
         } => {
             serve::agent(
                 &coordinator,
                 &tls,
                 &work_dir,
-                probes.as_deref(),
-                &gpu_probes,
-                policy.as_deref(),
+                serve::AgentOptions {
+                    probes: probes.as_deref(),
+                    gpu_probes: &gpu_probes,
+                    policy: policy.as_deref(),
+                    max_cache_bytes,
+                },
             )
             .await
         }

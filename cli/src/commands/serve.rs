@@ -308,16 +308,29 @@ async fn start_web(
     })
 }
 
+/// The agent's settings beside where it dials and its work dir.
+pub struct AgentOptions<'a> {
+    pub probes: Option<&'a Path>,
+    pub gpu_probes: &'a [std::path::PathBuf],
+    pub policy: Option<&'a Path>,
+    pub max_cache_bytes: Option<u64>,
+}
+
 pub async fn agent(
     coordinator: &str,
     tls: &TlsArgs,
     work_dir: &Path,
-    probes: Option<&Path>,
-    gpu_probes: &[std::path::PathBuf],
-    policy: Option<&Path>,
+    options: AgentOptions<'_>,
 ) -> Result<i32, Failure> {
+    let AgentOptions {
+        probes,
+        gpu_probes,
+        policy,
+        max_cache_bytes,
+    } = options;
     let mut config = AgentConfig::new(coordinator, work_dir);
     config.tls = tls.load().usage()?;
+    config.max_cache_bytes = max_cache_bytes;
     // A URL the agent could never dial is a usage error now, not a reconnect loop later.
     abfleet_proto::transport::client_endpoint(coordinator, config.tls.as_ref()).usage()?;
     let policy = match policy {
@@ -357,9 +370,12 @@ pub async fn agent(
         .map(|g| g.key.as_str())
         .collect();
     eprintln!(
-        "abfleet agent dialing {coordinator}, work dir {}, generations {}",
+        "abfleet agent dialing {coordinator}, work dir {}, generations {}, cache budget {}",
         work_dir.display(),
-        keys.join(", ")
+        keys.join(", "),
+        max_cache_bytes.map_or("none (--max-cache-bytes)".to_string(), |bytes| {
+            abfleet_agent::cache::show_bytes(bytes)
+        })
     );
     run_agent(config, inventory, stop_signal("agent"))
         .await

@@ -5,6 +5,10 @@
 //! loses is at most a second of "last heard" times, which only say whether an agent is
 //! listed as lost (after `agent_lost_after`, 10 s by default); listings add what is not
 //! written yet. Leases are not batched: a renewal is written at once, as before.
+//!
+//! A heartbeat also says how big the agent's cache is and its budget (issue 25); the latest
+//! is kept here, in memory only, for `abfleet agents` and `/metrics`: the next heartbeat
+//! after a restart says it again.
 
 use std::collections::{HashMap, HashSet};
 
@@ -24,6 +28,17 @@ pub(super) struct Heard {
     registered: HashSet<AgentId>,
     /// When pending heartbeats were last written.
     written_ms: i64,
+    /// Agent → its cache as its latest heartbeat said.
+    caches: HashMap<AgentId, AgentCacheUsage>,
+}
+
+/// An agent's cache (builds, git mirrors, fixtures) as it reported it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentCacheUsage {
+    /// Bytes, as the agent measured at its last eviction pass; `None`: not measured.
+    pub bytes: Option<u64>,
+    /// Its `max_cache_bytes`; `None`: no budget.
+    pub max_bytes: Option<u64>,
 }
 
 impl Fleet {
@@ -70,6 +85,19 @@ impl Fleet {
     /// When the agent was last heard and that is not written yet.
     pub(super) fn heard_since_written(&self, agent_id: AgentId) -> Option<i64> {
         self.heard().pending.get(&agent_id).copied()
+    }
+
+    /// Keeps what an agent's heartbeat said of its cache (an agent that says nothing, an
+    /// older one, is left as it was).
+    pub fn record_agent_cache(&self, agent_id: AgentId, usage: AgentCacheUsage) {
+        if usage != AgentCacheUsage::default() {
+            self.heard().caches.insert(agent_id, usage);
+        }
+    }
+
+    /// What the agent last said of its cache, since this coordinator started.
+    pub fn agent_cache(&self, agent_id: AgentId) -> Option<AgentCacheUsage> {
+        self.heard().caches.get(&agent_id).copied()
     }
 
     fn heard(&self) -> std::sync::MutexGuard<'_, Heard> {

@@ -63,6 +63,31 @@ impl Fleet {
             &["idle", "busy", "draining", "drained", "lost"]
                 .map(|s| (format!("{{state=\"{s}\"}}"), by_state(s))),
         );
+        let agent_label = |agent: &crate::store::AgentRow| {
+            format!("{{agent=\"{}\"}}", escape(&agent.agent_id.to_string()))
+        };
+        let caches: Vec<_> = agents
+            .iter()
+            .filter_map(|(agent, _, _)| Some((agent, self.agent_cache(agent.agent_id)?)))
+            .collect();
+        gauge(
+            "abfleet_agent_cache_bytes",
+            "An agent's cache (builds, git mirrors, fixtures) in bytes, as its latest heartbeat said.",
+            "gauge",
+            &caches
+                .iter()
+                .filter_map(|(agent, cache)| Some((agent_label(agent), cache.bytes?)))
+                .collect::<Vec<_>>(),
+        );
+        gauge(
+            "abfleet_agent_cache_max_bytes",
+            "An agent's cache budget (max_cache_bytes) in bytes; absent for an agent without one.",
+            "gauge",
+            &caches
+                .iter()
+                .filter_map(|(agent, cache)| Some((agent_label(agent), cache.max_bytes?)))
+                .collect::<Vec<_>>(),
+        );
         gauge(
             "abfleet_jobs",
             "Jobs in the store by state.",

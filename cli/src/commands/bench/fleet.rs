@@ -651,6 +651,7 @@ async fn simulated_agent(
                     kind: Some(pb::agent_message::Kind::Heartbeat(pb::Heartbeat {
                         running_job_id: job,
                         running_attempt: attempt,
+                        ..Default::default()
                     })),
                 };
                 if outgoing.send(beat).is_err() {
