@@ -641,6 +641,64 @@ fn the_deb_installs_and_runs_both_services_under_systemd_on_a_fresh_machine() {
     assert!(workdir.contains("/var/lib/abfleet-agent"), "{workdir}");
     assert!(machine.exists("/var/lib/abfleet/abfleet.sqlite3"));
 
+    // An upgrade (the same .deb again: dpkg runs the postinst with the old version) keeps the
+    // edited conffile and restarts both running services, which come back to the same store
+    // and agent id.
+    let main_pids = |machine: &Machine| -> Vec<String> {
+        ["abfleet-coordinator.service", "abfleet-agent.service"]
+            .iter()
+            .map(|unit| machine.unit_property(unit, "MainPID"))
+            .collect()
+    };
+    let before_upgrade = main_pids(&machine);
+    machine.must("dpkg", &["-i", &format!("{SHARE}/{deb_name}")]);
+    let after_upgrade = main_pids(&machine);
+    for (unit, (before, after)) in ["abfleet-coordinator.service", "abfleet-agent.service"]
+        .iter()
+        .zip(before_upgrade.iter().zip(&after_upgrade))
+    {
+        assert!(
+            before != after && after != "0",
+            "{unit} was not restarted by the upgrade (MainPID {before} then {after})\n{}",
+            machine.journal()
+        );
+    }
+    assert!(
+        machine
+            .must("cat", &["/etc/abfleet/agent.toml"])
+            .contains("\ncoordinator = \"https://127.0.0.1:7700\"\n"),
+        "the upgrade lost the edited conffile"
+    );
+    // Both old processes are gone by now: a heartbeat newer than this is the restarted
+    // agent's, over a session with the restarted coordinator.
+    let upgraded_at_ms: u64 = machine.must("date", &["+%s%3N"]).trim().parse().unwrap();
+    let agents_json = || -> serde_json::Value {
+        let output = operator(&["agents", "--format", "json"]);
+        serde_json::from_slice(&output.stdout).unwrap_or_default()
+    };
+    let agent_after = wait_or_explain(
+        Duration::from_secs(120),
+        "the restarted agent to heartbeat to the restarted coordinator",
+        || {
+            let listed = agents_json();
+            let agent = listed["agents"].as_array()?.first()?.clone();
+            (agent["state"] == "idle" && agent["last_heartbeat_ms"].as_u64()? > upgraded_at_ms)
+                .then_some(agent)
+        },
+        || format!("{}\n{}", agents_json(), machine.journal()),
+    );
+    let agent_id = agent_after["agent_id"].as_str().unwrap().to_string();
+    assert!(
+        agents.contains(&agent_id),
+        "the upgraded agent is the same agent (its work dir kept): {agent_id} was not in\n{agents}"
+    );
+    let runs = operator(&["runs"]);
+    assert!(
+        String::from_utf8_lossy(&runs.stdout).contains(&run_id),
+        "the upgraded coordinator lost the run: {}",
+        output_text(&runs)
+    );
+
     // A stop is clean: each main process exited by itself with 0 on its stop signal.
     machine.must(
         "systemctl",
@@ -697,6 +755,8 @@ fn the_deb_installs_and_runs_both_services_under_systemd_on_a_fresh_machine() {
     ] {
         assert!(!machine.exists(path), "{path} is left after `dpkg --purge`");
     }
+    // The system users stay, as Debian does (deploy/README.md).
+    machine.must("getent", &["passwd", "abfleet", "abfleet-agent"]);
     let units_left = machine.must(
         "find",
         &[
