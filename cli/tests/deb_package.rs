@@ -1,9 +1,10 @@
 //! The Debian package on a fresh machine (issue 25): `scripts/build-deb` packs this build's
 //! `abfleet` binary; a throwaway machine installs it with `dpkg -i`, gets the fleet's
 //! certificates and the coordinator's URL as an operator would, starts both services with
-//! `systemctl` and runs a job through them over mutual TLS; then the services are stopped
-//! (each must exit 0 on its stop signal), the package removed and purged, and nothing of it
-//! may be left.
+//! `systemctl` and runs a job through them over mutual TLS; upgrades the package in place
+//! (both services restarted, the edited conffile kept, the same agent back); then the services
+//! are stopped (each must exit 0 on its stop signal), the package removed and purged, and
+//! nothing of it may be left.
 //!
 //! The machine is systemd (`/lib/systemd/systemd`, the host's own) booted as PID 1 in new PID,
 //! mount, UTS, IPC, network and cgroup namespaces (`unshare`), `container=` set as systemd
