@@ -276,7 +276,13 @@ fn a_coordinator_started_with_config_listens_where_the_file_says() {
 
 /// The Containerfile's instructions, continuation lines joined, comments dropped.
 fn containerfile() -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(deploy("Containerfile")).unwrap();
+    containerfile_at(&deploy("Containerfile"))
+}
+
+/// A Containerfile's instructions, continuation lines joined, comments dropped.
+fn containerfile_at(path: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|err| panic!("failed to read {}: {err}", path.display()));
     let mut instructions = Vec::new();
     let mut current = String::new();
     for line in text.lines() {
@@ -471,6 +477,186 @@ fn containerfile_builds_the_binary_and_runs_the_coordinator_unprivileged() {
     );
     let tmp = tempfile::tempdir().unwrap();
     check_with_certs(tmp.path(), "coordinator", &config);
+}
+
+/// The glibc of each runtime base image the agent images may use (matched in the image's name
+/// without dashes: `dev-ubuntu-24.04` is `ubuntu24.04`). The builder links against Debian 12's
+/// (2.36): a runtime with an older one cannot start the binary.
+const RUNTIME_GLIBC: &[(&str, (u32, u32))] = &[
+    ("debian:bookworm", (2, 36)),
+    ("ubuntu24.04", (2, 39)),
+    ("ubuntu22.04", (2, 35)),
+];
+
+#[test]
+fn agent_containerfiles_build_the_image_each_agent_pool_runs() {
+    // Not built by this test: there is no image registry to pull the base images from here.
+    let coordinator_builder = containerfile()
+        .into_iter()
+        .find(|(word, _)| word == "FROM")
+        .unwrap()
+        .1;
+    let agent_flags = flags_of(&["agent"]);
+    let documents = k8s_documents();
+    let mut pools = BTreeSet::new();
+    for daemonset in documents
+        .iter()
+        .map(|(_, d)| d)
+        .filter(|d| d["kind"] == "DaemonSet")
+    {
+        let pool = str_of(daemonset, "/metadata/labels/abfleet.dev~1pool");
+        pools.insert(format!("agent-{pool}.Containerfile"));
+        let path = deploy(&format!("container/agent-{pool}.Containerfile"));
+        let main = array_of(daemonset, "/spec/template/spec/containers")[0];
+        let image = str_of(main, "/image");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|err| panic!("pool {pool} runs `{image}`; {}: {err}", path.display()));
+        assert!(
+            text.contains(&format!("-t {image} ")),
+            "{pool}: the image `{image}` is the tag {} says to build",
+            path.display()
+        );
+        let instructions = containerfile_at(&path);
+        let all = |word: &str| -> Vec<String> {
+            instructions
+                .iter()
+                .filter(|(w, _)| w == word)
+                .map(|(_, rest)| rest.clone())
+                .collect()
+        };
+        let from = all("FROM");
+        assert_eq!(from.len(), 2, "{pool}: a build stage and a runtime stage");
+        assert_eq!(
+            from[0], coordinator_builder,
+            "{pool}: the coordinator image's builder"
+        );
+        let runtime = from[1].as_str();
+        let glibc = RUNTIME_GLIBC
+            .iter()
+            .find(|(name, _)| runtime.replace('-', "").contains(name))
+            .unwrap_or_else(|| {
+                panic!("{pool}: the glibc of `{runtime}` is not known; add it to RUNTIME_GLIBC")
+            })
+            .1;
+        assert!(
+            glibc >= (2, 36),
+            "{pool}: `{runtime}` has glibc {glibc:?}, older than the builder's Debian 12 (2.36)"
+        );
+        let vendor_base = match pool {
+            "nvidia" => "/nvidia/cuda:",
+            "amd" => "/rocm/dev-",
+            "intel" => "/intel/oneapi-basekit:",
+            "cpu" => "/library/debian:bookworm-slim",
+            other => panic!("a pool `{other}` this test does not know"),
+        };
+        assert!(runtime.contains(vendor_base), "{pool}: runtime `{runtime}`");
+        let run = all("RUN").join("\n");
+        assert!(
+            run.contains("cargo build --release --locked -p abfleet"),
+            "{pool}: {run}"
+        );
+        for package in [
+            "git",
+            "curl",
+            "gcc",
+            "make",
+            "meson",
+            "ninja-build",
+            "nasm",
+            "xxd",
+        ] {
+            assert!(
+                run.split_whitespace().any(|word| word == package),
+                "{pool}: the image installs {package}, which jobs run"
+            );
+        }
+        let env = all("ENV").join("\n");
+        match pool {
+            // The NVIDIA Container Toolkit brings nvidia-smi only with the `utility` capability.
+            "nvidia" => assert!(
+                env.contains("NVIDIA_DRIVER_CAPABILITIES=compute,utility"),
+                "{env}"
+            ),
+            "amd" => assert!(
+                env.contains("/opt/rocm/bin"),
+                "rocminfo and hipcc on PATH: {env}"
+            ),
+            "intel" => assert!(run.split_whitespace().any(|w| w == "clinfo"), "{run}"),
+            _ => {}
+        }
+        let copies = all("COPY");
+        assert!(
+            copies.contains(
+                &"--from=builder /src/target/release/abfleet /usr/local/bin/abfleet".to_string()
+            ),
+            "{pool}: {copies:?}"
+        );
+        for copy in copies.iter().filter(|c| !c.starts_with("--from")) {
+            let source = copy.split_whitespace().next().unwrap();
+            assert!(
+                repo_root().join(source).exists(),
+                "{pool}: COPY of a missing `{source}`"
+            );
+        }
+        assert_eq!(
+            all("USER"),
+            ["10001:10001"],
+            "{pool}: the uid the DaemonSets run as"
+        );
+        let work_mount = array_of(main, "/volumeMounts")
+            .into_iter()
+            .find(|m| str_of(m, "/name") == "work")
+            .map(|m| str_of(m, "/mountPath").to_string())
+            .unwrap();
+        assert_eq!(all("VOLUME"), [work_mount], "{pool}: the work dir");
+        assert_eq!(
+            all("STOPSIGNAL"),
+            ["SIGINT"],
+            "{pool}: the agent's clean stop"
+        );
+        let entrypoint: Vec<String> = serde_json::from_str(&all("ENTRYPOINT")[0])
+            .expect("ENTRYPOINT in exec form (a JSON array), no shell");
+        assert_eq!(
+            entrypoint[..2],
+            ["/usr/local/bin/abfleet", "agent"],
+            "{pool}"
+        );
+        let command = array_of(main, "/command");
+        assert_eq!(
+            command,
+            [&serde_json::json!("/usr/local/bin/abfleet")],
+            "{pool}: the binary the DaemonSet runs"
+        );
+        for flag in entrypoint.iter().filter(|arg| arg.starts_with("--")) {
+            assert!(
+                agent_flags.contains(flag),
+                "{pool}: ENTRYPOINT uses `{flag}`, which `abfleet agent` does not have"
+            );
+        }
+        let config_path = &entrypoint[entrypoint.iter().position(|a| a == "--config").unwrap() + 1];
+        assert!(
+            copies.contains(&format!("deploy/container/agent.toml {config_path}")),
+            "{pool}: the ENTRYPOINT's config is the one copied in: {copies:?}"
+        );
+    }
+    let files: BTreeSet<String> = std::fs::read_dir(deploy("container"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("agent-") && name.ends_with(".Containerfile"))
+        .collect();
+    assert_eq!(
+        files, pools,
+        "one agent Containerfile per DaemonSet pool, no other"
+    );
+
+    // The baked-in config: its work dir is the VOLUME; it passes the check with real files.
+    let config = std::fs::read_to_string(deploy("container/agent.toml")).unwrap();
+    assert_eq!(
+        toml_value(&config, "agent", "work_dir").as_str(),
+        Some("/var/lib/abfleet-agent")
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    check_with_certs(tmp.path(), "agent", &config);
 }
 
 /// Runs `abfleet config check` on `config` with its /etc/abfleet paths moved to real files:

@@ -241,3 +241,55 @@ async fn ctrl_c_on_submit_wait_detaches_and_watch_follows_the_run_again() {
         (run_id.as_str(), "done")
     );
 }
+
+/// Regression (found by cli/tests/deb_package.rs: the package's upgrade restarted the agent
+/// and a stop right after killed it by SIGINT): a stop signal that arrives while the agent
+/// starts up — here while it probes the hardware, held inside a `nvidia-smi` on PATH until the
+/// signal was sent — stops it cleanly once it has started: exit 0, not death by the signal.
+#[test]
+fn sigterm_during_the_agents_start_up_stops_it_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let (probing, go) = (tmp.path().join("probing"), tmp.path().join("go"));
+    let nvidia_smi = bin.join("nvidia-smi");
+    std::fs::write(
+        &nvidia_smi,
+        format!(
+            "#!/bin/sh\ntouch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\nexit 9\n",
+            probing.display(),
+            go.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&nvidia_smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let agent = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args(["agent", "--coordinator"])
+            .arg(format!("http://127.0.0.1:{}", free_port()))
+            .arg("--work-dir")
+            .arg(tmp.path().join("agent"))
+            .env("PATH", path)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    while !probing.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the agent never ran the nvidia-smi on PATH"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    terminate(&agent.0);
+    std::fs::write(&go, "").unwrap();
+    let (code, stderr) = exited(agent, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("abfleet agent: SIGTERM, stopping"),
+        "{stderr}"
+    );
+}

@@ -58,6 +58,7 @@ pub async fn coordinator(args: CoordinatorArgs<'_>) -> Result<i32, Failure> {
         max_attempts,
     } = timing;
     let SideListeners { http, web } = side;
+    let stop = stop_signal("coordinator");
     let tls_files = tls.load().usage()?;
     let transport = match (tls_files.clone(), plaintext) {
         (Some(files), _) => ServerTransport::MutualTls(files),
@@ -240,7 +241,7 @@ pub async fn coordinator(args: CoordinatorArgs<'_>) -> Result<i32, Failure> {
             },
         ))
     });
-    let result = serve(coordinator, listener, transport, stop_signal("coordinator")).await;
+    let result = serve(coordinator, listener, transport, stop).await;
     let _ = stop_http.send(());
     let _ = stop_web.send(());
     let _ = stop_watcher.send(());
@@ -322,6 +323,7 @@ pub async fn agent(
     work_dir: &Path,
     options: AgentOptions<'_>,
 ) -> Result<i32, Failure> {
+    let stop = stop_signal("agent");
     let AgentOptions {
         probes,
         gpu_probes,
@@ -377,7 +379,7 @@ pub async fn agent(
             abfleet_agent::cache::show_bytes(bytes)
         })
     );
-    run_agent(config, inventory, stop_signal("agent"))
+    run_agent(config, inventory, stop)
         .await
         .map_err(|err| match err {
             // A configuration mistake (two agents on one --work-dir), not the infrastructure.
@@ -388,20 +390,29 @@ pub async fn agent(
 }
 
 /// Resolves on Ctrl-C (SIGINT) or SIGTERM — what systemd, Kubernetes and `docker stop`
-/// send — whichever comes first: both stop a daemon the same clean way.
-async fn stop_signal(daemon: &'static str) {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+/// send — whichever comes first: both stop a daemon the same clean way. The handlers are
+/// installed when this is called, not when the future is first polled: a daemon stopped while
+/// it starts up (the agent probing its hardware, the coordinator opening its store) stops
+/// cleanly once started instead of dying by the signal (found by cli/tests/deb_package.rs: an
+/// agent restarted by the package's upgrade and stopped at once was killed by SIGINT).
+fn stop_signal(daemon: &'static str) -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, Signal, SignalKind};
+    let interrupt = signal(SignalKind::interrupt());
+    let terminate = signal(SignalKind::terminate());
+    async move {
+        // Without a handler for one of them, only the other stops it cleanly.
+        async fn received(handler: std::io::Result<Signal>) {
+            match handler {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
             }
-            // Without a SIGTERM handler, only Ctrl-C stops it cleanly.
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
-    let name = tokio::select! {
-        _ = tokio::signal::ctrl_c() => "SIGINT",
-        () = terminate => "SIGTERM",
-    };
-    eprintln!("abfleet {daemon}: {name}, stopping");
+        let name = tokio::select! {
+            () = received(interrupt) => "SIGINT",
+            () = received(terminate) => "SIGTERM",
+        };
+        eprintln!("abfleet {daemon}: {name}, stopping");
+    }
 }
