@@ -386,6 +386,11 @@ fn the_deb_installs_and_runs_both_services_under_systemd_on_a_fresh_machine() {
         "./lib/systemd/system/abfleet-agent.service",
         "./etc/abfleet/coordinator.toml",
         "./etc/abfleet/agent.toml",
+        "./usr/share/man/man1/abfleet.1.gz",
+        "./usr/share/man/man1/abfleet-agent-gc.1.gz",
+        "./usr/share/bash-completion/completions/abfleet",
+        "./usr/share/zsh/vendor-completions/_abfleet",
+        "./usr/share/fish/vendor_completions.d/abfleet.fish",
     ] {
         assert!(
             contents.contains(path),
