@@ -350,12 +350,6 @@ pub enum Command {
         #[command(subcommand)]
         command: CertsCommand,
     },
-    /// abfleet's own cost, measured: what the agent's runner adds to a timed run, how fast an
-    /// output is parsed. Prints a table and one JSON line; figures go in docs/performance.md.
-    Bench {
-        #[command(subcommand)]
-        command: BenchCommand,
-    },
     /// Print shell completions for `abfleet` on stdout, e.g.
     /// `abfleet completions bash > /usr/share/bash-completion/completions/abfleet`.
     Completions {
@@ -393,133 +387,6 @@ pub enum Command {
         /// Text, or one JSON document (docs/operations.md, "Lists for scripts").
         #[arg(long, value_enum, default_value_t = ListFormat::Text)]
         format: ListFormat,
-    },
-}
-
-#[derive(Subcommand)]
-pub enum BenchCommand {
-    /// The same commands timed through the agent's runner and by a bare spawn and wait,
-    /// interleaved: a short one (`sh -c :`) and a long one (`sleep --long-seconds`, or a busy
-    /// loop calibrated to it); the agent's own CPU time while the long one runs.
-    Runner {
-        /// Few runs of short commands, in seconds (CI): checks the benchmark works, not the figures.
-        #[arg(long)]
-        smoke: bool,
-        /// Pairs (direct, runner) of the short command [default: 200; 10 with --smoke].
-        #[arg(long)]
-        short_pairs: Option<u32>,
-        /// Pairs (direct, runner) of the long command [default: 10; 2 with --smoke].
-        #[arg(long)]
-        long_pairs: Option<u32>,
-        /// How long the long command takes [default: 1.0; 0.05 with --smoke].
-        #[arg(long)]
-        long_seconds: Option<f64>,
-        /// A shell busy loop calibrated to --long-seconds as the long command, instead of
-        /// `sleep`: CPU-bound like a benchmark, so it competes with the host's other load.
-        #[arg(long)]
-        busy_loop: bool,
-    },
-    /// The CPU a real `abfleet agent` process (session, heartbeats, uploader) uses while its
-    /// job's timed runs are in flight: a job of `sleep` runs, the agent's /proc/PID/stat read
-    /// at each run's start and end; and the cost of the agent's host sample (every
-    /// /proc/PID/stat).
-    AgentCpu {
-        /// Three pairs of 50 ms runs, in seconds (CI): checks the benchmark works.
-        #[arg(long)]
-        smoke: bool,
-        /// Timed pairs of the job's one cell (a warm-up of each side first; at least 3) [default: 10; 3
-        /// with --smoke].
-        #[arg(long)]
-        pairs: Option<u32>,
-        /// How long each run sleeps [default: 1.0; 0.05 with --smoke].
-        #[arg(long)]
-        run_seconds: Option<f64>,
-        /// The abfleet binary whose `agent` runs the job [default: this one]; another
-        /// build's, to compare two builds in one sitting.
-        #[arg(long)]
-        agent_binary: Option<PathBuf>,
-    },
-    /// A spec with git sources pinned to full commits, run twice through `abfleet local` on
-    /// one work dir: what the rerun starts (git, make and the compiler wrapped on PATH and
-    /// counted; timed runs from its report), that it builds and fetches nothing, and its
-    /// wall time against the sum of its timed runs.
-    Rerun {
-        /// One small cell, in seconds (CI); still checks no build and no fetch.
-        #[arg(long)]
-        smoke: bool,
-        /// The demo subject's directory [default: fixtures/subject of this checkout].
-        #[arg(long)]
-        subject: Option<PathBuf>,
-        /// The abfleet binary whose `local` runs the spec [default: this one]; another
-        /// build's, to compare two builds in one sitting.
-        #[arg(long)]
-        local_binary: Option<PathBuf>,
-    },
-    /// A vmaf JSON output of a 4K 10-minute clip (14,400 frames × 30 metrics) written to a
-    /// temporary file and parsed as the agent parses one (streamed), a few times.
-    Parse {
-        /// A small output (240 frames), in seconds (CI).
-        #[arg(long)]
-        smoke: bool,
-        /// Frames in the generated output [default: 14400; 240 with --smoke].
-        #[arg(long)]
-        frames: Option<u32>,
-        /// Times it is parsed [default: 5; 2 with --smoke].
-        #[arg(long)]
-        runs: Option<u32>,
-    },
-    /// A real coordinator process and N simulated agents over loopback gRPC: registrations
-    /// per second, the coordinator's RSS with N idle agents, dispatch latency, event ingest
-    /// rate, done → report, store size.
-    Fleet {
-        /// 20 agents, 4 jobs of 40 events, in seconds (CI).
-        #[arg(long)]
-        smoke: bool,
-        /// Simulated agents [default: 1000; 20 with --smoke].
-        #[arg(long)]
-        agents: Option<usize>,
-        /// Jobs pushed at once in the ingest phase [default: 50; 4 with --smoke].
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Cell events each job pushes [default: 1000; 40 with --smoke].
-        #[arg(long)]
-        events_per_job: Option<u32>,
-        /// Events per PushEvents call [default: 100].
-        #[arg(long)]
-        batch: Option<u32>,
-        /// The abfleet binary whose coordinator (and `abfleet report`) is measured [default:
-        /// this one]: the same simulated fleet against another build, for a before/after.
-        #[arg(long, value_name = "PATH")]
-        coordinator_bin: Option<PathBuf>,
-    },
-    /// A store with many finished runs (filled through a real coordinator by simulated
-    /// agents), then list runs, fetch reports and submit, each timed.
-    Store {
-        /// 40 runs, in seconds (CI).
-        #[arg(long)]
-        smoke: bool,
-        /// Finished runs in the store [default: 10000; 40 with --smoke].
-        #[arg(long)]
-        runs: Option<usize>,
-        /// The abfleet binary whose coordinator and commands are measured [default: this one].
-        #[arg(long, value_name = "PATH")]
-        coordinator_bin: Option<PathBuf>,
-    },
-    /// The report of a run with many cells assembled from its events, then written as
-    /// report.json and report.md, a few times.
-    Report {
-        /// 200 cells, in seconds (CI).
-        #[arg(long)]
-        smoke: bool,
-        /// Cells in the run [default: 10000; 200 with --smoke].
-        #[arg(long)]
-        cells: Option<u32>,
-        /// Generations the cells are spread over [default: 5].
-        #[arg(long)]
-        generations: Option<u32>,
-        /// Times it is assembled [default: 5; 2 with --smoke].
-        #[arg(long)]
-        runs: Option<u32>,
     },
 }
 
@@ -928,7 +795,6 @@ impl Command {
             | Command::Agent { .. }
             | Command::Config { .. }
             | Command::Certs { .. }
-            | Command::Bench { .. }
             | Command::Completions { .. }
             | Command::Man { .. }
             | Command::Occupancy { .. } => None,

@@ -1,4 +1,4 @@
-//! `abfleet bench … --smoke` as CI runs it: each benchmark exits 0 and its JSON line carries
+//! `abfleet-bench … --smoke` as CI runs it: each benchmark exits 0 and its JSON line carries
 //! the figures it promises, as positive numbers. Never its times against a target: this is a
 //! shared, noisy machine, and the figures are recorded in docs/performance.md, not asserted.
 
@@ -6,12 +6,12 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// Runs `abfleet bench NAME --smoke`, checks it succeeded, and returns its JSON line.
+/// Runs `abfleet-bench NAME --smoke`, checks it succeeded, and returns its JSON line.
 fn bench_smoke(name: &str) -> Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .args(["bench", name, "--smoke"])
+    let output = Command::new(env!("CARGO_BIN_EXE_abfleet-bench"))
+        .args([name, "--smoke"])
         .output()
-        .expect("abfleet runs");
+        .expect("abfleet-bench runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -230,7 +230,7 @@ fn bench_store_smoke_fills_a_store_and_times_what_an_operator_does() {
     );
 }
 
-/// `abfleet bench NAME --smoke FLAG BINARY` where BINARY is a script named `name` that
+/// `abfleet-bench NAME --smoke FLAG BINARY` where BINARY is a script named `name` that
 /// prints `name: message` to stderr and exits with `code`; checks the bench failed and
 /// returns its stderr.
 fn bench_with_broken_binary(
@@ -249,14 +249,43 @@ fn bench_with_broken_binary(
     .unwrap();
     std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
     let [bench, flag] = bench_and_flag;
-    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .args(["bench", bench, "--smoke", flag])
+    let output = Command::new(env!("CARGO_BIN_EXE_abfleet-bench"))
+        .args([bench, "--smoke", flag])
         .arg(&broken)
         .output()
-        .expect("abfleet runs");
+        .expect("abfleet-bench runs");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(!output.status.success(), "{stderr}");
     stderr
+}
+
+/// The product binary has no `bench`: the developer's tool is a binary of its own (issue 26).
+#[test]
+fn the_product_binary_has_no_bench_and_abfleet_bench_measures_the_abfleet_beside_it() {
+    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .args(["bench", "parse", "--smoke"])
+        .output()
+        .expect("abfleet runs");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let help = Command::new(env!("CARGO_BIN_EXE_abfleet-bench"))
+        .arg("--help")
+        .output()
+        .expect("abfleet-bench runs");
+    let help = String::from_utf8_lossy(&help.stdout);
+    for bench in ["runner", "agent-cpu", "rerun", "parse", "fleet", "store", "report"] {
+        assert!(help.contains(bench), "{help}");
+    }
+    // A copy with no `abfleet` beside it says so, instead of measuring itself.
+    let tmp = tempfile::tempdir().unwrap();
+    let alone = tmp.path().join("abfleet-bench");
+    std::fs::copy(env!("CARGO_BIN_EXE_abfleet-bench"), &alone).unwrap();
+    let output = Command::new(&alone)
+        .args(["rerun", "--smoke"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no `abfleet` beside this binary"), "{stderr}");
 }
 
 /// An agent that dies before its job runs fails the bench at once, with its log, instead of

@@ -72,7 +72,7 @@ pub const MAX_REPLY_BYTES: usize = 256 * 1024 * 1024;
 /// The connections `listener` accepts, with Nagle's algorithm off. tonic sets TCP_NODELAY
 /// only on listeners it binds itself; on an accepted socket with Nagle on, a small gRPC
 /// message (an offer, an acknowledgement) waited for the peer's delayed ACK: ~40 ms per
-/// dispatch (`abfleet bench fleet`, docs/performance.md).
+/// dispatch (`abfleet-bench fleet`, docs/performance.md).
 fn incoming_without_nagle(
     listener: TcpListener,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {

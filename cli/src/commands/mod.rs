@@ -1,7 +1,6 @@
 //! One module per subcommand; `run` dispatches.
 
 mod agent_gc;
-mod bench;
 mod bisect;
 mod calibrate;
 mod certificates;
@@ -17,7 +16,7 @@ mod report;
 mod serve;
 mod submit;
 
-use crate::cli::{AgentAction, BenchCommand, Command, ConfigCommand, CoordinatorArgs, DocsCommand};
+use crate::cli::{AgentAction, Command, ConfigCommand, CoordinatorArgs, DocsCommand};
 use crate::failure::{Classify, Failure};
 
 pub async fn run(command: Command) -> Result<i32, Failure> {
@@ -290,99 +289,6 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                 coordinator, tls, ..
             },
         } => lists::drain(&agent_id, resume, &coordinator, &tls).await,
-        Command::Bench {
-            command:
-                BenchCommand::Runner {
-                    smoke,
-                    short_pairs,
-                    long_pairs,
-                    long_seconds,
-                    busy_loop,
-                },
-        } => {
-            bench::runner::run(bench::runner::RunnerArgs::new(
-                smoke,
-                short_pairs,
-                long_pairs,
-                long_seconds,
-                busy_loop,
-            ))
-            .await
-        }
-        Command::Bench {
-            command:
-                BenchCommand::AgentCpu {
-                    smoke,
-                    pairs,
-                    run_seconds,
-                    agent_binary,
-                },
-        } => {
-            bench::agent_cpu::run(bench::agent_cpu::AgentCpuArgs::new(
-                smoke,
-                pairs,
-                run_seconds,
-                agent_binary,
-            ))
-            .await
-        }
-        Command::Bench {
-            command:
-                BenchCommand::Rerun {
-                    smoke,
-                    subject,
-                    local_binary,
-                },
-        } => bench::rerun::run(bench::rerun::RerunArgs::new(smoke, subject, local_binary)).await,
-        Command::Bench {
-            command:
-                BenchCommand::Parse {
-                    smoke,
-                    frames,
-                    runs,
-                },
-        } => bench::parse::run(bench::parse::ParseArgs::new(smoke, frames, runs)),
-        Command::Bench {
-            command:
-                BenchCommand::Fleet {
-                    smoke,
-                    agents,
-                    jobs,
-                    events_per_job,
-                    batch,
-                    coordinator_bin,
-                },
-        } => {
-            let mut args = bench::fleet::FleetArgs::new(smoke, agents, jobs, events_per_job, batch);
-            args.coordinator_bin = coordinator_bin;
-            bench::fleet::run(args).await
-        }
-        Command::Bench {
-            command:
-                BenchCommand::Store {
-                    smoke,
-                    runs,
-                    coordinator_bin,
-                },
-        } => {
-            let mut args = bench::store::StoreArgs::new(smoke, runs);
-            args.coordinator_bin = coordinator_bin;
-            bench::store::run(args).await
-        }
-        Command::Bench {
-            command:
-                BenchCommand::Report {
-                    smoke,
-                    cells,
-                    generations,
-                    runs,
-                },
-        } => bench::report::run(bench::report::ReportArgs::new(
-            smoke,
-            cells,
-            generations,
-            runs,
-        )),
         Command::Certs { command } => certs::run(command).await,
         Command::Completions { shell } => manual::completions(shell),
         Command::Man { out } => manual::man_pages(&out),

@@ -30,7 +30,7 @@ pub fn parse_reader(
     let mut scores = match format {
         // Buffered outside `PrefixKept`: serde_json reads byte by byte, and std reads a byte
         // from a `BufReader` without a `read` call; through the wrapper each byte was one
-        // (`abfleet bench parse`: 189 ms for a 10-minute 4K output, before).
+        // (`abfleet-bench parse`: 189 ms for a 10-minute 4K output, before).
         OutputFormat::Json => json::parse_reader(std::io::BufReader::new(&mut reader))?,
         OutputFormat::Xml | OutputFormat::Csv => {
             let mut text = String::new();

@@ -3,7 +3,7 @@
 //! vmaf's `--json`, `--xml` and `--csv` writes (frames; then, for JSON and XML, the pooled
 //! block of min, max, mean and harmonic mean per metric). Values come from a seeded xorshift,
 //! so every call writes the same text; it is written as it is generated, never held, so a
-//! caller measuring memory sees only what it does with it. `abfleet bench parse` and the
+//! caller measuring memory sees only what it does with it. `abfleet-bench parse` and the
 //! criterion bench `core/benches/parsers.rs` both read this.
 
 use std::io::{self, Write};

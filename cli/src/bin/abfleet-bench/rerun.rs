@@ -1,4 +1,4 @@
-//! `abfleet bench rerun`: a warm-cache rerun does no build and no fetch, and what it costs
+//! `abfleet-bench rerun`: a warm-cache rerun does no build and no fetch, and what it costs
 //! beyond its timed runs. Two git repositories of the demo subject are made in a temporary
 //! dir (upstream and a fork with one commit), a spec pins both sides to full commit hashes,
 //! and `abfleet local` runs it twice on one work dir (this binary, as child processes).
@@ -102,7 +102,7 @@ pub async fn run(args: RerunArgs) -> Result<i32, Failure> {
     wrap_tools(&bin).infra()?;
     let binary = match &args.local_binary {
         Some(binary) => binary.clone(),
-        None => std::env::current_exe().infra()?,
+        None => crate::abfleet_beside()?,
     };
     let first = local_run(&binary, &dir, &spec, &bin, "first").infra()?;
     let rerun = local_run(&binary, &dir, &spec, &bin, "rerun").infra()?;
@@ -129,9 +129,9 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
         .arg("-C")
         .arg(dir)
         .args(args)
-        .env("GIT_AUTHOR_NAME", "abfleet bench")
+        .env("GIT_AUTHOR_NAME", "abfleet-bench")
         .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
-        .env("GIT_COMMITTER_NAME", "abfleet bench")
+        .env("GIT_COMMITTER_NAME", "abfleet-bench")
         .env("GIT_COMMITTER_EMAIL", "bench@example.invalid")
         .output()?;
     anyhow::ensure!(

@@ -1,4 +1,4 @@
-//! `abfleet bench runner`: what the agent's runner (`abfleet_agent::runner::run`, the call
+//! `abfleet-bench runner`: what the agent's runner (`abfleet_agent::runner::run`, the call
 //! every timed run of a cell goes through) adds to a timed run. The same command is timed
 //! through it and by a bare `std::process::Command` spawn and wait in this process,
 //! interleaved, the pairs alternating which goes first (direct then runner, runner then

@@ -1,4 +1,4 @@
-//! `abfleet bench parse`: how long the agent takes to read a big output. A vmaf JSON output
+//! `abfleet-bench parse`: how long the agent takes to read a big output. A vmaf JSON output
 //! of a 4K 10-minute clip at 24 fps (14,400 frames × 30 metrics, in the shape and `%.6f`
 //! precision vmaf writes; `abfleet_core::output::synthetic`) is generated into a temporary file, then parsed as the agent parses
 //! every timed run's output (`abfleet_core::output::parse_reader` over a `BufReader` of the

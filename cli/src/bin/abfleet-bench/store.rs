@@ -1,4 +1,4 @@
-//! `abfleet bench store`: a coordinator whose store holds many finished runs (10,000 by
+//! `abfleet-bench store`: a coordinator whose store holds many finished runs (10,000 by
 //! default), filled for real: each run submitted over gRPC and finished by simulated agents
 //! (`fleet::SimFleet`: two cell events and `done`, so each run leaves a report and its
 //! per-generation snapshot). Then what an operator does, each timed 20 times as one gRPC call
@@ -28,7 +28,7 @@ const IN_FLIGHT: usize = 16;
 pub struct StoreArgs {
     pub smoke: bool,
     pub runs: usize,
-    /// The binary whose coordinator and commands are measured; `None`: this one.
+    /// The binary whose coordinator and commands are measured; `None`: the `abfleet` beside this binary.
     pub coordinator_bin: Option<std::path::PathBuf>,
 }
 

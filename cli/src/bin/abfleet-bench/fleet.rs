@@ -1,4 +1,4 @@
-//! `abfleet bench fleet`: the coordinator at fleet scale. A real coordinator process (this
+//! `abfleet-bench fleet`: the coordinator at fleet scale. A real coordinator process (this
 //! binary, `coordinator --plaintext` on loopback, its SQLite store in a temporary data dir)
 //! and N simulated agents in this process, each with its own gRPC session over a handful of
 //! HTTP/2 connections, heartbeating at the default interval. Measured:
@@ -50,7 +50,7 @@ pub struct FleetArgs {
     pub events_per_job: u32,
     pub batch: u32,
     pub dispatch_jobs: usize,
-    /// The binary whose coordinator is measured; `None`: this one.
+    /// The binary whose coordinator is measured; `None`: the `abfleet` beside this binary.
     pub coordinator_bin: Option<std::path::PathBuf>,
 }
 
@@ -518,7 +518,7 @@ fn inventory(i: usize) -> Inventory {
         os: "simulated".into(),
         kernel: "-".into(),
         arch: "x86_64".into(),
-        cpu_model: "simulated agent (abfleet bench fleet)".into(),
+        cpu_model: "simulated agent (abfleet-bench fleet)".into(),
         physical_cores: 2,
         logical_cores: 2,
         memory_bytes: 8 << 30,
@@ -562,7 +562,7 @@ pub(super) async fn submit(
         .submit_run(pb::SubmitRunRequest {
             spec_json: spec.to_json(),
             trigger: "manual".into(),
-            spec_origin: "abfleet bench fleet".into(),
+            spec_origin: "abfleet-bench fleet".into(),
             ..Default::default()
         })
         .await
@@ -801,11 +801,11 @@ fn report_cli(exe: &Path, url: &str, run_id: &str, times: usize) -> Result<Summa
     Ok(Summary::of(&seconds).expect("times >= 1"))
 }
 
-/// The binary measured: `--coordinator-bin`, or this one.
+/// The binary measured: `--coordinator-bin`, or the `abfleet` beside this binary.
 pub(super) fn measured_binary(chosen: Option<&Path>) -> Result<std::path::PathBuf, Failure> {
     match chosen {
         Some(path) => Ok(path.to_path_buf()),
-        None => std::env::current_exe().infra(),
+        None => crate::abfleet_beside(),
     }
 }
 

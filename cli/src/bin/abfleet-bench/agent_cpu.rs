@@ -1,4 +1,4 @@
-//! `abfleet bench agent-cpu`: the CPU a real `abfleet agent` process uses while its job's
+//! `abfleet-bench agent-cpu`: the CPU a real `abfleet agent` process uses while its job's
 //! timed runs are in flight, with everything it runs alongside them: its session and
 //! heartbeats, its uploader, the runner waiting on the child.
 //!
@@ -136,7 +136,7 @@ pub async fn run(args: AgentCpuArgs) -> Result<i32, Failure> {
     let agent_log = std::fs::File::create(dir.join("agent.log")).infra()?;
     let binary = match &args.agent_binary {
         Some(binary) => binary.clone(),
-        None => std::env::current_exe().infra()?,
+        None => crate::abfleet_beside()?,
     };
     let mut agent = KillOnDrop(
         std::process::Command::new(binary)
@@ -235,7 +235,7 @@ fn write_job(dir: &Path, probe: &Path, args: &AgentCpuArgs) -> anyhow::Result<st
         &script,
         format!(
             r#"#!/bin/sh
-# abfleet bench agent-cpu: the agent's (our parent's) CPU ticks around a sleep.
+# abfleet-bench agent-cpu: the agent's (our parent's) CPU ticks around a sleep.
 out=
 while [ $# -gt 0 ]; do
     if [ "$1" = "--output" ]; then out=$2; shift; fi

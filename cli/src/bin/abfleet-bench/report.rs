@@ -1,9 +1,9 @@
-//! `abfleet bench report`: assembling the report of a run with many cells (10,000 by default:
+//! `abfleet-bench report`: assembling the report of a run with many cells (10,000 by default:
 //! 5 generations × 100 fixtures × 20 workloads) in this process, as the coordinator does once
 //! when a run finishes (`core::report::assemble_owned` over decoded events), then report.json
 //! and report.md. Also report.json's bytes per cell, which stay flat when the report holds
 //! each cell once. What a user waits for — the events stored through a real coordinator, then
-//! `GetReport` — is `abfleet bench fleet --jobs 1 --events-per-job 10000`.
+//! `GetReport` — is `abfleet-bench fleet --jobs 1 --events-per-job 10000`.
 
 use std::time::Instant;
 
