@@ -81,18 +81,18 @@ pub enum Command {
         /// lists every key); a flag given here overrides the file.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        #[arg(long, default_value = "127.0.0.1:7700")]
+        #[arg(long, default_value = crate::config::DEFAULT_LISTEN)]
         listen: SocketAddr,
-        #[arg(long, default_value = "abfleet-data")]
+        #[arg(long, default_value = crate::config::DEFAULT_DATA_DIR)]
         data_dir: PathBuf,
         /// How long a job stays leased without a heartbeat.
-        #[arg(long, default_value_t = 30.0)]
+        #[arg(long, default_value_t = crate::config::DEFAULT_LEASE_SECONDS)]
         lease_seconds: f64,
         /// How often agents heartbeat.
-        #[arg(long, default_value_t = 2.0)]
+        #[arg(long, default_value_t = crate::config::DEFAULT_HEARTBEAT_SECONDS)]
         heartbeat_seconds: f64,
-        /// Attempts a job gets before it fails as "agent lost".
-        #[arg(long, default_value_t = 3)]
+        /// Attempts a job gets before it fails as "agent lost" (1 or more).
+        #[arg(long, default_value_t = crate::config::DEFAULT_MAX_ATTEMPTS)]
         max_attempts: u32,
         /// The coordinator's certificate (`abfleet certs issue --role coordinator`), its key
         /// and the fleet CA: mutual TLS, every caller needs a certificate the CA signed.
@@ -122,11 +122,11 @@ pub enum Command {
         config: Option<PathBuf>,
         #[arg(
             long,
-            default_value = "http://127.0.0.1:7700",
+            default_value = crate::config::DEFAULT_COORDINATOR_URL,
             env = "ABFLEET_COORDINATOR"
         )]
         coordinator: String,
-        #[arg(long, default_value = "abfleet-agent")]
+        #[arg(long, default_value = crate::config::DEFAULT_WORK_DIR)]
         work_dir: PathBuf,
         /// Report the hardware recorded in DIR (cpuinfo.txt, nvidia-smi-q-x.xml, rocminfo.txt,
         /// sycl-ls.txt, clinfo.txt, <tool>-version.txt such as nvcc-version.txt) instead of probing this host: one machine
@@ -513,7 +513,7 @@ pub enum AgentAction {
         /// agent's own config file); a flag given here overrides the file.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        #[arg(long, default_value = "abfleet-agent")]
+        #[arg(long, default_value = crate::config::DEFAULT_WORK_DIR)]
         work_dir: PathBuf,
         /// The budget: bytes, or with K, M, G or T (`20G`).
         #[arg(long, value_name = "BYTES", value_parser = parse_cache_bytes)]
@@ -594,7 +594,7 @@ pub struct MilestoneArgs {
     pub webhook_secret_file: Option<PathBuf>,
     /// Triggers of one reason for one thing (a tag, a PR) within this many seconds of the
     /// first start one run; later ones are recorded as debounced into it.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, default_value_t = crate::config::DEFAULT_DEBOUNCE_SECONDS)]
     pub debounce_seconds: f64,
     /// Poll the milestone spec's upstream (`git ls-remote --tags`) this often; each new
     /// release tag (`v3.1.0`, not `v3.1.0-rc1`) starts a run with the upstream pin moved to

@@ -272,7 +272,15 @@ fn the_product_binary_has_no_bench_and_abfleet_bench_measures_the_abfleet_beside
         .output()
         .expect("abfleet-bench runs");
     let help = String::from_utf8_lossy(&help.stdout);
-    for bench in ["runner", "agent-cpu", "rerun", "parse", "fleet", "store", "report"] {
+    for bench in [
+        "runner",
+        "agent-cpu",
+        "rerun",
+        "parse",
+        "fleet",
+        "store",
+        "report",
+    ] {
         assert!(help.contains(bench), "{help}");
     }
     // A copy with no `abfleet` beside it says so, instead of measuring itself.
@@ -285,7 +293,10 @@ fn the_product_binary_has_no_bench_and_abfleet_bench_measures_the_abfleet_beside
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("no `abfleet` beside this binary"), "{stderr}");
+    assert!(
+        stderr.contains("no `abfleet` beside this binary"),
+        "{stderr}"
+    );
 }
 
 /// An agent that dies before its job runs fails the bench at once, with its log, instead of

@@ -229,6 +229,32 @@ fn config_check_names_each_problem_and_exits_2() {
         stderr.contains("`bad.toml`") && stderr.contains("unknown field `listen_on`"),
         "{stderr}"
     );
+
+    // What `config check` calls a problem, the coordinator refuses too (it used to run with
+    // `max_attempts = 0` clamped to 1).
+    std::fs::write(
+        &bad,
+        "[coordinator]\nplaintext = true\nmax_attempts = 0\ndata_dir = \"data\"\n",
+    )
+    .unwrap();
+    let checked = abfleet(tmp.path(), &["config", "check", "bad.toml"]);
+    assert_eq!(checked.status.code(), Some(2), "{}", text(&checked));
+    assert!(
+        String::from_utf8_lossy(&checked.stderr).contains("a job needs at least 1 attempt"),
+        "{}",
+        text(&checked)
+    );
+    let output = abfleet(tmp.path(), &["coordinator", "--config", "bad.toml"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("a job needs at least 1 attempt"),
+        "{}",
+        text(&output)
+    );
+    assert!(
+        !tmp.path().join("data").exists(),
+        "refused before the store opens"
+    );
 }
 
 #[test]

@@ -79,6 +79,12 @@ pub async fn coordinator(args: CoordinatorArgs<'_>) -> Result<i32, Failure> {
             "--heartbeat-seconds must be positive and shorter than --lease-seconds"
         )));
     }
+    if max_attempts == 0 {
+        // As `config check` says it: no silent clamp to 1.
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--max-attempts is 0; a job needs at least 1 attempt"
+        )));
+    }
     if !(milestone.debounce_seconds.is_finite() && milestone.debounce_seconds >= 0.0) {
         return Err(Failure::usage(anyhow::anyhow!(
             "--debounce-seconds must be 0 or more"
@@ -145,7 +151,7 @@ pub async fn coordinator(args: CoordinatorArgs<'_>) -> Result<i32, Failure> {
     let config = CoordinatorConfig {
         lease: Duration::from_secs_f64(lease_seconds),
         heartbeat_interval: Duration::from_secs_f64(heartbeat_seconds),
-        max_attempts: max_attempts.max(1),
+        max_attempts,
         agent_lost_after: Duration::from_secs_f64(heartbeat_seconds * 5.0),
         milestone_spec: milestone.milestone_spec.clone(),
         retune_spec: milestone.retune_spec.clone(),
