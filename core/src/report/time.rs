@@ -1,30 +1,20 @@
-//! UTC timestamps as text without a date-time dependency (days-from-civil, Howard Hinnant).
+//! UTC timestamps as text, by the `time` crate.
 
-/// `2026-12-02T17:26:45Z` for Unix milliseconds.
+/// `2026-12-02T17:26:45Z` for Unix milliseconds (whole seconds, as the reports show them);
+/// an instant outside years 0000-9999, which no clock gives, as `unix-ms:N`.
 pub fn format_utc(unix_ms: i64) -> String {
-    let secs = unix_ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    match time::OffsetDateTime::from_unix_timestamp(unix_ms.div_euclid(1000)) {
+        Ok(at) if (0..=9999).contains(&at.year()) => format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+            at.year(),
+            u8::from(at.month()),
+            at.day(),
+            at.hour(),
+            at.minute(),
+            at.second()
+        ),
+        _ => format!("unix-ms:{unix_ms}"),
+    }
 }
 
 #[cfg(test)]
@@ -36,5 +26,8 @@ mod tests {
         assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_utc(1_788_365_205_000), "2026-09-02T16:06:45Z");
         assert_eq!(format_utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        // Before the epoch, milliseconds round down to the second as before.
+        assert_eq!(format_utc(-1), "1969-12-31T23:59:59Z");
+        assert_eq!(format_utc(i64::MAX), format!("unix-ms:{}", i64::MAX));
     }
 }
