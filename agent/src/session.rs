@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use abfleet_core::events::{JobEventPayload, JobOutcome};
 use abfleet_core::inventory::Inventory;
+use abfleet_core::session::{AgentCacheUsage, AgentMessage};
 use abfleet_core::spec::JobSpec;
-use abfleet_proto::pb;
 use abfleet_proto::pb::agent_service_client::AgentServiceClient;
+use abfleet_proto::{agent_message, pb};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
@@ -275,22 +276,23 @@ fn heartbeat(
     running: Option<&RunningJob>,
     cache: &crate::cache::AgentCache,
 ) -> pb::AgentMessage {
-    pb::AgentMessage {
-        agent_id: agent_id.to_string(),
-        kind: Some(pb::agent_message::Kind::Heartbeat(pb::Heartbeat {
-            running_job_id: running.map(|r| r.job_id.clone()).unwrap_or_default(),
-            running_attempt: running.map_or(0, |r| r.attempt),
-            cache_bytes: cache.measured_bytes(),
-            max_cache_bytes: cache.max_bytes(),
-        })),
-    }
+    // A job id that does not parse was refused when the job was offered (`check_job_id`):
+    // what runs always has one.
+    let running = running.and_then(|job| Some((job.job_id.parse().ok()?, job.attempt)));
+    agent_message(
+        agent_id,
+        AgentMessage::Heartbeat {
+            running,
+            cache: AgentCacheUsage {
+                bytes: cache.measured_bytes(),
+                max_bytes: cache.max_bytes(),
+            },
+        },
+    )
 }
 
 fn ready(agent_id: &str) -> pb::AgentMessage {
-    pb::AgentMessage {
-        agent_id: agent_id.to_string(),
-        kind: Some(pb::agent_message::Kind::Ready(pb::Ready {})),
-    }
+    agent_message(agent_id, AgentMessage::Ready)
 }
 
 async fn wait_for(running: &mut Option<RunningJob>) -> JobOutcome {
@@ -318,13 +320,16 @@ async fn hand_back(
         .store(true, std::sync::atomic::Ordering::SeqCst);
     let _ = job.cancel.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(15), job.handle).await;
-    let leaving = pb::AgentMessage {
-        agent_id: agent_id.to_string(),
-        kind: Some(pb::agent_message::Kind::Leaving(pb::Leaving {
-            job_id: job.job_id.clone(),
-            attempt: job.attempt,
-        })),
+    let Ok(job_id) = job.job_id.parse() else {
+        return;
     };
+    let leaving = agent_message(
+        agent_id,
+        AgentMessage::Leaving {
+            job_id,
+            attempt: job.attempt,
+        },
+    );
     if outgoing.send(leaving).await.is_err() {
         return;
     }

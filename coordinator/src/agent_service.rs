@@ -5,6 +5,7 @@
 use std::pin::Pin;
 
 use abfleet_core::inventory::Inventory;
+use abfleet_core::session::AgentMessage;
 use abfleet_core::{AgentId, JobId};
 use abfleet_proto::{parse_id, pb};
 use tokio::sync::mpsc;
@@ -194,36 +195,21 @@ async fn handle_agent_message(
     agent_id: AgentId,
     message: pb::AgentMessage,
 ) -> Result<(), crate::FleetError> {
-    match message.kind {
-        Some(pb::agent_message::Kind::Heartbeat(beat)) => {
-            let running = if beat.running_job_id.is_empty() {
-                None
-            } else {
-                match beat.running_job_id.parse::<JobId>() {
-                    Ok(job_id) => Some((job_id, beat.running_attempt)),
-                    Err(err) => {
-                        warn!(agent_id = %agent_id, error = %err, "heartbeat names a bad job id");
-                        None
-                    }
-                }
-            };
-            fleet.record_agent_cache(
-                agent_id,
-                crate::fleet::AgentCacheUsage {
-                    bytes: beat.cache_bytes,
-                    max_bytes: beat.max_cache_bytes,
-                },
-            );
+    let message = match AgentMessage::try_from(message) {
+        Ok(message) => message,
+        Err(err) => {
+            warn!(agent_id = %agent_id, error = %err, "an agent's session message does not decode; ignoring it");
+            return Ok(());
+        }
+    };
+    match message {
+        AgentMessage::Heartbeat { running, cache } => {
+            fleet.record_agent_cache(agent_id, cache);
             fleet.heartbeat(agent_id, running).await
         }
-        Some(pb::agent_message::Kind::Ready(_)) => fleet.ready(agent_id).await,
-        Some(pb::agent_message::Kind::Leaving(leaving)) => match leaving.job_id.parse::<JobId>() {
-            Ok(job_id) => fleet.agent_leaving(agent_id, job_id, leaving.attempt).await,
-            Err(err) => {
-                warn!(agent_id = %agent_id, error = %err, "a leaving agent names a bad job id");
-                Ok(())
-            }
-        },
-        None => Ok(()),
+        AgentMessage::Ready => fleet.ready(agent_id).await,
+        AgentMessage::Leaving { job_id, attempt } => {
+            fleet.agent_leaving(agent_id, job_id, attempt).await
+        }
     }
 }

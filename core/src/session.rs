@@ -1,6 +1,7 @@
-//! What the coordinator tells a connected agent on its session: a job offered under a lease,
-//! a job cancelled, a lease lost. The coordinator's state machine speaks these; `proto`
-//! converts them to and from the wire.
+//! What the coordinator and a connected agent tell each other on its session: a job offered
+//! under a lease, a job cancelled, a lease lost; a heartbeat, ready, leaving. The
+//! coordinator's state machine and the agent speak these; `proto` converts them to and from
+//! the wire.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -41,4 +42,28 @@ pub enum SessionMessage {
         job_id: JobId,
         attempt: u32,
     },
+}
+
+/// One message from an agent to the coordinator on its session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentMessage {
+    /// Every heartbeat interval: the job it runs at which attempt (renewing that lease), and
+    /// its cache as its last eviction pass measured it.
+    Heartbeat {
+        running: Option<(JobId, u32)>,
+        cache: AgentCacheUsage,
+    },
+    /// It is idle and would take a job.
+    Ready,
+    /// It is stopping and hands back this attempt of this job, stopped, its events uploaded.
+    Leaving { job_id: JobId, attempt: u32 },
+}
+
+/// An agent's cache (builds, git mirrors, fixtures) as it reported it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentCacheUsage {
+    /// Bytes, as the agent measured at its last eviction pass; `None`: not measured.
+    pub bytes: Option<u64>,
+    /// Its `max_cache_bytes`; `None`: no budget.
+    pub max_bytes: Option<u64>,
 }

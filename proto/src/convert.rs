@@ -5,7 +5,7 @@ use std::time::Duration;
 use abfleet_core::generation::Generation;
 use abfleet_core::inventory::Inventory;
 use abfleet_core::progress::RunProgress;
-use abfleet_core::session::{JobOffer, SessionMessage};
+use abfleet_core::session::{AgentCacheUsage, AgentMessage, JobOffer, SessionMessage};
 use abfleet_core::spec::JobSpec;
 
 use crate::pb;
@@ -238,6 +238,62 @@ impl TryFrom<pb::CoordinatorMessage> for SessionMessage {
     }
 }
 
+/// What an agent says on its session, on the wire; `agent_id` names the sender.
+pub fn agent_message(agent_id: &str, message: AgentMessage) -> pb::AgentMessage {
+    use pb::agent_message::Kind;
+    let kind = match message {
+        AgentMessage::Heartbeat { running, cache } => Kind::Heartbeat(pb::Heartbeat {
+            running_job_id: running
+                .map(|(job_id, _)| job_id.to_string())
+                .unwrap_or_default(),
+            running_attempt: running.map_or(0, |(_, attempt)| attempt),
+            cache_bytes: cache.bytes,
+            max_cache_bytes: cache.max_bytes,
+        }),
+        AgentMessage::Ready => Kind::Ready(pb::Ready {}),
+        AgentMessage::Leaving { job_id, attempt } => Kind::Leaving(pb::Leaving {
+            job_id: job_id.to_string(),
+            attempt,
+        }),
+    };
+    pb::AgentMessage {
+        agent_id: agent_id.to_string(),
+        kind: Some(kind),
+    }
+}
+
+/// The message an agent sent; its `agent_id` is the session's business (the first message
+/// names the agent), not the message's.
+impl TryFrom<pb::AgentMessage> for AgentMessage {
+    type Error = WireError;
+
+    fn try_from(message: pb::AgentMessage) -> Result<Self, Self::Error> {
+        use pb::agent_message::Kind;
+        Ok(match message.kind {
+            Some(Kind::Heartbeat(beat)) => AgentMessage::Heartbeat {
+                running: if beat.running_job_id.is_empty() {
+                    None
+                } else {
+                    Some((
+                        parse_id("heartbeat.running_job_id", &beat.running_job_id)?,
+                        beat.running_attempt,
+                    ))
+                },
+                cache: AgentCacheUsage {
+                    bytes: beat.cache_bytes,
+                    max_bytes: beat.max_cache_bytes,
+                },
+            },
+            Some(Kind::Ready(_)) => AgentMessage::Ready,
+            Some(Kind::Leaving(leaving)) => AgentMessage::Leaving {
+                job_id: parse_id("leaving.job_id", &leaving.job_id)?,
+                attempt: leaving.attempt,
+            },
+            None => return Err(WireError::Missing { field: "kind" }),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +324,38 @@ mod tests {
         };
         let back = Inventory::try_from(pb::Inventory::from(inv.clone())).unwrap();
         assert_eq!(back, inv);
+    }
+
+    #[test]
+    fn agent_messages_round_trip_through_the_wire() {
+        let job_id = abfleet_core::JobId::new_random();
+        for message in [
+            AgentMessage::Heartbeat {
+                running: Some((job_id, 2)),
+                cache: AgentCacheUsage {
+                    bytes: Some(7 << 20),
+                    max_bytes: Some(1 << 30),
+                },
+            },
+            AgentMessage::Heartbeat {
+                running: None,
+                cache: AgentCacheUsage::default(),
+            },
+            AgentMessage::Ready,
+            AgentMessage::Leaving { job_id, attempt: 1 },
+        ] {
+            let wire = agent_message("a", message.clone());
+            assert_eq!(wire.agent_id, "a");
+            assert_eq!(AgentMessage::try_from(wire).unwrap(), message);
+        }
+        let mut bad = agent_message("a", AgentMessage::Leaving { job_id, attempt: 1 });
+        if let Some(pb::agent_message::Kind::Leaving(leaving)) = &mut bad.kind {
+            leaving.job_id = "not-an-id".into();
+        }
+        let err = AgentMessage::try_from(bad).unwrap_err().to_string();
+        assert!(err.contains("leaving.job_id"), "{err}");
+        let empty = AgentMessage::try_from(pb::AgentMessage::default()).unwrap_err();
+        assert!(empty.to_string().contains("kind"), "{empty}");
     }
 
     #[test]

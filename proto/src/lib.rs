@@ -6,7 +6,7 @@
 mod convert;
 pub mod transport;
 
-pub use convert::{parse_id, WireError};
+pub use convert::{agent_message, parse_id, WireError};
 
 /// The encoded `FileDescriptorSet` of the wire contract, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =

@@ -32,14 +32,7 @@ pub(super) struct Heard {
     caches: HashMap<AgentId, AgentCacheUsage>,
 }
 
-/// An agent's cache (builds, git mirrors, fixtures) as it reported it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AgentCacheUsage {
-    /// Bytes, as the agent measured at its last eviction pass; `None`: not measured.
-    pub bytes: Option<u64>,
-    /// Its `max_cache_bytes`; `None`: no budget.
-    pub max_bytes: Option<u64>,
-}
+use abfleet_core::session::AgentCacheUsage;
 
 impl Fleet {
     /// Records that an agent spoke (a heartbeat, a ready). `NotRegistered` for an agent the

@@ -34,7 +34,6 @@ mod toolchain_watch;
 mod triggers;
 
 pub use error::FleetError;
-pub use heartbeats::AgentCacheUsage;
 pub use history::HistoryQuery;
 pub use metrics::Counters;
 pub use pull_request_reports::PullRequestRef;
