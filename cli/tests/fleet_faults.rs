@@ -347,7 +347,7 @@ async fn an_outage_longer_than_the_lease_gives_the_lease_back_when_nobody_took_t
         let store = store.clone();
         async move {
             let job = store.job(job_id).await.unwrap().unwrap();
-            (job.state == abfleet_core::report::JobState::Queued).then_some(())
+            (job.state == abfleet_core::lifecycle::JobState::Queued).then_some(())
         }
     })
     .await;

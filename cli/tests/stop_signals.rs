@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use abfleet_coordinator::store::Store;
-use abfleet_core::report::{JobState, RunState};
+use abfleet_core::lifecycle::{JobState, RunState};
 use support::*;
 
 fn terminate(child: &std::process::Child) {

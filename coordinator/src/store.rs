@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 
 use abfleet_core::events::JobEventPayload;
 use abfleet_core::inventory::Inventory;
-use abfleet_core::report::{JobState, RunState};
+use abfleet_core::lifecycle::{JobState, RunState};
 use abfleet_core::spec::JobSpec;
 use abfleet_core::{AgentId, JobId, RunId};
 use rusqlite::{params, Connection, OptionalExtension};

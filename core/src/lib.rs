@@ -16,6 +16,7 @@ pub mod finding;
 pub mod generation;
 pub mod ids;
 pub mod inventory;
+pub mod lifecycle;
 pub mod names;
 pub mod notification;
 pub mod output;

@@ -26,7 +26,7 @@ impl UnknownName {
 mod tests {
     use crate::cell::CellParity;
     use crate::events::{EventKind, JobEventPayload, JobOutcome, LogLevel};
-    use crate::report::{JobState, RunState};
+    use crate::lifecycle::{JobState, RunState};
 
     #[test]
     fn every_stored_name_parses_back_to_its_variant() {

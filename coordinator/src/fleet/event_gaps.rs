@@ -7,7 +7,7 @@
 //! again: the next attempt keeps every cell the store has and measures the others, and the
 //! report's attempt history says why.
 
-use abfleet_core::report::JobState;
+use abfleet_core::lifecycle::JobState;
 use abfleet_core::{AgentId, JobId};
 use tracing::error;
 

@@ -7,8 +7,8 @@
 //! count, the events stored so far — is kept per job while it takes events.
 
 use abfleet_core::events::JobEventPayload;
+use abfleet_core::lifecycle::JobState;
 use abfleet_core::progress::RunProgress;
-use abfleet_core::report::JobState;
 use abfleet_core::{AgentId, JobId};
 
 use super::Fleet;

@@ -4,8 +4,8 @@
 //! agent was cut off is given back to that agent when it returns, if no other agent took the
 //! job meanwhile: the attempt goes on and what it measured while away is accepted.
 
+use abfleet_core::lifecycle::JobState;
 use abfleet_core::progress::RunProgress;
-use abfleet_core::report::JobState;
 use abfleet_core::session::SessionMessage;
 use abfleet_core::{AgentId, JobId, RunId};
 use tracing::warn;

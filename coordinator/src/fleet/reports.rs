@@ -4,8 +4,9 @@
 //! store when it finishes, so finding "the previous run" is one indexed read, not a
 //! re-assembly of every earlier run of the name.
 
+use abfleet_core::lifecycle::RunState;
 use abfleet_core::report::history::{self, GenerationSnapshot};
-use abfleet_core::report::{self, Report, RunState};
+use abfleet_core::report::{self, Report};
 use abfleet_core::RunId;
 
 use super::Fleet;

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use abfleet_core::certs::{normalize_hex, CertificateFacts, CertificateId};
-use abfleet_core::report::JobState;
+use abfleet_core::lifecycle::JobState;
 use abfleet_core::AgentId;
 use tracing::warn;
 

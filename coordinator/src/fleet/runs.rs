@@ -1,8 +1,8 @@
 //! Runs and their jobs from submission to their end: planning the jobs a spec fans out to,
 //! cancelling, and finishing a run once every job has ended.
 
+use abfleet_core::lifecycle::{JobState, RunState};
 use abfleet_core::progress::RunProgress;
-use abfleet_core::report::{JobState, RunState};
 use abfleet_core::session::SessionMessage;
 use abfleet_core::spec::{Fanout, JobSpec};
 use abfleet_core::{JobId, RunId};

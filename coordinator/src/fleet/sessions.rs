@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use abfleet_core::inventory::Inventory;
+use abfleet_core::lifecycle::JobState;
 use abfleet_core::progress::RunProgress;
-use abfleet_core::report::JobState;
 use abfleet_core::session::{JobOffer, SessionMessage};
 use abfleet_core::{AgentId, JobId};
 use tracing::{info, warn};

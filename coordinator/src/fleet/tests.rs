@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use abfleet_core::events::{JobEventPayload, JobOutcome};
 use abfleet_core::inventory::Inventory;
+use abfleet_core::lifecycle::{JobState, RunState};
 use abfleet_core::progress::RunProgress;
-use abfleet_core::report::{JobState, RunState};
 use abfleet_core::session::{JobOffer, SessionMessage};
 use abfleet_core::spec::JobSpec;
 use abfleet_core::{exit, AgentId, RunId};

@@ -3,7 +3,7 @@
 //! `runs_by_created` index, so a page costs the same at 10 runs or 10 million. A listed run is
 //! its summary columns; its spec is not read (nor parsed) for a list.
 
-use abfleet_core::report::RunState;
+use abfleet_core::lifecycle::RunState;
 use abfleet_core::RunId;
 use rusqlite::{params, OptionalExtension};
 

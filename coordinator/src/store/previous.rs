@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use abfleet_core::backend_cell::BackendCell;
 use abfleet_core::finding::Finding;
+use abfleet_core::lifecycle::RunState;
 use abfleet_core::report::history::{GenerationSnapshot, BISECT_TRIGGER};
-use abfleet_core::report::RunState;
 use abfleet_core::RunId;
 use rusqlite::{params, OptionalExtension, Transaction};
 

@@ -70,7 +70,7 @@ impl Store {
             if let (Some(json), Some(ASSEMBLED_BY)) = (json, assembled_by.as_deref()) {
                 return Ok(Some(StoredReport::Stored(json)));
             }
-            let state: abfleet_core::report::RunState = state.parse().map_err(|err| {
+            let state: abfleet_core::lifecycle::RunState = state.parse().map_err(|err| {
                 CoordinatorError::Corrupt(format!("state of run {run_id}: {err}"))
             })?;
             Ok(Some(StoredReport::Missing {
@@ -194,7 +194,7 @@ pub(super) fn results_changed(conn: &Connection, run_id: RunId) -> Result<(), Co
 mod tests {
     use super::*;
     use crate::store::NewJob;
-    use abfleet_core::report::RunState;
+    use abfleet_core::lifecycle::RunState;
 
     fn spec(name: &str) -> abfleet_core::spec::JobSpec {
         let text = include_str!("../../../fixtures/jobs/demo.toml");

@@ -642,7 +642,8 @@ pub(super) mod tests {
     use crate::cell::{CellInput, CellResult, SideMeasurement, SideStatus};
     use crate::events::{BuildRecord, JobEventPayload, JobOutcome, Side};
     use crate::inventory::Inventory;
-    use crate::report::{assemble, JobRecord, JobState, RunRecord, RunState};
+    use crate::lifecycle::{JobState, RunState};
+    use crate::report::{assemble, JobRecord, RunRecord};
     use crate::scores::{FrameScores, Scores};
     use crate::spec::{JobSpec, SourceSpec};
 

@@ -17,9 +17,7 @@ mod retune_markdown;
 mod sweep_markdown;
 mod time;
 
-pub use assemble::{
-    assemble, assemble_owned, AttemptRecord, JobRecord, JobState, RunRecord, RunState,
-};
+pub use assemble::{assemble, assemble_owned, AttemptRecord, JobRecord, RunRecord};
 pub use bmf::render_bmf;
 pub use compare::{compare_reports, render_comparison, CellChange};
 pub use docs_section::render_docs_section;

@@ -378,7 +378,8 @@ mod tests {
     use super::*;
     use crate::cell::{CellInput, SideMeasurement, SideStatus};
     use crate::events::{JobEventPayload, JobOutcome};
-    use crate::report::{assemble, JobRecord, JobState, RunRecord, RunState};
+    use crate::lifecycle::{JobState, RunState};
+    use crate::report::{assemble, JobRecord, RunRecord};
     use crate::scores::{FrameScores, Scores};
     use crate::spec::JobSpec;
 

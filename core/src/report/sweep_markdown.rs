@@ -262,8 +262,9 @@ mod tests {
     use super::*;
     use crate::events::{BuildRecord, BuildStatus, JobEventPayload, JobOutcome, Side};
     use crate::inventory::Inventory;
+    use crate::lifecycle::{JobState, RunState};
     use crate::paired::{Pair, StopReason};
-    use crate::report::{assemble, render_markdown, JobRecord, JobState, RunRecord, RunState};
+    use crate::report::{assemble, render_markdown, JobRecord, RunRecord};
     use crate::spec::{JobSpec, SourceSpec};
     use crate::sweep::{plan, ConfigurationRun, SweepOutcome};
 

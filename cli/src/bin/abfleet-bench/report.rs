@@ -8,9 +8,8 @@
 use std::time::Instant;
 
 use abfleet_core::events::{JobEventPayload, JobOutcome};
-use abfleet_core::report::{
-    assemble_owned, render_markdown, JobRecord, JobState, RunRecord, RunState,
-};
+use abfleet_core::lifecycle::{JobState, RunState};
+use abfleet_core::report::{assemble_owned, render_markdown, JobRecord, RunRecord};
 use serde::Serialize;
 
 use super::summary::{peak_rss_kib, Summary};

@@ -5,7 +5,7 @@
 //! the lost ones and the report says why.
 
 use abfleet_core::events::JobOutcome;
-use abfleet_core::report::JobState;
+use abfleet_core::lifecycle::JobState;
 
 use super::{cell, spec, Harness};
 use crate::fleet::FleetError;
@@ -128,6 +128,6 @@ async fn events_the_agent_no_longer_holds_redo_the_attempt_keeping_the_stored_ce
     assert!(markdown.contains("were lost"), "{markdown}");
     assert_eq!(
         h.run_state(run_id).await.0,
-        abfleet_core::report::RunState::Done
+        abfleet_core::lifecycle::RunState::Done
     );
 }

@@ -3,7 +3,7 @@
 //! does to a session and a lease that are live when it comes.
 
 use abfleet_core::certs::{self, CertificateId, Role};
-use abfleet_core::report::JobState;
+use abfleet_core::lifecycle::JobState;
 use abfleet_core::session::SessionMessage;
 use abfleet_core::AgentId;
 use tokio::sync::mpsc;

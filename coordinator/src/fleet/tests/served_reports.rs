@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use abfleet_core::events::{JobEventPayload, JobOutcome};
-use abfleet_core::report::{Report, RunState};
+use abfleet_core::lifecycle::RunState;
+use abfleet_core::report::Report;
 use abfleet_core::session::SessionMessage;
 use abfleet_core::AgentId;
 use tokio::sync::mpsc;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use abfleet_core::events::{JobEventPayload, JobOutcome, LogLevel};
-use abfleet_core::report::{JobState, RunState};
+use abfleet_core::lifecycle::{JobState, RunState};
 use abfleet_core::spec::JobSpec;
 use abfleet_core::{exit, AgentId, JobId, RunId};
 use rusqlite::{params, Connection};
