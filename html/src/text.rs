@@ -1,40 +1,10 @@
 //! The words and numbers of a cell as the HTML tables show them (report.md's columns, without
-//! Markdown).
+//! Markdown); the words both pages share are `core::report::words`.
 
-use abfleet_core::cell::{CellParity, CellResult, SideResult, SideStatus};
-use abfleet_core::paired::{StopReason, Verdict};
-
-pub(crate) fn verdict_word(verdict: Verdict) -> &'static str {
-    match verdict {
-        Verdict::Faster => "faster",
-        Verdict::Slower => "slower",
-        Verdict::Same => "same",
-        Verdict::Unsure => "unsure",
-    }
-}
-
-pub(crate) fn stop_reason_words(reason: StopReason) -> &'static str {
-    match reason {
-        StopReason::Decided => "stopped on a verdict",
-        StopReason::MaxPairs => "max_runs reached",
-        StopReason::MaxSeconds => "max_cell_seconds reached",
-        StopReason::NotAdaptive => "fixed count",
-        StopReason::OneSided => "one side only",
-    }
-}
-
-/// `0.434 s (spread 5.3%)`, `absent upstream`, `unavailable`.
-pub(crate) fn side_cell(side: &SideResult, absent: &str) -> String {
-    match side.status {
-        SideStatus::Absent => absent.to_string(),
-        SideStatus::Unavailable => "unavailable".to_string(),
-        SideStatus::Ok => match (side.median_time, side.spread_pct) {
-            (Some(t), Some(s)) => format!("{t:.3} s (spread {s:.1}%)"),
-            (Some(t), None) => format!("{t:.3} s"),
-            _ => "—".to_string(),
-        },
-    }
-}
+use abfleet_core::cell::{CellParity, CellResult};
+pub(crate) use abfleet_core::report::words::{
+    side_cell, small_delta, stop_reason_words, verdict_word,
+};
 
 /// The speedup and, when there is one, its interval and verdict.
 pub(crate) fn speedup_text(cell: &CellResult) -> (String, String) {
@@ -87,17 +57,6 @@ pub(crate) fn delta_text(cell: &CellResult) -> String {
     }
 }
 
-/// A per-frame delta: `0`, or three digits.
-pub(crate) fn small_number(delta: f64) -> String {
-    if delta == 0.0 {
-        "0".into()
-    } else if !delta.is_finite() {
-        "null vs number".into()
-    } else {
-        format!("{delta:.1e}")
-    }
-}
-
 /// Below the table: the pairs, the largest per-frame delta, a failed side's reason, and
 /// the agent and certificate that sent the cell.
 pub(crate) fn cell_detail(cell: &CellResult) -> Vec<String> {
@@ -121,7 +80,7 @@ pub(crate) fn cell_detail(cell: &CellResult) -> Vec<String> {
         let over = cell.frames_over_gate.get(metric).copied().unwrap_or(0);
         parts.push(format!(
             "largest per-frame delta {} ({metric}{frame}), {over} frame(s) over the threshold",
-            small_number(*delta)
+            small_delta(*delta)
         ));
     }
     for (side, reason) in cell.not_measured_reasons() {

@@ -294,7 +294,7 @@ fn feature_tables(out: &mut String, cells: &[&CellResult]) {
                 parts.push(format!(
                     "95% interval {lo:.2}–{hi:.2}x over {} pairs, {}",
                     cell.pairs,
-                    super::markdown::verdict_word(verdict)
+                    super::words::verdict_word(verdict)
                 ));
             }
             match cell.largest_score_delta() {

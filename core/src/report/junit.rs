@@ -243,7 +243,7 @@ fn case(cell: &CellResult) -> Case {
             let _ = write!(out, " [{lo:.3}, {hi:.3}]");
         }
         if let Some(verdict) = cell.verdict {
-            let _ = write!(out, ", verdict {}", super::markdown::verdict_word(verdict));
+            let _ = write!(out, ", verdict {}", super::words::verdict_word(verdict));
         }
         let _ = write!(out, ", {} pairs", cell.pairs);
     }

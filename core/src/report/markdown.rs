@@ -5,11 +5,12 @@
 
 use std::fmt::Write as _;
 
-use crate::cell::{CellParity, CellResult, SideResult, SideStatus};
+use crate::cell::{CellParity, CellResult};
 use crate::events::BuildStatus;
 
 use super::markdown_text::{code, code_block, text};
 use super::model::{Report, ScoreParity, SideInfo};
+use super::words::{side_cell, small_delta, stop_reason_words, verdict_word};
 
 pub fn render_markdown(report: &Report) -> String {
     if report.is_sweep {
@@ -423,10 +424,10 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
             let p95 = cell
                 .frame_delta_p95
                 .get(metric)
-                .map_or(String::new(), |p| format!(", p95 {}", delta_text(*p)));
+                .map_or(String::new(), |p| format!(", p95 {}", small_delta(*p)));
             parts.push(format!(
                 "largest per-frame delta {} ({}{frame}), {over} frame(s) over the threshold{p95}",
-                delta_text(*delta),
+                small_delta(*delta),
                 code(metric)
             ));
         }
@@ -480,16 +481,6 @@ fn measured_by_words(by: &crate::cell::MeasuredBy) -> String {
     }
 }
 
-fn stop_reason_words(reason: crate::paired::StopReason) -> &'static str {
-    match reason {
-        crate::paired::StopReason::Decided => "stopped on a verdict",
-        crate::paired::StopReason::MaxPairs => "max_runs reached",
-        crate::paired::StopReason::MaxSeconds => "max_cell_seconds reached",
-        crate::paired::StopReason::NotAdaptive => "fixed count",
-        crate::paired::StopReason::OneSided => "one side only",
-    }
-}
-
 /// Every measured side's exact command, to rerun a cell by hand.
 fn render_reproduce(out: &mut String, cells: &[CellResult]) {
     let lines: Vec<String> = cells
@@ -520,17 +511,6 @@ fn render_reproduce(out: &mut String, cells: &[CellResult]) {
         let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(out, "\n</details>\n");
-}
-
-/// A delta as the report shows it: `0`, `null` for an infinite one, else three digits.
-fn delta_text(delta: f64) -> String {
-    if delta == 0.0 {
-        "0".into()
-    } else if !delta.is_finite() {
-        "null vs number".into()
-    } else {
-        format!("{delta:.1e}")
-    }
 }
 
 fn list_or_none(names: &[String]) -> String {
@@ -565,18 +545,6 @@ fn side_line(label: &str, side: &SideInfo) -> String {
     )
 }
 
-fn side_cell(side: &SideResult, absent: &str) -> String {
-    match side.status {
-        SideStatus::Absent => absent.to_string(),
-        SideStatus::Unavailable => "unavailable".to_string(),
-        SideStatus::Ok => match (side.median_time, side.spread_pct) {
-            (Some(t), Some(s)) => format!("{t:.3} s (spread {s:.1}%)"),
-            (Some(t), None) => format!("{t:.3} s"),
-            _ => "—".to_string(),
-        },
-    }
-}
-
 fn speedup_cell(cell: &CellResult) -> String {
     let detail = match (cell.speedup_ci95, cell.verdict) {
         (Some([lo, hi]), Some(verdict)) => {
@@ -595,15 +563,6 @@ fn speedup_cell(cell: &CellResult) -> String {
         None if cell.parity == CellParity::AbsentFork => "absent in fork".to_string(),
         None if !cell.rejected.is_empty() => "**rejected** (see below)".to_string(),
         None => "—".to_string(),
-    }
-}
-
-pub(super) fn verdict_word(verdict: crate::paired::Verdict) -> &'static str {
-    match verdict {
-        crate::paired::Verdict::Faster => "faster",
-        crate::paired::Verdict::Slower => "slower",
-        crate::paired::Verdict::Same => "same",
-        crate::paired::Verdict::Unsure => "unsure",
     }
 }
 

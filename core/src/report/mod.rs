@@ -16,6 +16,7 @@ pub mod pull_request;
 mod retune_markdown;
 mod sweep_markdown;
 mod time;
+pub mod words;
 
 pub use assemble::{assemble, assemble_owned, AttemptRecord, JobRecord, RunRecord};
 pub use bmf::render_bmf;

@@ -189,7 +189,7 @@ fn render_section(out: &mut String, sweep: &SweepSection) {
         };
         let verdict = match (c.verdict, &c.error) {
             (_, Some(error)) => format!("not timed: {}", error.replace('|', "/")),
-            (Some(v), None) => super::markdown::verdict_word(v).to_string(),
+            (Some(v), None) => super::words::verdict_word(v).to_string(),
             (None, None) if c.is_default => "reference".into(),
             (None, None) => "—".into(),
         };
