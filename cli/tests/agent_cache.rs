@@ -116,28 +116,7 @@ async fn the_agents_cache_stays_under_its_budget_through_a_bisect() {
     let tmp = tempfile::tempdir().unwrap();
     let repos = make_repos(tmp.path());
     let good = repos.fork_commit.clone();
-    let mut commits = Vec::new();
-    for i in 1..=8 {
-        if i == 5 {
-            let makefile = std::fs::read_to_string(repos.fork.join("Makefile")).unwrap();
-            std::fs::write(
-                repos.fork.join("Makefile"),
-                makefile.replace(
-                    "EXTRA_CFLAGS ?=",
-                    "EXTRA_CFLAGS ?= -DABFLEET_PSNR_REPEAT=3000",
-                ),
-            )
-            .unwrap();
-        } else {
-            std::fs::write(repos.fork.join(format!("NOTES-{i}")), format!("note {i}\n")).unwrap();
-        }
-        git(&repos.fork, &["add", "-A"]);
-        git(
-            &repos.fork,
-            &["commit", "-q", "-m", &format!("fork: change {i}")],
-        );
-        commits.push(git(&repos.fork, &["rev-parse", "HEAD"]));
-    }
+    let commits = commit_a_slowdown_fifth_of_eight(&repos);
     let bad = commits[7].clone();
     let mut options = SpecOptions::git(&repos);
     options.fork_source = format!("git = \"{}\"\nrev = \"{bad}\"", repos.fork.display());

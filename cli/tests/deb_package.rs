@@ -15,6 +15,8 @@
 //! It boots `basic.target`, not the host's default target, so the host's own enabled services
 //! do not start in it. Needs root; it fails, never skips, without it.
 
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -296,51 +298,19 @@ impl Drop for Machine {
     }
 }
 
-/// A small job of the demo subject: two builds, one workload, three timed pairs.
+/// A small job of the demo subject, as the machine sees it in the share: two builds, one
+/// workload, three timed pairs.
 fn write_spec(share: &Path) -> PathBuf {
-    let text = format!(
-        r#"name = "deb-package"
-
-[upstream]
-path = "{SHARE}/subject"
-[upstream.build]
-commands = [["make", "-s", "VARIANT=upstream"]]
-
-[fork]
-path = "{SHARE}/subject"
-[fork.build]
-commands = [["make", "-s", "VARIANT=fork"]]
-
-[build]
-commands = [["make", "-s"]]
-binary = "build/vmaf"
-
-[command]
-template = ["{{binary}}", "-r", "{{reference}}", "-d", "{{distorted}}", "-w", "{{width}}", "-h", "{{height}}",
-            "-p", "{{pixel_format}}", "-b", "{{bitdepth}}", "--threads", "{{threads}}", "-o", "{{output}}", "--json"]
-
-[[fixtures]]
-name = "clip"
-width = 160
-height = 120
-bitdepth = 8
-pixel_format = "420"
-frames = 24
-reference = {{ generate = "moving-pattern", seed = 5 }}
-distorted = {{ generate = "moving-pattern-distorted", seed = 5 }}
-
-[[workloads]]
-name = "psnr"
-args = ["--feature", "psnr"]
-
-[measure]
-runs = 3
-timeout_seconds = 120
-"#
-    );
-    let path = share.join("spec.toml");
-    fs::write(&path, text).unwrap();
-    path
+    support::SpecOptions {
+        upstream_source: format!(
+            "path = \"{SHARE}/subject\"\n[upstream.build]\ncommands = [[\"make\", \"-s\", \"VARIANT=upstream\"]]"
+        ),
+        fork_source: format!("path = \"{SHARE}/subject\""),
+        workloads: &["psnr"],
+        frames: 24,
+        ..support::SpecOptions::path()
+    }
+    .write(share, "spec.toml")
 }
 
 #[test]

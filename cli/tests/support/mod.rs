@@ -94,6 +94,35 @@ pub fn make_repos(root: &Path) -> Repos {
     }
 }
 
+/// Eight commits on the fork after `fork_commit`, the fifth making psnr much slower (the
+/// subject repeats it 3000 times), the others touching notes only: what a bisect must find.
+/// Their hashes, oldest first.
+pub fn commit_a_slowdown_fifth_of_eight(repos: &Repos) -> Vec<String> {
+    let mut commits = Vec::new();
+    for i in 1..=8 {
+        if i == 5 {
+            let makefile = std::fs::read_to_string(repos.fork.join("Makefile")).unwrap();
+            std::fs::write(
+                repos.fork.join("Makefile"),
+                makefile.replace(
+                    "EXTRA_CFLAGS ?=",
+                    "EXTRA_CFLAGS ?= -DABFLEET_PSNR_REPEAT=3000",
+                ),
+            )
+            .unwrap();
+        } else {
+            std::fs::write(repos.fork.join(format!("NOTES-{i}")), format!("note {i}\n")).unwrap();
+        }
+        git(&repos.fork, &["add", "-A"]);
+        git(
+            &repos.fork,
+            &["commit", "-q", "-m", &format!("fork: change {i}")],
+        );
+        commits.push(git(&repos.fork, &["rev-parse", "HEAD"]));
+    }
+    commits
+}
+
 fn copy_tree(from: &Path, to: &Path) {
     for file in ["Makefile", "README.md", ".gitignore"] {
         std::fs::create_dir_all(to).unwrap();
