@@ -11,7 +11,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use clap::parser::ValueSource;
 use clap::ArgMatches;
 use serde::Deserialize;
 
@@ -138,7 +137,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ProfileE
     if reads_a_store {
         return Ok(());
     }
-    let given = given_in_leaf(matches);
+    let given = crate::config::given_in_leaf(matches);
     fill(to, &given, file_path().as_deref())
 }
 
@@ -166,22 +165,6 @@ fn fill(
         to.tls.tls_ca = profile.tls_ca;
     }
     Ok(())
-}
-
-/// Whether an argument of the innermost subcommand was given on the command line or by its
-/// variable (a value clap filled in from a default does not count).
-fn given_in_leaf(matches: &ArgMatches) -> impl Fn(&str) -> bool + '_ {
-    let mut leaf = matches;
-    while let Some((_, sub)) = leaf.subcommand() {
-        leaf = sub;
-    }
-    move |id| {
-        leaf.try_get_raw(id).is_ok_and(|raw| raw.is_some())
-            && matches!(
-                leaf.value_source(id),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            )
-    }
 }
 
 /// What `config check` says of one profile: problems, and the settings as TOML.

@@ -1058,11 +1058,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             web,
             milestone,
         } => {
-            let file = ConfigFile::load(path)?;
-            let section = file.coordinator.ok_or_else(|| ConfigError::NoTable {
-                path: path.clone(),
-                table: "coordinator",
-            })?;
+            let section = table_of(path, "coordinator", |file| file.coordinator)?;
             let mut settings = CoordinatorSettings {
                 listen: *listen,
                 data_dir: data_dir.clone(),
@@ -1084,7 +1080,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 perf_label: milestone.perf_label.clone(),
                 toolchain_bots: milestone.toolchain_bots.clone(),
             };
-            settings.overlay(&section, given_in(matches, "coordinator"));
+            settings.overlay(&section, given_in_leaf(matches));
             *listen = settings.listen;
             *data_dir = settings.data_dir;
             *lease_seconds = settings.lease_seconds;
@@ -1115,19 +1111,8 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 }),
             ..
         } => {
-            let file = ConfigFile::load(path)?;
-            let section = file.agent.ok_or_else(|| ConfigError::NoTable {
-                path: path.clone(),
-                table: "agent",
-            })?;
-            let gc = matches
-                .subcommand_matches("agent")
-                .and_then(|agent| agent.subcommand_matches("gc"));
-            let given = |id: &str| {
-                gc.and_then(|gc| gc.value_source(id)).is_some_and(|source| {
-                    matches!(source, ValueSource::CommandLine | ValueSource::EnvVariable)
-                })
-            };
+            let section = table_of(path, "agent", |file| file.agent)?;
+            let given = given_in_leaf(matches);
             fill(work_dir, &section.work_dir, given("work_dir"));
             fill_option(
                 max_cache_bytes,
@@ -1148,11 +1133,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             tls,
             action: None,
         } => {
-            let file = ConfigFile::load(path)?;
-            let section = file.agent.ok_or_else(|| ConfigError::NoTable {
-                path: path.clone(),
-                table: "agent",
-            })?;
+            let section = table_of(path, "agent", |file| file.agent)?;
             let mut settings = AgentSettings {
                 coordinator: coordinator.clone(),
                 work_dir: work_dir.clone(),
@@ -1163,7 +1144,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 tls_key: tls.tls_key.clone(),
                 tls_ca: tls.tls_ca.clone(),
             };
-            settings.overlay(&section, given_in(matches, "agent"));
+            settings.overlay(&section, given_in_leaf(matches));
             *coordinator = settings.coordinator;
             *work_dir = settings.work_dir;
             *probes = settings.probes;
@@ -1178,8 +1159,6 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
     Ok(())
 }
 
-/// Whether a flag of `subcommand` was given, on the command line or by its variable (a
-/// value clap filled in from the default does not count).
 /// `--coordinator` and `--data-dir` both on the command line of a reading command: say so
 /// (ABFLEET_COORDINATOR beside `--data-dir` is fine: the data dir is read).
 pub fn coordinator_and_data_dir_both_given(matches: &ArgMatches) -> Option<String> {
@@ -1195,14 +1174,33 @@ pub fn coordinator_and_data_dir_both_given(matches: &ArgMatches) -> Option<Strin
     })
 }
 
-fn given_in<'a>(matches: &'a ArgMatches, subcommand: &str) -> impl Fn(&str) -> bool + 'a {
-    let sub = matches.subcommand_matches(subcommand);
-    move |id| {
-        sub.and_then(|sub| sub.value_source(id))
-            .is_some_and(|source| {
-                matches!(source, ValueSource::CommandLine | ValueSource::EnvVariable)
-            })
+/// Whether an argument of the innermost subcommand (`coordinator`, `agent`, `agent gc`,
+/// `runs`, …) was given, on the command line or by its variable: a value clap filled in from
+/// a default does not count, and the config file or the client profile fills it instead.
+pub(crate) fn given_in_leaf(matches: &ArgMatches) -> impl Fn(&str) -> bool + '_ {
+    let mut leaf = matches;
+    while let Some((_, sub)) = leaf.subcommand() {
+        leaf = sub;
     }
+    move |id| {
+        leaf.try_get_raw(id).is_ok_and(|raw| raw.is_some())
+            && matches!(
+                leaf.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+    }
+}
+
+/// The `[table]` the command's `--config FILE` must have (`pick` takes it from the file).
+fn table_of<T>(
+    path: &Path,
+    table: &'static str,
+    pick: impl FnOnce(ConfigFile) -> Option<T>,
+) -> Result<T, ConfigError> {
+    pick(ConfigFile::load(path)?).ok_or_else(|| ConfigError::NoTable {
+        path: path.to_path_buf(),
+        table,
+    })
 }
 
 #[cfg(test)]
