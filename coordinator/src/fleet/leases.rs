@@ -93,16 +93,31 @@ impl Fleet {
         Ok(reclaimed)
     }
 
+    /// Puts a leased job back in the queue, or fails it when it used `max_attempts`; says so
+    /// to the run's watchers.
     pub(super) async fn release(
         &self,
         job_id: JobId,
         run_id: RunId,
         reason: String,
     ) -> Result<(), FleetError> {
+        self.release_within(job_id, run_id, reason, self.inner.config.max_attempts)
+            .await
+    }
+
+    /// [`Fleet::release`] against `max_attempts` (`u32::MAX`: a release that never fails
+    /// the job, as a planned stop's).
+    pub(super) async fn release_within(
+        &self,
+        job_id: JobId,
+        run_id: RunId,
+        reason: String,
+        max_attempts: u32,
+    ) -> Result<(), FleetError> {
         let state = self
             .inner
             .store
-            .release_job(job_id, self.inner.config.max_attempts, reason.clone())
+            .release_job(job_id, max_attempts, reason.clone())
             .await?;
         self.publish(RunProgress::new(
             run_id,

@@ -180,17 +180,8 @@ impl Fleet {
         }
         info!(agent_id = %agent_id, job_id = %job_id, attempt, "the agent stopped and handed its job back; requeueing it");
         let reason = format!("agent {agent_id} stopped and handed back attempt {attempt}");
-        let state = self
-            .inner
-            .store
-            .release_job(job_id, u32::MAX, reason.clone())
+        self.release_within(job_id, job.run_id, reason, u32::MAX)
             .await?;
-        self.publish(RunProgress::new(
-            job.run_id,
-            Some(job_id),
-            state.as_str(),
-            &reason,
-        ));
         self.dispatch().await?;
         Ok(())
     }
