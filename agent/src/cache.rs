@@ -691,14 +691,57 @@ mod tests {
         assert_eq!(scan(tmp.path()).unwrap(), before);
     }
 
+    /// Set in the child process the test below starts as an unprivileged user.
+    const EVICT_AS_CHILD: &str = "ABFLEET_TEST_EVICT_WORK_DIR";
+
+    /// A build tree with a read-only directory (what some builds leave) is still evicted.
+    /// Root ignores permission bits, so as root the eviction runs in a child process of this
+    /// test binary as `nobody` (uid 65534), owning the tree: without the agent's chmod the
+    /// removal fails there as on a bench host.
     #[test]
     fn an_entry_with_read_only_directories_is_still_removed() {
         use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        if let Some(dir) = std::env::var_os(EVICT_AS_CHILD) {
+            let eviction = evict(Path::new(&dir), 0, &Pins::default(), EvictMode::Remove).unwrap();
+            assert!(eviction.failed.is_empty(), "{:?}", eviction.failed);
+            assert!(scan(Path::new(&dir)).unwrap().is_empty());
+            return;
+        }
         let tmp = work_dir();
         let locked = tmp.path().join("builds/aaaa/src");
         std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
-        let eviction = evict(tmp.path(), 0, &Pins::default(), EvictMode::Remove).unwrap();
-        assert!(eviction.failed.is_empty(), "{:?}", eviction.failed);
+        let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+            let eviction = evict(tmp.path(), 0, &Pins::default(), EvictMode::Remove).unwrap();
+            assert!(eviction.failed.is_empty(), "{:?}", eviction.failed);
+            assert!(scan(tmp.path()).unwrap().is_empty());
+            return;
+        }
+        let nobody = 65534;
+        let chown = std::process::Command::new("chown")
+            .args(["-R", &format!("{nobody}:{nobody}")])
+            .arg(tmp.path())
+            .status()
+            .unwrap();
+        assert!(chown.success());
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "cache::tests::an_entry_with_read_only_directories_is_still_removed",
+                "--nocapture",
+            ])
+            .env(EVICT_AS_CHILD, tmp.path())
+            .uid(nobody)
+            .gid(nobody)
+            .output()
+            .unwrap();
+        assert!(
+            child.status.success(),
+            "the eviction as uid {nobody}: {}{}",
+            String::from_utf8_lossy(&child.stdout),
+            String::from_utf8_lossy(&child.stderr)
+        );
         assert!(scan(tmp.path()).unwrap().is_empty());
     }
 
