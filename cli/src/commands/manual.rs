@@ -22,7 +22,12 @@ pub fn completions(shell: clap_complete::Shell) -> Result<i32, Failure> {
 /// abfleet.1 and a page per subcommand, in `out`; their names on stdout.
 pub fn man_pages(out: &Path) -> Result<i32, Failure> {
     std::fs::create_dir_all(out)
-        .map_err(|err| anyhow::anyhow!("cannot create `{}`: {err}; give --out a directory you may write", out.display()))
+        .map_err(|err| {
+            anyhow::anyhow!(
+                "cannot create `{}`: {err}; give --out a directory you may write",
+                out.display()
+            )
+        })
         .usage()?;
     let mut command = crate::cli::Cli::command().disable_help_subcommand(true);
     command.build();
@@ -35,7 +40,12 @@ pub fn man_pages(out: &Path) -> Result<i32, Failure> {
         })
         .usage()?;
     let mut pages: Vec<String> = std::fs::read_dir(out)
-        .map_err(|err| anyhow::anyhow!("cannot list `{}` after writing the pages: {err}", out.display()))
+        .map_err(|err| {
+            anyhow::anyhow!(
+                "cannot list `{}` after writing the pages: {err}",
+                out.display()
+            )
+        })
         .usage()?
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
         .filter(|name| name.starts_with("abfleet") && name.ends_with(".1"))
