@@ -320,7 +320,7 @@ struct Offered {
     /// The generation key; empty when the spec names no targets.
     generation: String,
     kept_cells: Vec<u32>,
-    /// The spec, or why the agent cannot read the offer.
+    /// The spec, or why the agent cannot read the offer (it refuses it through its events).
     spec: Result<JobSpec, String>,
 }
 
@@ -403,7 +403,7 @@ fn handle_message(
 }
 
 fn start_job(
-    mut offer: Offered,
+    offer: Offered,
     config: &AgentConfig,
     agent_id: &str,
     inventory: &Inventory,
@@ -411,14 +411,23 @@ fn start_job(
     spool_dir: &std::path::Path,
     shared: &Shared,
 ) -> Result<RunningJob, AgentError> {
+    let Offered {
+        job_id,
+        run_id,
+        attempt,
+        next_seq,
+        generation,
+        kept_cells,
+        spec,
+    } = offer;
     // The job id names the spool file and the job's directories: checked before either exists.
-    crate::input_checks::check_job_id(&offer.job_id).map_err(AgentError::BadOffer)?;
+    crate::input_checks::check_job_id(&job_id).map_err(AgentError::BadOffer)?;
     let sink = EventSink::open(
         spool_dir,
         agent_id,
-        &offer.job_id,
-        offer.attempt,
-        offer.next_seq,
+        &job_id,
+        attempt,
+        next_seq,
         shared.gate.clone(),
     )
     .map_err(|source| AgentError::Io {
@@ -428,22 +437,21 @@ fn start_job(
     tokio::spawn(sink.clone().upload(client.clone()));
     let (cancel, cancel_rx) = watch::channel(false);
     let handing_back = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    info!(job_id = %offer.job_id, attempt = offer.attempt, run_id = %offer.run_id, "job accepted");
+    info!(job_id = %job_id, attempt, run_id = %run_id, "job accepted");
     // An offer the agent cannot read carries its refusal (`Received::UnreadableOffer`).
-    let spec = std::mem::replace(&mut offer.spec, Err(String::new()));
-    let checked = spec.and_then(|spec| check_offer(&offer, config, spec));
+    let checked = spec.and_then(|spec| check_offer(&job_id, &generation, config, spec));
     let handle = match checked {
         // Children of the job carry the work dir's marker and are listed in it (runner).
         Ok(spec) => tokio::spawn(crate::runner::CHILD_OWNER.scope(
             config.work_dir.clone(),
             run_job(JobContext {
-                job_id: offer.job_id.clone(),
-                attempt: offer.attempt,
+                job_id: job_id.clone(),
+                attempt,
                 spec,
                 work_dir: config.work_dir.clone(),
                 host: inventory.clone(),
-                generation: offer.generation.clone(),
-                kept_cells: offer.kept_cells.iter().copied().collect(),
+                generation,
+                kept_cells: kept_cells.into_iter().collect(),
                 sink: sink.clone(),
                 cancel: cancel_rx,
                 handing_back: handing_back.clone(),
@@ -451,13 +459,13 @@ fn start_job(
             }),
         )),
         Err(error) => {
-            warn!(job_id = %offer.job_id, %error, "refusing the offered job");
+            warn!(job_id = %job_id, %error, "refusing the offered job");
             tokio::spawn(refuse(sink.clone(), error))
         }
     };
     Ok(RunningJob {
-        job_id: offer.job_id,
-        attempt: offer.attempt,
+        job_id,
+        attempt,
         cancel,
         handing_back,
         sink,
@@ -467,12 +475,17 @@ fn start_job(
 
 /// The agent's own checks on an offer, before anything is fetched or run: the input checks
 /// that always hold, then the policy, when there is one.
-fn check_offer(offer: &Offered, config: &AgentConfig, spec: JobSpec) -> Result<JobSpec, String> {
-    crate::input_checks::check_job_inputs(&offer.job_id, &offer.generation, &spec)
+fn check_offer(
+    job_id: &str,
+    generation: &str,
+    config: &AgentConfig,
+    spec: JobSpec,
+) -> Result<JobSpec, String> {
+    crate::input_checks::check_job_inputs(job_id, generation, &spec)
         .map_err(|err| format!("the agent refuses the job: {err}"))?;
     if let Some(policy) = &config.policy {
         policy
-            .check(&spec, &offer.generation)
+            .check(&spec, generation)
             .map_err(|refusal| refusal.to_string())?;
     }
     Ok(spec)
