@@ -6,15 +6,14 @@ use std::time::Duration;
 
 use abfleet_core::inventory::Inventory;
 use abfleet_core::session::{AgentMessage, JobOffer, SessionMessage};
-use abfleet_core::spec::JobSpec;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
-use crate::agent_message;
 use crate::pb;
 use crate::pb::agent_service_client::AgentServiceClient;
 use crate::transport::{client_endpoint, TlsFiles, TransportError};
+use crate::{agent_message, WireError};
 
 /// A lazily connected client of the coordinator's agent service. Cheap to clone.
 #[derive(Clone)]
@@ -189,26 +188,31 @@ pub fn decode(message: pb::CoordinatorMessage) -> Option<Received> {
 }
 
 fn decode_offer(offer: pb::JobOffer) -> Received {
-    let unreadable = |offer: pb::JobOffer, error: String| Received::UnreadableOffer {
-        job_id: offer.job_id,
-        run_id: offer.run_id,
-        attempt: offer.attempt,
-        next_seq: offer.next_seq,
-        error,
-    };
-    if let Err(err) = JobSpec::from_json(&offer.spec_json) {
-        let error = format!(
-            "the agent cannot read the job spec ({err}); is the agent older than the coordinator?"
-        );
-        return unreadable(offer, error);
-    }
-    let kept = offer.clone();
-    match JobOffer::try_from(offer) {
-        Ok(offer) => Received::Message(SessionMessage::Offer(Box::new(offer))),
-        Err(err) => unreadable(
-            kept,
-            format!("the agent cannot read the job offer ({err}); is the agent older than the coordinator?"),
+    // Kept for a refusal; the spec's text is not.
+    let (job_id, run_id, attempt, next_seq) = (
+        offer.job_id.clone(),
+        offer.run_id.clone(),
+        offer.attempt,
+        offer.next_seq,
+    );
+    let error = match JobOffer::try_from(offer) {
+        Ok(offer) => return Received::Message(SessionMessage::Offer(Box::new(offer))),
+        Err(WireError::BadDocument {
+            field: "offer.spec_json",
+            message,
+        }) => format!(
+            "the agent cannot read the job spec ({message}); is the agent older than the coordinator?"
         ),
+        Err(err) => format!(
+            "the agent cannot read the job offer ({err}); is the agent older than the coordinator?"
+        ),
+    };
+    Received::UnreadableOffer {
+        job_id,
+        run_id,
+        attempt,
+        next_seq,
+        error,
     }
 }
 
@@ -299,6 +303,8 @@ impl AgentLink {
 
 #[cfg(test)]
 mod tests {
+    use abfleet_core::spec::JobSpec;
+
     use super::*;
 
     #[test]
