@@ -7,14 +7,13 @@ use std::time::Duration;
 
 use abfleet_core::events::{JobEventPayload, JobOutcome};
 use abfleet_core::inventory::Inventory;
-use abfleet_core::session::{AgentCacheUsage, AgentMessage};
+use abfleet_core::session::{AgentCacheUsage, AgentMessage, JobOffer, SessionMessage};
 use abfleet_core::spec::JobSpec;
-use abfleet_proto::pb::agent_service_client::AgentServiceClient;
-use abfleet_proto::{agent_message, pb};
-use tokio::sync::{mpsc, watch};
+use abfleet_proto::agent_link::{
+    AgentLink, LinkError, LinkErrorKind, Received, SessionReceiver, SessionSender,
+};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Channel;
 use tracing::{info, warn};
 
 use crate::backoff::Backoff;
@@ -74,16 +73,13 @@ pub async fn run_agent(
             })
         }
     }
-    let channel =
-        abfleet_proto::transport::client_endpoint(&config.coordinator_url, config.tls.as_ref())
-            .map_err(|err| AgentError::Connect {
+    let client =
+        AgentLink::connect_lazy(&config.coordinator_url, config.tls.as_ref()).map_err(|err| {
+            AgentError::Connect {
                 url: config.coordinator_url.clone(),
                 message: err.to_string(),
-            })?
-            .connect_timeout(Duration::from_secs(5))
-            .keep_alive_timeout(Duration::from_secs(20))
-            .connect_lazy();
-    let client = AgentServiceClient::new(channel);
+            }
+        })?;
     let spool_dir = config.spool_dir();
     info!(agent_id = %agent_id, coordinator = %config.coordinator_url, work_dir = %config.work_dir.display(), "agent starting");
     // One for the whole agent: a timed cell hushes every uploader, a leftover spool's too.
@@ -136,20 +132,20 @@ pub async fn run_agent(
         loop {
             tokio::select! {
                 _ = &mut shutdown => {
-                    hand_back(&agent_id, &mut running, outgoing, &mut incoming).await;
+                    hand_back(&mut running, outgoing, &mut incoming).await;
                     return Ok(());
                 }
                 _ = beat.tick() => {
-                    if outgoing.send(heartbeat(&agent_id, running.as_ref(), &shared.cache)).await.is_err() {
+                    if outgoing.send(heartbeat(running.as_ref(), &shared.cache)).await.is_err() {
                         break;
                     }
                 }
-                message = incoming.message() => match message {
+                message = incoming.next() => match message {
                     Ok(Some(message)) => {
                         handle_message(message, &config, &agent_id, &inventory, &client, &shared, &mut running);
                     }
                     Ok(None) => { warn!("coordinator closed the session"); break; }
-                    Err(status) if status.code() == tonic::Code::FailedPrecondition => {
+                    Err(status) if status.kind() == LinkErrorKind::FailedPrecondition => {
                         // The coordinator does not know this agent (its store was replaced):
                         // the next session registers again, before anything else.
                         warn!(agent_id = %agent_id, reason = %status.message(), "the coordinator ended the session; registering again");
@@ -173,7 +169,7 @@ pub async fn run_agent(
                 outcome = wait_for(&mut running), if running.is_some() => {
                     let job = running.take().expect("guarded by is_some");
                     info!(job_id = %job.job_id, ?outcome, "ready for the next job");
-                    if outgoing.send(ready(&agent_id)).await.is_err() {
+                    if outgoing.send(AgentMessage::Ready).await.is_err() {
                         break;
                     }
                 }
@@ -188,22 +184,16 @@ pub async fn run_agent(
     Ok(())
 }
 
-type Incoming = tonic::Streaming<pb::CoordinatorMessage>;
-
 /// The coordinator refuses this agent's certificate (revoked, or no longer trusted): no
 /// retry soon will change that.
-fn is_refused_certificate(status: &tonic::Status) -> bool {
-    status.code() == tonic::Code::Unauthenticated
+fn is_refused_certificate(status: &LinkError) -> bool {
+    status.kind() == LinkErrorKind::Unauthenticated
 }
 
 /// Says so loudly and stops the job it runs: nothing it measures would be accepted. The agent
 /// keeps trying at its longest backoff (a coordinator restored from before a revocation, or
 /// a CA put back, lets it in again); a new certificate needs a restart to be read.
-async fn refused_certificate(
-    agent_id: &str,
-    status: &tonic::Status,
-    running: &mut Option<RunningJob>,
-) {
+async fn refused_certificate(agent_id: &str, status: &LinkError, running: &mut Option<RunningJob>) {
     tracing::error!(
         agent_id,
         reason = status.message(),
@@ -229,70 +219,44 @@ async fn reread_inventory(config: &AgentConfig, current: &Inventory) -> Option<I
 }
 
 async fn register(
-    client: &AgentServiceClient<Channel>,
+    client: &AgentLink,
     agent_id: &str,
     inventory: &Inventory,
-) -> Result<pb::RegisterResponse, tonic::Status> {
-    Ok(client
-        .clone()
-        .register(pb::RegisterRequest {
-            agent_id: agent_id.to_string(),
-            inventory: Some(inventory.clone().into()),
-            agent_version: env!("CARGO_PKG_VERSION").to_string(),
-        })
-        .await?
-        .into_inner())
+) -> Result<abfleet_proto::agent_link::Registration, LinkError> {
+    client
+        .register(agent_id, inventory, env!("CARGO_PKG_VERSION"))
+        .await
 }
 
 async fn open_session(
-    client: &AgentServiceClient<Channel>,
+    client: &AgentLink,
     agent_id: &str,
     inventory: &Inventory,
     running: Option<&RunningJob>,
     cache: &crate::cache::AgentCache,
-) -> Result<(mpsc::Sender<pb::AgentMessage>, Incoming, Duration), tonic::Status> {
-    let mut client = client.clone();
-    let registered = register(&client, agent_id, inventory).await?;
-    let (outgoing, receiver) = mpsc::channel(16);
+) -> Result<(SessionSender, SessionReceiver, Duration), LinkError> {
+    let registered = register(client, agent_id, inventory).await?;
     // The first message names the agent; an idle agent also asks for work at once.
-    let _ = outgoing.send(heartbeat(agent_id, running, cache)).await;
+    let mut first = vec![heartbeat(running, cache)];
     if running.is_none() {
-        let _ = outgoing.send(ready(agent_id)).await;
+        first.push(AgentMessage::Ready);
     }
-    let incoming = client
-        .session(ReceiverStream::new(receiver))
-        .await?
-        .into_inner();
-    Ok((
-        outgoing,
-        incoming,
-        Duration::from_millis(registered.heartbeat_interval_ms.max(50)),
-    ))
+    let (outgoing, incoming) = client.open_session(agent_id, first).await?;
+    Ok((outgoing, incoming, registered.heartbeat_interval))
 }
 
 /// A heartbeat: the running job, and the cache's size at its last pass and its budget.
-fn heartbeat(
-    agent_id: &str,
-    running: Option<&RunningJob>,
-    cache: &crate::cache::AgentCache,
-) -> pb::AgentMessage {
+fn heartbeat(running: Option<&RunningJob>, cache: &crate::cache::AgentCache) -> AgentMessage {
     // A job id that does not parse was refused when the job was offered (`check_job_id`):
     // what runs always has one.
     let running = running.and_then(|job| Some((job.job_id.parse().ok()?, job.attempt)));
-    agent_message(
-        agent_id,
-        AgentMessage::Heartbeat {
-            running,
-            cache: AgentCacheUsage {
-                bytes: cache.measured_bytes(),
-                max_bytes: cache.max_bytes(),
-            },
+    AgentMessage::Heartbeat {
+        running,
+        cache: AgentCacheUsage {
+            bytes: cache.measured_bytes(),
+            max_bytes: cache.max_bytes(),
         },
-    )
-}
-
-fn ready(agent_id: &str) -> pb::AgentMessage {
-    agent_message(agent_id, AgentMessage::Ready)
+    }
 }
 
 async fn wait_for(running: &mut Option<RunningJob>) -> JobOutcome {
@@ -307,10 +271,9 @@ async fn wait_for(running: &mut Option<RunningJob>) -> JobOutcome {
 /// another agent takes it at once instead of after `agent_lost_after`. Waits briefly for the
 /// coordinator to close the session, so the message is not lost with the process.
 async fn hand_back(
-    agent_id: &str,
     running: &mut Option<RunningJob>,
-    outgoing: tokio::sync::mpsc::Sender<pb::AgentMessage>,
-    incoming: &mut Incoming,
+    outgoing: SessionSender,
+    incoming: &mut SessionReceiver,
 ) {
     let Some(job) = running.take() else {
         return;
@@ -323,18 +286,15 @@ async fn hand_back(
     let Ok(job_id) = job.job_id.parse() else {
         return;
     };
-    let leaving = agent_message(
-        agent_id,
-        AgentMessage::Leaving {
-            job_id,
-            attempt: job.attempt,
-        },
-    );
+    let leaving = AgentMessage::Leaving {
+        job_id,
+        attempt: job.attempt,
+    };
     if outgoing.send(leaving).await.is_err() {
         return;
     }
     drop(outgoing);
-    let closed = async { while let Ok(Some(_)) = incoming.message().await {} };
+    let closed = async { while let Ok(Some(_)) = incoming.next().await {} };
     if tokio::time::timeout(Duration::from_secs(3), closed)
         .await
         .is_err()
@@ -351,66 +311,123 @@ async fn stop_running(running: &mut Option<RunningJob>) {
     }
 }
 
+/// An offer as the agent starts it: read, or not (then it is refused through its events).
+struct Offered {
+    job_id: String,
+    run_id: String,
+    attempt: u32,
+    next_seq: u64,
+    /// The generation key; empty when the spec names no targets.
+    generation: String,
+    kept_cells: Vec<u32>,
+    /// The spec, or why the agent cannot read the offer (it refuses it through its events).
+    spec: Result<JobSpec, String>,
+}
+
+impl Offered {
+    fn read(offer: JobOffer) -> Offered {
+        Offered {
+            job_id: offer.job_id.to_string(),
+            run_id: offer.run_id.to_string(),
+            attempt: offer.attempt,
+            next_seq: offer.next_seq,
+            generation: offer.generation.unwrap_or_default(),
+            kept_cells: offer.kept_cells.into_iter().collect(),
+            spec: Ok(offer.spec),
+        }
+    }
+}
+
 fn handle_message(
-    message: pb::CoordinatorMessage,
+    message: Received,
     config: &AgentConfig,
     agent_id: &str,
     inventory: &Inventory,
-    client: &AgentServiceClient<Channel>,
+    client: &AgentLink,
     shared: &Shared,
     running: &mut Option<RunningJob>,
 ) {
-    match message.kind {
-        Some(pb::coordinator_message::Kind::Offer(offer)) => {
-            if let Some(job) = running {
-                warn!(offered = %offer.job_id, running = %job.job_id, "offer while busy; ignoring it (its lease will expire)");
-                return;
-            }
-            let spool_dir = config.spool_dir();
-            match start_job(
-                offer, config, agent_id, inventory, client, &spool_dir, shared,
-            ) {
-                Ok(job) => *running = Some(job),
-                Err(err) => warn!(error = %err, "cannot start the offered job"),
-            }
-        }
-        Some(pb::coordinator_message::Kind::Cancel(cancel)) => {
-            if let Some(job) = running.as_ref().filter(|j| j.job_id == cancel.job_id) {
-                info!(job_id = %job.job_id, reason = %cancel.reason, "job cancelled by the coordinator");
+    let offered = match message {
+        Received::Message(SessionMessage::Offer(offer)) => Offered::read(*offer),
+        Received::UnreadableOffer {
+            job_id,
+            run_id,
+            attempt,
+            next_seq,
+            error,
+        } => Offered {
+            job_id,
+            run_id,
+            attempt,
+            next_seq,
+            generation: String::new(),
+            kept_cells: Vec::new(),
+            spec: Err(error),
+        },
+        Received::Message(SessionMessage::Cancel { job_id, reason }) => {
+            let job_id = job_id.to_string();
+            if let Some(job) = running.as_ref().filter(|j| j.job_id == job_id) {
+                info!(job_id = %job.job_id, reason = %reason, "job cancelled by the coordinator");
                 let _ = job.cancel.send(true);
             }
+            return;
         }
-        Some(pb::coordinator_message::Kind::LeaseLost(lost)) => {
+        Received::Message(SessionMessage::LeaseLost { job_id, attempt }) => {
+            let job_id = job_id.to_string();
             if let Some(job) = running
                 .as_ref()
-                .filter(|j| j.job_id == lost.job_id && j.attempt == lost.attempt)
+                .filter(|j| j.job_id == job_id && j.attempt == attempt)
             {
                 warn!(job_id = %job.job_id, attempt = job.attempt, "lease lost; stopping the job");
                 job.sink.mark_lost("the lease expired");
                 let _ = job.cancel.send(true);
             }
+            return;
         }
-        None => {}
+        Received::Unreadable { error } => {
+            warn!(%error, "ignoring a message from the coordinator that names no job of this agent");
+            return;
+        }
+    };
+    if let Some(job) = running {
+        warn!(offered = %offered.job_id, running = %job.job_id, "offer while busy; ignoring it (its lease will expire)");
+        return;
+    }
+    let spool_dir = config.spool_dir();
+    match start_job(
+        offered, config, agent_id, inventory, client, &spool_dir, shared,
+    ) {
+        Ok(job) => *running = Some(job),
+        Err(err) => warn!(error = %err, "cannot start the offered job"),
     }
 }
 
 fn start_job(
-    offer: pb::JobOffer,
+    offer: Offered,
     config: &AgentConfig,
     agent_id: &str,
     inventory: &Inventory,
-    client: &AgentServiceClient<Channel>,
+    client: &AgentLink,
     spool_dir: &std::path::Path,
     shared: &Shared,
 ) -> Result<RunningJob, AgentError> {
+    let Offered {
+        job_id,
+        run_id,
+        attempt,
+        next_seq,
+        generation,
+        kept_cells,
+        spec,
+    } = offer;
     // The job id names the spool file and the job's directories: checked before either exists.
-    crate::input_checks::check_job_id(&offer.job_id).map_err(AgentError::BadOffer)?;
+    crate::input_checks::check_job_id(&job_id).map_err(AgentError::BadOffer)?;
     let sink = EventSink::open(
         spool_dir,
         agent_id,
-        &offer.job_id,
-        offer.attempt,
-        offer.next_seq,
+        &job_id,
+        attempt,
+        next_seq,
         shared.gate.clone(),
     )
     .map_err(|source| AgentError::Io {
@@ -420,24 +437,21 @@ fn start_job(
     tokio::spawn(sink.clone().upload(client.clone()));
     let (cancel, cancel_rx) = watch::channel(false);
     let handing_back = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    info!(job_id = %offer.job_id, attempt = offer.attempt, run_id = %offer.run_id, "job accepted");
-    let checked = JobSpec::from_json(&offer.spec_json)
-        .map_err(|err| {
-            format!("the agent cannot read the job spec ({err}); is the agent older than the coordinator?")
-        })
-        .and_then(|spec| check_offer(&offer, config, spec));
+    info!(job_id = %job_id, attempt, run_id = %run_id, "job accepted");
+    // An offer the agent cannot read carries its refusal (`Received::UnreadableOffer`).
+    let checked = spec.and_then(|spec| check_offer(&job_id, &generation, config, spec));
     let handle = match checked {
         // Children of the job carry the work dir's marker and are listed in it (runner).
         Ok(spec) => tokio::spawn(crate::runner::CHILD_OWNER.scope(
             config.work_dir.clone(),
             run_job(JobContext {
-                job_id: offer.job_id.clone(),
-                attempt: offer.attempt,
+                job_id: job_id.clone(),
+                attempt,
                 spec,
                 work_dir: config.work_dir.clone(),
                 host: inventory.clone(),
-                generation: offer.generation.clone(),
-                kept_cells: offer.kept_cells.iter().copied().collect(),
+                generation,
+                kept_cells: kept_cells.into_iter().collect(),
                 sink: sink.clone(),
                 cancel: cancel_rx,
                 handing_back: handing_back.clone(),
@@ -445,13 +459,13 @@ fn start_job(
             }),
         )),
         Err(error) => {
-            warn!(job_id = %offer.job_id, %error, "refusing the offered job");
+            warn!(job_id = %job_id, %error, "refusing the offered job");
             tokio::spawn(refuse(sink.clone(), error))
         }
     };
     Ok(RunningJob {
-        job_id: offer.job_id,
-        attempt: offer.attempt,
+        job_id,
+        attempt,
         cancel,
         handing_back,
         sink,
@@ -462,15 +476,16 @@ fn start_job(
 /// The agent's own checks on an offer, before anything is fetched or run: the input checks
 /// that always hold, then the policy, when there is one.
 fn check_offer(
-    offer: &pb::JobOffer,
+    job_id: &str,
+    generation: &str,
     config: &AgentConfig,
     spec: JobSpec,
 ) -> Result<JobSpec, String> {
-    crate::input_checks::check_job_inputs(&offer.job_id, &offer.generation, &spec)
+    crate::input_checks::check_job_inputs(job_id, generation, &spec)
         .map_err(|err| format!("the agent refuses the job: {err}"))?;
     if let Some(policy) = &config.policy {
         policy
-            .check(&spec, &offer.generation)
+            .check(&spec, generation)
             .map_err(|refusal| refusal.to_string())?;
     }
     Ok(spec)
@@ -497,7 +512,7 @@ async fn refuse(sink: EventSink, error: String) -> JobOutcome {
 fn drain_leftover_spools(
     spool_dir: &std::path::Path,
     agent_id: &str,
-    client: &AgentServiceClient<Channel>,
+    client: &AgentLink,
     gate: &UploadGate,
 ) {
     for (_, job_id, attempt) in spool::leftovers(spool_dir) {

@@ -17,10 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use abfleet_core::events::{JobEventPayload, LogLevel};
-use abfleet_proto::pb;
-use abfleet_proto::pb::agent_service_client::AgentServiceClient;
+use abfleet_proto::agent_link::{AgentLink, EventPush, LinkErrorKind, PushReply, PushedEvent};
 use tokio::sync::watch;
-use tonic::transport::Channel;
 use tracing::{debug, error, warn};
 
 use crate::backoff::Backoff;
@@ -218,7 +216,7 @@ impl EventSink {
     /// The uploader: runs until closed and drained, or the lease is lost. Everything it
     /// does (send, acknowledge, tidy the spool) it does under an upload permit, so never
     /// while a cell is timed.
-    pub async fn upload(self, mut client: AgentServiceClient<Channel>) {
+    pub async fn upload(self, client: AgentLink) {
         let mut changes = self.inner.changes.subscribe();
         // Jittered: after a coordinator restart, agents do not retry in the same instants.
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
@@ -252,16 +250,20 @@ impl EventSink {
                 let _ = changes.changed().await;
                 continue;
             }
-            let request = pb::PushEventsRequest {
-                agent_id: self.inner.agent_id.clone(),
-                job_id: self.inner.job_id.clone(),
+            // What a refusal as too large needs of the batch, which the push takes.
+            let count = batch.len();
+            let batch_bytes: usize = batch.iter().map(|e| e.payload_json.len()).sum();
+            let (first_seq, first_bytes) = (batch[0].seq, batch[0].payload_json.len());
+            let request = EventPush {
+                agent_id: &self.inner.agent_id,
+                job_id: &self.inner.job_id,
                 attempt: self.inner.attempt,
                 events: batch
-                    .iter()
-                    .map(|e| pb::JobEvent {
+                    .into_iter()
+                    .map(|e| PushedEvent {
                         seq: e.seq,
                         at_ms: e.at_ms,
-                        payload_json: e.payload_json.clone(),
+                        payload_json: e.payload_json,
                     })
                     .collect(),
                 lost_before,
@@ -285,14 +287,12 @@ impl EventSink {
                 continue;
             };
             match pushed {
-                Ok(response) => {
-                    let response = response.into_inner();
-                    if let Some(missing) = response.missing {
-                        lost_before = self.resend_missing(missing.first, missing.last);
-                        continue;
-                    }
+                Ok(PushReply::Missing { first, last }) => {
+                    lost_before = self.resend_missing(first, last);
+                    continue;
+                }
+                Ok(PushReply::Acked(acked)) => {
                     lost_before = 0;
-                    let acked = response.acked;
                     debug!(job_id = %self.inner.job_id, count = acked.len(), "events acknowledged");
                     self.lock().spool.acknowledge(&acked);
                     self.bump();
@@ -300,10 +300,10 @@ impl EventSink {
                 }
                 Err(status)
                     if matches!(
-                        status.code(),
-                        tonic::Code::FailedPrecondition
-                            | tonic::Code::NotFound
-                            | tonic::Code::InvalidArgument
+                        status.kind(),
+                        LinkErrorKind::FailedPrecondition
+                            | LinkErrorKind::NotFound
+                            | LinkErrorKind::InvalidArgument
                     ) =>
                 {
                     crate::timeline::mark("upload.end");
@@ -311,17 +311,15 @@ impl EventSink {
                     self.mark_lost(status.message());
                     return;
                 }
-                Err(status) if status.code() == tonic::Code::OutOfRange && batch.len() > 1 => {
-                    budget = (batch.iter().map(|e| e.payload_json.len()).sum::<usize>() / 2).max(1);
+                Err(status) if status.kind() == LinkErrorKind::OutOfRange && count > 1 => {
+                    budget = (batch_bytes / 2).max(1);
                     warn!(job_id = %self.inner.job_id, %status, budget, "the coordinator refused a batch as too large; sending smaller ones");
                 }
-                Err(status) if status.code() == tonic::Code::OutOfRange => {
+                Err(status) if status.kind() == LinkErrorKind::OutOfRange => {
                     // One event the coordinator will never take: drop it and fail the job
                     // (its "done" still goes), rather than retry it forever.
                     let message = format!(
-                        "the coordinator refused event {} ({} bytes) as too large: {}; the job stops",
-                        batch[0].seq,
-                        batch[0].payload_json.len(),
+                        "the coordinator refused event {first_seq} ({first_bytes} bytes) as too large: {}; the job stops",
                         status.message()
                     );
                     error!(job_id = %self.inner.job_id, "{message}");
@@ -333,7 +331,7 @@ impl EventSink {
                         };
                         let note = serde_json::to_string(&note).expect("events serialise");
                         let mut state = self.lock();
-                        state.spool.replace(batch[0].seq, note);
+                        state.spool.replace(first_seq, note);
                         state.spool_failure.get_or_insert(message);
                     }
                     self.bump();

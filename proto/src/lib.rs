@@ -3,6 +3,7 @@
 //! protobuf; everything else speaks `abfleet_core`.
 #![forbid(unsafe_code)]
 
+pub mod agent_link;
 mod convert;
 pub mod transport;
 
