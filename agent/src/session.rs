@@ -281,14 +281,13 @@ async fn hand_back(
     info!(job_id = %job.job_id, attempt = job.attempt, "stopping the running job and handing it back");
     job.handing_back
         .store(true, std::sync::atomic::Ordering::SeqCst);
-    let _ = job.cancel.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(15), job.handle).await;
-    let Ok(job_id) = job.job_id.parse() else {
+    let (job_id, attempt) = job.stop().await;
+    let Ok(typed_id) = job_id.parse() else {
         return;
     };
     let leaving = AgentMessage::Leaving {
-        job_id,
-        attempt: job.attempt,
+        job_id: typed_id,
+        attempt,
     };
     if outgoing.send(leaving).await.is_err() {
         return;
@@ -299,15 +298,30 @@ async fn hand_back(
         .await
         .is_err()
     {
-        warn!(job_id = %job.job_id, "the coordinator did not close the session; it requeues the job after agent_lost_after");
+        warn!(job_id = %job_id, "the coordinator did not close the session; it requeues the job after agent_lost_after");
     }
 }
 
 async fn stop_running(running: &mut Option<RunningJob>) {
     if let Some(job) = running.take() {
         info!(job_id = %job.job_id, "stopping the running job");
-        let _ = job.cancel.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(15), job.handle).await;
+        job.stop().await;
+    }
+}
+
+impl RunningJob {
+    /// Cancels the job and waits for it to end (15 s at most); its id and attempt.
+    async fn stop(self) -> (String, u32) {
+        let RunningJob {
+            job_id,
+            attempt,
+            cancel,
+            handle,
+            ..
+        } = self;
+        let _ = cancel.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(15), handle).await;
+        (job_id, attempt)
     }
 }
 
