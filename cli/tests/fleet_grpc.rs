@@ -129,6 +129,13 @@ async fn a_second_identical_run_does_not_rebuild() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_loses_its_coordinator_mid_job_resends_and_each_cell_is_stored_once() {
+    // The coordinators and the agent run in this process: should this fail, its output says
+    // which of them ended the attempt (CI once saw a second attempt here; see
+    // coordinator/src/fleet/tests.rs, a lease given back twice).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("info")
+        .with_test_writer()
+        .try_init();
     let tmp = tempfile::tempdir().unwrap();
     let spec = SpecOptions {
         workloads: &["psnr", "motion", "float_ssim", "motion_v2"],

@@ -143,6 +143,27 @@ pub struct LeaseView {
     pub run_state: RunState,
 }
 
+/// What [`Store::reclaim_lapsed_lease`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LapsedLease {
+    /// The job was queued with the agent as its last holder at that attempt: the lease is
+    /// the agent's again.
+    GivenBack,
+    /// The agent already holds the lease at that attempt: another of its calls (its
+    /// heartbeat and an upload arrive together after a reconnect) gave it back a moment
+    /// earlier.
+    AlreadyHeld,
+    /// Neither: another agent took the job, or it failed, was cancelled or redone.
+    Refused,
+}
+
+impl LapsedLease {
+    /// The agent holds the lease now, whichever call gave it back.
+    pub fn is_held(self) -> bool {
+        self != LapsedLease::Refused
+    }
+}
+
 /// What [`Store::append_batch`] did with a batch.
 #[derive(Debug)]
 pub enum BatchOutcome {
@@ -554,15 +575,16 @@ impl Store {
 
     /// Gives a lapsed lease back to the agent that held it: the job was requeued when the
     /// lease expired, but no other agent has taken it, so the same attempt goes on and its
-    /// events are still accepted. `false` when the job is not queued at that attempt with
-    /// that agent as its last holder (another agent took it, it failed, it was cancelled).
+    /// events are still accepted. Asked twice at once (an agent's heartbeat and its upload
+    /// after a reconnect), the second finds the lease already the agent's
+    /// ([`LapsedLease::AlreadyHeld`]), which is no refusal.
     pub async fn reclaim_lapsed_lease(
         &self,
         job_id: JobId,
         agent_id: AgentId,
         attempt: u32,
         lease_expires_ms: i64,
-    ) -> Result<bool, CoordinatorError> {
+    ) -> Result<LapsedLease, CoordinatorError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
             let changed = tx.execute(
@@ -576,14 +598,33 @@ impl Store {
                     JobState::Queued.as_str()
                 ],
             )?;
-            if changed == 1 {
+            let found = if changed == 1 {
                 tx.execute(
                     "UPDATE attempts SET end_reason = NULL WHERE job_id = ?1 AND attempt = ?2",
                     params![job_id.to_string(), attempt],
                 )?;
-            }
+                LapsedLease::GivenBack
+            } else {
+                let held: Option<i64> = tx
+                    .query_row(
+                        "SELECT 1 FROM jobs WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = ?4",
+                        params![
+                            job_id.to_string(),
+                            agent_id.to_string(),
+                            attempt,
+                            JobState::Leased.as_str()
+                        ],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                if held.is_some() {
+                    LapsedLease::AlreadyHeld
+                } else {
+                    LapsedLease::Refused
+                }
+            };
             tx.commit()?;
-            Ok(changed == 1)
+            Ok(found)
         })
         .await
     }

@@ -12,6 +12,7 @@ use tracing::warn;
 
 use super::Fleet;
 use super::FleetError;
+use crate::store::LapsedLease;
 
 impl Fleet {
     pub async fn heartbeat(
@@ -68,18 +69,22 @@ impl Fleet {
     /// Gives a lapsed lease back to the agent that held it, when its job was requeued and no
     /// other agent has taken it since (`true` then): the agent was cut off longer than the
     /// lease but kept measuring, and its spooled events still belong to a live attempt.
+    /// Also `true` when another call of the same agent gave the lease back a moment earlier:
+    /// after a reconnect its heartbeat and its upload both find the job queued, and the one
+    /// that comes second must not be told the lease is lost (that would drop the attempt the
+    /// first call just kept).
     pub(super) async fn reclaim_lapsed(
         &self,
         job_id: JobId,
         agent_id: AgentId,
         attempt: u32,
     ) -> Result<bool, FleetError> {
-        let reclaimed = self
+        let found = self
             .inner
             .store
             .reclaim_lapsed_lease(job_id, agent_id, attempt, self.lease_expiry())
             .await?;
-        if reclaimed {
+        if found == LapsedLease::GivenBack {
             warn!(agent_id = %agent_id, job_id = %job_id, attempt, "the agent came back after its lease lapsed and nobody took the job: the attempt goes on");
             if let Some(job) = self.inner.store.job(job_id).await? {
                 self.publish(RunProgress::new(
@@ -90,7 +95,7 @@ impl Fleet {
                 ));
             }
         }
-        Ok(reclaimed)
+        Ok(found.is_held())
     }
 
     /// Puts a leased job back in the queue, or fails it when it used `max_attempts`; says so

@@ -479,6 +479,97 @@ async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt
     assert_eq!(h.job_state(run_id).await, JobState::Failed);
 }
 
+/// After a broken session the agent's heartbeat and its spooled upload both find the job
+/// queued and both ask for the lease back; whichever comes second finds it already the
+/// agent's and must be told so, not "lease lost" (which dropped the attempt: CI saw a resent
+/// job measured twice).
+#[tokio::test]
+async fn a_lease_given_back_by_one_call_of_the_agent_is_held_for_its_other_call() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    h.fleet
+        .session_broke(h.agent, h.session_number, "reset")
+        .await
+        .unwrap();
+    assert_eq!(h.job_state(run_id).await, JobState::Queued);
+    let (sender, _session) = mpsc::unbounded_channel();
+    h.fleet.open_session(h.agent, sender, None).unwrap();
+    // The heartbeat's call gives the lease back; the upload's, a moment later, finds it held.
+    assert!(h
+        .fleet
+        .reclaim_lapsed(offer.job_id, h.agent, offer.attempt)
+        .await
+        .unwrap());
+    assert!(h
+        .fleet
+        .reclaim_lapsed(offer.job_id, h.agent, offer.attempt)
+        .await
+        .unwrap());
+    // Held by this agent at this attempt only: another agent, or another attempt, is refused.
+    let other = AgentId::new_random();
+    assert!(!h
+        .fleet
+        .reclaim_lapsed(offer.job_id, other, offer.attempt)
+        .await
+        .unwrap());
+    assert!(!h
+        .fleet
+        .reclaim_lapsed(offer.job_id, h.agent, offer.attempt + 1)
+        .await
+        .unwrap());
+    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempt), (JobState::Leased, 1));
+}
+
+/// The same race through the fleet's own doors: a heartbeat and an upload of the agent come
+/// in together after each of many broken sessions, and neither is ever refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_heartbeat_and_an_upload_arriving_together_after_a_reconnect_both_keep_the_attempt() {
+    let mut h = Harness::new(3).await;
+    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let offer = h.ready_and_take_offer().await;
+    let mut number = h.session_number;
+    let mut sessions = Vec::new();
+    for seq in 0..40u64 {
+        h.fleet
+            .session_broke(h.agent, number, "reset")
+            .await
+            .unwrap();
+        let (sender, session) = mpsc::unbounded_channel();
+        (number, _) = h.fleet.open_session(h.agent, sender, None).unwrap();
+        let log = StoredEvent {
+            seq,
+            at_ms: h.clock_ms(),
+            payload: JobEventPayload::Log {
+                level: abfleet_core::events::LogLevel::Info,
+                line: format!("spooled while away {seq}"),
+            },
+        };
+        let (beat, pushed) = tokio::join!(
+            h.fleet
+                .heartbeat(h.agent, Some((offer.job_id, offer.attempt))),
+            h.fleet
+                .push_events(h.agent, offer.job_id, offer.attempt, vec![log]),
+        );
+        beat.unwrap();
+        assert_eq!(pushed.unwrap(), vec![seq], "reconnect {seq}");
+        let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+        assert_eq!(
+            (job.state, job.attempt),
+            (JobState::Leased, 1),
+            "reconnect {seq}"
+        );
+        sessions.push(session);
+    }
+    for mut session in sessions {
+        if let Ok(message) = session.try_recv() {
+            panic!("the agent was told {message:?}");
+        }
+    }
+    assert_eq!(h.job_state(run_id).await, JobState::Leased);
+}
+
 /// Issue 24: an agent lost mid-job is an alert when it happens, once per attempt, to each
 /// endpoint that takes `agent_lost`; an endpoint that does not take it gets nothing.
 #[tokio::test]
