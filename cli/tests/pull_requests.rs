@@ -254,8 +254,25 @@ retry_after_seconds = 0.2
         }
     })
     .await;
-    let errored = double.requests_to("repos/create-commit-status");
-    let last = errored.last().unwrap().body.clone().unwrap();
+    // The comment goes first and the status after it (a status that says "see the comment"
+    // must not come before it): wait for this run's status rather than read the last one
+    // the moment the comment is there, which may still be the rerun's verdict.
+    let last = wait_until(Duration::from_secs(30), "the error status", || {
+        let statuses = double.requests_to("repos/create-commit-status");
+        let by_hand = by_hand.clone();
+        async move {
+            statuses
+                .iter()
+                .filter_map(|request| request.body.clone())
+                .find(|body| {
+                    body["target_url"]
+                        .as_str()
+                        .is_some_and(|url| url.ends_with(&by_hand))
+                        && body["state"] != "pending"
+                })
+        }
+    })
+    .await;
     assert_eq!(last["state"], "error", "{last}");
     assert!(
         last["description"]
