@@ -229,22 +229,8 @@ pub enum Command {
     /// it of the same spec and hardware and what changed in between (fork commit, upstream
     /// pin, toolchain).
     History {
-        /// The generation key, exactly as `abfleet agents` shows it (`cpu/x86-64-v4/zen4`).
-        #[arg(long, value_name = "KEY")]
-        generation: String,
-        #[arg(long, value_name = "W")]
-        workload: String,
-        /// Only this fixture (default: every fixture of the workload).
-        #[arg(long, value_name = "F")]
-        fixture: Option<String>,
-        /// Only runs of this spec name.
-        #[arg(long)]
-        name: Option<String>,
-        /// The newest this many runs (at most 5000).
-        #[arg(long, default_value_t = 200)]
-        limit: u32,
-        #[arg(long, value_enum, default_value_t = HistoryFormat::Md)]
-        format: HistoryFormat,
+        #[command(flatten)]
+        query: HistoryArgs,
         #[command(flatten)]
         source: StoreSource,
     },
@@ -297,24 +283,8 @@ pub enum Command {
     /// With RUN, the commits, generation and cell come from that run's first speed regression
     /// against its previous comparable run. Writes bisect.md and bisect.json to --out, each step's report under --out/steps/RUN.
     Bisect {
-        /// A run flagged with a regression; or give --spec, --good, --bad, --workload, --fixture.
-        run_id: Option<String>,
-        /// The job spec whose fork (a git source) to bisect.
-        #[arg(long, value_name = "SPEC")]
-        spec: Option<PathBuf>,
-        #[arg(long, value_name = "COMMIT")]
-        good: Option<String>,
-        #[arg(long, value_name = "COMMIT")]
-        bad: Option<String>,
-        /// Run every step on this generation key.
-        #[arg(long, value_name = "KEY")]
-        generation: Option<String>,
-        #[arg(long, value_name = "W")]
-        workload: Option<String>,
-        #[arg(long, value_name = "F")]
-        fixture: Option<String>,
-        #[arg(long, default_value = "abfleet-out")]
-        out: PathBuf,
+        #[command(flatten)]
+        target: BisectArgs,
         #[command(flatten)]
         to: CoordinatorArgs,
     },
@@ -365,29 +335,94 @@ pub enum Command {
     },
     /// Theoretical occupancy of one kernel launch and its limiter:
     /// `--arch sm_89 --block 128 --regs 255 [--smem BYTES]`, or `--arch gfx942 --vgprs N`.
-    Occupancy {
-        /// `sm_XY` (CUDA) or `gfxNNN` (AMD).
-        #[arg(long)]
-        arch: String,
-        /// Threads per block (work-items per workgroup).
-        #[arg(long, default_value_t = 128)]
-        block: u32,
-        /// CUDA: registers per thread.
-        #[arg(long)]
-        regs: Option<u32>,
-        /// AMD: VGPRs per work-item.
-        #[arg(long)]
-        vgprs: Option<u32>,
-        /// AMD: SGPRs per wave.
-        #[arg(long, default_value_t = 0)]
-        sgprs: u32,
-        /// Static shared memory (LDS) per block, bytes.
-        #[arg(long, default_value_t = 0)]
-        smem: u32,
-        /// Text, or one JSON document (docs/operations.md, "Lists for scripts").
-        #[arg(long, value_enum, default_value_t = ListFormat::Text)]
-        format: ListFormat,
-    },
+    Occupancy(OccupancyArgs),
+}
+
+// What `abfleet occupancy` asks (no doc comment: the subcommand's own says it).
+#[derive(clap::Args)]
+pub struct OccupancyArgs {
+    /// `sm_XY` (CUDA) or `gfxNNN` (AMD).
+    #[arg(long)]
+    pub arch: String,
+    /// Threads per block (work-items per workgroup).
+    #[arg(long, default_value_t = 128)]
+    pub block: u32,
+    /// CUDA: registers per thread.
+    #[arg(long)]
+    pub regs: Option<u32>,
+    /// AMD: VGPRs per work-item.
+    #[arg(long)]
+    pub vgprs: Option<u32>,
+    /// AMD: SGPRs per wave.
+    #[arg(long, default_value_t = 0)]
+    pub sgprs: u32,
+    /// Static shared memory (LDS) per block, bytes.
+    #[arg(long, default_value_t = 0)]
+    pub smem: u32,
+    /// Text, or one JSON document (docs/operations.md, "Lists for scripts").
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub format: ListFormat,
+}
+
+// What `abfleet bisect` asks, besides where the coordinator is.
+#[derive(clap::Args)]
+pub struct BisectArgs {
+    /// A run flagged with a regression; or give --spec, --good, --bad, --workload, --fixture.
+    pub run_id: Option<String>,
+    /// The job spec whose fork (a git source) to bisect.
+    #[arg(long, value_name = "SPEC")]
+    pub spec: Option<PathBuf>,
+    #[arg(long, value_name = "COMMIT")]
+    pub good: Option<String>,
+    #[arg(long, value_name = "COMMIT")]
+    pub bad: Option<String>,
+    /// Run every step on this generation key.
+    #[arg(long, value_name = "KEY")]
+    pub generation: Option<String>,
+    #[arg(long, value_name = "W")]
+    pub workload: Option<String>,
+    #[arg(long, value_name = "F")]
+    pub fixture: Option<String>,
+    #[arg(long, default_value = "abfleet-out")]
+    pub out: PathBuf,
+}
+
+// What `abfleet history` asks, besides where the runs are.
+#[derive(clap::Args)]
+pub struct HistoryArgs {
+    /// The generation key, exactly as `abfleet agents` shows it (`cpu/x86-64-v4/zen4`).
+    #[arg(long, value_name = "KEY")]
+    pub generation: String,
+    #[arg(long, value_name = "W")]
+    pub workload: String,
+    /// Only this fixture (default: every fixture of the workload).
+    #[arg(long, value_name = "F")]
+    pub fixture: Option<String>,
+    /// Only runs of this spec name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The newest this many runs (at most 5000).
+    #[arg(long, default_value_t = 200)]
+    pub limit: u32,
+    #[arg(long, value_enum, default_value_t = HistoryFormat::Md)]
+    pub format: HistoryFormat,
+}
+
+// What `abfleet docs update` asks, besides where the run is.
+#[derive(clap::Args)]
+pub struct DocsUpdate {
+    /// The run; or `--report FILE` (a report.json) instead.
+    #[arg(required_unless_present = "report")]
+    pub run_id: Option<String>,
+    /// A report.json written by `abfleet local`, `submit --wait` or `report --format json`.
+    #[arg(long, value_name = "FILE", conflicts_with = "run_id")]
+    pub report: Option<PathBuf>,
+    /// The fork's docs/benchmarks.md (made if it does not exist).
+    #[arg(long, value_name = "PATH")]
+    pub benchmarks: Option<PathBuf>,
+    /// The fork's docs/state.md (made if it does not exist).
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -412,18 +447,8 @@ pub enum DocsCommand {
     /// unexplained delta (a regression against the previous comparable run, a parity
     /// failure). Idempotent: running it again changes nothing.
     Update {
-        /// The run; or `--report FILE` (a report.json) instead.
-        #[arg(required_unless_present = "report")]
-        run_id: Option<String>,
-        /// A report.json written by `abfleet local`, `submit --wait` or `report --format json`.
-        #[arg(long, value_name = "FILE", conflicts_with = "run_id")]
-        report: Option<PathBuf>,
-        /// The fork's docs/benchmarks.md (made if it does not exist).
-        #[arg(long, value_name = "PATH")]
-        benchmarks: Option<PathBuf>,
-        /// The fork's docs/state.md (made if it does not exist).
-        #[arg(long, value_name = "PATH")]
-        state: Option<PathBuf>,
+        #[command(flatten)]
+        update: DocsUpdate,
         #[command(flatten)]
         source: StoreSource,
     },
@@ -797,7 +822,7 @@ impl Command {
             | Command::Certs { .. }
             | Command::Completions { .. }
             | Command::Man { .. }
-            | Command::Occupancy { .. } => None,
+            | Command::Occupancy(_) => None,
         }
     }
 }

@@ -9,7 +9,7 @@
 //! run's own report shows it. Writes `bisect.md` and `bisect.json` to `--out` (each step's
 //! report under `--out/steps/RUN`) and prints the section.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use abfleet_core::bisect::{self, BisectRecord, Bisection, Commit, Decision, Step};
@@ -20,20 +20,9 @@ use abfleet_proto::pb;
 
 use super::follow::{fetch_report, follow, OnInterrupt};
 use super::{control_client, status_error};
+pub use crate::cli::BisectArgs;
 use crate::cli::TlsArgs;
 use crate::failure::{Classify, Failure};
-
-/// What `abfleet bisect` was asked.
-pub struct BisectArgs {
-    pub run_id: Option<String>,
-    pub spec: Option<PathBuf>,
-    pub good: Option<String>,
-    pub bad: Option<String>,
-    pub generation: Option<String>,
-    pub workload: Option<String>,
-    pub fixture: Option<String>,
-    pub out: PathBuf,
-}
 
 /// What one bisect covers, once resolved.
 struct Target {

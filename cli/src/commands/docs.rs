@@ -2,19 +2,13 @@
 //! docs/state.md (the rules are `core::report::docs`); this file only reads the report and
 //! the pages and writes a page back when it changed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use abfleet_core::report::{docs, Report};
 
+pub use crate::cli::DocsUpdate;
 use crate::cli::StoreSource;
 use crate::failure::{Classify, Failure};
-
-pub struct DocsUpdate {
-    pub run_id: Option<String>,
-    pub report: Option<PathBuf>,
-    pub benchmarks: Option<PathBuf>,
-    pub state: Option<PathBuf>,
-}
 
 pub async fn update(args: DocsUpdate, source: &StoreSource) -> Result<i32, Failure> {
     if args.benchmarks.is_none() && args.state.is_none() {

@@ -178,28 +178,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             against: None,
             source,
         } => report::run(&run_id, format, &fail_on.fail_on, &source).await,
-        Command::History {
-            generation,
-            workload,
-            fixture,
-            name,
-            limit,
-            format,
-            source,
-        } => {
-            report::history(
-                report::HistoryArgs {
-                    generation,
-                    workload,
-                    fixture,
-                    name,
-                    limit,
-                    format,
-                },
-                &source,
-            )
-            .await
-        }
+        Command::History { query, source } => report::history(query, &source).await,
         Command::Runs {
             limit,
             all,
@@ -219,55 +198,14 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             },
         } => lists::cancel(&run_id, &coordinator, &tls).await,
         Command::Bisect {
-            run_id,
-            spec,
-            good,
-            bad,
-            generation,
-            workload,
-            fixture,
-            out,
+            target,
             to: CoordinatorArgs {
                 coordinator, tls, ..
             },
-        } => {
-            bisect::run(
-                bisect::BisectArgs {
-                    run_id,
-                    spec,
-                    good,
-                    bad,
-                    generation,
-                    workload,
-                    fixture,
-                    out,
-                },
-                &coordinator,
-                &tls,
-            )
-            .await
-        }
+        } => bisect::run(target, &coordinator, &tls).await,
         Command::Docs {
-            command:
-                DocsCommand::Update {
-                    run_id,
-                    report,
-                    benchmarks,
-                    state,
-                    source,
-                },
-        } => {
-            docs::update(
-                docs::DocsUpdate {
-                    run_id,
-                    report,
-                    benchmarks,
-                    state,
-                },
-                &source,
-            )
-            .await
-        }
+            command: DocsCommand::Update { update, source },
+        } => docs::update(update, &source).await,
         Command::Docs {
             command: DocsCommand::PullRequest(args),
         } => docs_pull_request::run(args).await,
@@ -292,23 +230,7 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
         Command::Certs { command } => certs::run(command).await,
         Command::Completions { shell } => manual::completions(shell),
         Command::Man { out } => manual::man_pages(&out),
-        Command::Occupancy {
-            arch,
-            block,
-            regs,
-            vgprs,
-            sgprs,
-            smem,
-            format,
-        } => occupancy::run(&occupancy::OccupancyArgs {
-            arch,
-            block,
-            regs,
-            vgprs,
-            sgprs,
-            smem,
-            format,
-        }),
+        Command::Occupancy(args) => occupancy::run(&args),
     }
 }
 

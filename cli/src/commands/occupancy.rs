@@ -4,17 +4,8 @@
 use abfleet_core::retune::{amd_occupancy, cuda_occupancy};
 
 use crate::cli::ListFormat;
+pub use crate::cli::OccupancyArgs;
 use crate::failure::Failure;
-
-pub struct OccupancyArgs {
-    pub arch: String,
-    pub block: u32,
-    pub regs: Option<u32>,
-    pub vgprs: Option<u32>,
-    pub sgprs: u32,
-    pub smem: u32,
-    pub format: ListFormat,
-}
 
 /// One launch's occupancy, for people and for scripts.
 struct Reading {

@@ -8,6 +8,7 @@ use abfleet_core::RunId;
 
 use super::control_client;
 use super::follow::fetch_report;
+pub use crate::cli::HistoryArgs;
 use crate::cli::{ReportFormat, StoreSource};
 use crate::failure::{Classify, Failure};
 use crate::terminal_text::visible;
@@ -76,16 +77,6 @@ pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure
             fetch_report(&mut client, &run_id.to_string()).await
         }
     }
-}
-
-/// What `abfleet history` asks for.
-pub struct HistoryArgs {
-    pub generation: String,
-    pub workload: String,
-    pub fixture: Option<String>,
-    pub name: Option<String>,
-    pub limit: u32,
-    pub format: crate::cli::HistoryFormat,
 }
 
 /// `abfleet history --generation KEY --workload W`: from a coordinator or a data dir.
