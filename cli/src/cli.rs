@@ -35,28 +35,7 @@ pub enum Command {
     /// real gRPC on loopback. Prints the per-feature table, writes report.html, report.md and
     /// report.json.
     #[command(after_help = AFTER_HELP)]
-    Local {
-        /// The job spec (TOML; see docs/job-spec.md).
-        spec: PathBuf,
-        /// Where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// The embedded coordinator's store.
-        #[arg(long, default_value = "abfleet-out/.coordinator")]
-        data_dir: PathBuf,
-        /// The embedded agent's work dir (git caches, builds, fixtures); kept between runs.
-        #[arg(long, default_value = "abfleet-out/.agent")]
-        work_dir: PathBuf,
-        /// Add the GPUs recorded in DIR (nvidia-smi, rocminfo or sycl-ls output; repeatable)
-        /// to this host: the GPU backends are built here with the real compilers and checked
-        /// for those GPUs' architectures (never timed). E.g. fixtures/probes/l40s-thamada.
-        #[arg(long, value_name = "DIR")]
-        gpu_probes: Vec<PathBuf>,
-        #[command(flatten)]
-        trigger: TriggerArg,
-        #[command(flatten)]
-        fail_on: FailOnArg,
-    },
+    Local(LocalCommand),
     /// A/A calibration of this host: the fork's binary timed as both sides of a spec's first
     /// fixture and workload, many times. Reports the false-positive rate and the smallest
     /// difference the host resolves; later reports from this work dir show that resolution.
@@ -76,134 +55,18 @@ pub enum Command {
         work_dir: PathBuf,
     },
     /// Serve the coordinator: agents and the CLI connect to it.
-    Coordinator {
-        /// Read settings from this TOML file's `[coordinator]` table (deploy/coordinator.toml
-        /// lists every key); a flag given here overrides the file.
-        #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
-        #[arg(long, default_value = crate::config::DEFAULT_LISTEN)]
-        listen: SocketAddr,
-        #[arg(long, default_value = crate::config::DEFAULT_DATA_DIR)]
-        data_dir: PathBuf,
-        /// How long a job stays leased without a heartbeat.
-        #[arg(long, default_value_t = crate::config::DEFAULT_LEASE_SECONDS)]
-        lease_seconds: f64,
-        /// How often agents heartbeat.
-        #[arg(long, default_value_t = crate::config::DEFAULT_HEARTBEAT_SECONDS)]
-        heartbeat_seconds: f64,
-        /// Attempts a job gets before it fails as "agent lost" (1 or more).
-        #[arg(long, default_value_t = crate::config::DEFAULT_MAX_ATTEMPTS)]
-        max_attempts: u32,
-        /// The coordinator's certificate (`abfleet certs issue --role coordinator`), its key
-        /// and the fleet CA: mutual TLS, every caller needs a certificate the CA signed.
-        #[command(flatten)]
-        tls: TlsArgs,
-        /// Also serve plain HTTP here: `/metrics` (Prometheus) and `/healthz`, counts and
-        /// states only; off by default. With --plaintext on loopback, also the web view.
-        #[arg(long, value_name = "ADDR")]
-        http: Option<SocketAddr>,
-        /// Serve the read-only web view and its JSON API (`/api/`) here. With TLS: HTTPS,
-        /// readable only with an operator or viewer certificate of the fleet CA. With
-        /// --plaintext: plain HTTP, loopback only (a loopback --http serves it too).
-        #[arg(long, value_name = "ADDR")]
-        web: Option<SocketAddr>,
-        #[command(flatten)]
-        milestone: MilestoneArgs,
-        /// Serve without TLS. Allowed on a loopback --listen only: every local process may
-        /// then submit jobs and act as an agent.
-        #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "tls_ca"])]
-        plaintext: bool,
-    },
+    Coordinator(CoordinatorCommand),
     /// Run an agent on this bench host: it dials the coordinator and takes jobs.
-    Agent {
-        /// Read settings from this TOML file's `[agent]` table (deploy/agent.toml lists every
-        /// key); a flag given here overrides the file.
-        #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
-        #[arg(
-            long,
-            default_value = crate::config::DEFAULT_COORDINATOR_URL,
-            env = "ABFLEET_COORDINATOR"
-        )]
-        coordinator: String,
-        #[arg(long, default_value = crate::config::DEFAULT_WORK_DIR)]
-        work_dir: PathBuf,
-        /// Report the hardware recorded in DIR (cpuinfo.txt, nvidia-smi-q-x.xml, rocminfo.txt,
-        /// sycl-ls.txt, clinfo.txt, <tool>-version.txt such as nvcc-version.txt) instead of probing this host: one machine
-        /// stands in for a host of another kind. Timed CPU cells still run on the real CPU.
-        #[arg(long, value_name = "DIR")]
-        probes: Option<PathBuf>,
-        /// Keep this host's live CPU and compilers and add the GPUs recorded in DIR
-        /// (repeatable): the fork's GPU builds run with the real toolchains here and are
-        /// checked for those GPUs (never timed).
-        #[arg(long, value_name = "DIR", conflicts_with = "probes")]
-        gpu_probes: Vec<PathBuf>,
-        /// The agent's own policy (TOML: `allowed_sources`, `allowed_build_programs`): a job
-        /// whose sources or programs it does not allow is refused before anything is fetched
-        /// or run [default: /etc/abfleet/agent-policy.toml when it exists]. Without a policy
-        /// the agent trusts the coordinator fully: whoever can submit a job can run programs
-        /// on this host. See docs/security.md.
-        #[arg(long, value_name = "FILE")]
-        policy: Option<PathBuf>,
-        /// The budget of the work dir's cache (builds, git mirrors, fixtures): bytes, or with
-        /// K, M, G or T (powers of 1024, e.g. `20G`). At start and after each job the least
-        /// recently used entries the running job does not use are evicted down to it
-        /// [default: no budget]. docs/operations.md, "Disk use".
-        #[arg(long, value_name = "BYTES", value_parser = parse_cache_bytes)]
-        max_cache_bytes: Option<u64>,
-        #[command(flatten)]
-        tls: TlsArgs,
-        /// `abfleet agent gc`: the agent's cache eviction, run by hand.
-        #[command(subcommand)]
-        action: Option<AgentAction>,
-    },
+    Agent(AgentCommand),
     /// Submit a job spec to a coordinator.
     #[command(after_help = AFTER_HELP)]
-    Submit {
-        spec: PathBuf,
-        #[command(flatten)]
-        to: CoordinatorArgs,
-        /// Wait for the run to end, show progress, write the report and exit with its code.
-        #[arg(long)]
-        wait: bool,
-        /// With --wait: where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
-        #[arg(long)]
-        out: Option<PathBuf>,
-        #[command(flatten)]
-        trigger: TriggerArg,
-        #[command(flatten)]
-        fail_on: FailOnArg,
-    },
+    Submit(SubmitCommand),
     /// Start a run for a reason, with a note kept on the run (release, toolchain bump, tag, PR).
     ///
     /// The note is shown in the run's report and `abfleet runs`. Runs SPEC, or without it the coordinator's milestone spec (`abfleet coordinator
     /// --milestone-spec`). See docs/milestone.md.
     #[command(after_help = AFTER_HELP)]
-    Trigger {
-        /// Why this run happens.
-        #[arg(long, value_enum)]
-        reason: Trigger,
-        /// What it is about: the tag, the release, the PR (`v3.1.0`, `PR #412: AVX-512 VIF`).
-        #[arg(long)]
-        note: String,
-        /// The pull request the run answers, `owner/name#number`: the coordinator (with
-        /// `[github]` in its config) runs the PR's head commit as the fork and posts a
-        /// status and one comment on the PR (docs/milestone.md).
-        #[arg(long, value_name = "OWNER/NAME#N")]
-        pr: Option<String>,
-        /// The job spec [default: the coordinator's milestone spec].
-        spec: Option<PathBuf>,
-        #[command(flatten)]
-        to: CoordinatorArgs,
-        /// Wait for the run to end, show progress, write the report and exit with its code.
-        #[arg(long)]
-        wait: bool,
-        /// With --wait: where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
-        #[arg(long)]
-        out: Option<PathBuf>,
-        #[command(flatten)]
-        fail_on: FailOnArg,
-    },
+    Trigger(TriggerCommand),
     /// Print the report of a run.
     ///
     /// Exits 0; with --fail-on, with the run's exit code under those gates (see below), as
@@ -336,6 +199,165 @@ pub enum Command {
     /// Theoretical occupancy of one kernel launch and its limiter:
     /// `--arch sm_89 --block 128 --regs 255 [--smem BYTES]`, or `--arch gfx942 --vgprs N`.
     Occupancy(OccupancyArgs),
+}
+
+// What `abfleet coordinator` asks on its command line (`config::apply` fills in the
+// rest from `--config`; no doc comment: the subcommand's own says it).
+#[derive(clap::Args)]
+pub struct CoordinatorCommand {
+    /// Read settings from this TOML file's `[coordinator]` table (deploy/coordinator.toml
+    /// lists every key); a flag given here overrides the file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[arg(long, default_value = crate::config::DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    #[arg(long, default_value = crate::config::DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+    /// How long a job stays leased without a heartbeat.
+    #[arg(long, default_value_t = crate::config::DEFAULT_LEASE_SECONDS)]
+    pub lease_seconds: f64,
+    /// How often agents heartbeat.
+    #[arg(long, default_value_t = crate::config::DEFAULT_HEARTBEAT_SECONDS)]
+    pub heartbeat_seconds: f64,
+    /// Attempts a job gets before it fails as "agent lost" (1 or more).
+    #[arg(long, default_value_t = crate::config::DEFAULT_MAX_ATTEMPTS)]
+    pub max_attempts: u32,
+    /// The coordinator's certificate (`abfleet certs issue --role coordinator`), its key
+    /// and the fleet CA: mutual TLS, every caller needs a certificate the CA signed.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Also serve plain HTTP here: `/metrics` (Prometheus) and `/healthz`, counts and
+    /// states only; off by default. With --plaintext on loopback, also the web view.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// Serve the read-only web view and its JSON API (`/api/`) here. With TLS: HTTPS,
+    /// readable only with an operator or viewer certificate of the fleet CA. With
+    /// --plaintext: plain HTTP, loopback only (a loopback --http serves it too).
+    #[arg(long, value_name = "ADDR")]
+    pub web: Option<SocketAddr>,
+    #[command(flatten)]
+    pub milestone: MilestoneArgs,
+    /// Serve without TLS. Allowed on a loopback --listen only: every local process may
+    /// then submit jobs and act as an agent.
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "tls_ca"])]
+    pub plaintext: bool,
+}
+
+// What `abfleet agent` asks on its command line (`config::apply` fills in the rest from
+// `--config`).
+#[derive(clap::Args)]
+pub struct AgentCommand {
+    /// Read settings from this TOML file's `[agent]` table (deploy/agent.toml lists every
+    /// key); a flag given here overrides the file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[arg(
+        long,
+        default_value = crate::config::DEFAULT_COORDINATOR_URL,
+        env = "ABFLEET_COORDINATOR"
+    )]
+    pub coordinator: String,
+    #[arg(long, default_value = crate::config::DEFAULT_WORK_DIR)]
+    pub work_dir: PathBuf,
+    /// Report the hardware recorded in DIR (cpuinfo.txt, nvidia-smi-q-x.xml, rocminfo.txt,
+    /// sycl-ls.txt, clinfo.txt, <tool>-version.txt such as nvcc-version.txt) instead of probing this host: one machine
+    /// stands in for a host of another kind. Timed CPU cells still run on the real CPU.
+    #[arg(long, value_name = "DIR")]
+    pub probes: Option<PathBuf>,
+    /// Keep this host's live CPU and compilers and add the GPUs recorded in DIR
+    /// (repeatable): the fork's GPU builds run with the real toolchains here and are
+    /// checked for those GPUs (never timed).
+    #[arg(long, value_name = "DIR", conflicts_with = "probes")]
+    pub gpu_probes: Vec<PathBuf>,
+    /// The agent's own policy (TOML: `allowed_sources`, `allowed_build_programs`): a job
+    /// whose sources or programs it does not allow is refused before anything is fetched
+    /// or run [default: /etc/abfleet/agent-policy.toml when it exists]. Without a policy
+    /// the agent trusts the coordinator fully: whoever can submit a job can run programs
+    /// on this host. See docs/security.md.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// The budget of the work dir's cache (builds, git mirrors, fixtures): bytes, or with
+    /// K, M, G or T (powers of 1024, e.g. `20G`). At start and after each job the least
+    /// recently used entries the running job does not use are evicted down to it
+    /// [default: no budget]. docs/operations.md, "Disk use".
+    #[arg(long, value_name = "BYTES", value_parser = parse_cache_bytes)]
+    pub max_cache_bytes: Option<u64>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// `abfleet agent gc`: the agent's cache eviction, run by hand.
+    #[command(subcommand)]
+    pub action: Option<AgentAction>,
+}
+
+// What `abfleet local` asks.
+#[derive(clap::Args)]
+pub struct LocalCommand {
+    /// The job spec (TOML; see docs/job-spec.md).
+    pub spec: PathBuf,
+    /// Where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The embedded coordinator's store.
+    #[arg(long, default_value = "abfleet-out/.coordinator")]
+    pub data_dir: PathBuf,
+    /// The embedded agent's work dir (git caches, builds, fixtures); kept between runs.
+    #[arg(long, default_value = "abfleet-out/.agent")]
+    pub work_dir: PathBuf,
+    /// Add the GPUs recorded in DIR (nvidia-smi, rocminfo or sycl-ls output; repeatable)
+    /// to this host: the GPU backends are built here with the real compilers and checked
+    /// for those GPUs' architectures (never timed). E.g. fixtures/probes/l40s-thamada.
+    #[arg(long, value_name = "DIR")]
+    pub gpu_probes: Vec<PathBuf>,
+    #[command(flatten)]
+    pub trigger: TriggerArg,
+    #[command(flatten)]
+    pub fail_on: FailOnArg,
+}
+
+// What `abfleet submit` asks.
+#[derive(clap::Args)]
+pub struct SubmitCommand {
+    pub spec: PathBuf,
+    #[command(flatten)]
+    pub to: CoordinatorArgs,
+    /// Wait for the run to end, show progress, write the report and exit with its code.
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub trigger: TriggerArg,
+    #[command(flatten)]
+    pub fail_on: FailOnArg,
+}
+
+// What `abfleet trigger` asks.
+#[derive(clap::Args)]
+pub struct TriggerCommand {
+    /// Why this run happens.
+    #[arg(long, value_enum)]
+    pub reason: Trigger,
+    /// What it is about: the tag, the release, the PR (`v3.1.0`, `PR #412: AVX-512 VIF`).
+    #[arg(long)]
+    pub note: String,
+    /// The pull request the run answers, `owner/name#number`: the coordinator (with
+    /// `[github]` in its config) runs the PR's head commit as the fork and posts a
+    /// status and one comment on the PR (docs/milestone.md).
+    #[arg(long, value_name = "OWNER/NAME#N")]
+    pub pr: Option<String>,
+    /// The job spec [default: the coordinator's milestone spec].
+    pub spec: Option<PathBuf>,
+    #[command(flatten)]
+    pub to: CoordinatorArgs,
+    /// Wait for the run to end, show progress, write the report and exit with its code.
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: where report.html, report.md and report.json go [default: ./abfleet-out/<run-id>/].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub fail_on: FailOnArg,
 }
 
 // What `abfleet occupancy` asks (no doc comment: the subcommand's own says it).
@@ -796,8 +818,8 @@ impl Command {
             Some((&mut source.to, reads_a_store))
         }
         match self {
-            Command::Submit { to, .. }
-            | Command::Trigger { to, .. }
+            Command::Submit(SubmitCommand { to, .. })
+            | Command::Trigger(TriggerCommand { to, .. })
             | Command::Watch { to, .. }
             | Command::Agents { to, .. }
             | Command::Cancel { to, .. }
@@ -814,10 +836,10 @@ impl Command {
                     DocsCommand::Update { source, .. }
                     | DocsCommand::PullRequest(DocsPullRequestArgs { source, .. }),
             } => from_store(source),
-            Command::Local { .. }
+            Command::Local(_)
             | Command::Calibrate { .. }
-            | Command::Coordinator { .. }
-            | Command::Agent { .. }
+            | Command::Coordinator(_)
+            | Command::Agent(_)
             | Command::Config { .. }
             | Command::Certs { .. }
             | Command::Completions { .. }

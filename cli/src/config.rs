@@ -14,7 +14,7 @@ use clap::parser::ValueSource;
 use clap::ArgMatches;
 use serde::Deserialize;
 
-use crate::cli::Command;
+use crate::cli::{AgentCommand, Command, CoordinatorCommand};
 
 // The flags' defaults (cli.rs); `defaults_match_the_flags` keeps the two equal.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
@@ -1045,7 +1045,7 @@ pub fn github_of(
 /// variables) from its `--config` file. Other commands are left alone.
 pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigError> {
     match command {
-        Command::Coordinator {
+        Command::Coordinator(CoordinatorCommand {
             config: Some(path),
             listen,
             data_dir,
@@ -1057,7 +1057,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             http,
             web,
             milestone,
-        } => {
+        }) => {
             let section = table_of(path, "coordinator", |file| file.coordinator)?;
             let mut settings = CoordinatorSettings {
                 listen: *listen,
@@ -1101,7 +1101,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             milestone.perf_label = settings.perf_label;
             milestone.toolchain_bots = settings.toolchain_bots;
         }
-        Command::Agent {
+        Command::Agent(AgentCommand {
             action:
                 Some(crate::cli::AgentAction::Gc {
                     config: Some(path),
@@ -1110,7 +1110,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                     dry_run: _,
                 }),
             ..
-        } => {
+        }) => {
             let section = table_of(path, "agent", |file| file.agent)?;
             let given = given_in_leaf(matches);
             fill(work_dir, &section.work_dir, given("work_dir"));
@@ -1120,7 +1120,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 given("max_cache_bytes"),
             );
         }
-        Command::Agent {
+        Command::Agent(AgentCommand {
             config: Some(path),
             coordinator,
             work_dir,
@@ -1132,7 +1132,7 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
             max_cache_bytes,
             tls,
             action: None,
-        } => {
+        }) => {
             let section = table_of(path, "agent", |file| file.agent)?;
             let mut settings = AgentSettings {
                 coordinator: coordinator.clone(),
@@ -1232,7 +1232,7 @@ mod tests {
     fn defaults_match_the_flags() {
         // TLS flags read ABFLEET_TLS_*; only the settings with a default are compared.
         let (command, _) = parse_args(&["abfleet", "coordinator"]);
-        let Command::Coordinator {
+        let Command::Coordinator(CoordinatorCommand {
             listen,
             data_dir,
             lease_seconds,
@@ -1241,7 +1241,7 @@ mod tests {
             plaintext,
             milestone,
             ..
-        } = command
+        }) = command
         else {
             unreachable!()
         };
@@ -1256,13 +1256,13 @@ mod tests {
         assert_eq!(milestone.perf_label, defaults.perf_label);
         assert_eq!(milestone.toolchain_bots, defaults.toolchain_bots);
         let (command, _) = parse_args(&["abfleet", "agent"]);
-        let Command::Agent {
+        let Command::Agent(AgentCommand {
             coordinator,
             work_dir,
             probes,
             policy,
             ..
-        } = command
+        }) = command
         else {
             unreachable!()
         };
@@ -1338,9 +1338,9 @@ mod tests {
         let config = path.to_str().unwrap();
         let (mut command, matches) = parse_args(&["abfleet", "agent", "--config", config]);
         apply(&mut command, &matches).unwrap();
-        let Command::Agent {
+        let Command::Agent(AgentCommand {
             max_cache_bytes, ..
-        } = command
+        }) = command
         else {
             unreachable!()
         };
@@ -1354,9 +1354,9 @@ mod tests {
             "500M",
         ]);
         apply(&mut command, &matches).unwrap();
-        let Command::Agent {
+        let Command::Agent(AgentCommand {
             max_cache_bytes, ..
-        } = command
+        }) = command
         else {
             unreachable!()
         };
@@ -1365,7 +1365,7 @@ mod tests {
         let (mut command, matches) =
             parse_args(&["abfleet", "agent", "gc", "--config", config, "--dry-run"]);
         apply(&mut command, &matches).unwrap();
-        let Command::Agent {
+        let Command::Agent(AgentCommand {
             action:
                 Some(crate::cli::AgentAction::Gc {
                     work_dir,
@@ -1374,7 +1374,7 @@ mod tests {
                     ..
                 }),
             ..
-        } = command
+        }) = command
         else {
             unreachable!()
         };
@@ -1416,7 +1416,7 @@ mod tests {
             "45",
         ]);
         apply(&mut command, &matches).unwrap();
-        let Command::Coordinator {
+        let Command::Coordinator(CoordinatorCommand {
             listen,
             data_dir,
             lease_seconds,
@@ -1424,7 +1424,7 @@ mod tests {
             max_attempts,
             plaintext,
             ..
-        } = command
+        }) = command
         else {
             unreachable!()
         };
@@ -1445,7 +1445,7 @@ mod tests {
             DEFAULT_LISTEN,
         ]);
         apply(&mut command, &matches).unwrap();
-        let Command::Coordinator { listen, .. } = command else {
+        let Command::Coordinator(CoordinatorCommand { listen, .. }) = command else {
             unreachable!()
         };
         assert_eq!(listen, DEFAULT_LISTEN.parse().unwrap());
@@ -1462,7 +1462,7 @@ mod tests {
         let (mut command, matches) =
             parse_args(&["abfleet", "agent", "--config", path.to_str().unwrap()]);
         apply(&mut command, &matches).unwrap();
-        let Command::Agent { work_dir, .. } = command else {
+        let Command::Agent(AgentCommand { work_dir, .. }) = command else {
             unreachable!()
         };
         assert_eq!(work_dir, tmp.path().join("w"));

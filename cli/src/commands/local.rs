@@ -11,19 +11,23 @@ use abfleet_proto::pb;
 
 use super::follow::{follow, OnInterrupt};
 use super::{control_client, status_error};
-use crate::cli::Trigger;
+use crate::cli::{FailOnArg, LocalCommand, Trigger, TriggerArg};
 use crate::failure::{Classify, Failure};
 use abfleet_core::fail_on::FailOn;
 
-pub async fn run(
-    spec_path: &Path,
-    out: Option<PathBuf>,
-    data_dir: &Path,
-    work_dir: &Path,
-    gpu_probes: &[PathBuf],
-    trigger: Trigger,
-    fail_on: &[FailOn],
-) -> Result<i32, Failure> {
+/// `abfleet local SPEC`: the spec run here, its report written, its exit code returned.
+pub async fn run(args: LocalCommand) -> Result<i32, Failure> {
+    let LocalCommand {
+        spec: spec_path,
+        out,
+        data_dir,
+        work_dir,
+        gpu_probes,
+        trigger: TriggerArg { trigger },
+        fail_on: FailOnArg { fail_on },
+    } = args;
+    let (spec_path, data_dir, work_dir) = (&spec_path, &data_dir, &work_dir);
+    let (gpu_probes, fail_on) = (&gpu_probes[..], &fail_on[..]);
     let spec = JobSpec::load(spec_path).usage()?;
     if let Some(warning) = spec.measure.verdict_limit_warning() {
         eprintln!("warning: {warning}");

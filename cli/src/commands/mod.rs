@@ -16,31 +16,12 @@ mod report;
 mod serve;
 mod submit;
 
-use crate::cli::{AgentAction, Command, ConfigCommand, CoordinatorArgs, DocsCommand};
+use crate::cli::{AgentAction, AgentCommand, Command, ConfigCommand, CoordinatorArgs, DocsCommand};
 use crate::failure::{Classify, Failure};
 
 pub async fn run(command: Command) -> Result<i32, Failure> {
     match command {
-        Command::Local {
-            spec,
-            out,
-            data_dir,
-            work_dir,
-            gpu_probes,
-            trigger,
-            fail_on,
-        } => {
-            local::run(
-                &spec,
-                out,
-                &data_dir,
-                &work_dir,
-                &gpu_probes,
-                trigger.trigger,
-                &fail_on.fail_on,
-            )
-            .await
-        }
+        Command::Local(args) => local::run(args).await,
         Command::Calibrate {
             spec,
             trials,
@@ -48,41 +29,8 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
             data_dir,
             work_dir,
         } => calibrate::run(&spec, trials, out, &data_dir, &work_dir).await,
-        Command::Coordinator {
-            listen,
-            data_dir,
-            lease_seconds,
-            heartbeat_seconds,
-            max_attempts,
-            tls,
-            plaintext,
-            http,
-            web,
-            milestone,
-            config,
-        } => {
-            let notify = crate::config::notify_of(config.as_deref()).usage()?;
-            let github =
-                crate::config::github_of(config.as_deref(), milestone.milestone_spec.as_deref())
-                    .usage()?;
-            serve::coordinator(serve::CoordinatorArgs {
-                listen,
-                side: serve::SideListeners { http, web },
-                data_dir: &data_dir,
-                timing: serve::Timing {
-                    lease_seconds,
-                    heartbeat_seconds,
-                    max_attempts,
-                },
-                tls: &tls,
-                plaintext,
-                milestone: &milestone,
-                notify,
-                github,
-            })
-            .await
-        }
-        Command::Agent {
+        Command::Coordinator(args) => serve::coordinator(args).await,
+        Command::Agent(AgentCommand {
             action:
                 Some(AgentAction::Gc {
                     work_dir,
@@ -91,79 +39,10 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
                     config: _,
                 }),
             ..
-        } => agent_gc::gc(&work_dir, max_cache_bytes, dry_run),
-        Command::Agent {
-            coordinator,
-            work_dir,
-            probes,
-            gpu_probes,
-            policy,
-            max_cache_bytes,
-            tls,
-            config: _,
-            action: None,
-        } => {
-            serve::agent(
-                &coordinator,
-                &tls,
-                &work_dir,
-                serve::AgentOptions {
-                    probes: probes.as_deref(),
-                    gpu_probes: &gpu_probes,
-                    policy: policy.as_deref(),
-                    max_cache_bytes,
-                },
-            )
-            .await
-        }
-        Command::Submit {
-            spec,
-            to: CoordinatorArgs {
-                coordinator, tls, ..
-            },
-            wait,
-            out,
-            trigger,
-            fail_on,
-        } => {
-            submit::run(
-                &spec,
-                &coordinator,
-                &tls,
-                wait,
-                out,
-                trigger.trigger,
-                &fail_on.fail_on,
-            )
-            .await
-        }
-        Command::Trigger {
-            reason,
-            note,
-            pr,
-            spec,
-            to: CoordinatorArgs {
-                coordinator, tls, ..
-            },
-            wait,
-            out,
-            fail_on,
-        } => {
-            submit::trigger(
-                submit::TriggerRun {
-                    reason,
-                    note: &note,
-                    spec: spec.as_deref(),
-                    pull_request: pr.as_deref(),
-                },
-                &coordinator,
-                &tls,
-                wait,
-                out,
-                &fail_on.fail_on,
-            )
-            .await
-        }
+        }) => agent_gc::gc(&work_dir, max_cache_bytes, dry_run),
+        Command::Agent(args) => serve::agent(args).await,
+        Command::Submit(args) => submit::run(args).await,
+        Command::Trigger(args) => submit::trigger(args).await,
         Command::Report {
             run_id,
             format,

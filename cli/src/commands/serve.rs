@@ -1,63 +1,35 @@
 //! `abfleet coordinator` and `abfleet agent`: long-running services until Ctrl-C.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::Duration;
 
 use abfleet_agent::policy::AgentPolicy;
 use abfleet_agent::{run_agent, AgentConfig, AgentError};
 use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 
-use crate::cli::{MilestoneArgs, TlsArgs};
+use crate::cli::{AgentCommand, CoordinatorCommand};
 use crate::failure::{Classify, Failure};
 
-/// The coordinator's lease and heartbeat settings, as given on its command line.
-pub struct Timing {
-    pub lease_seconds: f64,
-    pub heartbeat_seconds: f64,
-    pub max_attempts: u32,
-}
-
-/// The coordinator's listeners besides gRPC: `--http` (metrics, health, webhooks; the web
-/// view too when plaintext on loopback) and `--web` (the web view alone).
-pub struct SideListeners {
-    pub http: Option<SocketAddr>,
-    pub web: Option<SocketAddr>,
-}
-
-/// Everything `abfleet coordinator` was given, flags and config file together.
-pub struct CoordinatorArgs<'a> {
-    pub listen: SocketAddr,
-    pub side: SideListeners,
-    pub data_dir: &'a Path,
-    pub timing: Timing,
-    pub tls: &'a TlsArgs,
-    pub plaintext: bool,
-    pub milestone: &'a MilestoneArgs,
-    /// The config file's `[notify]` table (no alerts without one).
-    pub notify: abfleet_coordinator::outbound::notify::NotifyConfig,
-    /// The config file's `[github]` table (pull requests hear nothing without one).
-    pub github: Option<abfleet_coordinator::outbound::github::GitHubReporting>,
-}
-
-pub async fn coordinator(args: CoordinatorArgs<'_>) -> Result<i32, Failure> {
-    let CoordinatorArgs {
+/// `abfleet coordinator`, flags and config file together (`config::apply` filled in what
+/// the flags did not give): serves until a stop signal.
+pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
+    let CoordinatorCommand {
+        config,
         listen,
-        side,
         data_dir,
-        timing,
-        tls,
-        plaintext,
-        milestone,
-        notify,
-        github,
-    } = args;
-    let Timing {
         lease_seconds,
         heartbeat_seconds,
         max_attempts,
-    } = timing;
-    let SideListeners { http, web } = side;
+        tls,
+        http,
+        web,
+        milestone,
+        plaintext,
+    } = args;
+    let notify = crate::config::notify_of(config.as_deref()).usage()?;
+    let github =
+        crate::config::github_of(config.as_deref(), milestone.milestone_spec.as_deref()).usage()?;
+    let data_dir = data_dir.as_path();
     let stop = stop_signal("coordinator");
     let tls_files = tls.load().usage()?;
     let transport = match (tls_files.clone(), plaintext) {
@@ -315,28 +287,24 @@ async fn start_web(
     })
 }
 
-/// The agent's settings beside where it dials and its work dir.
-pub struct AgentOptions<'a> {
-    pub probes: Option<&'a Path>,
-    pub gpu_probes: &'a [std::path::PathBuf],
-    pub policy: Option<&'a Path>,
-    pub max_cache_bytes: Option<u64>,
-}
-
-pub async fn agent(
-    coordinator: &str,
-    tls: &TlsArgs,
-    work_dir: &Path,
-    options: AgentOptions<'_>,
-) -> Result<i32, Failure> {
+/// `abfleet agent`, flags and config file together: dials the coordinator and takes jobs
+/// until a stop signal.
+pub async fn agent(args: AgentCommand) -> Result<i32, Failure> {
     let stop = stop_signal("agent");
-    let AgentOptions {
+    let AgentCommand {
+        coordinator,
+        work_dir,
         probes,
         gpu_probes,
         policy,
         max_cache_bytes,
-    } = options;
-    let mut config = AgentConfig::new(coordinator, work_dir);
+        tls,
+        config: _,
+        action: _,
+    } = args;
+    let coordinator = coordinator.as_str();
+    let (probes, policy) = (probes.as_deref(), policy.as_deref());
+    let mut config = AgentConfig::new(coordinator, &work_dir);
     config.tls = tls.load().usage()?;
     config.max_cache_bytes = max_cache_bytes;
     // A URL the agent could never dial is a usage error now, not a reconnect loop later.

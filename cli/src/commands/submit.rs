@@ -8,19 +8,24 @@ use abfleet_proto::pb;
 
 use super::follow::{follow, OnInterrupt};
 use super::{control_client, status_error};
-use crate::cli::{TlsArgs, Trigger};
+use crate::cli::{CoordinatorArgs, FailOnArg, SubmitCommand, TlsArgs, TriggerArg, TriggerCommand};
 use crate::failure::{Classify, Failure};
 use abfleet_core::fail_on::FailOn;
 
-pub async fn run(
-    spec_path: &Path,
-    coordinator: &str,
-    tls: &TlsArgs,
-    wait: bool,
-    out: Option<PathBuf>,
-    trigger: Trigger,
-    fail_on: &[FailOn],
-) -> Result<i32, Failure> {
+/// `abfleet submit SPEC`: the run's id printed, or with `--wait` its progress, report and
+/// exit code.
+pub async fn run(args: SubmitCommand) -> Result<i32, Failure> {
+    let SubmitCommand {
+        spec: spec_path,
+        to: CoordinatorArgs {
+            coordinator, tls, ..
+        },
+        wait,
+        out,
+        trigger: TriggerArg { trigger },
+        fail_on: FailOnArg { fail_on },
+    } = args;
+    let (spec_path, coordinator, tls, fail_on) = (&spec_path, &coordinator, &tls, &fail_on[..]);
     let spec_json = load_spec(spec_path)?;
     let mut client = control_client(coordinator, tls).await?;
     let run_id = client
@@ -61,25 +66,23 @@ fn load_spec(spec_path: &Path) -> Result<String, Failure> {
     Ok(spec_json)
 }
 
-/// What `abfleet trigger` asks for.
-pub struct TriggerRun<'a> {
-    pub reason: Trigger,
-    pub note: &'a str,
-    /// `None`: the coordinator's milestone spec.
-    pub spec: Option<&'a Path>,
-    /// `owner/name#number` of the pull request the run answers.
-    pub pull_request: Option<&'a str>,
-}
-
-pub async fn trigger(
-    run: TriggerRun<'_>,
-    coordinator: &str,
-    tls: &TlsArgs,
-    wait: bool,
-    out: Option<PathBuf>,
-    fail_on: &[FailOn],
-) -> Result<i32, Failure> {
-    let (spec_json, spec_origin) = match run.spec {
+/// `abfleet trigger`: a run started for a reason (with SPEC, or the coordinator's
+/// milestone spec), then as `submit`.
+pub async fn trigger(args: TriggerCommand) -> Result<i32, Failure> {
+    let TriggerCommand {
+        reason,
+        note,
+        pr,
+        spec,
+        to: CoordinatorArgs {
+            coordinator, tls, ..
+        },
+        wait,
+        out,
+        fail_on: FailOnArg { fail_on },
+    } = args;
+    let (coordinator, tls, fail_on) = (&coordinator, &tls, &fail_on[..]);
+    let (spec_json, spec_origin) = match spec.as_deref() {
         Some(path) => (load_spec(path)?, path.display().to_string()),
         None => (String::new(), String::new()),
     };
@@ -87,11 +90,11 @@ pub async fn trigger(
     let run_id = client
         .submit_run(pb::SubmitRunRequest {
             spec_json,
-            trigger: run.reason.as_str().to_string(),
+            trigger: reason.as_str().to_string(),
             spec_origin,
-            trigger_note: run.note.to_string(),
-            milestone: run.spec.is_none(),
-            pull_request: run.pull_request.unwrap_or_default().to_string(),
+            trigger_note: note.clone(),
+            milestone: spec.as_deref().is_none(),
+            pull_request: pr.unwrap_or_default(),
             ..Default::default()
         })
         .await
@@ -102,11 +105,7 @@ pub async fn trigger(
         println!("{run_id}");
         return Ok(0);
     }
-    eprintln!(
-        "triggered run {run_id} ({}: {})",
-        run.reason.as_str(),
-        run.note
-    );
+    eprintln!("triggered run {run_id} ({}: {})", reason.as_str(), note);
     follow(&mut client, &run_id, out, OnInterrupt::Detach, fail_on).await
 }
 
