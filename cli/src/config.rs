@@ -408,7 +408,58 @@ fn fill_option<T: Clone>(slot: &mut Option<T>, from_file: &Option<T>, given: boo
     }
 }
 
+/// The coordinator's settings as its command line gave them (defaults where no flag was
+/// given): the start that `--config` overlays.
+impl From<&CoordinatorCommand> for CoordinatorSettings {
+    fn from(args: &CoordinatorCommand) -> Self {
+        CoordinatorSettings {
+            listen: args.listen,
+            data_dir: args.data_dir.clone(),
+            lease_seconds: args.lease_seconds,
+            heartbeat_seconds: args.heartbeat_seconds,
+            max_attempts: args.max_attempts,
+            tls_cert: args.tls.tls_cert.clone(),
+            tls_key: args.tls.tls_key.clone(),
+            tls_ca: args.tls.tls_ca.clone(),
+            plaintext: args.plaintext,
+            http: args.http,
+            web: args.web,
+            milestone_spec: args.milestone.milestone_spec.clone(),
+            retune_spec: args.milestone.retune_spec.clone(),
+            sweep_spec: args.milestone.sweep_spec.clone(),
+            webhook_secret_file: args.milestone.webhook_secret_file.clone(),
+            debounce_seconds: args.milestone.debounce_seconds,
+            watch_upstream_interval: args.milestone.watch_upstream_interval,
+            perf_label: args.milestone.perf_label.clone(),
+            toolchain_bots: args.milestone.toolchain_bots.clone(),
+        }
+    }
+}
+
 impl CoordinatorSettings {
+    /// Puts the settings back into the command `abfleet coordinator` runs.
+    fn write_into(self, args: &mut CoordinatorCommand) {
+        args.listen = self.listen;
+        args.data_dir = self.data_dir;
+        args.lease_seconds = self.lease_seconds;
+        args.heartbeat_seconds = self.heartbeat_seconds;
+        args.max_attempts = self.max_attempts;
+        args.tls.tls_cert = self.tls_cert;
+        args.tls.tls_key = self.tls_key;
+        args.tls.tls_ca = self.tls_ca;
+        args.plaintext = self.plaintext;
+        args.http = self.http;
+        args.web = self.web;
+        args.milestone.milestone_spec = self.milestone_spec;
+        args.milestone.retune_spec = self.retune_spec;
+        args.milestone.sweep_spec = self.sweep_spec;
+        args.milestone.webhook_secret_file = self.webhook_secret_file;
+        args.milestone.debounce_seconds = self.debounce_seconds;
+        args.milestone.watch_upstream_interval = self.watch_upstream_interval;
+        args.milestone.perf_label = self.perf_label;
+        args.milestone.toolchain_bots = self.toolchain_bots;
+    }
+
     /// Takes from `file` every setting whose flag `given` says was not given.
     pub fn overlay(&mut self, file: &CoordinatorFile, given: impl Fn(&str) -> bool) {
         fill(&mut self.listen, &file.listen, given("listen"));
@@ -472,8 +523,10 @@ impl CoordinatorSettings {
         );
     }
 
-    /// What would stop this coordinator from starting, and notes on what it will need.
-    pub fn check(&self) -> Findings {
+    /// The settings that contradict each other or make no sense, whatever the files they
+    /// name hold: `config check` reports them and `abfleet coordinator` refuses to start
+    /// with them (one set of rules for both).
+    pub fn refusals(&self) -> Vec<String> {
         let mut findings = Findings::default();
         if !(self.lease_seconds.is_finite() && self.lease_seconds > 0.0) {
             findings.problem(format!(
@@ -523,6 +576,33 @@ impl CoordinatorSettings {
                     .to_string(),
             );
         }
+        if self.sweep_spec.is_some() && self.milestone_spec.is_none() {
+            findings.problem(
+                "`sweep_spec` is set but `milestone_spec` is not: a toolchain bump of the milestone spec starts the sweep"
+                    .to_string(),
+            );
+        }
+        if self.max_attempts == 0 {
+            findings.problem("`max_attempts` is 0; a job needs at least 1 attempt".to_string());
+        }
+        let any_tls = [&self.tls_cert, &self.tls_key, &self.tls_ca]
+            .iter()
+            .any(|path| path.is_some());
+        if self.plaintext && any_tls {
+            findings.problem(
+                "`plaintext = true` and TLS files are both set; keep one of them".to_string(),
+            );
+        }
+        findings.problems
+    }
+
+    /// What would stop this coordinator from starting ([`CoordinatorSettings::refusals`],
+    /// then the files it names: secrets, specs, TLS files), and notes on what it will need.
+    pub fn check(&self) -> Findings {
+        let mut findings = Findings {
+            problems: self.refusals(),
+            notes: Vec::new(),
+        };
         if let Some(path) = &self.webhook_secret_file {
             if let Err(err) = abfleet_coordinator::webhook::WebhookConfig::load(path) {
                 findings.problem(format!("`webhook_secret_file`: {err}"));
@@ -547,23 +627,11 @@ impl CoordinatorSettings {
                 ),
                 Ok(_) => {}
             }
-            if self.milestone_spec.is_none() {
-                findings.problem(
-                    "`sweep_spec` is set but `milestone_spec` is not: a toolchain bump of the milestone spec starts the sweep"
-                        .to_string(),
-                );
-            }
         }
-        if self.max_attempts == 0 {
-            findings.problem("`max_attempts` is 0; a job needs at least 1 attempt".to_string());
-        }
-        let tls = [&self.tls_cert, &self.tls_key, &self.tls_ca];
-        let any_tls = tls.iter().any(|path| path.is_some());
-        if self.plaintext && any_tls {
-            findings.problem(
-                "`plaintext = true` and TLS files are both set; keep one of them".to_string(),
-            );
-        } else if self.plaintext {
+        let any_tls = [&self.tls_cert, &self.tls_key, &self.tls_ca]
+            .iter()
+            .any(|path| path.is_some());
+        if self.plaintext && !any_tls {
             if let Err(err) = check_plaintext_listen(self.listen) {
                 findings.problem(format!("`plaintext = true`: {err}"));
             }
@@ -1045,61 +1113,14 @@ pub fn github_of(
 /// variables) from its `--config` file. Other commands are left alone.
 pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigError> {
     match command {
-        Command::Coordinator(CoordinatorCommand {
-            config: Some(path),
-            listen,
-            data_dir,
-            lease_seconds,
-            heartbeat_seconds,
-            max_attempts,
-            tls,
-            plaintext,
-            http,
-            web,
-            milestone,
-        }) => {
-            let section = table_of(path, "coordinator", |file| file.coordinator)?;
-            let mut settings = CoordinatorSettings {
-                listen: *listen,
-                data_dir: data_dir.clone(),
-                lease_seconds: *lease_seconds,
-                heartbeat_seconds: *heartbeat_seconds,
-                max_attempts: *max_attempts,
-                tls_cert: tls.tls_cert.clone(),
-                tls_key: tls.tls_key.clone(),
-                tls_ca: tls.tls_ca.clone(),
-                plaintext: *plaintext,
-                http: *http,
-                web: *web,
-                milestone_spec: milestone.milestone_spec.clone(),
-                retune_spec: milestone.retune_spec.clone(),
-                sweep_spec: milestone.sweep_spec.clone(),
-                webhook_secret_file: milestone.webhook_secret_file.clone(),
-                debounce_seconds: milestone.debounce_seconds,
-                watch_upstream_interval: milestone.watch_upstream_interval,
-                perf_label: milestone.perf_label.clone(),
-                toolchain_bots: milestone.toolchain_bots.clone(),
+        Command::Coordinator(args) => {
+            let Some(path) = args.config.clone() else {
+                return Ok(());
             };
+            let section = table_of(&path, "coordinator", |file| file.coordinator)?;
+            let mut settings = CoordinatorSettings::from(&*args);
             settings.overlay(&section, given_in_leaf(matches));
-            *listen = settings.listen;
-            *data_dir = settings.data_dir;
-            *lease_seconds = settings.lease_seconds;
-            *heartbeat_seconds = settings.heartbeat_seconds;
-            *max_attempts = settings.max_attempts;
-            tls.tls_cert = settings.tls_cert;
-            tls.tls_key = settings.tls_key;
-            tls.tls_ca = settings.tls_ca;
-            *plaintext = settings.plaintext;
-            *http = settings.http;
-            *web = settings.web;
-            milestone.milestone_spec = settings.milestone_spec;
-            milestone.retune_spec = settings.retune_spec;
-            milestone.sweep_spec = settings.sweep_spec;
-            milestone.webhook_secret_file = settings.webhook_secret_file;
-            milestone.debounce_seconds = settings.debounce_seconds;
-            milestone.watch_upstream_interval = settings.watch_upstream_interval;
-            milestone.perf_label = settings.perf_label;
-            milestone.toolchain_bots = settings.toolchain_bots;
+            settings.write_into(args);
         }
         Command::Agent(AgentCommand {
             action:
@@ -1595,5 +1616,100 @@ mod tests {
             file.agent.unwrap().coordinator.unwrap(),
             DEFAULT_COORDINATOR_URL
         );
+    }
+
+    /// One set of rules: what the coordinator refuses to start with is what `config check`
+    /// calls a problem, whether the settings came from flags or a file.
+    #[test]
+    fn the_coordinator_refuses_what_config_check_calls_a_problem() {
+        let (command, _) = parse_args(&["abfleet", "coordinator", "--plaintext"]);
+        let Command::Coordinator(args) = command else {
+            unreachable!()
+        };
+        let given = CoordinatorSettings::from(&args);
+        assert_eq!(
+            given,
+            CoordinatorSettings {
+                plaintext: true,
+                ..CoordinatorSettings::default()
+            }
+        );
+        assert!(given.refusals().is_empty());
+        let cases: Vec<(CoordinatorSettings, &str)> = vec![
+            (
+                CoordinatorSettings {
+                    max_attempts: 0,
+                    ..given.clone()
+                },
+                "a job needs at least 1 attempt",
+            ),
+            (
+                CoordinatorSettings {
+                    heartbeat_seconds: 30.0,
+                    ..given.clone()
+                },
+                "must be shorter than `lease_seconds`",
+            ),
+            (
+                CoordinatorSettings {
+                    lease_seconds: f64::INFINITY,
+                    ..given.clone()
+                },
+                "`lease_seconds` is inf",
+            ),
+            (
+                CoordinatorSettings {
+                    debounce_seconds: -1.0,
+                    ..given.clone()
+                },
+                "`debounce_seconds` is -1",
+            ),
+            (
+                CoordinatorSettings {
+                    watch_upstream_interval: Some(60.0),
+                    ..given.clone()
+                },
+                "the watcher polls the milestone spec's upstream",
+            ),
+            (
+                CoordinatorSettings {
+                    perf_label: " ".into(),
+                    ..given.clone()
+                },
+                "`perf_label` is empty",
+            ),
+            (
+                CoordinatorSettings {
+                    webhook_secret_file: Some("secret".into()),
+                    ..given.clone()
+                },
+                "webhooks arrive on the HTTP listener",
+            ),
+            (
+                CoordinatorSettings {
+                    sweep_spec: Some("sweep.toml".into()),
+                    ..given.clone()
+                },
+                "a toolchain bump of the milestone spec starts the sweep",
+            ),
+            (
+                CoordinatorSettings {
+                    tls_ca: Some("ca.pem".into()),
+                    ..given.clone()
+                },
+                "TLS files are both set",
+            ),
+        ];
+        for (settings, why) in cases {
+            let refusals = settings.refusals();
+            assert!(
+                refusals.iter().any(|r| r.contains(why)),
+                "{why}: {refusals:?}"
+            );
+            let problems = settings.check().problems;
+            for refusal in &refusals {
+                assert!(problems.contains(refusal), "{refusal} not in {problems:?}");
+            }
+        }
     }
 }

@@ -8,30 +8,50 @@ use abfleet_agent::{run_agent, AgentConfig, AgentError};
 use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 
 use crate::cli::{AgentCommand, CoordinatorCommand};
+use crate::config::CoordinatorSettings;
 use crate::failure::{Classify, Failure};
 
 /// `abfleet coordinator`, flags and config file together (`config::apply` filled in what
 /// the flags did not give): serves until a stop signal.
 pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
-    let CoordinatorCommand {
-        config,
+    let settings = CoordinatorSettings::from(&args);
+    // `config check`'s rules: what it calls a problem, the coordinator refuses to start with.
+    let refusals = settings.refusals();
+    if !refusals.is_empty() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "the coordinator's settings do not work together (`abfleet config check FILE` checks a config file): {}",
+            refusals.join("; ")
+        )));
+    }
+    let notify = crate::config::notify_of(args.config.as_deref()).usage()?;
+    let github =
+        crate::config::github_of(args.config.as_deref(), settings.milestone_spec.as_deref())
+            .usage()?;
+    let CoordinatorSettings {
         listen,
         data_dir,
         lease_seconds,
         heartbeat_seconds,
         max_attempts,
-        tls,
+        plaintext,
         http,
         web,
-        milestone,
-        plaintext,
-    } = args;
-    let notify = crate::config::notify_of(config.as_deref()).usage()?;
-    let github =
-        crate::config::github_of(config.as_deref(), milestone.milestone_spec.as_deref()).usage()?;
+        milestone_spec,
+        retune_spec,
+        sweep_spec,
+        webhook_secret_file,
+        debounce_seconds,
+        watch_upstream_interval,
+        perf_label,
+        toolchain_bots,
+        // Loaded from the command line's TlsArgs below (the same paths).
+        tls_cert: _,
+        tls_key: _,
+        tls_ca: _,
+    } = settings;
     let data_dir = data_dir.as_path();
     let stop = stop_signal("coordinator");
-    let tls_files = tls.load().usage()?;
+    let tls_files = args.tls.load().usage()?;
     let transport = match (tls_files.clone(), plaintext) {
         (Some(files), _) => ServerTransport::MutualTls(files),
         (None, true) => {
@@ -46,59 +66,18 @@ pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
         }
     };
     let secure = matches!(transport, ServerTransport::MutualTls(_));
-    if !(lease_seconds > 0.0 && heartbeat_seconds > 0.0 && heartbeat_seconds < lease_seconds) {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--heartbeat-seconds must be positive and shorter than --lease-seconds"
-        )));
-    }
-    if max_attempts == 0 {
-        // As `config check` says it: no silent clamp to 1.
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--max-attempts is 0; a job needs at least 1 attempt"
-        )));
-    }
-    if !(milestone.debounce_seconds.is_finite() && milestone.debounce_seconds >= 0.0) {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--debounce-seconds must be 0 or more"
-        )));
-    }
-    let watch_interval = match milestone.watch_upstream_interval {
-        Some(seconds) if !(seconds.is_finite() && seconds > 0.0) => {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "--watch-upstream-interval must be a positive number of seconds"
-            )))
-        }
-        Some(_) if milestone.milestone_spec.is_none() => {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "--watch-upstream-interval needs --milestone-spec: the watcher polls the milestone spec's upstream"
-            )))
-        }
-        Some(seconds) => Some(Duration::from_secs_f64(seconds)),
+    let watch_interval = watch_upstream_interval.map(Duration::from_secs_f64);
+    let webhook = match &webhook_secret_file {
+        Some(path) => Some(
+            abfleet_coordinator::webhook::WebhookConfig::load(path)
+                .map_err(|err| anyhow::anyhow!(err))
+                .usage()?
+                .with_perf_label(perf_label.trim())
+                .with_toolchain_bots(&toolchain_bots),
+        ),
         None => None,
     };
-    let webhook = match &milestone.webhook_secret_file {
-        Some(path) => {
-            if http.is_none() {
-                return Err(Failure::usage(anyhow::anyhow!(
-                    "--webhook-secret-file needs --http ADDR: webhooks arrive on the HTTP listener"
-                )));
-            }
-            if milestone.perf_label.trim().is_empty() {
-                return Err(Failure::usage(anyhow::anyhow!(
-                    "--perf-label is empty; name the label that marks a performance PR"
-                )));
-            }
-            Some(
-                abfleet_coordinator::webhook::WebhookConfig::load(path)
-                    .map_err(|err| anyhow::anyhow!(err))
-                    .usage()?
-                    .with_perf_label(milestone.perf_label.trim())
-                    .with_toolchain_bots(&milestone.toolchain_bots),
-            )
-        }
-        None => None,
-    };
-    if let Some(path) = &milestone.milestone_spec {
+    if let Some(path) = &milestone_spec {
         // Read again at each trigger; a broken file is worth knowing about now.
         if let Err(err) = abfleet_core::spec::JobSpec::load(path) {
             eprintln!(
@@ -107,7 +86,7 @@ pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
             );
         }
     }
-    if let Some(path) = &milestone.sweep_spec {
+    if let Some(path) = &sweep_spec {
         match abfleet_core::spec::JobSpec::load(path) {
             Err(err) => eprintln!(
                 "warning: the sweep spec {} does not load yet ({err:#}); toolchain bumps fail to start it until it does",
@@ -125,10 +104,10 @@ pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
         heartbeat_interval: Duration::from_secs_f64(heartbeat_seconds),
         max_attempts,
         agent_lost_after: Duration::from_secs_f64(heartbeat_seconds * 5.0),
-        milestone_spec: milestone.milestone_spec.clone(),
-        retune_spec: milestone.retune_spec.clone(),
-        sweep_spec: milestone.sweep_spec.clone(),
-        trigger_debounce: Duration::from_secs_f64(milestone.debounce_seconds),
+        milestone_spec,
+        retune_spec,
+        sweep_spec,
+        trigger_debounce: Duration::from_secs_f64(debounce_seconds),
         notify,
         github,
         ..CoordinatorConfig::default()
