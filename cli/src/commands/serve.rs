@@ -15,14 +15,7 @@ use crate::failure::{Classify, Failure};
 /// the flags did not give): serves until a stop signal.
 pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
     let settings = CoordinatorSettings::from(&args);
-    // `config check`'s rules: what it calls a problem, the coordinator refuses to start with.
-    let refusals = settings.refusals();
-    if !refusals.is_empty() {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "the coordinator's settings do not work together (`abfleet config check FILE` checks a config file): {}",
-            refusals.join("; ")
-        )));
-    }
+    refuse_unless_coherent(&settings)?;
     let notify = crate::config::notify_of(args.config.as_deref()).usage()?;
     let github =
         crate::config::github_of(args.config.as_deref(), settings.milestone_spec.as_deref())
@@ -52,19 +45,7 @@ pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
     let data_dir = data_dir.as_path();
     let stop = stop_signal("coordinator");
     let tls_files = args.tls.load().usage()?;
-    let transport = match (tls_files.clone(), plaintext) {
-        (Some(files), _) => ServerTransport::MutualTls(files),
-        (None, true) => {
-            abfleet_proto::transport::check_plaintext_listen(listen)
-                .usage()?;
-            ServerTransport::LoopbackPlaintext
-        }
-        (None, false) => {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "the coordinator needs --tls-cert, --tls-key and --tls-ca (mutual TLS; make them with `abfleet certs init` and `abfleet certs issue --role coordinator --name NAME`), or --plaintext on a loopback --listen"
-            )))
-        }
-    };
+    let transport = transport_of(tls_files.clone(), plaintext, listen)?;
     let secure = matches!(transport, ServerTransport::MutualTls(_));
     let watch_interval = watch_upstream_interval.map(Duration::from_secs_f64);
     let webhook = match &webhook_secret_file {
@@ -77,28 +58,7 @@ pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
         ),
         None => None,
     };
-    if let Some(path) = &milestone_spec {
-        // Read again at each trigger; a broken file is worth knowing about now.
-        if let Err(err) = abfleet_core::spec::JobSpec::load(path) {
-            eprintln!(
-                "warning: the milestone spec {} does not load yet ({err:#}); triggers without a spec fail until it does",
-                path.display()
-            );
-        }
-    }
-    if let Some(path) = &sweep_spec {
-        match abfleet_core::spec::JobSpec::load(path) {
-            Err(err) => eprintln!(
-                "warning: the sweep spec {} does not load yet ({err:#}); toolchain bumps fail to start it until it does",
-                path.display()
-            ),
-            Ok(spec) if !spec.is_sweep() => eprintln!(
-                "warning: the sweep spec {} has no [sweep] table; toolchain bumps fail to start it (docs/sweeps.md)",
-                path.display()
-            ),
-            Ok(_) => {}
-        }
-    }
+    warn_about_specs(milestone_spec.as_deref(), sweep_spec.as_deref());
     let config = CoordinatorConfig {
         lease: Duration::from_secs_f64(lease_seconds),
         heartbeat_interval: Duration::from_secs_f64(heartbeat_seconds),
@@ -128,53 +88,12 @@ pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
     );
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http_task = match http {
-        Some(addr) => {
-            let http_listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|err| {
-                    anyhow::anyhow!(
-                        "failed to listen on {addr} (--http): {err}; is the port in use?"
-                    )
-                })
-                .usage()?;
-            // The web view rides on --http only where it needs no authentication.
-            let web_here = !secure && addr.ip().is_loopback();
-            eprintln!(
-                "abfleet coordinator serving /metrics and /healthz{}{} on http://{addr}",
-                if webhook.is_some() {
-                    ", POST /hooks/github"
-                } else {
-                    ""
-                },
-                if web_here {
-                    " and the web view with /api (loopback only, no authentication)"
-                } else {
-                    ""
-                }
-            );
-            if !web_here {
-                eprintln!(
-                    "abfleet coordinator: no web view on http://{addr} ({}); serve it with --web ADDR",
-                    if secure {
-                        "the coordinator has TLS, and the web view is then HTTPS with operator or viewer certificates"
-                    } else {
-                        "it is not loopback, and a plaintext web view has no authentication"
-                    }
-                );
-            }
-            Some(tokio::spawn(abfleet_coordinator::http::serve_http_with(
-                coordinator.fleet.clone(),
-                http_listener,
-                abfleet_coordinator::http::HttpConfig {
-                    webhook,
-                    web: web_here,
-                    limits: Default::default(),
-                },
-                async {
-                    let _ = http_stopped.await;
-                },
-            )))
-        }
+        Some(addr) => Some(
+            start_http(&coordinator, addr, secure, webhook, async {
+                let _ = http_stopped.await;
+            })
+            .await?,
+        ),
         None => None,
     };
     let (stop_web, web_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -189,14 +108,9 @@ pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
     };
     let (stop_watcher, watcher_stopped) = tokio::sync::oneshot::channel::<()>();
     let watcher_task = watch_interval.map(|interval| {
-        eprintln!("abfleet coordinator watching the milestone spec's upstream every {interval:?}");
-        tokio::spawn(abfleet_coordinator::watcher::watch_upstream(
-            coordinator.fleet.clone(),
-            interval,
-            async {
-                let _ = watcher_stopped.await;
-            },
-        ))
+        start_watcher(&coordinator, interval, async {
+            let _ = watcher_stopped.await;
+        })
     });
     let result = serve(coordinator, listener, transport, stop).await;
     let _ = stop_http.send(());
@@ -213,6 +127,136 @@ pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
     }
     result.infra()?;
     Ok(0)
+}
+
+/// `config check`'s rules: what it calls a problem, the coordinator refuses to start with.
+fn refuse_unless_coherent(settings: &CoordinatorSettings) -> Result<(), Failure> {
+    let refusals = settings.refusals();
+    if refusals.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::usage(anyhow::anyhow!(
+        "the coordinator's settings do not work together (`abfleet config check FILE` checks a config file): {}",
+        refusals.join("; ")
+    )))
+}
+
+/// The gRPC listener's transport: mutual TLS with the three files, or plaintext on a
+/// loopback `--listen` only.
+fn transport_of(
+    tls_files: Option<abfleet_proto::transport::TlsFiles>,
+    plaintext: bool,
+    listen: SocketAddr,
+) -> Result<ServerTransport, Failure> {
+    Ok(match (tls_files, plaintext) {
+        (Some(files), _) => ServerTransport::MutualTls(files),
+        (None, true) => {
+            abfleet_proto::transport::check_plaintext_listen(listen)
+                .usage()?;
+            ServerTransport::LoopbackPlaintext
+        }
+        (None, false) => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "the coordinator needs --tls-cert, --tls-key and --tls-ca (mutual TLS; make them with `abfleet certs init` and `abfleet certs issue --role coordinator --name NAME`), or --plaintext on a loopback --listen"
+            )))
+        }
+    })
+}
+
+/// `--watch-upstream-interval`: polls the milestone spec's upstream for new tags.
+fn start_watcher(
+    coordinator: &Coordinator,
+    interval: Duration,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    eprintln!("abfleet coordinator watching the milestone spec's upstream every {interval:?}");
+    tokio::spawn(abfleet_coordinator::watcher::watch_upstream(
+        coordinator.fleet.clone(),
+        interval,
+        shutdown,
+    ))
+}
+
+/// `--http ADDR`: `/metrics`, `/healthz`, `POST /hooks/github` when webhooks are on, and
+/// the web view where it needs no authentication (plaintext on loopback).
+async fn start_http(
+    coordinator: &Coordinator,
+    addr: SocketAddr,
+    secure: bool,
+    webhook: Option<abfleet_coordinator::webhook::WebhookConfig>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<tokio::task::JoinHandle<Result<(), abfleet_coordinator::CoordinatorError>>, Failure> {
+    let http_listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|err| {
+            anyhow::anyhow!("failed to listen on {addr} (--http): {err}; is the port in use?")
+        })
+        .usage()?;
+    // The web view rides on --http only where it needs no authentication.
+    let web_here = !secure && addr.ip().is_loopback();
+    eprintln!(
+        "abfleet coordinator serving /metrics and /healthz{}{} on http://{addr}",
+        if webhook.is_some() {
+            ", POST /hooks/github"
+        } else {
+            ""
+        },
+        if web_here {
+            " and the web view with /api (loopback only, no authentication)"
+        } else {
+            ""
+        }
+    );
+    if !web_here {
+        eprintln!(
+            "abfleet coordinator: no web view on http://{addr} ({}); serve it with --web ADDR",
+            if secure {
+                "the coordinator has TLS, and the web view is then HTTPS with operator or viewer certificates"
+            } else {
+                "it is not loopback, and a plaintext web view has no authentication"
+            }
+        );
+    }
+    Ok(tokio::spawn(abfleet_coordinator::http::serve_http_with(
+        coordinator.fleet.clone(),
+        http_listener,
+        abfleet_coordinator::http::HttpConfig {
+            webhook,
+            web: web_here,
+            limits: Default::default(),
+        },
+        shutdown,
+    )))
+}
+
+/// The milestone and sweep specs are read again at each trigger: one that does not load (or
+/// a sweep spec that is no sweep) is worth a warning at start, not a refusal.
+fn warn_about_specs(
+    milestone_spec: Option<&std::path::Path>,
+    sweep_spec: Option<&std::path::Path>,
+) {
+    if let Some(path) = milestone_spec {
+        // Read again at each trigger; a broken file is worth knowing about now.
+        if let Err(err) = abfleet_core::spec::JobSpec::load(path) {
+            eprintln!(
+                "warning: the milestone spec {} does not load yet ({err:#}); triggers without a spec fail until it does",
+                path.display()
+            );
+        }
+    }
+    if let Some(path) = sweep_spec {
+        match abfleet_core::spec::JobSpec::load(path) {
+            Err(err) => eprintln!(
+                "warning: the sweep spec {} does not load yet ({err:#}); toolchain bumps fail to start it until it does",
+                path.display()
+            ),
+            Ok(spec) if !spec.is_sweep() => eprintln!(
+                "warning: the sweep spec {} has no [sweep] table; toolchain bumps fail to start it (docs/sweeps.md)",
+                path.display()
+            ),
+            Ok(_) => {}
+        }
+    }
 }
 
 /// `--web ADDR`: HTTPS with client certificates under TLS, loopback plaintext otherwise.
