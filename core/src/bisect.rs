@@ -3,9 +3,9 @@
 //! "upstream" side, built with the fork's own recipe) against the fork at a candidate, on one
 //! generation, fixture and workload, timed with the paired method. The first step confirms
 //! that the bad commit is slower than the good one at all, and its interval is the size of
-//! the regression hunted: a candidate is bad when it is `slower` and its interval reaches
-//! the bad commit's, good when it is `faster`, `same`, or its interval lies wholly above the
-//! bad commit's ([`Decision::of`]). Anything else earns one retry with twice the pairs and
+//! the regression hunted: a candidate is bad when it is `slower` and not clearly less slow
+//! than the bad commit, good when it is `faster`, `same`, or its interval lies wholly above
+//! the bad commit's with at most half its slowdown ([`Decision::of`]). Anything else earns one retry with twice the pairs and
 //! is then reported as undecidable, never guessed.
 
 use std::fmt::Write;
@@ -82,18 +82,23 @@ pub enum Decision {
 impl Decision {
     /// A candidate's verdict and interval against the good commit; `bad_ci` is the bad
     /// commit's interval from the confirming step (none while confirming). `slower` is bad
-    /// unless its interval lies wholly above the bad commit's (a smaller slowdown than the
-    /// one being hunted: that regression is not in it yet); `faster` and `same` are good,
-    /// and so is an `unsure` whose interval lies wholly above the bad commit's — on a noisy
-    /// host the pairs cannot say "same", but they can say "not that slow". `None`: cannot
-    /// tell (retry, then undecidable).
+    /// unless its interval lies wholly above the bad commit's and shows at most half its
+    /// slowdown (a smaller slowdown than the one being hunted: that regression is not in it
+    /// yet); `faster` and `same` are good, and so is an `unsure` above the bad commit's in
+    /// the same way — on a noisy host the pairs cannot say "same", but they can say "not
+    /// that slow". `None`: cannot tell (retry, then undecidable).
     pub fn of(
         verdict: Option<Verdict>,
         ci: Option<[f64; 2]>,
         bad_ci: Option<[f64; 2]>,
     ) -> Option<Decision> {
+        // "Not that slow" needs more than intervals that happen not to overlap: two
+        // measurements of one slowdown can miss each other by a hair (CI saw the planted
+        // slowdown at [0.043, 0.048] against the bad commit's [0.034, 0.043]). The candidate's
+        // lower bound must also show at most half the slowdown hunted, in ratio terms:
+        // above the square root of the bad commit's upper bound (0.9 → 0.949, 0.04 → 0.2).
         let above_bad = match (ci, bad_ci) {
-            (Some([lo, _]), Some([_, bad_hi])) => lo > bad_hi,
+            (Some([lo, _]), Some([_, bad_hi])) => lo > bad_hi && lo > bad_hi.sqrt(),
             _ => false,
         };
         match verdict? {
@@ -435,6 +440,30 @@ mod tests {
         // Unsure and reaching down to the bad interval: cannot tell.
         assert_eq!(
             Decision::of(Some(Verdict::Unsure), Some([0.04, 1.1]), bad),
+            None
+        );
+        // The same slowdown measured again, its interval missing the bad one's by a hair
+        // (cli/tests/bisect.rs in CI): still the regression hunted.
+        assert_eq!(
+            Decision::of(
+                Some(Verdict::Slower),
+                Some([0.0432, 0.048]),
+                Some([0.034, 0.0428])
+            ),
+            Some(Decision::Bad)
+        );
+        // A 10% regression hunted: 7% slower is the same regression, 3% slower is not.
+        let ten = Some([0.88, 0.92]);
+        assert_eq!(
+            Decision::of(Some(Verdict::Slower), Some([0.925, 0.94]), ten),
+            Some(Decision::Bad)
+        );
+        assert_eq!(
+            Decision::of(Some(Verdict::Slower), Some([0.96, 0.98]), ten),
+            Some(Decision::Good)
+        );
+        assert_eq!(
+            Decision::of(Some(Verdict::Unsure), Some([0.94, 1.06]), ten),
             None
         );
     }
