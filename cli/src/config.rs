@@ -523,6 +523,13 @@ impl CoordinatorSettings {
         );
     }
 
+    /// Any of the three TLS files is set.
+    fn any_tls(&self) -> bool {
+        [&self.tls_cert, &self.tls_key, &self.tls_ca]
+            .iter()
+            .any(|path| path.is_some())
+    }
+
     /// The settings that contradict each other or make no sense, whatever the files they
     /// name hold: `config check` reports them and `abfleet coordinator` refuses to start
     /// with them (one set of rules for both).
@@ -585,10 +592,7 @@ impl CoordinatorSettings {
         if self.max_attempts == 0 {
             findings.problem("`max_attempts` is 0; a job needs at least 1 attempt".to_string());
         }
-        let any_tls = [&self.tls_cert, &self.tls_key, &self.tls_ca]
-            .iter()
-            .any(|path| path.is_some());
-        if self.plaintext && any_tls {
+        if self.plaintext && self.any_tls() {
             findings.problem(
                 "`plaintext = true` and TLS files are both set; keep one of them".to_string(),
             );
@@ -628,10 +632,7 @@ impl CoordinatorSettings {
                 Ok(_) => {}
             }
         }
-        let any_tls = [&self.tls_cert, &self.tls_key, &self.tls_ca]
-            .iter()
-            .any(|path| path.is_some());
-        if self.plaintext && !any_tls {
+        if self.plaintext && !self.any_tls() {
             if let Err(err) = check_plaintext_listen(self.listen) {
                 findings.problem(format!("`plaintext = true`: {err}"));
             }
@@ -644,7 +645,7 @@ impl CoordinatorSettings {
             }
         }
         check_tls(&self.tls_cert, &self.tls_key, &self.tls_ca, &mut findings);
-        if !self.plaintext && !any_tls {
+        if !self.plaintext && !self.any_tls() {
             findings.note(
                 "no TLS files and `plaintext` is off: the coordinator refuses to start unless --tls-cert, --tls-key and --tls-ca come from its command line or ABFLEET_TLS_* (as deploy/abfleet-coordinator.service passes them)"
                     .to_string(),

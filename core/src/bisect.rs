@@ -98,7 +98,7 @@ impl Decision {
         // lower bound must also show at most half the slowdown hunted, in ratio terms:
         // above the square root of the bad commit's upper bound (0.9 → 0.949, 0.04 → 0.2).
         let above_bad = match (ci, bad_ci) {
-            (Some([lo, _]), Some([_, bad_hi])) => lo > bad_hi && lo > bad_hi.sqrt(),
+            (Some([lo, _]), Some([_, bad_hi])) => lo > bad_hi.max(bad_hi.sqrt()),
             _ => false,
         };
         match verdict? {

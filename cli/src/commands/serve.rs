@@ -37,14 +37,18 @@ pub async fn coordinator(args: CoordinatorCommand) -> Result<i32, Failure> {
         watch_upstream_interval,
         perf_label,
         toolchain_bots,
-        // Loaded from the command line's TlsArgs below (the same paths).
-        tls_cert: _,
-        tls_key: _,
-        tls_ca: _,
+        tls_cert,
+        tls_key,
+        tls_ca,
     } = settings;
     let data_dir = data_dir.as_path();
     let stop = stop_signal("coordinator");
-    let tls_files = args.tls.load().usage()?;
+    let tls_files = abfleet_proto::transport::TlsFiles::from_paths(
+        tls_cert.as_deref(),
+        tls_key.as_deref(),
+        tls_ca.as_deref(),
+    )
+    .usage()?;
     let transport = transport_of(tls_files.clone(), plaintext, listen)?;
     let secure = matches!(transport, ServerTransport::MutualTls(_));
     let watch_interval = watch_upstream_interval.map(Duration::from_secs_f64);
