@@ -1,8 +1,8 @@
 //! "Only proto knows protobuf" (ARCHITECTURE.md), kept honest: every Rust file outside
 //! `proto/` that names `pb::` or `tonic::` must be one of the wire edges listed here, each
 //! with why; a new file that names them fails, and so does a listed file that no longer does
-//! (take it off the list: the boundary only shrinks). The CLI's control calls and the bench's
-//! simulated agents are the part issue 26 has yet to move behind typed clients in proto.
+//! (take it off the list: the boundary only shrinks). Everything else reaches the
+//! coordinator through `abfleet_proto::agent_link` and `abfleet_proto::control_link`.
 
 use std::path::{Path, PathBuf};
 
@@ -27,33 +27,6 @@ const WIRE_EDGES: &[(&str, &str)] = &[
     (
         "coordinator/src/auth.rs",
         "the interceptor that reads the caller's certificate",
-    ),
-    // Issue 26, still to move behind a typed control client in proto:
-    (
-        "cli/src/commands/mod.rs",
-        "issue 26: the control client and its status errors",
-    ),
-    ("cli/src/commands/bisect.rs", "issue 26: control calls"),
-    (
-        "cli/src/commands/certificates.rs",
-        "issue 26: control calls",
-    ),
-    ("cli/src/commands/follow.rs", "issue 26: control calls"),
-    ("cli/src/commands/lists.rs", "issue 26: control calls"),
-    ("cli/src/commands/local.rs", "issue 26: control calls"),
-    ("cli/src/commands/report.rs", "issue 26: control calls"),
-    ("cli/src/commands/submit.rs", "issue 26: control calls"),
-    (
-        "cli/src/bin/abfleet-bench/fleet.rs",
-        "simulated agents speak the wire itself",
-    ),
-    (
-        "cli/src/bin/abfleet-bench/agent_cpu.rs",
-        "issue 26: control calls",
-    ),
-    (
-        "cli/src/bin/abfleet-bench/store.rs",
-        "issue 26: control calls",
     ),
 ];
 

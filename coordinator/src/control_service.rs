@@ -6,6 +6,10 @@ use std::pin::Pin;
 use abfleet_core::report::history::BISECT_TRIGGER;
 use abfleet_core::spec::JobSpec;
 use abfleet_core::{AgentId, RunId};
+use abfleet_proto::control_link::{
+    AgentCertificate, AgentSummary, CertificateListing, RegisteredCertificate, RevokeOutcome,
+    RevokedCertificate, RunSummary,
+};
 use abfleet_proto::{parse_id, pb};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
@@ -203,7 +207,7 @@ impl pb::control_service_server::ControlService for ControlService {
         let non_empty = |s: String| (!s.is_empty()).then_some(s);
         let points = self
             .fleet
-            .history(crate::fleet::HistoryQuery {
+            .history(abfleet_core::report::history::HistoryQuery {
                 generation: request.generation,
                 workload: request.workload,
                 fixture: non_empty(request.fixture),
@@ -266,7 +270,10 @@ impl pb::control_service_server::ControlService for ControlService {
             _ => String::new(),
         };
         Ok(Response::new(pb::ListRunsResponse {
-            runs: runs.into_iter().map(run_summary).collect(),
+            runs: runs
+                .into_iter()
+                .map(|run| RunSummary::from(run).into())
+                .collect(),
             next_page_token,
         }))
     }
@@ -285,25 +292,21 @@ impl pb::control_service_server::ControlService for ControlService {
             .into_iter()
             .map(|(agent, state, running)| {
                 let cache = self.fleet.agent_cache(agent.agent_id).unwrap_or_default();
-                pb::AgentSummary {
-                    agent_id: agent.agent_id.to_string(),
-                    inventory: Some(agent.inventory.into()),
+                AgentSummary {
+                    agent_id: agent.agent_id,
+                    inventory: agent.inventory,
                     state: state.to_string(),
                     last_heartbeat_ms: agent.last_heartbeat_ms,
-                    running_job_id: running.map(|j| j.to_string()).unwrap_or_default(),
-                    cert_revoked: agent
-                        .certificate
-                        .as_ref()
-                        .is_some_and(|(_, id)| deny_list.revoked(id).is_some()),
-                    cert_serial: agent
-                        .certificate
-                        .as_ref()
-                        .map(|(_, id)| id.serial.clone())
-                        .unwrap_or_default(),
-                    cert_name: agent.certificate.map(|(name, _)| name).unwrap_or_default(),
+                    running_job: running,
+                    certificate: agent.certificate.map(|(name, id)| AgentCertificate {
+                        revoked: deny_list.revoked(&id).is_some(),
+                        name,
+                        serial: id.serial,
+                    }),
                     cache_bytes: cache.bytes,
                     max_cache_bytes: cache.max_bytes,
                 }
+                .into()
             })
             .collect();
         Ok(Response::new(pb::ListAgentsResponse {
@@ -358,16 +361,15 @@ impl pb::control_service_server::ControlService for ControlService {
             .fleet
             .revoke_certificate(target, &request.reason, &revoked_by)
             .await?;
-        Ok(Response::new(pb::RevokeCertificateResponse {
-            revoked: Some(revoked_to_wire(outcome.revocation)),
-            added: outcome.added,
-            sessions_ended: outcome
-                .sessions_ended
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
-            jobs_requeued: outcome.jobs_requeued as u32,
-        }))
+        Ok(Response::new(
+            RevokeOutcome {
+                revoked: revoked_view(outcome.revocation),
+                added: outcome.added,
+                sessions_ended: outcome.sessions_ended,
+                jobs_requeued: outcome.jobs_requeued as u32,
+            }
+            .into(),
+        ))
     }
 
     async fn list_certificates(
@@ -376,25 +378,28 @@ impl pb::control_service_server::ControlService for ControlService {
     ) -> Result<Response<pb::ListCertificatesResponse>, Status> {
         let (revoked, agents) = self.fleet.certificates().await?;
         let deny_list = self.fleet.deny_list();
-        Ok(Response::new(pb::ListCertificatesResponse {
-            revoked: revoked.into_iter().map(revoked_to_wire).collect(),
-            agents: agents
-                .into_iter()
-                .map(|bound| pb::AgentCertificate {
-                    agent_id: bound.agent_id.to_string(),
-                    revoked: deny_list.revoked(&bound.certificate).is_some(),
-                    cert_name: bound.cert_name,
-                    serial: bound.certificate.serial,
-                    fingerprint: bound.certificate.fingerprint,
-                    registered_ms: bound.registered_ms,
-                })
-                .collect(),
-        }))
+        Ok(Response::new(
+            CertificateListing {
+                revoked: revoked.into_iter().map(revoked_view).collect(),
+                agents: agents
+                    .into_iter()
+                    .map(|bound| RegisteredCertificate {
+                        agent_id: bound.agent_id,
+                        revoked: deny_list.revoked(&bound.certificate).is_some(),
+                        cert_name: bound.cert_name,
+                        serial: bound.certificate.serial,
+                        fingerprint: bound.certificate.fingerprint,
+                        registered_ms: (bound.registered_ms > 0).then_some(bound.registered_ms),
+                    })
+                    .collect(),
+            }
+            .into(),
+        ))
     }
 }
 
-fn revoked_to_wire(revocation: Revocation) -> pb::RevokedCertificate {
-    pb::RevokedCertificate {
+fn revoked_view(revocation: Revocation) -> RevokedCertificate {
+    RevokedCertificate {
         key: revocation.key,
         serial: revocation.certificate.serial,
         fingerprint: revocation.certificate.fingerprint,
@@ -456,16 +461,17 @@ impl Page {
     }
 }
 
-/// A stored run as the run list shows it (`exit_code` -1 while it runs).
-pub fn run_summary(run: RunListing) -> pb::RunSummary {
-    pb::RunSummary {
-        run_id: run.run_id.to_string(),
-        name: run.name,
-        state: run.state.as_str().to_string(),
-        trigger: run.trigger,
-        created_ms: run.created_ms,
-        exit_code: run.exit_code.unwrap_or(-1),
-        trigger_note: run.trigger_note.unwrap_or_default(),
+impl From<RunListing> for RunSummary {
+    fn from(run: RunListing) -> Self {
+        RunSummary {
+            run_id: run.run_id,
+            name: run.name,
+            state: run.state,
+            trigger: run.trigger,
+            trigger_note: run.trigger_note.filter(|note| !note.is_empty()),
+            created_ms: run.created_ms,
+            exit_code: run.exit_code,
+        }
     }
 }
 

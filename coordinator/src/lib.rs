@@ -22,7 +22,7 @@ pub mod web;
 pub mod webhook;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use control_service::{run_summary, MAX_SPEC_JSON_BYTES};
+pub use control_service::MAX_SPEC_JSON_BYTES;
 pub use error::CoordinatorError;
 pub use fleet::{
     CoordinatorConfig, Counters, Fleet, FleetError, HistoryQuery, PullRequestRef, TriggerOutcome,

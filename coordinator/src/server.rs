@@ -66,8 +66,7 @@ pub enum ServerTransport {
 /// `SubmitRun`); larger ones are refused with OUT_OF_RANGE before they are decoded.
 pub const MAX_AGENT_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 pub const MAX_CONTROL_MESSAGE_BYTES: usize = 2 * 1024 * 1024;
-/// The largest reply the coordinator sends (a report); clients accept as much.
-pub const MAX_REPLY_BYTES: usize = 256 * 1024 * 1024;
+pub use abfleet_proto::transport::MAX_REPLY_BYTES;
 
 /// The connections `listener` accepts, with Nagle's algorithm off. tonic sets TCP_NODELAY
 /// only on listeners it binds itself; on an accepted socket with Nagle on, a small gRPC

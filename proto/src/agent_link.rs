@@ -10,9 +10,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
+pub use crate::link_error::{LinkError, LinkErrorKind};
 use crate::pb;
 use crate::pb::agent_service_client::AgentServiceClient;
-use crate::transport::{client_endpoint, TlsFiles, TransportError};
+use crate::transport::{client_endpoint, Connection, TlsFiles, TransportError};
 use crate::{agent_message, WireError};
 
 /// A lazily connected client of the coordinator's agent service. Cheap to clone.
@@ -54,60 +55,6 @@ pub enum PushReply {
     Acked(Vec<u64>),
     /// The coordinator lacks events `first..=last` it once acknowledged.
     Missing { first: u64, last: u64 },
-}
-
-/// What the agent tells apart in a failed call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LinkErrorKind {
-    /// The coordinator refuses this agent's certificate.
-    Unauthenticated,
-    /// The coordinator does not know this agent, or no longer holds the attempt.
-    FailedPrecondition,
-    NotFound,
-    InvalidArgument,
-    /// Too large (a message over the coordinator's limit).
-    OutOfRange,
-    /// Anything else: unreachable, broken, timed out, …
-    Other,
-}
-
-/// A failed call or a broken session.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct LinkError {
-    kind: LinkErrorKind,
-    /// The status code's name, for the logs.
-    code: String,
-    message: String,
-}
-
-impl LinkError {
-    pub fn kind(&self) -> LinkErrorKind {
-        self.kind
-    }
-
-    /// The coordinator's (or the transport's) words, without the code.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl From<tonic::Status> for LinkError {
-    fn from(status: tonic::Status) -> Self {
-        let kind = match status.code() {
-            tonic::Code::Unauthenticated => LinkErrorKind::Unauthenticated,
-            tonic::Code::FailedPrecondition => LinkErrorKind::FailedPrecondition,
-            tonic::Code::NotFound => LinkErrorKind::NotFound,
-            tonic::Code::InvalidArgument => LinkErrorKind::InvalidArgument,
-            tonic::Code::OutOfRange => LinkErrorKind::OutOfRange,
-            _ => LinkErrorKind::Other,
-        };
-        LinkError {
-            kind,
-            code: format!("{:?}", status.code()),
-            message: status.message().to_string(),
-        }
-    }
 }
 
 /// The session is closed: nothing more can be sent on it.
@@ -228,6 +175,13 @@ impl AgentLink {
         })
     }
 
+    /// A client on a connection others share.
+    pub fn over(connection: &Connection) -> AgentLink {
+        AgentLink {
+            client: AgentServiceClient::new(connection.channel()),
+        }
+    }
+
     pub async fn register(
         &self,
         agent_id: &str,
@@ -306,27 +260,6 @@ mod tests {
     use abfleet_core::spec::JobSpec;
 
     use super::*;
-
-    #[test]
-    fn status_codes_map_to_the_kinds_the_agent_branches_on() {
-        for (code, kind) in [
-            (tonic::Code::Unauthenticated, LinkErrorKind::Unauthenticated),
-            (
-                tonic::Code::FailedPrecondition,
-                LinkErrorKind::FailedPrecondition,
-            ),
-            (tonic::Code::NotFound, LinkErrorKind::NotFound),
-            (tonic::Code::InvalidArgument, LinkErrorKind::InvalidArgument),
-            (tonic::Code::OutOfRange, LinkErrorKind::OutOfRange),
-            (tonic::Code::Unavailable, LinkErrorKind::Other),
-            (tonic::Code::Internal, LinkErrorKind::Other),
-        ] {
-            let err = LinkError::from(tonic::Status::new(code, "the words"));
-            assert_eq!(err.kind(), kind, "{code:?}");
-            assert_eq!(err.message(), "the words");
-            assert_eq!(err.to_string(), format!("{code:?}: the words"));
-        }
-    }
 
     fn offer(spec_json: &str, job_id: &str) -> pb::CoordinatorMessage {
         pb::CoordinatorMessage {

@@ -126,7 +126,7 @@ impl TryFrom<pb::Inventory> for Inventory {
 }
 
 /// An optional wire string: empty means absent.
-fn non_empty(value: String) -> Option<String> {
+pub(crate) fn non_empty(value: String) -> Option<String> {
     (!value.is_empty()).then_some(value)
 }
 

@@ -4,10 +4,14 @@
 #![forbid(unsafe_code)]
 
 pub mod agent_link;
+pub mod control_link;
+mod control_views;
 mod convert;
+mod link_error;
 pub mod transport;
 
 pub use convert::{agent_message, parse_id, WireError};
+pub use link_error::{LinkError, LinkErrorKind};
 
 /// The encoded `FileDescriptorSet` of the wire contract, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =

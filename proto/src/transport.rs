@@ -7,7 +7,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, ServerTlsConfig, Uri};
+use tonic::transport::{
+    Certificate, Channel, ClientTlsConfig, Endpoint, Identity, ServerTlsConfig, Uri,
+};
 
 /// The PEM files one node presents: its certificate and key, and the fleet CA it trusts.
 #[derive(Clone)]
@@ -219,6 +221,61 @@ pub fn client_endpoint(url: &str, tls: Option<&TlsFiles>) -> Result<Endpoint, Tr
         ))),
     }
 }
+
+/// One HTTP/2 connection to a coordinator. Links made `over` it share it (the simulated
+/// agents of `abfleet-bench fleet`: a hundred sessions on each); cheap to clone.
+#[derive(Clone)]
+pub struct Connection {
+    channel: Channel,
+}
+
+/// Why a client could not connect.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The URL or the TLS files are wrong: nothing was dialled.
+    #[error(transparent)]
+    Endpoint(#[from] TransportError),
+    #[error("no connection within {} s", .0.as_secs())]
+    TimedOut(Duration),
+    /// The dial failed: the error with its sources, so a TLS failure says why
+    /// (`invalid peer certificate: …`).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl Connection {
+    /// Connects to `url` as [`client_endpoint`] says, within [`CONNECT_TIMEOUT`].
+    pub async fn open(url: &str, tls: Option<&TlsFiles>) -> Result<Connection, ConnectError> {
+        let endpoint = client_endpoint(url, tls)?;
+        let channel = tokio::time::timeout(CONNECT_TIMEOUT, endpoint.connect())
+            .await
+            .map_err(|_| ConnectError::TimedOut(CONNECT_TIMEOUT))?
+            .map_err(|err| ConnectError::Failed(error_chain(&err)))?;
+        Ok(Connection { channel })
+    }
+
+    pub(crate) fn channel(&self) -> Channel {
+        self.channel.clone()
+    }
+}
+
+/// An error with its sources, each said once.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(inner) = source {
+        let part = inner.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = inner.source();
+    }
+    text
+}
+
+/// The largest reply the coordinator sends (a report); its clients accept as much.
+pub const MAX_REPLY_BYTES: usize = 256 * 1024 * 1024;
 
 /// How long a client waits to connect to a coordinator.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -16,10 +16,11 @@ use abfleet_core::bisect::{self, BisectRecord, Bisection, Commit, Decision, Step
 use abfleet_core::cell::CellParity;
 use abfleet_core::report::history::{section_hardware, FlagKind, BISECT_TRIGGER};
 use abfleet_core::spec::{JobSpec, SourceSpec};
-use abfleet_proto::pb;
+use abfleet_core::RunId;
+use abfleet_proto::control_link::{ControlLink, SpecToRun, Submission};
 
 use super::follow::{fetch_report, follow, OnInterrupt};
-use super::{control_client, status_error};
+use super::{control_client, link_error};
 pub use crate::cli::BisectArgs;
 use crate::cli::TlsArgs;
 use crate::failure::{Classify, Failure};
@@ -34,13 +35,13 @@ struct Target {
     fixture: String,
     /// The run bisected, and the hardware identity its flagged generation ran on: every
     /// step is pinned to it.
-    run: Option<String>,
+    run: Option<RunId>,
     hardware: Option<String>,
 }
 
 pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
-    let mut client = control_client(coordinator, tls).await?;
-    let target = resolve(&args, &mut client).await?;
+    let client = control_client(coordinator, tls).await?;
+    let target = resolve(&args, &client).await?;
     let SourceSpec::Git { url, .. } = &target.spec.fork.source else {
         return Err(Failure::usage(anyhow::anyhow!(
             "the fork is a path source; a bisect walks the fork's git history, so give the spec's [fork] a git = \"URL\""
@@ -60,7 +61,7 @@ pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i
         let bad_ci = bisection.bad_interval();
         let steps_out = args.out.join("steps");
         let mut step = measure(
-            &mut client,
+            &client,
             &target,
             &good_commit,
             &commit,
@@ -76,7 +77,7 @@ pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i
                 &commit.id[..12]
             );
             step = measure(
-                &mut client,
+                &client,
                 &target,
                 &good_commit,
                 &commit,
@@ -130,20 +131,13 @@ pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i
         };
         // The search is done and its result written: a coordinator that cannot keep it now
         // does not undo it, it is only not shown with the run.
-        let recorded = client
-            .record_bisect(pb::RecordBisectRequest {
-                run_id: run_id.clone(),
-                bisect_json: serde_json::to_string(&record).infra()?,
-            })
-            .await;
+        let recorded = client.record_bisect(run_id, &record).await;
         match recorded {
-            Ok(_) => eprintln!("recorded with run {run_id}: `abfleet report {run_id}` shows it"),
-            Err(status) => eprintln!(
-                "warning: the bisect is done, but recording it with run {run_id} failed ({}: {}); \
+            Ok(()) => eprintln!("recorded with run {run_id}: `abfleet report {run_id}` shows it"),
+            Err(err) => eprintln!(
+                "warning: the bisect is done, but recording it with run {run_id} failed ({err}); \
                  its result is in {} and {}; to show it with the run, run `abfleet bisect {run_id}` \
                  again once the coordinator answers (its builds are cached)",
-                status.code(),
-                status.message(),
                 args.out.join("bisect.md").display(),
                 args.out.join("bisect.json").display()
             ),
@@ -158,10 +152,7 @@ pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i
 
 /// The spec, the two commits and the cell: from the flags, or from the run's first
 /// speed regression against its previous comparable run.
-async fn resolve(
-    args: &BisectArgs,
-    client: &mut pb::control_service_client::ControlServiceClient<tonic::transport::Channel>,
-) -> Result<Target, Failure> {
+async fn resolve(args: &BisectArgs, client: &ControlLink) -> Result<Target, Failure> {
     let Some(run_id) = &args.run_id else {
         let missing: Vec<&str> = [
             ("SPEC (--spec)", args.spec.is_none()),
@@ -191,16 +182,11 @@ async fn resolve(
             hardware: None,
         });
     };
-    let run_id: abfleet_core::RunId = run_id.parse().usage()?;
-    let response = client
-        .get_report(pb::GetReportRequest {
-            run_id: run_id.to_string(),
-        })
+    let run_id: RunId = run_id.parse().usage()?;
+    let abfleet_proto::control_link::StoredRun { report, spec } = client
+        .run(&run_id)
         .await
-        .map_err(|s| status_error("failed to get the run", s))?
-        .into_inner();
-    let report = abfleet_core::report::Report::from_json(&response.report_json).infra()?;
-    let spec = JobSpec::from_json(&response.spec_json).infra()?;
+        .map_err(|err| link_error("failed to get the run", err))?;
     let flagged = report
         .generations
         .iter()
@@ -244,7 +230,7 @@ async fn resolve(
         generation: Some(section.key.clone()).filter(|k| k != "any"),
         workload: flag.workload.clone(),
         fixture: flag.fixture.clone(),
-        run: Some(run_id.to_string()),
+        run: Some(run_id),
         // A run without targets ran on any one agent: nothing to pin to.
         hardware: section_hardware(section).filter(|_| section.key != "any"),
     })
@@ -252,7 +238,7 @@ async fn resolve(
 
 /// One step: a run of the candidate against the good commit, followed to its end.
 async fn measure(
-    client: &mut pb::control_service_client::ControlServiceClient<tonic::transport::Channel>,
+    client: &ControlLink,
     target: &Target,
     good: &str,
     commit: &Commit,
@@ -271,26 +257,25 @@ async fn measure(
     )
     .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
     let run_id = client
-        .submit_run(pb::SubmitRunRequest {
-            spec_json: spec.to_json(),
-            trigger: BISECT_TRIGGER.into(),
-            trigger_note: format!(
+        .submit(Submission {
+            trigger_note: Some(format!(
                 "bisect: {} against {}",
                 &commit.id[..12],
                 &good[..good.len().min(12)]
-            ),
-            spec_origin: "abfleet bisect".into(),
-            hardware_id: target.hardware.clone().unwrap_or_default(),
-            ..Default::default()
+            )),
+            hardware_id: target.hardware.clone(),
+            ..Submission::new(
+                SpecToRun::Json(spec.to_json()),
+                BISECT_TRIGGER,
+                "abfleet bisect",
+            )
         })
         .await
-        .map_err(|s| status_error("failed to submit a bisect step", s))?
-        .into_inner()
-        .run_id;
+        .map_err(|err| link_error("failed to submit a bisect step", err))?;
     follow(
         client,
         &run_id,
-        Some(steps_out.join(&run_id)),
+        Some(steps_out.join(run_id.to_string())),
         OnInterrupt::CancelRun,
         &[],
     )
@@ -306,7 +291,7 @@ async fn measure(
     };
     Ok(Step {
         commit: commit.clone(),
-        run_id,
+        run_id: run_id.to_string(),
         speedup: cell.and_then(|c| c.speedup),
         speedup_ci95: cell.and_then(|c| c.speedup_ci95),
         verdict,

@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use abfleet_core::report::format_utc;
-use abfleet_proto::pb;
+use abfleet_proto::control_link::{CertificateListing, RevokeTarget, RevokedCertificate};
 
-use super::{control_client, status_error};
+use super::{control_client, link_error};
 use crate::cli::{ListFormat, TlsArgs};
 use crate::failure::{Classify, Failure};
 
@@ -18,7 +18,7 @@ pub async fn revoke(
     coordinator: &str,
     tls: &TlsArgs,
 ) -> Result<i32, Failure> {
-    let certificate_pem = match cert {
+    let target = match cert {
         Some(path) => {
             let pem = std::fs::read_to_string(path)
                 .map_err(|err| anyhow::anyhow!("failed to read `{}`: {err}", path.display()))
@@ -27,21 +27,18 @@ pub async fn revoke(
             abfleet_core::certs::certificate_facts(&pem)
                 .map_err(|err| anyhow::anyhow!("`{}`: {err}", path.display()))
                 .usage()?;
-            pem
+            RevokeTarget::CertificatePem(pem)
         }
-        None => String::new(),
+        None => {
+            RevokeTarget::SerialOrFingerprint(serial_or_fingerprint.unwrap_or_default().to_string())
+        }
     };
-    let mut client = control_client(coordinator, tls).await?;
-    let response = client
-        .revoke_certificate(pb::RevokeCertificateRequest {
-            serial_or_fingerprint: serial_or_fingerprint.unwrap_or_default().to_string(),
-            certificate_pem,
-            reason: reason.to_string(),
-        })
+    let response = control_client(coordinator, tls)
+        .await?
+        .revoke(target, reason)
         .await
-        .map_err(|s| status_error("failed to revoke the certificate", s))?
-        .into_inner();
-    let revoked = response.revoked.unwrap_or_default();
+        .map_err(|err| link_error("failed to revoke the certificate", err))?;
+    let revoked = response.revoked;
     let who = describe(&revoked);
     if response.added {
         println!("revoked {who}: refused from now on");
@@ -54,10 +51,12 @@ pub async fn revoke(
         );
     }
     if !response.sessions_ended.is_empty() {
-        println!(
-            "ended the session of agent {}",
-            response.sessions_ended.join(", ")
-        );
+        let agents: Vec<String> = response
+            .sessions_ended
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        println!("ended the session of agent {}", agents.join(", "));
     }
     if response.jobs_requeued > 0 {
         println!(
@@ -69,12 +68,11 @@ pub async fn revoke(
 }
 
 pub async fn list(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Result<i32, Failure> {
-    let mut client = control_client(coordinator, tls).await?;
-    let listing = client
-        .list_certificates(pb::ListCertificatesRequest {})
+    let listing = control_client(coordinator, tls)
+        .await?
+        .certificates()
         .await
-        .map_err(|s| status_error("failed to list certificates", s))?
-        .into_inner();
+        .map_err(|err| link_error("failed to list certificates", err))?;
     if format == ListFormat::Json {
         println!("{}", listing_json(&listing));
         return Ok(abfleet_core::exit::OK);
@@ -100,11 +98,7 @@ pub async fn list(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Resul
             agent.agent_id,
             agent.cert_name,
             or_dash(&agent.serial),
-            if agent.registered_ms > 0 {
-                format_utc(agent.registered_ms)
-            } else {
-                "-".into()
-            },
+            agent.registered_ms.map_or("-".into(), format_utc),
             if agent.revoked { "revoked" } else { "valid" }
         );
     }
@@ -113,7 +107,7 @@ pub async fn list(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Resul
 
 /// `certs list --format json`: the deny list and each agent id's certificate
 /// (docs/operations.md, "Lists for scripts"); an unknown value is `null`, not `""`.
-fn listing_json(listing: &pb::ListCertificatesResponse) -> serde_json::Value {
+fn listing_json(listing: &CertificateListing) -> serde_json::Value {
     let text = |value: &str| (!value.is_empty()).then(|| value.to_string());
     let revoked: Vec<serde_json::Value> = listing
         .revoked
@@ -137,10 +131,10 @@ fn listing_json(listing: &pb::ListCertificatesResponse) -> serde_json::Value {
         .iter()
         .map(|agent| {
             serde_json::json!({
-                "agent_id": agent.agent_id,
+                "agent_id": agent.agent_id.to_string(),
                 "certificate": agent.cert_name,
                 "serial": text(&agent.serial),
-                "registered_ms": (agent.registered_ms > 0).then_some(agent.registered_ms),
+                "registered_ms": agent.registered_ms,
                 "revoked": agent.revoked,
             })
         })
@@ -149,7 +143,7 @@ fn listing_json(listing: &pb::ListCertificatesResponse) -> serde_json::Value {
 }
 
 /// A revoked certificate as one phrase: name and role when known, serial, fingerprint.
-fn describe(revoked: &pb::RevokedCertificate) -> String {
+fn describe(revoked: &RevokedCertificate) -> String {
     let mut out = if revoked.name.is_empty() {
         format!("certificate {}", revoked.key)
     } else {

@@ -3,13 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use abfleet_core::progress::RunProgress;
 use abfleet_core::report::{render_markdown, Report};
-use abfleet_proto::pb;
-use abfleet_proto::pb::control_service_client::ControlServiceClient;
-use tonic::transport::Channel;
+use abfleet_core::RunId;
+use abfleet_proto::control_link::ControlLink;
+use abfleet_proto::LinkErrorKind;
 
-use super::status_error;
+use super::link_error;
 use crate::failure::{Classify, Failure};
 use crate::progress::Progress;
 use crate::table;
@@ -25,8 +24,8 @@ pub enum OnInterrupt {
 }
 
 pub async fn follow(
-    client: &mut ControlServiceClient<Channel>,
-    run_id: &str,
+    client: &ControlLink,
+    run_id: &RunId,
     out: Option<PathBuf>,
     on_interrupt: OnInterrupt,
     fail_on: &[FailOn],
@@ -36,21 +35,15 @@ pub async fn follow(
     let mut interrupt =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).infra()?;
     let mut stream = client
-        .watch_run(pb::WatchRunRequest {
-            run_id: run_id.to_string(),
-        })
+        .watch(run_id)
         .await
-        .map_err(|s| status_error("failed to watch the run", s))?
-        .into_inner();
-    let mut progress = Progress::new(run_id);
+        .map_err(|err| link_error("failed to watch the run", err))?;
+    let mut progress = Progress::new(&run_id.to_string());
     let mut interrupted = false;
     loop {
         tokio::select! {
-            message = stream.message() => match message {
+            update = stream.next() => match update {
                 Ok(Some(update)) => {
-                    let update = RunProgress::try_from(update).map_err(|err| {
-                        Failure::infra(anyhow::anyhow!("the coordinator sent a progress update this abfleet cannot read: {err}; see `abfleet report {run_id}`"))
-                    })?;
                     progress.update(&update);
                     if update.is_finished() {
                         break;
@@ -60,9 +53,13 @@ pub async fn follow(
                     progress.finish();
                     return Err(Failure::infra(anyhow::anyhow!("the coordinator ended the progress stream before the run finished; see `abfleet report {run_id}`")));
                 }
-                Err(status) => {
+                Err(err) if err.kind() == LinkErrorKind::Unreadable => {
                     progress.finish();
-                    return Err(status_error("lost the coordinator while following the run", status));
+                    return Err(Failure::infra(anyhow::anyhow!("the coordinator sent a progress update this abfleet cannot read: {}; see `abfleet report {run_id}`", err.message())));
+                }
+                Err(err) => {
+                    progress.finish();
+                    return Err(link_error("lost the coordinator while following the run", err));
                 }
             },
             _ = interrupt.recv(), if !interrupted => {
@@ -71,9 +68,9 @@ pub async fn follow(
                     OnInterrupt::CancelRun => {
                         progress.note("interrupted: cancelling the run and stopping its processes…");
                         client
-                            .cancel_run(pb::CancelRunRequest { run_id: run_id.to_string(), reason: "interrupted (Ctrl-C)".into() })
+                            .cancel(run_id, "interrupted (Ctrl-C)")
                             .await
-                            .map_err(|s| status_error("failed to cancel the run", s))?;
+                            .map_err(|err| link_error("failed to cancel the run", err))?;
                     }
                     OnInterrupt::Detach => {
                         progress.finish();
@@ -86,7 +83,7 @@ pub async fn follow(
     }
     progress.finish();
     let report = fetch_report(client, run_id).await?;
-    let out_dir = out.unwrap_or_else(|| Path::new("abfleet-out").join(run_id));
+    let out_dir = out.unwrap_or_else(|| Path::new("abfleet-out").join(run_id.to_string()));
     write_report(&report, &out_dir)?;
     print!("{}", table::render(&report));
     println!(
@@ -117,19 +114,11 @@ pub fn exit_code_under(report: &Report, fail_on: &[FailOn]) -> i32 {
     code
 }
 
-pub async fn fetch_report(
-    client: &mut ControlServiceClient<Channel>,
-    run_id: &str,
-) -> Result<Report, Failure> {
-    let response = client
-        .get_report(pb::GetReportRequest {
-            run_id: run_id.to_string(),
-        })
+pub async fn fetch_report(client: &ControlLink, run_id: &RunId) -> Result<Report, Failure> {
+    client
+        .report(run_id)
         .await
-        .map_err(|s| status_error("failed to get the report", s))?;
-    Report::from_json(&response.into_inner().report_json)
-        .map_err(|err| anyhow::anyhow!("the coordinator sent a report this CLI cannot read ({err}); are they the same version?"))
-        .infra()
+        .map_err(|err| link_error("failed to get the report", err))
 }
 
 pub fn write_report(report: &Report, out_dir: &Path) -> Result<(), Failure> {

@@ -1,13 +1,12 @@
 //! `abfleet runs`, `abfleet agents`, `abfleet cancel`, `abfleet drain`; the lists are
 //! `TextTable`s, so what agents and triggers wrote reaches the terminal only made visible.
 
-use abfleet_coordinator::run_summary;
 use abfleet_coordinator::store::{RunCursor, RunOrder};
 use abfleet_core::report::format_utc;
 use abfleet_core::{AgentId, RunId};
-use abfleet_proto::pb;
+use abfleet_proto::control_link::{PageRequest, RunSummary};
 
-use super::{control_client, status_error};
+use super::{control_client, link_error};
 use crate::cli::TlsArgs;
 use crate::cli::{ListFormat, StoreSource};
 use crate::failure::{Classify, Failure};
@@ -38,33 +37,28 @@ pub async fn runs(
                 let full = page.len() > want as usize;
                 page.truncate(want as usize);
                 cursor = page.last().map(RunCursor::after);
-                runs.extend(page.into_iter().map(run_summary));
+                runs.extend(page.into_iter().map(RunSummary::from));
                 if !full || limit.is_some() {
                     break (runs, full);
                 }
             }
         }
         None => {
-            let mut client = control_client(&source.to.coordinator, &source.to.tls).await?;
+            let client = control_client(&source.to.coordinator, &source.to.tls).await?;
             let mut runs = Vec::new();
-            let mut page_token = String::new();
+            let mut token = None;
             loop {
-                let page_size = limit.map_or(ALL_PAGE, |n| n - runs.len() as u32);
+                let size = limit.map_or(ALL_PAGE, |n| n - runs.len() as u32);
                 let page = client
-                    .list_runs(pb::ListRunsRequest {
-                        page_size,
-                        page_token,
-                        oldest_first: false,
-                    })
+                    .runs(PageRequest { size, token }, false)
                     .await
-                    .map_err(|s| status_error("failed to list runs", s))?
-                    .into_inner();
-                runs.extend(page.runs);
+                    .map_err(|err| link_error("failed to list runs", err))?;
+                runs.extend(page.items);
                 let done = limit.is_some_and(|n| runs.len() as u32 >= n);
-                if page.next_page_token.is_empty() || done {
-                    break (runs, !page.next_page_token.is_empty());
+                if page.next_token.is_none() || done {
+                    break (runs, page.next_token.is_some());
                 }
-                page_token = page.next_page_token;
+                token = page.next_token;
             }
         }
     };
@@ -73,14 +67,14 @@ pub async fn runs(
             .iter()
             .map(|run| {
                 serde_json::json!({
-                    "run_id": run.run_id,
+                    "run_id": run.run_id.to_string(),
                     "name": run.name,
-                    "state": run.state,
+                    "state": run.state.as_str(),
                     "trigger": run.trigger,
-                    "trigger_note": (!run.trigger_note.is_empty()).then_some(&run.trigger_note),
+                    "trigger_note": run.trigger_note,
                     "submitted": format_utc(run.created_ms),
                     "submitted_ms": run.created_ms,
-                    "exit_code": (run.exit_code >= 0).then_some(run.exit_code),
+                    "exit_code": run.exit_code,
                 })
             })
             .collect();
@@ -98,19 +92,15 @@ pub async fn runs(
     ]);
     let runs_shown = runs.len();
     for run in runs {
-        let exit = if run.exit_code < 0 {
-            "-".to_string()
-        } else {
-            run.exit_code.to_string()
-        };
         table.row([
-            run.run_id,
+            run.run_id.to_string(),
             format_utc(run.created_ms),
-            run.state,
+            run.state.as_str().to_string(),
             run.trigger,
-            exit,
+            run.exit_code
+                .map_or("-".to_string(), |code| code.to_string()),
             run.name,
-            run.trigger_note,
+            run.trigger_note.unwrap_or_default(),
         ]);
     }
     print!("{}", table.render());
@@ -124,44 +114,40 @@ pub async fn runs(
 }
 
 pub async fn agents(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Result<i32, Failure> {
-    let mut client = control_client(coordinator, tls).await?;
+    let client = control_client(coordinator, tls).await?;
     let mut agents = Vec::new();
-    let mut page_token = String::new();
+    let mut token = None;
     loop {
         let page = client
-            .list_agents(pb::ListAgentsRequest {
-                page_size: 0,
-                page_token,
-            })
+            .agents(PageRequest { size: 0, token })
             .await
-            .map_err(|s| status_error("failed to list agents", s))?
-            .into_inner();
-        agents.extend(page.agents);
-        if page.next_page_token.is_empty() {
+            .map_err(|err| link_error("failed to list agents", err))?;
+        agents.extend(page.items);
+        token = page.next_token;
+        if token.is_none() {
             break;
         }
-        page_token = page.next_page_token;
     }
     if format == ListFormat::Json {
         let agents: Vec<serde_json::Value> = agents
             .into_iter()
             .map(|agent| {
-                let inventory = agent.inventory.unwrap_or_default();
+                let inventory = agent.inventory;
                 let generations: Vec<serde_json::Value> = inventory
                     .generations
                     .iter()
                     .map(|g| serde_json::json!({ "key": g.key, "simulated": g.simulated }))
                     .collect();
                 serde_json::json!({
-                    "agent_id": agent.agent_id,
+                    "agent_id": agent.agent_id.to_string(),
                     "state": agent.state,
                     "last_heartbeat": format_utc(agent.last_heartbeat_ms),
                     "last_heartbeat_ms": agent.last_heartbeat_ms,
                     "hostname": inventory.hostname,
-                    "certificate": (!agent.cert_name.is_empty()).then(|| serde_json::json!({
-                        "name": agent.cert_name,
-                        "serial": agent.cert_serial,
-                        "revoked": agent.cert_revoked,
+                    "certificate": agent.certificate.map(|certificate| serde_json::json!({
+                        "name": certificate.name,
+                        "serial": certificate.serial,
+                        "revoked": certificate.revoked,
                     })),
                     "generations": generations,
                     "cache_bytes": agent.cache_bytes,
@@ -182,7 +168,7 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Res
         "cache / budget",
     ]);
     for agent in agents {
-        let inventory = agent.inventory.unwrap_or_default();
+        let inventory = agent.inventory;
         let generations: Vec<String> = inventory
             .generations
             .iter()
@@ -194,16 +180,17 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Res
                 }
             })
             .collect();
-        let certificate = if agent.cert_name.is_empty() {
-            "-".to_string()
-        } else {
-            // Enough of the serial to tell a re-issue apart; `certs list` has all of it.
-            let serial: String = agent.cert_serial.chars().take(8).collect();
-            let revoked = if agent.cert_revoked { " REVOKED" } else { "" };
-            format!("{} ({serial}){revoked}", agent.cert_name)
+        let certificate = match agent.certificate {
+            None => "-".to_string(),
+            Some(certificate) => {
+                // Enough of the serial to tell a re-issue apart; `certs list` has all of it.
+                let serial: String = certificate.serial.chars().take(8).collect();
+                let revoked = if certificate.revoked { " REVOKED" } else { "" };
+                format!("{} ({serial}){revoked}", certificate.name)
+            }
         };
         table.row([
-            agent.agent_id,
+            agent.agent_id.to_string(),
             agent.state,
             format_utc(agent.last_heartbeat_ms),
             inventory.hostname,
@@ -231,17 +218,12 @@ fn cache_cell(bytes: Option<u64>, max_bytes: Option<u64>) -> String {
 }
 
 pub async fn cancel(run_id: &str, coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
-    let _: RunId = run_id.parse().usage()?;
-    let mut client = control_client(coordinator, tls).await?;
-    let cancelled = client
-        .cancel_run(pb::CancelRunRequest {
-            run_id: run_id.to_string(),
-            reason: "cancelled with `abfleet cancel`".into(),
-        })
+    let parsed: RunId = run_id.parse().usage()?;
+    let cancelled = control_client(coordinator, tls)
+        .await?
+        .cancel(&parsed, "cancelled with `abfleet cancel`")
         .await
-        .map_err(|s| status_error("failed to cancel the run", s))?
-        .into_inner()
-        .cancelled;
+        .map_err(|err| link_error("failed to cancel the run", err))?;
     if cancelled {
         println!("run {run_id} cancelled");
     } else {
@@ -256,17 +238,12 @@ pub async fn drain(
     coordinator: &str,
     tls: &TlsArgs,
 ) -> Result<i32, Failure> {
-    let _: AgentId = agent_id.parse().usage()?;
-    let mut client = control_client(coordinator, tls).await?;
-    let state = client
-        .drain_agent(pb::DrainAgentRequest {
-            agent_id: agent_id.to_string(),
-            resume,
-        })
+    let parsed: AgentId = agent_id.parse().usage()?;
+    let state = control_client(coordinator, tls)
+        .await?
+        .drain(&parsed, resume)
         .await
-        .map_err(|s| status_error("failed to drain the agent", s))?
-        .into_inner()
-        .state;
+        .map_err(|err| link_error("failed to drain the agent", err))?;
     let state = visible_cell(&state);
     if resume {
         println!("agent {agent_id} takes jobs again ({state})");

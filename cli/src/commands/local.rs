@@ -7,10 +7,10 @@ use abfleet_agent::config::InventorySource;
 use abfleet_agent::{run_agent, AgentConfig};
 use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 use abfleet_core::spec::{FixtureLocation, JobSpec, SourceSpec};
-use abfleet_proto::pb;
+use abfleet_proto::control_link::{SpecToRun, Submission};
 
 use super::follow::{follow, OnInterrupt};
-use super::{control_client, status_error};
+use super::{control_client, link_error};
 use crate::cli::{FailOnArg, LocalCommand, Trigger, TriggerArg};
 use crate::failure::{Classify, Failure};
 use abfleet_core::fail_on::FailOn;
@@ -123,24 +123,21 @@ pub async fn run_spec(
     }));
 
     let result = async {
-        let mut client = control_client(&url, &crate::cli::TlsArgs::default()).await?;
+        let client = control_client(&url, &crate::cli::TlsArgs::default()).await?;
         if spec.targets.is_some() {
             // A run with targets is matched against the registered agents when it is
             // submitted: the embedded agent must have registered first.
             wait_for_the_agent(&fleet).await?;
         }
         let run_id = client
-            .submit_run(pb::SubmitRunRequest {
-                spec_json: spec.to_json(),
-                trigger: trigger.as_str().to_string(),
-                spec_origin: origin.to_string(),
-                ..Default::default()
-            })
+            .submit(Submission::new(
+                SpecToRun::Json(spec.to_json()),
+                trigger.as_str(),
+                origin,
+            ))
             .await
-            .map_err(|s| status_error("failed to submit the run", s))?
-            .into_inner()
-            .run_id;
-        follow(&mut client, &run_id, out, OnInterrupt::CancelRun, fail_on).await
+            .map_err(|err| link_error("failed to submit the run", err))?;
+        follow(&client, &run_id, out, OnInterrupt::CancelRun, fail_on).await
     }
     .await;
 

@@ -117,57 +117,23 @@ pub async fn run(command: Command) -> Result<i32, Failure> {
 async fn control_client(
     url: &str,
     tls: &crate::cli::TlsArgs,
-) -> Result<
-    abfleet_proto::pb::control_service_client::ControlServiceClient<tonic::transport::Channel>,
-    Failure,
-> {
-    use abfleet_proto::transport::CONNECT_TIMEOUT;
-    let unreachable = |err: &dyn std::fmt::Display| {
-        Failure::infra(anyhow::anyhow!(
-            "failed to reach the coordinator at {url}: {err}; start one with `abfleet coordinator`, or pass --coordinator"
-        ))
-    };
+) -> Result<abfleet_proto::control_link::ControlLink, Failure> {
+    use abfleet_proto::control_link::{ConnectError, ControlLink};
     let files = tls.load().usage()?;
-    // Keep-alive pings (set by client_endpoint) make a peer that accepts TCP but never
-    // answers end every call on the connection, unary or a progress stream, instead of
-    // leaving the CLI waiting forever.
-    let endpoint = abfleet_proto::transport::client_endpoint(url, files.as_ref()).usage()?;
-    let channel = tokio::time::timeout(CONNECT_TIMEOUT, endpoint.connect())
+    ControlLink::connect(url, files.as_ref())
         .await
-        .map_err(|_| {
-            unreachable(&format!(
-                "no connection within {} s",
-                CONNECT_TIMEOUT.as_secs()
-            ))
-        })?
-        .map_err(|err| unreachable(&error_chain(&err)))?;
-    Ok(
-        abfleet_proto::pb::control_service_client::ControlServiceClient::new(channel)
-            .max_decoding_message_size(abfleet_coordinator::MAX_REPLY_BYTES),
-    )
+        .map_err(|err| match err {
+            ConnectError::Endpoint(err) => Failure::usage(anyhow::Error::from(err)),
+            unreachable => Failure::infra(anyhow::anyhow!(
+                "failed to reach the coordinator at {url}: {unreachable}; start one with `abfleet coordinator`, or pass --coordinator"
+            )),
+        })
 }
 
-/// An error with its sources, so a TLS failure says why (`invalid peer certificate: …`).
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(inner) = source {
-        let part = inner.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = inner.source();
-    }
-    text
-}
-
-/// A gRPC status as an error a person can read.
-fn status_error(what: &str, status: tonic::Status) -> Failure {
-    let hint = if matches!(
-        status.code(),
-        tonic::Code::Unavailable | tonic::Code::Unknown
-    ) {
+/// A failed control call as an error a person can read.
+fn link_error(what: &str, err: abfleet_proto::LinkError) -> Failure {
+    use abfleet_proto::LinkErrorKind;
+    let hint = if err.kind() == LinkErrorKind::Unreachable {
         format!(
             "; the connection to the coordinator failed or it stopped answering (keep-alive pings \
              unanswered for {} s): check that the URL points at a running `abfleet coordinator`",
@@ -176,9 +142,9 @@ fn status_error(what: &str, status: tonic::Status) -> Failure {
     } else {
         String::new()
     };
-    let error = anyhow::anyhow!("{what}: {}{hint}", status.message());
-    match status.code() {
-        tonic::Code::InvalidArgument | tonic::Code::NotFound => Failure::usage(error),
+    let error = anyhow::anyhow!("{what}: {}{hint}", err.message());
+    match err.kind() {
+        LinkErrorKind::InvalidArgument | LinkErrorKind::NotFound => Failure::usage(error),
         _ => Failure::infra(error),
     }
 }

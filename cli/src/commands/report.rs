@@ -73,44 +73,31 @@ pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure
                 })
         }
         None => {
-            let mut client = control_client(&source.to.coordinator, &source.to.tls).await?;
-            fetch_report(&mut client, &run_id.to_string()).await
+            let client = control_client(&source.to.coordinator, &source.to.tls).await?;
+            fetch_report(&client, &run_id).await
         }
     }
 }
 
 /// `abfleet history --generation KEY --workload W`: from a coordinator or a data dir.
 pub async fn history(args: HistoryArgs, source: &StoreSource) -> Result<i32, Failure> {
+    let query = abfleet_core::report::history::HistoryQuery {
+        generation: args.generation.clone(),
+        workload: args.workload.clone(),
+        fixture: args.fixture.clone(),
+        name: args.name.clone(),
+        limit: args.limit,
+    };
     let points = match &source.data_dir {
         Some(dir) => {
             let coordinator = abfleet_coordinator::Coordinator::open_existing(dir).usage()?;
-            coordinator
-                .fleet
-                .history(abfleet_coordinator::HistoryQuery {
-                    generation: args.generation.clone(),
-                    workload: args.workload.clone(),
-                    fixture: args.fixture.clone(),
-                    name: args.name.clone(),
-                    limit: args.limit,
-                })
-                .await
-                .infra()?
+            coordinator.fleet.history(query).await.infra()?
         }
-        None => {
-            let mut client = control_client(&source.to.coordinator, &source.to.tls).await?;
-            let response = client
-                .get_history(abfleet_proto::pb::GetHistoryRequest {
-                    generation: args.generation.clone(),
-                    workload: args.workload.clone(),
-                    fixture: args.fixture.clone().unwrap_or_default(),
-                    name: args.name.clone().unwrap_or_default(),
-                    limit: args.limit,
-                })
-                .await
-                .map_err(|s| super::status_error("failed to get the history", s))?
-                .into_inner();
-            serde_json::from_str(&response.points_json).infra()?
-        }
+        None => control_client(&source.to.coordinator, &source.to.tls)
+            .await?
+            .history(&query)
+            .await
+            .map_err(|err| super::link_error("failed to get the history", err))?,
     };
     match args.format {
         crate::cli::HistoryFormat::Md => print!(

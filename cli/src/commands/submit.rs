@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use abfleet_core::spec::JobSpec;
-use abfleet_proto::pb;
+use abfleet_proto::control_link::{SpecToRun, Submission};
 
 use super::follow::{follow, OnInterrupt};
-use super::{control_client, status_error};
+use super::{control_client, link_error};
 use crate::cli::{CoordinatorArgs, FailOnArg, SubmitCommand, TlsArgs, TriggerArg, TriggerCommand};
 use crate::failure::{Classify, Failure};
 use abfleet_core::fail_on::FailOn;
@@ -27,24 +27,21 @@ pub async fn run(args: SubmitCommand) -> Result<i32, Failure> {
     } = args;
     let (spec_path, coordinator, tls, fail_on) = (&spec_path, &coordinator, &tls, &fail_on[..]);
     let spec_json = load_spec(spec_path)?;
-    let mut client = control_client(coordinator, tls).await?;
+    let client = control_client(coordinator, tls).await?;
     let run_id = client
-        .submit_run(pb::SubmitRunRequest {
-            spec_json,
-            trigger: trigger.as_str().to_string(),
-            spec_origin: spec_path.display().to_string(),
-            ..Default::default()
-        })
+        .submit(Submission::new(
+            SpecToRun::Json(spec_json),
+            trigger.as_str(),
+            &spec_path.display().to_string(),
+        ))
         .await
-        .map_err(|s| status_error("failed to submit the run", s))?
-        .into_inner()
-        .run_id;
+        .map_err(|err| link_error("failed to submit the run", err))?;
     if !wait {
         println!("{run_id}");
         return Ok(0);
     }
     eprintln!("submitted run {run_id}");
-    follow(&mut client, &run_id, out, OnInterrupt::Detach, fail_on).await
+    follow(&client, &run_id, out, OnInterrupt::Detach, fail_on).await
 }
 
 /// A spec read and validated here, as JSON the coordinator takes.
@@ -82,31 +79,28 @@ pub async fn trigger(args: TriggerCommand) -> Result<i32, Failure> {
         fail_on: FailOnArg { fail_on },
     } = args;
     let (coordinator, tls, fail_on) = (&coordinator, &tls, &fail_on[..]);
-    let (spec_json, spec_origin) = match spec.as_deref() {
-        Some(path) => (load_spec(path)?, path.display().to_string()),
-        None => (String::new(), String::new()),
+    let (spec_to_run, spec_origin) = match spec.as_deref() {
+        Some(path) => (
+            SpecToRun::Json(load_spec(path)?),
+            path.display().to_string(),
+        ),
+        None => (SpecToRun::Milestone, String::new()),
     };
-    let mut client = control_client(coordinator, tls).await?;
+    let client = control_client(coordinator, tls).await?;
     let run_id = client
-        .submit_run(pb::SubmitRunRequest {
-            spec_json,
-            trigger: reason.as_str().to_string(),
-            spec_origin,
-            trigger_note: note.clone(),
-            milestone: spec.as_deref().is_none(),
-            pull_request: pr.unwrap_or_default(),
-            ..Default::default()
+        .submit(Submission {
+            trigger_note: Some(note.clone()).filter(|note| !note.is_empty()),
+            pull_request: pr,
+            ..Submission::new(spec_to_run, reason.as_str(), &spec_origin)
         })
         .await
-        .map_err(|s| status_error("failed to trigger the run", s))?
-        .into_inner()
-        .run_id;
+        .map_err(|err| link_error("failed to trigger the run", err))?;
     if !wait {
         println!("{run_id}");
         return Ok(0);
     }
     eprintln!("triggered run {run_id} ({}: {})", reason.as_str(), note);
-    follow(&mut client, &run_id, out, OnInterrupt::Detach, fail_on).await
+    follow(&client, &run_id, out, OnInterrupt::Detach, fail_on).await
 }
 
 /// `abfleet watch RUN`: follows a run already going (or finished: its report at once).
@@ -118,13 +112,6 @@ pub async fn watch(
     fail_on: &[FailOn],
 ) -> Result<i32, Failure> {
     let parsed: abfleet_core::RunId = run_id.parse().usage()?;
-    let mut client = control_client(coordinator, tls).await?;
-    follow(
-        &mut client,
-        &parsed.to_string(),
-        out,
-        OnInterrupt::Detach,
-        fail_on,
-    )
-    .await
+    let client = control_client(coordinator, tls).await?;
+    follow(&client, &parsed, out, OnInterrupt::Detach, fail_on).await
 }

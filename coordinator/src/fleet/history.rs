@@ -3,20 +3,10 @@
 //! re-assembling their reports; runs that finished before the store kept snapshots are
 //! recorded once, the first time a history or a later report needs them.
 
+pub use abfleet_core::report::history::HistoryQuery;
 use abfleet_core::report::history::{history_points, HistoryPoint};
 
 use super::{Fleet, FleetError};
-
-/// What a history asks for.
-#[derive(Debug, Clone, Default)]
-pub struct HistoryQuery {
-    pub generation: String,
-    pub workload: String,
-    pub fixture: Option<String>,
-    pub name: Option<String>,
-    /// The newest this many runs.
-    pub limit: u32,
-}
 
 /// The default and the largest number of runs one history covers.
 pub const HISTORY_LIMIT: (u32, u32) = (200, 5000);

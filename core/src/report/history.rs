@@ -978,6 +978,20 @@ pub fn render_since_previous(out: &mut String, since: &SincePrevious) {
     out.push('\n');
 }
 
+/// What `abfleet history` asks for: one workload on one generation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistoryQuery {
+    /// The generation key, exactly (`cpu/x86-64-v4/zen4`).
+    pub generation: String,
+    pub workload: String,
+    /// Only this fixture; `None`: every fixture.
+    pub fixture: Option<String>,
+    /// Only runs of this spec name; `None`: every name.
+    pub name: Option<String>,
+    /// The newest this many runs (0: the coordinator's default).
+    pub limit: u32,
+}
+
 /// One run in `abfleet history`: a generation's cell (fixture, workload) in that run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryPoint {

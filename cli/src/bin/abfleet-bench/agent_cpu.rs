@@ -15,8 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use abfleet_core::report::Report;
-use abfleet_proto::pb;
-use abfleet_proto::pb::control_service_client::ControlServiceClient;
+use abfleet_proto::control_link::{ControlLink, SpecToRun, Submission};
 use serde::Serialize;
 
 use super::summary::Summary;
@@ -304,8 +303,8 @@ async fn submit_and_wait(
     agent_log: &Path,
 ) -> anyhow::Result<Report> {
     let deadline = Instant::now() + Duration::from_secs(600);
-    let mut client = loop {
-        match ControlServiceClient::connect(url.to_string()).await {
+    let client = loop {
+        match ControlLink::connect(url, None).await {
             Ok(client) => break client,
             Err(_) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(50)).await
@@ -314,24 +313,14 @@ async fn submit_and_wait(
         }
     };
     let run_id = client
-        .submit_run(pb::SubmitRunRequest {
-            spec_json: spec.to_json(),
-            trigger: "manual".into(),
-            spec_origin: spec_path.display().to_string(),
-            ..Default::default()
-        })
-        .await?
-        .into_inner()
-        .run_id;
+        .submit(Submission::new(
+            SpecToRun::Json(spec.to_json()),
+            "manual",
+            &spec_path.display().to_string(),
+        ))
+        .await?;
     loop {
-        let json = client
-            .get_report(pb::GetReportRequest {
-                run_id: run_id.clone(),
-            })
-            .await?
-            .into_inner()
-            .report_json;
-        let report = Report::from_json(&json)?;
+        let report = client.report(&run_id).await?;
         if matches!(report.status.as_str(), "done" | "failed" | "cancelled") {
             return Ok(report);
         }

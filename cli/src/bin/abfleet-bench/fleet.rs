@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 use abfleet_core::events::{JobEventPayload, JobOutcome};
 use abfleet_core::generation::Generation;
 use abfleet_core::inventory::Inventory;
-use abfleet_proto::pb;
-use abfleet_proto::pb::agent_service_client::AgentServiceClient;
-use abfleet_proto::pb::control_service_client::ControlServiceClient;
+use abfleet_core::session::{AgentCacheUsage, AgentMessage, JobOffer, SessionMessage};
+use abfleet_core::{JobId, RunId};
+use abfleet_proto::agent_link::{AgentLink, EventPush, LinkError, PushedEvent, Received};
+use abfleet_proto::control_link::{ControlLink, SpecToRun, Submission};
+use abfleet_proto::transport::Connection;
 use serde::Serialize;
-use tokio::sync::{mpsc, Notify};
-use tonic::transport::{Channel, Endpoint};
+use tokio::sync::Notify;
 
 use super::summary::Summary;
 use super::synthetic;
@@ -137,7 +138,7 @@ impl Drop for Child {
 #[derive(Default)]
 struct Shared {
     /// run id → when its offer reached an agent.
-    offers: Mutex<HashMap<String, Instant>>,
+    offers: Mutex<HashMap<RunId, Instant>>,
     offered: Notify,
     /// Sessions open and ready.
     ready: AtomicUsize,
@@ -155,7 +156,7 @@ pub(super) struct SimFleet {
     pub(super) pid: u32,
     /// The coordinator's address, for `abfleet … --coordinator`.
     pub(super) url: String,
-    pub(super) control: ControlServiceClient<Channel>,
+    pub(super) control: ControlLink,
     shared: Arc<Shared>,
     pub(super) registrations_per_s: f64,
 }
@@ -209,7 +210,7 @@ impl SimFleet {
             data.path(),
         )
         .await?;
-        let control = control_client(channels[0].clone());
+        let control = ControlLink::over(&channels[0]);
 
         // Registration.
         let agent_ids: Vec<String> = (0..args.agents)
@@ -219,23 +220,18 @@ impl SimFleet {
         let semaphore = Arc::new(tokio::sync::Semaphore::new(64));
         let mut registering = tokio::task::JoinSet::new();
         for (i, agent_id) in agent_ids.iter().enumerate() {
-            let mut client = AgentServiceClient::new(channels[i / AGENTS_PER_CHANNEL].clone());
+            let link = AgentLink::over(&channels[i / AGENTS_PER_CHANNEL]);
             let (agent_id, permit) = (agent_id.clone(), semaphore.clone());
             registering.spawn(async move {
                 let _permit = permit.acquire_owned().await;
-                client
-                    .register(pb::RegisterRequest {
-                        agent_id,
-                        inventory: Some(inventory(i).into()),
-                        agent_version: "bench".into(),
-                    })
+                link.register(&agent_id, &inventory(i), "bench")
                     .await
                     .map(|_| ())
             });
         }
         while let Some(done) = registering.join_next().await {
             done.infra()?
-                .map_err(|s| anyhow::anyhow!("registration failed: {s}"))
+                .map_err(|err| anyhow::anyhow!("registration failed: {err}"))
                 .infra()?;
         }
         let registrations_per_s = args.agents as f64 / started.elapsed().as_secs_f64();
@@ -283,7 +279,7 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
     let fleet = SimFleet::start(&exe, args.agents, args.events_per_job, args.batch).await?;
     let (pid, shared, registrations_per_s) =
         (fleet.pid, fleet.shared.clone(), fleet.registrations_per_s);
-    let mut control = fleet.control.clone();
+    let control = fleet.control.clone();
     // Two heartbeat intervals of a connected, idle fleet.
     tokio::time::sleep(HEARTBEAT * 2).await;
     let rss_idle = rss_kib(pid, "VmRSS:");
@@ -293,7 +289,7 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
     for i in 0..args.dispatch_jobs {
         let spec = synthetic::spec(&format!("bench-dispatch-{i}"), 1, Some(GENERATION));
         let submitted = Instant::now();
-        let run_id = submit(&mut control, &spec).await?;
+        let run_id = submit(&control, &spec).await?;
         let offered = wait_for_offer(&shared, &run_id).await?;
         dispatch.push(offered.saturating_duration_since(submitted).as_secs_f64());
     }
@@ -319,7 +315,7 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
     let (cpu_before, agents_cpu_before) = (cpu_s(pid), super::summary::self_cpu_s());
     let mut ingest_runs = Vec::with_capacity(args.jobs);
     for spec in &specs {
-        ingest_runs.push(submit(&mut control, spec).await?);
+        ingest_runs.push(submit(&control, spec).await?);
     }
     wait_for(
         Duration::from_secs(600),
@@ -346,8 +342,8 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
         .map(|f| f.3.duration_since(f.1).as_secs_f64())
         .collect();
     // A finished run's report again: as `GetReport` serves it, and as a user runs it.
-    let (report_again, report_bytes) = report_again(&mut control, &ingest_runs[0], 5).await?;
-    let report_cli = report_cli(&exe, &fleet.url, &ingest_runs[0], 3)?;
+    let (report_again, report_bytes) = report_again(&control, &ingest_runs[0], 5).await?;
+    let report_cli = report_cli(&exe, &fleet.url, &ingest_runs[0].to_string(), 3)?;
     let rss_peak = rss_kib(pid, "VmHWM:");
     let store_bytes = dir_bytes(fleet.data.path());
     drop(fleet);
@@ -470,7 +466,7 @@ fn print_table(r: &FleetReport) {
     );
 }
 
-/// `count` channels to the bench's coordinator once it is up. Fails with the end of its log
+/// `count` connections to the bench's coordinator once it is up. Fails with the end of its log
 /// (`coordinator.log` in `data`) when the process exits first, or is not up within 30 s.
 async fn connect(
     url: &str,
@@ -478,8 +474,7 @@ async fn connect(
     exe: &Path,
     coordinator: &mut Child,
     data: &Path,
-) -> Result<Vec<Channel>, Failure> {
-    let endpoint = Endpoint::from_shared(url.to_string()).infra()?;
+) -> Result<Vec<Connection>, Failure> {
     let deadline = Instant::now() + Duration::from_secs(30);
     let failed = |what: String| {
         let log = data.join("coordinator.log");
@@ -490,10 +485,10 @@ async fn connect(
             abfleet_agent::runner::tail(&log, super::LOG_TAIL_BYTES).trim_end()
         ))
     };
-    let mut channels = Vec::new();
-    while channels.len() < count {
-        match endpoint.connect().await {
-            Ok(channel) => channels.push(channel),
+    let mut connections = Vec::new();
+    while connections.len() < count {
+        match Connection::open(url, None).await {
+            Ok(connection) => connections.push(connection),
             Err(err) => {
                 if let Ok(Some(status)) = coordinator.0.try_wait() {
                     return Err(failed(format!(
@@ -509,7 +504,7 @@ async fn connect(
             }
         }
     }
-    Ok(channels)
+    Ok(connections)
 }
 
 fn inventory(i: usize) -> Inventory {
@@ -555,24 +550,21 @@ fn cell_events(count: u32) -> Vec<String> {
 }
 
 pub(super) async fn submit(
-    control: &mut ControlServiceClient<Channel>,
+    control: &ControlLink,
     spec: &abfleet_core::spec::JobSpec,
-) -> Result<String, Failure> {
-    Ok(control
-        .submit_run(pb::SubmitRunRequest {
-            spec_json: spec.to_json(),
-            trigger: "manual".into(),
-            spec_origin: "abfleet-bench fleet".into(),
-            ..Default::default()
-        })
+) -> Result<RunId, Failure> {
+    control
+        .submit(Submission::new(
+            SpecToRun::Json(spec.to_json()),
+            "manual",
+            "abfleet-bench fleet",
+        ))
         .await
-        .map_err(|s| anyhow::anyhow!("submit failed: {s}"))
-        .infra()?
-        .into_inner()
-        .run_id)
+        .map_err(|err| anyhow::anyhow!("submit failed: {err}"))
+        .infra()
 }
 
-async fn wait_for_offer(shared: &Shared, run_id: &str) -> Result<Instant, Failure> {
+async fn wait_for_offer(shared: &Shared, run_id: &RunId) -> Result<Instant, Failure> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let notified = shared.offered.notified();
@@ -609,70 +601,60 @@ pub(super) async fn wait_for(
 /// events (a dispatch job: only `done`; an ingest job: every cell event, then `done`).
 async fn simulated_agent(
     agent_id: String,
-    channel: Channel,
+    connection: Connection,
     shared: Arc<Shared>,
     cell_events: Arc<Vec<String>>,
     batch: u32,
 ) {
-    let mut client = AgentServiceClient::new(channel.clone());
-    let (outgoing, receiver) = mpsc::unbounded_channel::<pb::AgentMessage>();
-    let message = |kind| pb::AgentMessage {
-        agent_id: agent_id.clone(),
-        kind: Some(kind),
+    let error = |what: &str, err: &LinkError| {
+        shared.errors.lock().unwrap().push(format!("{what}: {err}"));
     };
-    let _ = outgoing.send(message(pb::agent_message::Kind::Ready(pb::Ready {})));
-    let mut incoming = match client
-        .session(tokio_stream::wrappers::UnboundedReceiverStream::new(
-            receiver,
-        ))
+    let link = AgentLink::over(&connection);
+    let (outgoing, mut incoming) = match link
+        .open_session(&agent_id, vec![AgentMessage::Ready])
         .await
     {
-        Ok(response) => response.into_inner(),
-        Err(status) => {
-            shared
-                .errors
-                .lock()
-                .unwrap()
-                .push(format!("session: {status}"));
-            return;
-        }
+        Ok(session) => session,
+        Err(err) => return error("session", &err),
     };
+    let outgoing = Arc::new(outgoing);
     shared.ready.fetch_add(1, Ordering::SeqCst);
-    let running: Arc<Mutex<Option<(String, u32)>>> = Arc::default();
+    let running: Arc<Mutex<Option<(JobId, u32)>>> = Arc::default();
     let heartbeats = {
-        let (outgoing, running, agent_id) = (outgoing.clone(), running.clone(), agent_id.clone());
+        let (outgoing, running) = (outgoing.clone(), running.clone());
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(HEARTBEAT);
             loop {
                 ticks.tick().await;
-                let (job, attempt) = running.lock().unwrap().clone().unwrap_or_default();
-                let beat = pb::AgentMessage {
-                    agent_id: agent_id.clone(),
-                    kind: Some(pb::agent_message::Kind::Heartbeat(pb::Heartbeat {
-                        running_job_id: job,
-                        running_attempt: attempt,
-                        ..Default::default()
-                    })),
+                let beat = AgentMessage::Heartbeat {
+                    running: *running.lock().unwrap(),
+                    cache: AgentCacheUsage::default(),
                 };
-                if outgoing.send(beat).is_err() {
+                if outgoing.send(beat).await.is_err() {
                     return;
                 }
             }
         })
     };
-    while let Ok(Some(message_in)) = incoming.message().await {
-        let Some(pb::coordinator_message::Kind::Offer(offer)) = message_in.kind else {
-            continue;
+    loop {
+        let offer = match incoming.next().await {
+            Ok(Some(Received::Message(SessionMessage::Offer(offer)))) => offer,
+            Ok(Some(Received::UnreadableOffer { error: why, .. })) => {
+                shared
+                    .errors
+                    .lock()
+                    .unwrap()
+                    .push(format!("unreadable offer: {why}"));
+                continue;
+            }
+            Ok(Some(_)) => continue,
+            Ok(None) | Err(_) => break,
         };
         let now = Instant::now();
-        shared
-            .offers
-            .lock()
-            .unwrap()
-            .insert(offer.run_id.clone(), now);
+        shared.offers.lock().unwrap().insert(offer.run_id, now);
         shared.offered.notify_waiters();
-        *running.lock().unwrap() = Some((offer.job_id.clone(), offer.attempt));
-        let ingest = offer.spec_json.contains("\"bench-ingest");
+        *running.lock().unwrap() = Some((offer.job_id, offer.attempt));
+        let ingest = offer.spec.name.starts_with("bench-ingest");
         let events: Vec<&String> = if ingest {
             cell_events.iter().collect()
         } else {
@@ -684,43 +666,27 @@ async fn simulated_agent(
         // The cell events in batches, then `done` alone.
         let mut failed = false;
         for chunk in events[..cells].chunks(batch as usize) {
-            if let Err(status) = push_batch(&mut client, &agent_id, &offer, &mut seq, chunk).await {
-                shared
-                    .errors
-                    .lock()
-                    .unwrap()
-                    .push(format!("push: {status}"));
+            if let Err(err) = push_batch(&link, &agent_id, &offer, &mut seq, chunk).await {
+                error("push", &err);
                 failed = true;
                 break;
             }
         }
         let last_cell = Instant::now();
         if !failed {
-            if let Err(status) =
-                push_batch(&mut client, &agent_id, &offer, &mut seq, &events[cells..]).await
+            if let Err(err) = push_batch(&link, &agent_id, &offer, &mut seq, &events[cells..]).await
             {
-                shared
-                    .errors
-                    .lock()
-                    .unwrap()
-                    .push(format!("push done: {status}"));
+                error("push done", &err);
             }
         }
         let acked = Instant::now();
         *running.lock().unwrap() = None;
         if ingest {
-            let mut control = control_client(channel.clone());
-            if let Err(status) = control
-                .get_report(pb::GetReportRequest {
-                    run_id: offer.run_id.clone(),
-                })
+            if let Err(err) = ControlLink::over(&connection)
+                .report_json(&offer.run_id)
                 .await
             {
-                shared
-                    .errors
-                    .lock()
-                    .unwrap()
-                    .push(format!("get report: {status}"));
+                error("get report", &err);
             }
             shared
                 .finished
@@ -729,61 +695,60 @@ async fn simulated_agent(
                 .push((first_push, last_cell, acked, Instant::now()));
             shared.finished_notify.notify_waiters();
         }
-        let _ = outgoing.send(message(pb::agent_message::Kind::Ready(pb::Ready {})));
+        if outgoing.send(AgentMessage::Ready).await.is_err() {
+            break;
+        }
     }
     heartbeats.abort();
 }
 
 /// One PushEvents call of `chunk`, numbered from `seq` on.
 async fn push_batch(
-    client: &mut AgentServiceClient<Channel>,
+    link: &AgentLink,
     agent_id: &str,
-    offer: &pb::JobOffer,
+    offer: &JobOffer,
     seq: &mut u64,
     chunk: &[&String],
-) -> Result<(), tonic::Status> {
+) -> Result<(), LinkError> {
     let events = chunk
         .iter()
         .map(|payload| {
             *seq += 1;
-            pb::JobEvent {
+            PushedEvent {
                 seq: *seq - 1,
                 at_ms: 0,
                 payload_json: (*payload).clone(),
             }
         })
         .collect();
-    client
-        .push_events(pb::PushEventsRequest {
-            agent_id: agent_id.to_string(),
-            job_id: offer.job_id.clone(),
-            attempt: offer.attempt,
-            events,
-            lost_before: 0,
-        })
-        .await
-        .map(|_| ())
+    link.push_events(EventPush {
+        agent_id,
+        job_id: &offer.job_id.to_string(),
+        attempt: offer.attempt,
+        events,
+        lost_before: 0,
+    })
+    .await
+    .map(|_| ())
 }
 
 /// `GetReport` of `run_id`, `times` times: how long each took, and the JSON's size.
 pub(super) async fn report_again(
-    control: &mut ControlServiceClient<Channel>,
-    run_id: &str,
+    control: &ControlLink,
+    run_id: &RunId,
     times: usize,
 ) -> Result<(Summary, usize), Failure> {
     let mut seconds = Vec::with_capacity(times);
     let mut bytes = 0;
     for _ in 0..times {
         let started = Instant::now();
-        let response = control
-            .get_report(pb::GetReportRequest {
-                run_id: run_id.to_string(),
-            })
+        let report_json = control
+            .report_json(run_id)
             .await
-            .map_err(|s| anyhow::anyhow!("get report: {s}"))
+            .map_err(|err| anyhow::anyhow!("get report: {err}"))
             .infra()?;
         seconds.push(started.elapsed().as_secs_f64());
-        bytes = response.into_inner().report_json.len();
+        bytes = report_json.len();
     }
     Ok((Summary::of(&seconds).expect("times >= 1"), bytes))
 }
@@ -807,13 +772,6 @@ pub(super) fn measured_binary(chosen: Option<&Path>) -> Result<std::path::PathBu
         Some(path) => Ok(path.to_path_buf()),
         None => crate::abfleet_beside(),
     }
-}
-
-/// A control client that takes replies as large as the coordinator sends (a report), as the
-/// CLI's does.
-fn control_client(channel: Channel) -> ControlServiceClient<Channel> {
-    ControlServiceClient::new(channel)
-        .max_decoding_message_size(abfleet_coordinator::MAX_REPLY_BYTES)
 }
 
 /// `exe` run with `args`, its output discarded: its wall time, from spawn to exit.

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use abfleet_proto::pb;
+use abfleet_proto::control_link::PageRequest;
 use serde::Serialize;
 
 use std::path::Path;
@@ -82,12 +82,12 @@ pub async fn run(args: StoreArgs) -> Result<i32, Failure> {
     let load_avg_start = load_avg();
     let exe = measured_binary(args.coordinator_bin.as_deref())?;
     let fleet = SimFleet::start(&exe, 4, 2, 100).await?;
-    let mut control = fleet.control.clone();
+    let control = fleet.control.clone();
     let spec = synthetic::spec("bench-ingest", 2, Some(GENERATION));
     let started = Instant::now();
     let mut run_ids = Vec::with_capacity(args.runs);
     for i in 0..args.runs {
-        run_ids.push(submit(&mut control, &spec).await?);
+        run_ids.push(submit(&control, &spec).await?);
         let submitted = i + 1;
         wait_for(
             Duration::from_secs(600),
@@ -110,7 +110,7 @@ pub async fn run(args: StoreArgs) -> Result<i32, Failure> {
     .await?;
     let fill_seconds = started.elapsed().as_secs_f64();
     // The newest and the oldest of the finished runs.
-    let (newest_run, oldest_run) = (run_ids[args.runs - 1].clone(), run_ids[0].clone());
+    let (newest_run, oldest_run) = (run_ids[args.runs - 1], run_ids[0]);
 
     let timed =
         |samples: &mut Vec<f64>, started: Instant| samples.push(started.elapsed().as_secs_f64());
@@ -120,40 +120,42 @@ pub async fn run(args: StoreArgs) -> Result<i32, Failure> {
     for _ in 0..20 {
         let t = Instant::now();
         let page = control
-            .list_runs(pb::ListRunsRequest::default())
+            .runs(PageRequest::default(), false)
             .await
-            .map_err(|s| anyhow::anyhow!("list runs: {s}"))
-            .infra()?
-            .into_inner();
+            .map_err(|err| anyhow::anyhow!("list runs: {err}"))
+            .infra()?;
         timed(&mut list, t);
         // Whether the first page is the newest runs, newest first, the run submitted last on
         // it (an abfleet before this benchmark's fix listed the oldest first).
-        let newest_submitted = run_ids.last().map(String::as_str);
+        let newest_submitted = run_ids.last();
         let descending = page
-            .runs
+            .items
             .windows(2)
             .all(|w| w[0].created_ms >= w[1].created_ms);
         newest_first &= descending
             && page
-                .runs
+                .items
                 .iter()
-                .any(|r| Some(r.run_id.as_str()) == newest_submitted);
+                .any(|r| Some(&r.run_id) == newest_submitted);
         for (run_id, samples) in [(&newest_run, &mut newest), (&oldest_run, &mut oldest)] {
             let t = Instant::now();
             control
-                .get_report(pb::GetReportRequest {
-                    run_id: run_id.clone(),
-                })
+                .report_json(run_id)
                 .await
-                .map_err(|s| anyhow::anyhow!("get report: {s}"))
+                .map_err(|err| anyhow::anyhow!("get report: {err}"))
                 .infra()?;
             timed(samples, t);
         }
         let t = Instant::now();
-        run_ids.push(submit(&mut control, &spec).await?);
+        run_ids.push(submit(&control, &spec).await?);
         timed(&mut submits, t);
     }
-    let cli = cli_times(&exe, &fleet.url, &newest_run, &oldest_run)?;
+    let cli = cli_times(
+        &exe,
+        &fleet.url,
+        &newest_run.to_string(),
+        &oldest_run.to_string(),
+    )?;
     let summary = |s: &[f64]| Summary::of(s).expect("20 samples");
     let (list_runs, report_newest, report_oldest, submit_s) = (
         summary(&list),
