@@ -3,7 +3,7 @@
 //! shows a "Bisect" section.
 
 use abfleet_core::bisect::BisectRecord;
-use abfleet_core::report::{format_utc, Report};
+use abfleet_core::report::format_utc;
 use abfleet_core::RunId;
 use tracing::warn;
 
@@ -25,19 +25,19 @@ impl Fleet {
         Ok(())
     }
 
-    /// The run's recorded bisects, into its report. One that no longer reads (a store
-    /// written by a newer coordinator) is left out with a warning, never failing the report.
-    pub(super) async fn attach_bisects(
+    /// The run's recorded bisects, oldest first. One that no longer reads (a store written
+    /// by a newer coordinator) is left out with a warning, never failing the report.
+    pub(super) async fn stored_bisects(
         &self,
-        report: &mut Report,
         run_id: RunId,
-    ) -> Result<(), FleetError> {
+    ) -> Result<Vec<BisectRecord>, FleetError> {
+        let mut bisects = Vec::new();
         for json in self.inner.store.bisects_of(run_id).await? {
             match serde_json::from_str::<BisectRecord>(&json) {
-                Ok(record) => report.bisects.push(record),
+                Ok(record) => bisects.push(record),
                 Err(err) => warn!(run_id = %run_id, %err, "a stored bisect does not read"),
             }
         }
-        Ok(())
+        Ok(bisects)
     }
 }

@@ -33,7 +33,7 @@ impl Fleet {
         if run.state.is_finished() {
             snapshot.exit_code = Some(match run.exit_code {
                 Some(code) => code,
-                None => self.assembled(run_id).await?.0.exit_code,
+                None => self.assembled(run_id).await?.exit_code,
             });
         }
         Ok(snapshot)

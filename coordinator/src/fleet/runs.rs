@@ -8,11 +8,11 @@ use abfleet_core::spec::{Fanout, JobSpec};
 use abfleet_core::{JobId, RunId};
 use tracing::{error, info, warn};
 
-use super::reports::results_for_later_runs;
 use super::served_reports::report_to_json;
 use super::Fleet;
 use super::FleetError;
 use crate::store::{NewJob, ReportToStore, RunCursor, RunListing, RunOrder, RunRow};
+use abfleet_core::report::earlier::results_for_later_runs;
 
 impl Fleet {
     /// Stores a run with its jobs (one, or one per matching generation or agent) and offers

@@ -7,11 +7,8 @@
 //! history` read: comparable runs are `done` runs of the same name, generation and hardware,
 //! never bisect steps.
 
-use std::collections::BTreeMap;
-
-use abfleet_core::backend_cell::BackendCell;
-use abfleet_core::finding::Finding;
 use abfleet_core::lifecycle::RunState;
+use abfleet_core::report::earlier::COMPARABLE_DEPTH;
 use abfleet_core::report::history::{GenerationSnapshot, BISECT_TRIGGER};
 use abfleet_core::RunId;
 use rusqlite::{params, OptionalExtension, Transaction};
@@ -19,24 +16,7 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use super::{parse_stored_id, Store};
 use crate::error::CoordinatorError;
 
-/// One generation of a finished run, as a later run compares against it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GenerationResult {
-    pub generation: String,
-    /// Side → toolchain; never empty (a generation that built nothing leaves no result).
-    pub toolchain: BTreeMap<String, String>,
-    pub findings: Vec<Finding>,
-    pub backend_cells: Vec<BackendCell>,
-    /// The cells and what they were measured with (absent in rows written before migration 10).
-    pub snapshot: Option<GenerationSnapshot>,
-}
-
-/// The latest earlier result on a generation, and the run it came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PreviousResult {
-    pub run_id: RunId,
-    pub result: GenerationResult,
-}
+pub use abfleet_core::report::earlier::{GenerationResult, PreviousResult};
 
 /// What a run ends with ([`Store::finish_run`]).
 pub struct RunFinish {
@@ -187,49 +167,53 @@ impl Store {
     }
 }
 
-/// How many earlier comparable runs a report walks back through for a cell (the latest with
-/// the cell, the latest whose cell passed parity).
-pub const COMPARABLE_DEPTH: u32 = 64;
-
 impl Store {
-    /// The snapshots of the earlier comparable runs of a generation, newest first (at most
-    /// [`COMPARABLE_DEPTH`]): runs of `name` on `generation` with the same hardware identity,
-    /// created before `before_ms`, finished as `done` (a cancelled or failed run is not a
-    /// baseline), never a bisect step. A report compares each cell with the latest of them
+    /// The snapshots of the earlier comparable runs of a generation, newest first, each with
+    /// its hardware identity: runs of `name` on `generation` created before `before_ms`,
+    /// finished as `done` (a cancelled or failed run is not a baseline), never a bisect step;
+    /// the newest [`COMPARABLE_DEPTH`] of each identity. A report compares each section with
+    /// those of its own hardware (`core::report::build`), each cell with the latest of them
     /// that has it (`core::report::history::since_previous`).
-    pub async fn previous_comparable(
+    pub async fn comparable_snapshots(
         &self,
         name: &str,
         generation: &str,
-        hardware_id: Option<&str>,
         before_ms: i64,
-    ) -> Result<Vec<GenerationSnapshot>, CoordinatorError> {
+    ) -> Result<Vec<(Option<String>, GenerationSnapshot)>, CoordinatorError> {
         let (name, generation) = (name.to_string(), generation.to_string());
-        let hardware_id = hardware_id.map(str::to_string);
         self.read(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT g.run_id, g.snapshot_json FROM generation_results g JOIN runs r ON r.run_id = g.run_id
-                 WHERE g.name = ?1 AND g.generation = ?2 AND g.created_ms < ?3
-                   AND g.snapshot_json IS NOT NULL AND g.hardware_id IS ?4
-                   AND r.state = ?5 AND r.trigger != ?6
-                 ORDER BY g.created_ms DESC, g.run_id DESC LIMIT ?7",
+                "SELECT run_id, snapshot_json, hardware_id FROM (
+                   SELECT g.run_id, g.snapshot_json, g.hardware_id, g.created_ms,
+                          ROW_NUMBER() OVER (PARTITION BY g.hardware_id ORDER BY g.created_ms DESC, g.run_id DESC) AS newest
+                   FROM generation_results g JOIN runs r ON r.run_id = g.run_id
+                   WHERE g.name = ?1 AND g.generation = ?2 AND g.created_ms < ?3
+                     AND g.snapshot_json IS NOT NULL
+                     AND r.state = ?4 AND r.trigger != ?5)
+                 WHERE newest <= ?6
+                 ORDER BY created_ms DESC, run_id DESC",
             )?;
             let rows = stmt.query_map(
                 params![
                     name,
                     generation,
                     before_ms,
-                    hardware_id,
                     RunState::Done.as_str(),
                     BISECT_TRIGGER,
-                    COMPARABLE_DEPTH
+                    COMPARABLE_DEPTH as i64
                 ],
-                |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)),
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, Option<String>>(2)?,
+                    ))
+                },
             )?;
             let mut out = Vec::new();
             for row in rows {
-                let (run_id, snapshot) = row?;
-                out.push(parse_snapshot(&run_id, &generation, &snapshot)?);
+                let (run_id, snapshot, hardware) = row?;
+                out.push((hardware, parse_snapshot(&run_id, &generation, &snapshot)?));
             }
             Ok(out)
         })
@@ -365,4 +349,117 @@ fn replace_results(
         params![run_id.to_string()],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::store::NewJob;
+
+    fn snapshot(run_id: RunId, hardware: Option<&str>) -> GenerationSnapshot {
+        GenerationSnapshot {
+            run_id: run_id.to_string(),
+            date: String::new(),
+            trigger: "manual".into(),
+            trigger_note: None,
+            generation: "cpu/x86-64-v4/zen4".into(),
+            spec_sha256: String::new(),
+            comparable_spec_sha256: String::new(),
+            silicon_id: hardware.map(str::to_string),
+            hardware_id: hardware.map(str::to_string),
+            fork_requested: "main".into(),
+            fork_commit: None,
+            upstream_requested: "v3.2.0".into(),
+            upstream_commit: None,
+            toolchain: [("fork".to_string(), "gcc 12".to_string())].into(),
+            host_toolchain: BTreeMap::new(),
+            practical_threshold: 0.02,
+            cells: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn comparable_snapshots_are_the_newest_done_runs_of_each_hardware_tagged_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let fixtures =
+            std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        let spec = abfleet_core::spec::JobSpec::from_toml(
+            include_str!("../../../fixtures/jobs/demo.toml"),
+            std::path::Path::new("demo.toml"),
+            fixtures,
+        )
+        .unwrap();
+        let generation = "cpu/x86-64-v4/zen4";
+        // (created_ms, hardware, trigger, state): 70 done runs on `a`, two on `b`, one
+        // without an identity; a bisect step and a failed run on `a`; one run too late.
+        let mut runs: Vec<(i64, Option<&str>, &str, RunState)> = (0..70)
+            .map(|i| (1_000 + i * 10, Some("a"), "manual", RunState::Done))
+            .collect();
+        runs.extend([
+            (1_005, Some("b"), "manual", RunState::Done),
+            (1_015, Some("b"), "release", RunState::Done),
+            (1_025, None, "manual", RunState::Done),
+            (1_695, Some("a"), BISECT_TRIGGER, RunState::Done),
+            (1_696, Some("a"), "manual", RunState::Failed),
+            (5_000, Some("a"), "manual", RunState::Done),
+        ]);
+        let mut ids = BTreeMap::new();
+        for (created_ms, hardware, trigger, state) in runs {
+            let run_id = RunId::new_random();
+            store
+                .insert_run(
+                    run_id,
+                    &spec,
+                    trigger,
+                    "test",
+                    vec![NewJob::any()],
+                    created_ms,
+                )
+                .await
+                .unwrap();
+            let result = GenerationResult {
+                generation: generation.into(),
+                toolchain: [("fork".to_string(), "gcc 12".to_string())].into(),
+                findings: Vec::new(),
+                backend_cells: Vec::new(),
+                snapshot: Some(snapshot(run_id, hardware)),
+            };
+            let finish = RunFinish {
+                state,
+                exit_code: 0,
+                now_ms: created_ms + 1,
+                results: vec![result],
+                report: None,
+                alerts: Vec::new(),
+            };
+            store.finish_run(run_id, finish).await.unwrap();
+            ids.insert(run_id.to_string(), created_ms);
+        }
+
+        let found = store
+            .comparable_snapshots(&spec.name, generation, 5_000)
+            .await
+            .unwrap();
+        let on = |hardware: Option<&str>| -> Vec<i64> {
+            found
+                .iter()
+                .filter(|(h, _)| h.as_deref() == hardware)
+                .map(|(_, s)| ids[&s.run_id])
+                .collect()
+        };
+        // The newest 64 of `a`, newest first: the bisect step, the failed run and the run
+        // created after the report's run are none of them.
+        let expected_a: Vec<i64> = (6..70).rev().map(|i| 1_000 + i * 10).collect();
+        assert_eq!(on(Some("a")), expected_a);
+        assert_eq!(on(Some("b")), [1_015, 1_005]);
+        assert_eq!(on(None), [1_025]);
+        assert_eq!(found.len(), 64 + 2 + 1);
+        // Newest first across identities too, and each tag is the snapshot's own hardware.
+        let times: Vec<i64> = found.iter().map(|(_, s)| ids[&s.run_id]).collect();
+        assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
+        assert!(found.iter().all(|(h, s)| h.as_deref() == s.hardware()));
+    }
 }

@@ -697,6 +697,21 @@ pub(super) mod tests {
 
     /// A fixed run of four cells (one fork-only), as the renderers' tests use it.
     pub(in crate::report) fn sample_report() -> Report {
+        let (run, jobs) = sample_records(
+            "00000000-0000-0000-0000-000000000001",
+            1_788_365_205_000,
+            0.900001,
+        );
+        assemble(&run, &jobs)
+    }
+
+    /// The records `sample_report` is assembled from: run `run_id` created at `created_ms`,
+    /// its fork's `float_ssim` score `fork_ssim` (upstream's is 0.9).
+    pub(in crate::report) fn sample_records(
+        run_id: &str,
+        created_ms: i64,
+        fork_ssim: f64,
+    ) -> (RunRecord, Vec<JobRecord>) {
         let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
         let mut spec = JobSpec::load(&dir.join("demo.toml")).unwrap();
         spec.upstream.source = SourceSpec::Git {
@@ -771,7 +786,7 @@ pub(super) mod tests {
                 1,
                 "float_ssim",
                 side(&[2.4, 2.5, 2.6], &[("float_ssim", 0.9)]),
-                side(&[0.6, 0.62, 0.64], &[("float_ssim", 0.900001)]),
+                side(&[0.6, 0.62, 0.64], &[("float_ssim", fork_ssim)]),
             ),
             cell(
                 2,
@@ -793,17 +808,17 @@ pub(super) mod tests {
                 error: None,
             },
         ];
-        assemble(
-            &RunRecord {
-                run_id: "00000000-0000-0000-0000-000000000001".into(),
+        (
+            RunRecord {
+                run_id: run_id.into(),
                 trigger: "release".into(),
                 trigger_note: None,
-                created_ms: 1_788_365_205_000,
+                created_ms,
                 state: RunState::Done,
                 spec,
                 error: None,
             },
-            &[JobRecord {
+            vec![JobRecord {
                 job_id: "j".into(),
                 generation: None,
                 state: JobState::Done,

@@ -4,9 +4,11 @@
 
 mod assemble;
 mod bmf;
+mod build;
 mod compare;
 pub mod docs;
 mod docs_section;
+pub mod earlier;
 pub mod history;
 mod junit;
 mod markdown;
@@ -20,6 +22,7 @@ pub mod words;
 
 pub use assemble::{assemble, assemble_owned, AttemptRecord, JobRecord, RunRecord};
 pub use bmf::render_bmf;
+pub use build::{build, ReportInputs};
 pub use compare::{compare_reports, render_comparison, CellChange};
 pub use docs_section::render_docs_section;
 pub use junit::render_junit;
