@@ -728,7 +728,38 @@ impl CoordinatorSettings {
     }
 }
 
+/// The agent's settings as its command line gave them (defaults where no flag was given):
+/// the start that `--config` overlays, and what `abfleet agent` runs with. `--gpu-probes`
+/// is not a setting: recorded GPUs stand in for hardware in tests and demos, not in a bench
+/// host's configuration.
+impl From<&AgentCommand> for AgentSettings {
+    fn from(args: &AgentCommand) -> Self {
+        AgentSettings {
+            coordinator: args.coordinator.clone(),
+            work_dir: args.work_dir.clone(),
+            probes: args.probes.clone(),
+            policy: args.policy.clone(),
+            max_cache_bytes: args.max_cache_bytes,
+            tls_cert: args.tls.tls_cert.clone(),
+            tls_key: args.tls.tls_key.clone(),
+            tls_ca: args.tls.tls_ca.clone(),
+        }
+    }
+}
+
 impl AgentSettings {
+    /// Back into the command line's arguments, once the file is overlaid.
+    fn write_into(self, args: &mut AgentCommand) {
+        args.coordinator = self.coordinator;
+        args.work_dir = self.work_dir;
+        args.probes = self.probes;
+        args.policy = self.policy;
+        args.max_cache_bytes = self.max_cache_bytes;
+        args.tls.tls_cert = self.tls_cert;
+        args.tls.tls_key = self.tls_key;
+        args.tls.tls_ca = self.tls_ca;
+    }
+
     /// Takes from `file` every setting whose flag `given` says was not given.
     pub fn overlay(&mut self, file: &AgentFile, given: impl Fn(&str) -> bool) {
         fill(
@@ -751,7 +782,8 @@ impl AgentSettings {
         }
     }
 
-    /// What would stop this agent from starting, and notes.
+    /// What would stop this agent from starting, and notes: `config check` reports them and
+    /// `abfleet agent` refuses to start on a problem (one set of rules for both).
     pub fn check(&self) -> Findings {
         let mut findings = Findings::default();
         let tls = check_tls(&self.tls_cert, &self.tls_key, &self.tls_ca, &mut findings);
@@ -1142,39 +1174,14 @@ pub fn apply(command: &mut Command, matches: &ArgMatches) -> Result<(), ConfigEr
                 given("max_cache_bytes"),
             );
         }
-        Command::Agent(AgentCommand {
-            config: Some(path),
-            coordinator,
-            work_dir,
-            probes,
-            // Command line only: recorded GPUs stand in for hardware in tests and demos,
-            // not on a bench host's configuration.
-            gpu_probes: _,
-            policy,
-            max_cache_bytes,
-            tls,
-            action: None,
-        }) => {
-            let section = table_of(path, "agent", |file| file.agent)?;
-            let mut settings = AgentSettings {
-                coordinator: coordinator.clone(),
-                work_dir: work_dir.clone(),
-                probes: probes.clone(),
-                policy: policy.clone(),
-                max_cache_bytes: *max_cache_bytes,
-                tls_cert: tls.tls_cert.clone(),
-                tls_key: tls.tls_key.clone(),
-                tls_ca: tls.tls_ca.clone(),
+        Command::Agent(args @ AgentCommand { action: None, .. }) => {
+            let Some(path) = args.config.clone() else {
+                return Ok(());
             };
+            let section = table_of(&path, "agent", |file| file.agent)?;
+            let mut settings = AgentSettings::from(&*args);
             settings.overlay(&section, given_in_leaf(matches));
-            *coordinator = settings.coordinator;
-            *work_dir = settings.work_dir;
-            *probes = settings.probes;
-            *policy = settings.policy;
-            *max_cache_bytes = settings.max_cache_bytes;
-            tls.tls_cert = settings.tls_cert;
-            tls.tls_key = settings.tls_key;
-            tls.tls_ca = settings.tls_ca;
+            settings.write_into(args);
         }
         _ => {}
     }

@@ -8,7 +8,7 @@ use abfleet_agent::{run_agent, AgentConfig, AgentError};
 use abfleet_coordinator::{serve, Coordinator, CoordinatorConfig, ServerTransport};
 
 use crate::cli::{AgentCommand, CoordinatorCommand};
-use crate::config::CoordinatorSettings;
+use crate::config::{AgentSettings, CoordinatorSettings};
 use crate::failure::{Classify, Failure};
 
 /// `abfleet coordinator`, flags and config file together (`config::apply` filled in what
@@ -318,25 +318,34 @@ async fn start_web(
 /// until a stop signal.
 pub async fn agent(args: AgentCommand) -> Result<i32, Failure> {
     let stop = stop_signal("agent");
-    let AgentCommand {
+    let settings = AgentSettings::from(&args);
+    let problems = settings.check().problems;
+    if !problems.is_empty() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "the agent cannot start with these settings (`abfleet config check FILE` checks a config file): {}",
+            problems.join("; ")
+        )));
+    }
+    let AgentSettings {
         coordinator,
         work_dir,
         probes,
-        gpu_probes,
         policy,
         max_cache_bytes,
-        tls,
-        config: _,
-        action: _,
-    } = args;
+        tls_cert,
+        tls_key,
+        tls_ca,
+    } = settings;
     let coordinator = coordinator.as_str();
-    let (probes, policy) = (probes.as_deref(), policy.as_deref());
     let mut config = AgentConfig::new(coordinator, &work_dir);
-    config.tls = tls.load().usage()?;
+    config.tls = abfleet_proto::transport::TlsFiles::from_paths(
+        tls_cert.as_deref(),
+        tls_key.as_deref(),
+        tls_ca.as_deref(),
+    )
+    .usage()?;
     config.max_cache_bytes = max_cache_bytes;
-    // A URL the agent could never dial is a usage error now, not a reconnect loop later.
-    abfleet_proto::transport::client_endpoint(coordinator, config.tls.as_ref()).usage()?;
-    let policy = match policy {
+    let policy = match policy.as_deref() {
         Some(path) => Some(AgentPolicy::load(path).usage()?),
         None => AgentPolicy::load_default().usage()?,
     };
@@ -354,9 +363,9 @@ pub async fn agent(args: AgentCommand) -> Result<i32, Failure> {
     }
     config.policy = policy.map(std::sync::Arc::new);
     let source = match probes {
-        Some(dir) => abfleet_agent::config::InventorySource::Recorded(dir.to_path_buf()),
-        None if !gpu_probes.is_empty() => {
-            abfleet_agent::config::InventorySource::LiveWithRecordedGpus(gpu_probes.to_vec())
+        Some(dir) => abfleet_agent::config::InventorySource::Recorded(dir),
+        None if !args.gpu_probes.is_empty() => {
+            abfleet_agent::config::InventorySource::LiveWithRecordedGpus(args.gpu_probes)
         }
         None => abfleet_agent::config::InventorySource::Live,
     };
