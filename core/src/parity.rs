@@ -115,6 +115,39 @@ impl Gates {
 /// Compares the scores of the two sides under the spec's renames and allowances.
 pub fn compare(upstream: &Scores, fork: &Scores, spec: &ParitySpec, gates: Gates) -> ParityOutcome {
     let mut outcome = ParityOutcome::default();
+    let pairs = pair_metrics(upstream, fork, spec, &mut outcome);
+    let fork_frames: BTreeMap<u64, &crate::scores::MetricValues> = fork
+        .frames
+        .iter()
+        .map(|f| (f.frame_num, &f.metrics))
+        .collect();
+    compare_frame_numbers(upstream, fork, &fork_frames, &mut outcome);
+    let sides = Sides {
+        upstream,
+        fork,
+        fork_frames: &fork_frames,
+    };
+    for (up_name, fork_name) in &pairs {
+        compare_metric(&sides, up_name, fork_name, spec, gates, &mut outcome);
+    }
+    outcome
+}
+
+/// The two sides' scores, the fork's frames by number.
+struct Sides<'s> {
+    upstream: &'s Scores,
+    fork: &'s Scores,
+    fork_frames: &'s BTreeMap<u64, &'s crate::scores::MetricValues>,
+}
+
+/// The (upstream name, fork name) pairs to compare, under the spec's renames; a metric only
+/// upstream writes fails unless allowed missing, one only the fork writes is listed.
+fn pair_metrics(
+    upstream: &Scores,
+    fork: &Scores,
+    spec: &ParitySpec,
+    outcome: &mut ParityOutcome,
+) -> Vec<(String, String)> {
     let upstream_names = upstream.metric_names();
     let fork_names = fork.metric_names();
     // Pairs of (upstream name, fork name) to compare.
@@ -153,114 +186,122 @@ pub fn compare(upstream: &Scores, fork: &Scores, spec: &ParitySpec, gates: Gates
         .filter(|name| !matched_fork.contains(name))
         .cloned()
         .collect();
+    pairs
+}
 
-    let fork_frames: BTreeMap<u64, &crate::scores::MetricValues> = fork
-        .frames
-        .iter()
-        .map(|f| (f.frame_num, &f.metrics))
-        .collect();
-    compare_frame_numbers(upstream, fork, &fork_frames, &mut outcome);
+/// One metric's frame deltas and pooled mean against its gates.
+fn compare_metric(
+    sides: &Sides<'_>,
+    up_name: &str,
+    fork_name: &str,
+    spec: &ParitySpec,
+    gates: Gates,
+    outcome: &mut ParityOutcome,
+) {
+    let Sides {
+        upstream,
+        fork,
+        fork_frames,
+    } = *sides;
+    let names = [fork_name, up_name];
+    let pooled_gate = spec.pooled_gate(names, gates.max_score_delta);
+    let frame_gate = spec.frame_gate(names, gates.max_frame_delta);
+    let threshold = frame_gate.unwrap_or(pooled_gate);
+    let decimals = upstream
+        .printed_decimals
+        .unwrap_or(17)
+        .min(fork.printed_decimals.unwrap_or(17));
+    let over_gate = |delta: f64, gate: f64| at_precision(delta, decimals) > gate * (1.0 + 1e-9);
 
-    for (up_name, fork_name) in &pairs {
-        let names = [fork_name.as_str(), up_name.as_str()];
-        let pooled_gate = spec.pooled_gate(names, gates.max_score_delta);
-        let frame_gate = spec.frame_gate(names, gates.max_frame_delta);
-        let threshold = frame_gate.unwrap_or(pooled_gate);
-        let decimals = upstream
-            .printed_decimals
-            .unwrap_or(17)
-            .min(fork.printed_decimals.unwrap_or(17));
-        let over_gate = |delta: f64, gate: f64| at_precision(delta, decimals) > gate * (1.0 + 1e-9);
-
-        let mut worst: Option<(u64, f64, f64, f64)> = None;
-        let mut over = 0u64;
-        let mut missing = Vec::new();
-        let mut deltas = Vec::with_capacity(upstream.frames.len());
-        for frame in &upstream.frames {
-            let Some(up_value) = frame.metrics.get(up_name) else {
-                continue;
-            };
-            let Some(fork_metrics) = fork_frames.get(&frame.frame_num) else {
-                continue; // a frame the fork did not score: a Frames failure already
-            };
-            let Some(fork_value) = fork_metrics.get(fork_name) else {
-                missing.push(frame.frame_num);
-                continue;
-            };
-            let delta = abs_delta(*up_value, *fork_value);
-            deltas.push(delta);
-            if over_gate(delta, threshold) {
-                over += 1;
-            }
-            if worst.is_none_or(|(_, d, _, _)| delta > d) {
-                worst = Some((frame.frame_num, delta, *up_value, *fork_value));
-            }
+    let mut worst: Option<(u64, f64, f64, f64)> = None;
+    let mut over = 0u64;
+    let mut missing = Vec::new();
+    let mut deltas = Vec::with_capacity(upstream.frames.len());
+    for frame in &upstream.frames {
+        let Some(up_value) = frame.metrics.get(up_name) else {
+            continue;
+        };
+        let Some(fork_metrics) = fork_frames.get(&frame.frame_num) else {
+            continue; // a frame the fork did not score: a Frames failure already
+        };
+        let Some(fork_value) = fork_metrics.get(fork_name) else {
+            missing.push(frame.frame_num);
+            continue;
+        };
+        let delta = abs_delta(*up_value, *fork_value);
+        deltas.push(delta);
+        if over_gate(delta, threshold) {
+            over += 1;
         }
-        if let Some(first) = missing.first() {
+        if worst.is_none_or(|(_, d, _, _)| delta > d) {
+            worst = Some((frame.frame_num, delta, *up_value, *fork_value));
+        }
+    }
+    if let Some(first) = missing.first() {
+        outcome.failures.push(ParityFailure {
+            metric: fork_name.to_string(),
+            rule: ParityRule::MissingMetric,
+            frame: Some(*first),
+            upstream_value: None,
+            fork_value: None,
+            delta: f64::INFINITY,
+            allowed: 0.0,
+            message: format!(
+                "`{fork_name}` is missing in {} fork frame(s) that upstream scored (first: frame {first})",
+                missing.len()
+            ),
+        });
+    }
+    let pooled = (upstream.pooled_mean(up_name), fork.pooled_mean(fork_name));
+    let pooled_delta = match pooled {
+        (Some(u), Some(f)) if u.is_finite() && f.is_finite() => Some(f - u),
+        (Some(u), Some(f)) => Some(abs_delta(u, f)),
+        _ => None,
+    };
+    outcome.frames_over_gate.insert(fork_name.to_string(), over);
+    if let Some(p95) = percentile(&mut deltas, 0.95) {
+        outcome.frame_delta_p95.insert(fork_name.to_string(), p95);
+    }
+    if let Some((frame, delta, up_value, fork_value)) = worst {
+        outcome.max_frame_delta.insert(fork_name.to_string(), delta);
+        outcome
+            .max_frame_delta_at
+            .insert(fork_name.to_string(), frame);
+        if let Some(gate) = frame_gate.filter(|gate| over_gate(delta, *gate)) {
             outcome.failures.push(ParityFailure {
-                metric: fork_name.clone(),
-                rule: ParityRule::MissingMetric,
-                frame: Some(*first),
-                upstream_value: None,
-                fork_value: None,
-                delta: f64::INFINITY,
-                allowed: 0.0,
+                metric: fork_name.to_string(),
+                rule: ParityRule::FrameDelta,
+                frame: Some(frame),
+                upstream_value: Some(up_value),
+                fork_value: Some(fork_value),
+                delta,
+                allowed: gate,
                 message: format!(
-                    "`{fork_name}` is missing in {} fork frame(s) that upstream scored (first: frame {first})",
-                    missing.len()
+                    "`{fork_name}` differs by {delta:.3e} at frame {frame} (upstream {up_value}, fork {fork_value}; per-frame gate {gate:.0e}; {over} frame(s) over it)"
                 ),
             });
         }
-        let pooled = (upstream.pooled_mean(up_name), fork.pooled_mean(fork_name));
-        let pooled_delta = match pooled {
-            (Some(u), Some(f)) if u.is_finite() && f.is_finite() => Some(f - u),
-            (Some(u), Some(f)) => Some(abs_delta(u, f)),
-            _ => None,
-        };
-        outcome.frames_over_gate.insert(fork_name.clone(), over);
-        if let Some(p95) = percentile(&mut deltas, 0.95) {
-            outcome.frame_delta_p95.insert(fork_name.clone(), p95);
-        }
-        if let Some((frame, delta, up_value, fork_value)) = worst {
-            outcome.max_frame_delta.insert(fork_name.clone(), delta);
-            outcome.max_frame_delta_at.insert(fork_name.clone(), frame);
-            if let Some(gate) = frame_gate.filter(|gate| over_gate(delta, *gate)) {
-                outcome.failures.push(ParityFailure {
-                    metric: fork_name.clone(),
-                    rule: ParityRule::FrameDelta,
-                    frame: Some(frame),
-                    upstream_value: Some(up_value),
-                    fork_value: Some(fork_value),
-                    delta,
-                    allowed: gate,
-                    message: format!(
-                        "`{fork_name}` differs by {delta:.3e} at frame {frame} (upstream {up_value}, fork {fork_value}; per-frame gate {gate:.0e}; {over} frame(s) over it)"
-                    ),
-                });
-            }
-        }
-        if let Some(delta) = pooled_delta {
-            outcome.score_delta.insert(fork_name.clone(), delta);
-            if over_gate(delta.abs(), pooled_gate) {
-                let (u, f) = pooled;
-                outcome.failures.push(ParityFailure {
-                    metric: fork_name.clone(),
-                    rule: ParityRule::PooledMean,
-                    frame: None,
-                    upstream_value: u,
-                    fork_value: f,
-                    delta: delta.abs(),
-                    allowed: pooled_gate,
-                    message: format!(
-                        "pooled mean of `{fork_name}` differs by {delta:+.3e} (upstream {}, fork {}; gate {pooled_gate:.0e} on the pooled mean)",
-                        show(u),
-                        show(f)
-                    ),
-                });
-            }
+    }
+    if let Some(delta) = pooled_delta {
+        outcome.score_delta.insert(fork_name.to_string(), delta);
+        if over_gate(delta.abs(), pooled_gate) {
+            let (u, f) = pooled;
+            outcome.failures.push(ParityFailure {
+                metric: fork_name.to_string(),
+                rule: ParityRule::PooledMean,
+                frame: None,
+                upstream_value: u,
+                fork_value: f,
+                delta: delta.abs(),
+                allowed: pooled_gate,
+                message: format!(
+                    "pooled mean of `{fork_name}` differs by {delta:+.3e} (upstream {}, fork {}; gate {pooled_gate:.0e} on the pooled mean)",
+                    show(u),
+                    show(f)
+                ),
+            });
         }
     }
-    outcome
 }
 
 /// The frames the two sides scored must be the same frames.

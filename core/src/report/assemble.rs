@@ -200,7 +200,49 @@ fn comparable_spec_sha256(spec: &crate::spec::JobSpec) -> String {
 /// The report of the jobs of one generation.
 fn assemble_jobs(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
     let spec = &run.spec;
-    let mut report = Report {
+    let mut report = report_of_spec(run);
+    let generation = jobs.first().and_then(|j| j.generation.clone());
+    let any_job_done = jobs.iter().any(|j| j.state == JobState::Done);
+    let has_jobs = !jobs.is_empty();
+    let read = read_jobs(&mut report, jobs);
+    if let Some(commit) = &report.fork.resolved {
+        report.fork_ref = short_ref(commit);
+    }
+    report.cells = read.cells.into_values().collect();
+    for cell in &mut report.cells {
+        cell.generation = generation.clone();
+    }
+    if let Some(calibration) = &report.calibration {
+        for cell in &mut report.cells {
+            cell.host_resolution = Some(calibration.resolution);
+        }
+    }
+    let backend = generation
+        .as_deref()
+        .map_or("cpu", super::model::backend_of);
+    // A GPU generation times the fork alone (backend cells); only CPU ones run the A/B cells.
+    // A sweep runs no A/B cells anywhere: it leaves one `sweep` event per generation.
+    let expected_ab = backend == "cpu" && !spec.is_sweep();
+    judge_sweep(
+        &mut report,
+        spec,
+        read.sweep_outcome.as_ref(),
+        generation.as_deref(),
+        any_job_done,
+    );
+    report.missing_cells = missing_cells(&report, spec, backend, expected_ab);
+    summarise(&mut report);
+    report.exit_code = exit_code(&report, run.state, read.job_finished_cleanly);
+    if spec.is_sweep() && report.sweep.is_none() && has_jobs && report.exit_code == exit::OK {
+        report.exit_code = exit::NOT_CARRIED_OUT;
+    }
+    report
+}
+
+/// A run's report before any event is read: what the spec and the run record say.
+fn report_of_spec(run: &RunRecord) -> Report {
+    let spec = &run.spec;
+    Report {
         schema_version: 1,
         run_id: run.run_id.clone(),
         spec_sha256: spec_sha256(spec),
@@ -249,13 +291,24 @@ fn assemble_jobs(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
         sweep_table: Vec::new(),
         bisects: Vec::new(),
         notifications: Vec::new(),
-    };
+    }
+}
+
+/// What a generation's jobs' events add up to beyond what they write into the report.
+struct EventsRead {
+    /// The cells by index: kept from earlier attempts, then measured by the latest.
+    cells: BTreeMap<u32, CellResult>,
+    sweep_outcome: Option<crate::sweep::SweepOutcome>,
+    /// Every job done, with a `done` event whose outcome is `completed`.
+    job_finished_cleanly: bool,
+}
+
+/// Reads the jobs' records and events into `report` (host, sources, builds, findings,
+/// backend cells, errors, attempts) and returns the rest.
+fn read_jobs(report: &mut Report, jobs: Vec<JobRecord>) -> EventsRead {
     let mut sweep_outcome: Option<crate::sweep::SweepOutcome> = None;
     let mut cells: BTreeMap<u32, CellResult> = BTreeMap::new();
     let mut job_finished_cleanly = true;
-    let generation = jobs.first().and_then(|j| j.generation.clone());
-    let any_job_done = jobs.iter().any(|j| j.state == JobState::Done);
-    let has_jobs = !jobs.is_empty();
     for job in jobs {
         report.attempts = report.attempts.max(job.attempt);
         report.agent_id = job.agent_id.clone().or(report.agent_id.take());
@@ -272,7 +325,7 @@ fn assemble_jobs(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
                     report.calibration = calibration.map(|c| *c);
                 }
                 JobEventPayload::SourceResolved { side, resolved, .. } => {
-                    side_mut(&mut report, side).resolved = Some(resolved);
+                    side_mut(report, side).resolved = Some(resolved);
                 }
                 JobEventPayload::Build(build) => {
                     if build.status == BuildStatus::Failed {
@@ -288,7 +341,7 @@ fn assemble_jobs(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
                         ));
                     }
                     let side = build.side;
-                    side_mut(&mut report, side).build = Some(build);
+                    side_mut(report, side).build = Some(build);
                 }
                 JobEventPayload::Cell(cell) => {
                     let mut cell = *cell;
@@ -324,88 +377,84 @@ fn assemble_jobs(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
             job_finished_cleanly = false;
         }
     }
-    if let Some(commit) = &report.fork.resolved {
-        report.fork_ref = short_ref(commit);
+    EventsRead {
+        cells,
+        sweep_outcome,
+        job_finished_cleanly,
     }
-    report.cells = cells.into_values().collect();
-    for cell in &mut report.cells {
-        cell.generation = generation.clone();
-    }
-    if let Some(calibration) = &report.calibration {
-        for cell in &mut report.cells {
-            cell.host_resolution = Some(calibration.resolution);
+}
+
+/// A sweep's outcome judged into `report.sweep`, with its finding; an error when a default
+/// could not be timed, the sweep decided nothing, or a done job left no sweep result.
+fn judge_sweep(
+    report: &mut Report,
+    spec: &JobSpec,
+    outcome: Option<&crate::sweep::SweepOutcome>,
+    generation: Option<&str>,
+    any_job_done: bool,
+) {
+    let Some(sweep_spec) = &spec.sweep else {
+        return;
+    };
+    match outcome {
+        Some(outcome) => {
+            let section = crate::sweep::judge(
+                outcome,
+                sweep_spec,
+                spec.measure.practical_threshold,
+                report.calibration.as_ref().map(|c| c.resolution),
+            );
+            if section.default_verdict.is_none() {
+                report
+                    .errors
+                    .push(format!("sweep: {}", section.verdict_line));
+            }
+            for run in outcome.configurations.iter().filter(|r| r.is_default) {
+                if let Some(error) = &run.error {
+                    report.errors.push(format!(
+                        "sweep: the shipped default could not be timed: {error}"
+                    ));
+                }
+            }
+            let finding_backend =
+                generation.map_or(super::model::ANY_GENERATION, super::model::backend_of);
+            report
+                .findings
+                .push(crate::sweep::sweep_finding(&section, finding_backend));
+            report.sweep = Some(section);
         }
+        None if any_job_done => report
+            .errors
+            .push("sweep: the job finished without a sweep result".into()),
+        None => {}
     }
+}
+
+/// The spec's cells this generation should have measured and has no result for.
+fn missing_cells(report: &Report, spec: &JobSpec, backend: &str, expected_ab: bool) -> Vec<String> {
     let present: std::collections::BTreeSet<(String, String)> = report
         .cells
         .iter()
         .map(|c| (c.fixture.clone(), c.workload.clone()))
         .collect();
-    let backend = generation
-        .as_deref()
-        .map_or("cpu", super::model::backend_of);
-    // A GPU generation times the fork alone (backend cells); only CPU ones run the A/B cells.
-    // A sweep runs no A/B cells anywhere: it leaves one `sweep` event per generation.
-    let expected_ab = backend == "cpu" && !spec.is_sweep();
-    if let Some(sweep_spec) = &spec.sweep {
-        match &sweep_outcome {
-            Some(outcome) => {
-                let section = crate::sweep::judge(
-                    outcome,
-                    sweep_spec,
-                    spec.measure.practical_threshold,
-                    report.calibration.as_ref().map(|c| c.resolution),
-                );
-                if section.default_verdict.is_none() {
-                    report
-                        .errors
-                        .push(format!("sweep: {}", section.verdict_line));
-                }
-                for run in outcome.configurations.iter().filter(|r| r.is_default) {
-                    if let Some(error) = &run.error {
-                        report.errors.push(format!(
-                            "sweep: the shipped default could not be timed: {error}"
-                        ));
-                    }
-                }
-                let finding_backend = generation
-                    .as_deref()
-                    .map_or(super::model::ANY_GENERATION, super::model::backend_of);
-                report
-                    .findings
-                    .push(crate::sweep::sweep_finding(&section, finding_backend));
-                report.sweep = Some(section);
-            }
-            None if any_job_done => report
-                .errors
-                .push("sweep: the job finished without a sweep result".into()),
-            None => {}
-        }
-    }
     let expected_backend = spec.backends.gpu(backend).is_some_and(|b| b.timed);
     let present_backend: std::collections::BTreeSet<(String, String)> = report
         .backend_cells
         .iter()
         .map(|c| (c.fixture.clone(), c.workload.clone()))
         .collect();
+    let mut missing_cells = Vec::new();
     for fixture in &spec.fixtures {
         for workload in &spec.workloads {
             let key = (fixture.name.clone(), workload.name.clone());
             let missing = (expected_ab && !present.contains(&key))
                 || (expected_backend && !present_backend.contains(&key));
             if missing {
-                report
-                    .missing_cells
-                    .push(format!("{}/{}", fixture.name, workload.name));
+                missing_cells.push(format!("{}/{}", fixture.name, workload.name));
             }
         }
     }
-    summarise(&mut report);
-    report.exit_code = exit_code(&report, run.state, job_finished_cleanly);
-    if spec.is_sweep() && report.sweep.is_none() && has_jobs && report.exit_code == exit::OK {
-        report.exit_code = exit::NOT_CARRIED_OUT;
-    }
-    report
+    missing_cells
 }
 
 /// A job's attempts as the report lists them: for each, the earlier attempts its kept

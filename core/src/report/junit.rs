@@ -74,6 +74,13 @@ fn sweep_cases(sweep: &crate::sweep::SweepSection) -> Vec<Case> {
 
 /// The report as a JUnit XML document.
 pub fn render_junit(report: &Report) -> String {
+    write_suites(report, &suites(report))
+}
+
+/// One suite per generation (one for the run without generations): its cells, the
+/// comparison with the previous run, the sweep's configurations and its errors; the run's
+/// errors join the first suite.
+fn suites(report: &Report) -> Vec<(String, Vec<Case>)> {
     let mut suites: Vec<(String, Vec<Case>)> = Vec::new();
     if report.generations.is_empty() {
         let cases = report.cells.iter().map(case).collect();
@@ -132,7 +139,11 @@ pub fn render_junit(report: &Report) -> String {
             None => suites.push((report.name.clone(), vec![run_case])),
         }
     }
+    suites
+}
 
+/// The suites as a `<testsuites>` document with their counts.
+fn write_suites(report: &Report, suites: &[(String, Vec<Case>)]) -> String {
     let count = |cases: &[Case], pick: fn(&Outcome) -> bool| {
         cases.iter().filter(|c| pick(&c.outcome)).count()
     };
@@ -152,7 +163,7 @@ pub fn render_junit(report: &Report) -> String {
         total(error),
         total(skipped),
     );
-    for (name, cases) in &suites {
+    for (name, cases) in suites {
         let _ = writeln!(
             xml,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" timestamp=\"{}\">",
@@ -164,48 +175,53 @@ pub fn render_junit(report: &Report) -> String {
             escape(report.date.as_str()),
         );
         for case in cases {
-            let _ = write!(
-                xml,
-                "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.6}\"",
-                escape(name.as_str()),
-                escape(case.name.as_str()),
-                case.seconds
-            );
-            let body = match &case.outcome {
-                Outcome::Passed => String::new(),
-                Outcome::Failure(kind, message) => format!(
-                    "      <failure type=\"{kind}\" message=\"{}\"/>\n",
-                    escape(message.as_str())
-                ),
-                Outcome::Error(message) => format!(
-                    "      <error type=\"not_measured\" message=\"{}\"/>\n",
-                    escape(message.as_str())
-                ),
-                Outcome::Skipped(message) => {
-                    format!(
-                        "      <skipped message=\"{}\"/>\n",
-                        escape(message.as_str())
-                    )
-                }
-            };
-            let out = if case.out.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "      <system-out>{}</system-out>\n",
-                    escape(case.out.as_str())
-                )
-            };
-            if body.is_empty() && out.is_empty() {
-                xml.push_str("/>\n");
-            } else {
-                let _ = write!(xml, ">\n{body}{out}    </testcase>\n");
-            }
+            write_case(&mut xml, name, case);
         }
         xml.push_str("  </testsuite>\n");
     }
     xml.push_str("</testsuites>\n");
     xml
+}
+
+/// One `<testcase>` of the suite `suite`.
+fn write_case(xml: &mut String, suite: &str, case: &Case) {
+    let _ = write!(
+        xml,
+        "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.6}\"",
+        escape(suite),
+        escape(case.name.as_str()),
+        case.seconds
+    );
+    let body = match &case.outcome {
+        Outcome::Passed => String::new(),
+        Outcome::Failure(kind, message) => format!(
+            "      <failure type=\"{kind}\" message=\"{}\"/>\n",
+            escape(message.as_str())
+        ),
+        Outcome::Error(message) => format!(
+            "      <error type=\"not_measured\" message=\"{}\"/>\n",
+            escape(message.as_str())
+        ),
+        Outcome::Skipped(message) => {
+            format!(
+                "      <skipped message=\"{}\"/>\n",
+                escape(message.as_str())
+            )
+        }
+    };
+    let out = if case.out.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "      <system-out>{}</system-out>\n",
+            escape(case.out.as_str())
+        )
+    };
+    if body.is_empty() && out.is_empty() {
+        xml.push_str("/>\n");
+    } else {
+        let _ = write!(xml, ">\n{body}{out}    </testcase>\n");
+    }
 }
 
 fn case(cell: &CellResult) -> Case {

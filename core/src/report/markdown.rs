@@ -17,6 +17,21 @@ pub fn render_markdown(report: &Report) -> String {
         return super::sweep_markdown::render_sweep(report);
     }
     let mut out = String::new();
+    render_heading(&mut out, report);
+    render_allowances(&mut out, report);
+    render_host_and_sides(&mut out, report);
+    render_results(&mut out, report);
+    render_notes(&mut out, report);
+    render_geomean(&mut out, report);
+    render_parity(&mut out, report);
+    render_problems_and_history(&mut out, report);
+    render_reproduce(&mut out, &report.cells);
+    render_build_logs(&mut out, report);
+    out
+}
+
+/// The dated heading and the paragraph saying how the run measured and gated.
+fn render_heading(out: &mut String, report: &Report) {
     let date = report.day();
     let host = report
         .host
@@ -51,6 +66,10 @@ pub fn render_markdown(report: &Report) -> String {
             None => " (per-frame deltas are reported below the tables, not gated)".to_string(),
         }
     );
+}
+
+/// The spec's parity allowances and allowed-missing metrics in force.
+fn render_allowances(out: &mut String, report: &Report) {
     for (metric, allowance) in &report.allowances {
         let gates: Vec<String> = [
             allowance
@@ -79,6 +98,10 @@ pub fn render_markdown(report: &Report) -> String {
             text(&missing.reason)
         );
     }
+}
+
+/// The host table and each side's source, commit and build.
+fn render_host_and_sides(out: &mut String, report: &Report) {
     if let Some(host) = &report.host {
         let _ = writeln!(
             out,
@@ -99,7 +122,11 @@ pub fn render_markdown(report: &Report) -> String {
     }
     let _ = writeln!(out, "{}", side_line("Upstream", &report.upstream));
     let _ = writeln!(out, "{}\n", side_line("Fork", &report.fork));
+}
 
+/// What changed since the previous run, then the cell tables (one section per generation
+/// when there are several) and the retuning checks.
+fn render_results(out: &mut String, report: &Report) {
     if let [only] = report.generations.as_slice() {
         for change in only.toolchain_changes() {
             let _ = writeln!(
@@ -108,18 +135,22 @@ pub fn render_markdown(report: &Report) -> String {
             );
         }
         if let Some(since) = &only.since_previous {
-            super::history::render_since_previous(&mut out, since);
+            super::history::render_since_previous(out, since);
         }
     }
     if report.generations.len() > 1 {
-        render_generations(&mut out, report);
+        render_generations(out, report);
     } else {
         let cells: Vec<&CellResult> = report.cells.iter().collect();
-        render_cell_tables(&mut out, &cells, "####");
+        render_cell_tables(out, &cells, "####");
         if let [only] = report.generations.as_slice() {
-            super::retune_markdown::render_retune(&mut out, only, "####");
+            super::retune_markdown::render_retune(out, only, "####");
         }
     }
+}
+
+/// The † footnote, the noise flags and the start-up note.
+fn render_notes(out: &mut String, report: &Report) {
     if report.cells.iter().any(|c| c.startup_dominated) {
         let _ = writeln!(
             out,
@@ -156,6 +187,10 @@ pub fn render_markdown(report: &Report) -> String {
     if let Some(note) = &report.startup_note {
         let _ = writeln!(out, "> **Start-up bound.** {note}.\n");
     }
+}
+
+/// The geomean over exactly the cells it covers, or why there is none.
+fn render_geomean(out: &mut String, report: &Report) {
     match report.geomean_speedup {
         Some(g) => {
             let _ = writeln!(
@@ -177,6 +212,10 @@ pub fn render_markdown(report: &Report) -> String {
             );
         }
     }
+}
+
+/// The score parity verdict, its failures, one-sided metrics and declared renames.
+fn render_parity(out: &mut String, report: &Report) {
     let parity = match report.score_parity {
         ScoreParity::Ok => "OK",
         ScoreParity::Fail => "FAIL",
@@ -233,6 +272,11 @@ pub fn render_markdown(report: &Report) -> String {
             renamed.join(", ")
         );
     }
+}
+
+/// Cells without a result, problems, each attempt of a retried job, bisects and the
+/// notifications sent.
+fn render_problems_and_history(out: &mut String, report: &Report) {
     if !report.missing_cells.is_empty() {
         let _ = writeln!(
             out,
@@ -271,7 +315,10 @@ pub fn render_markdown(report: &Report) -> String {
         }
         out.push('\n');
     }
-    render_reproduce(&mut out, &report.cells);
+}
+
+/// The end of a build log a side left.
+fn render_build_logs(out: &mut String, report: &Report) {
     for (name, side) in [("upstream", &report.upstream), ("fork", &report.fork)] {
         if let Some(build) = &side.build {
             if let Some(tail) = &build.log_tail {
@@ -284,7 +331,6 @@ pub fn render_markdown(report: &Report) -> String {
             }
         }
     }
-    out
 }
 
 /// A summary of the generations covered, then a section with its own tables per generation:
@@ -706,7 +752,8 @@ pub(super) mod tests {
     }
 
     /// The records `sample_report` is assembled from: run `run_id` created at `created_ms`,
-    /// its fork's `float_ssim` score `fork_ssim` (upstream's is 0.9).
+    /// its fork's `float_ssim` score `fork_ssim` (upstream's is 0.9). Long on purpose: a
+    /// fixture, its events written out as an agent sends them.
     pub(in crate::report) fn sample_records(
         run_id: &str,
         created_ms: i64,

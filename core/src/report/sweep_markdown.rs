@@ -270,7 +270,7 @@ mod tests {
 
     /// A fixed sweep: demo-sweep.toml's 6 configurations with made-up, deterministic pairs
     /// (64-row bands 1.27x, 4 0.8x over the whole picture; the row stride faster but off in
-    /// its score).
+    /// its score). Long on purpose: a fixture, its events written out as an agent sends them.
     fn sample_sweep_report() -> Report {
         let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
         let mut spec = JobSpec::load(&dir.join("demo-sweep.toml")).unwrap();

@@ -115,65 +115,94 @@ pub fn judge(
             );
             continue;
         };
-        let below_median = below.median().unwrap_or(base_median);
-        let over_scalar = base_median / median;
-        let over_below = below_median / median;
-        // A difference smaller than the larger spread is no difference (the fork's rule). The
-        // difference is taken relative to the faster of the two medians, so that 3x slower
-        // and 3x faster are the same size (200%): measured against the slower one, a slowdown
-        // could never exceed 100% and any spread above that hid every slower level.
-        let noise = level.spread().max(below.spread()) / 100.0;
-        let difference = (median - below_median).abs() / median.min(below_median);
-        let same_path = level.ran.is_some() && level.ran == below.ran;
-        let (severity, verdict) = if same_path {
-            (
-                Severity::Ok,
-                format!(
-                    "`{}` (cpumask {}) runs the same path as `{}` ({}): the CPU or the build stops there",
-                    level.name,
-                    level.cpumask,
-                    below.name,
-                    level.label()
-                ),
-            )
-        } else if median > below_median && difference > noise {
-            (
-                Severity::Warn,
-                format!(
-                    "{} (cpumask {}) is {:.2}x of {}: slower than the level below; profile its kernels or drop the path on this CPU",
-                    level.label(),
-                    level.cpumask,
-                    over_below,
-                    below.label()
-                ),
-            )
-        } else {
-            (
-                Severity::Ok,
-                format!(
-                    "{} (cpumask {}): {:.2}x over {}, {:.2}x over the level below",
-                    level.label(),
-                    level.cpumask,
-                    over_scalar,
-                    baseline.label(),
-                    over_below
-                ),
-            )
-        };
-        results.findings.push(
-            Finding::new("cpu", "dispatch", &level.name, severity, verdict, command)
-                .with("cpumask", level.cpumask.as_str())
-                .with("ran", level.label())
-                .with("median_s", round(median, 4))
-                .with("spread_pct", round(level.spread(), 1))
-                .with("speedup_vs_baseline", round(over_scalar, 2))
-                .with("speedup_vs_below", round(over_below, 2)),
-        );
+        results.findings.push(level_finding(
+            baseline,
+            base_median,
+            below,
+            level,
+            median,
+            command,
+        ));
         results
             .findings
             .push(parity_finding(baseline, level, max_score_delta, command));
         below = level;
     }
+    isa_coverage(compiled, supported, command, &mut results);
+    results
+}
+
+/// A timed level against the level below it and the baseline: the same path as below, slower
+/// than below by more than the spread (a warning), or its speedups.
+fn level_finding(
+    baseline: &LevelTiming,
+    base_median: f64,
+    below: &LevelTiming,
+    level: &LevelTiming,
+    median: f64,
+    command: &str,
+) -> Finding {
+    let below_median = below.median().unwrap_or(base_median);
+    let over_scalar = base_median / median;
+    let over_below = below_median / median;
+    // A difference smaller than the larger spread is no difference (the fork's rule). The
+    // difference is taken relative to the faster of the two medians, so that 3x slower
+    // and 3x faster are the same size (200%): measured against the slower one, a slowdown
+    // could never exceed 100% and any spread above that hid every slower level.
+    let noise = level.spread().max(below.spread()) / 100.0;
+    let difference = (median - below_median).abs() / median.min(below_median);
+    let same_path = level.ran.is_some() && level.ran == below.ran;
+    let (severity, verdict) = if same_path {
+        (
+            Severity::Ok,
+            format!(
+                "`{}` (cpumask {}) runs the same path as `{}` ({}): the CPU or the build stops there",
+                level.name,
+                level.cpumask,
+                below.name,
+                level.label()
+            ),
+        )
+    } else if median > below_median && difference > noise {
+        (
+            Severity::Warn,
+            format!(
+                "{} (cpumask {}) is {:.2}x of {}: slower than the level below; profile its kernels or drop the path on this CPU",
+                level.label(),
+                level.cpumask,
+                over_below,
+                below.label()
+            ),
+        )
+    } else {
+        (
+            Severity::Ok,
+            format!(
+                "{} (cpumask {}): {:.2}x over {}, {:.2}x over the level below",
+                level.label(),
+                level.cpumask,
+                over_scalar,
+                baseline.label(),
+                over_below
+            ),
+        )
+    };
+    Finding::new("cpu", "dispatch", &level.name, severity, verdict, command)
+        .with("cpumask", level.cpumask.as_str())
+        .with("ran", level.label())
+        .with("median_s", round(median, 4))
+        .with("spread_pct", round(level.spread(), 1))
+        .with("speedup_vs_baseline", round(over_scalar, 2))
+        .with("speedup_vs_below", round(over_below, 2))
+}
+
+/// Whether the build has a path for each ISA level the CPU supports.
+fn isa_coverage(
+    compiled: Option<&[String]>,
+    supported: &[String],
+    command: &str,
+    results: &mut CheckResults,
+) {
     match compiled {
         None => results.skip(
             "cpu",
@@ -212,7 +241,6 @@ pub fn judge(
             }
         }
     }
-    results
 }
 
 fn parity_finding(

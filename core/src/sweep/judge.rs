@@ -169,12 +169,69 @@ pub fn judge(
         ..AnalysisConfig::default()
     };
     let default = Configuration::default_of(spec);
-    let configurations: Vec<ConfigurationSummary> = outcome
+    let configurations = summaries(outcome, &config);
+    let rejected_by_parity: Vec<String> = configurations
+        .iter()
+        .filter(|c| c.parity == CellParity::Fail)
+        .map(|c| c.label.clone())
+        .collect();
+    let judging = Judging {
+        tie_tolerance,
+        practical_threshold,
+        default_best: BestConfiguration {
+            configuration: default.clone(),
+            speedup: 1.0,
+            speedup_ci95: [1.0, 1.0],
+            tied_with: Vec::new(),
+        },
+    };
+    // Candidates: timed, parity kept, not the default; in plan order.
+    let eligible: Vec<&ConfigurationSummary> = configurations
+        .iter()
+        .filter(|c| !c.is_default && c.parity == CellParity::Ok && c.verdict.is_some())
+        .collect();
+    let faster: Vec<&ConfigurationSummary> = eligible
+        .iter()
+        .copied()
+        .filter(|c| judging.beats_default(c))
+        .collect();
+    let decision = if eligible.is_empty() {
+        judging.none_compared(&configurations, &rejected_by_parity)
+    } else if faster.is_empty() {
+        judging.default_holds(&eligible)
+    } else {
+        judging.stale(&eligible, &faster)
+    };
+    SweepSection {
+        tunables: tunable_summaries(spec),
+        strategy: outcome.strategy.clone(),
+        grid_size: outcome.grid_size,
+        default,
+        best: decision.best,
+        runner_up: decision.runner_up,
+        default_verdict: decision.default_verdict,
+        verdict_line: decision.verdict_line,
+        configurations,
+        rejected_by_parity,
+        cells: outcome.cells.clone(),
+        not_tried: outcome.not_tried.clone(),
+        not_tried_count: outcome.not_tried_count,
+        seed: outcome.seed,
+        timing_seconds: outcome.timing_seconds,
+        tie_tolerance,
+        history: None,
+    }
+}
+
+/// Every configuration run, in plan order: its speedup over the default (the default
+/// itself and a configuration that failed are not analysed), parity and medians.
+fn summaries(outcome: &SweepOutcome, config: &AnalysisConfig) -> Vec<ConfigurationSummary> {
+    outcome
         .configurations
         .iter()
         .map(|run| {
             let analysis = (!run.is_default && run.error.is_none())
-                .then(|| paired::analyse(&run.pairs, &config))
+                .then(|| paired::analyse(&run.pairs, config))
                 .flatten();
             let median = |times: Vec<f64>| crate::stats::median(&times);
             ConfigurationSummary {
@@ -194,47 +251,74 @@ pub fn judge(
                 default_median_s: median(run.pairs.iter().map(|p| p.upstream_s).collect()),
             }
         })
-        .collect();
-    let rejected_by_parity: Vec<String> = configurations
+        .collect()
+}
+
+fn tunable_summaries(spec: &SweepSpec) -> Vec<TunableSummary> {
+    spec.tunables
         .iter()
-        .filter(|c| c.parity == CellParity::Fail)
-        .map(|c| c.label.clone())
-        .collect();
-    // Candidates: timed, parity kept, not the default; in plan order.
-    let eligible: Vec<&ConfigurationSummary> = configurations
-        .iter()
-        .filter(|c| !c.is_default && c.parity == CellParity::Ok && c.verdict.is_some())
-        .collect();
-    let default_best = BestConfiguration {
-        configuration: default.clone(),
-        speedup: 1.0,
-        speedup_ci95: [1.0, 1.0],
-        tied_with: Vec::new(),
-    };
-    let best_of = |c: &ConfigurationSummary, tied_with: Vec<String>| BestConfiguration {
-        configuration: Configuration {
-            label: c.label.clone(),
-            values: c.values.clone(),
-        },
-        speedup: c.speedup.unwrap_or(1.0),
-        speedup_ci95: c.speedup_ci95.unwrap_or([1.0, 1.0]),
-        tied_with,
-    };
+        .map(|t| TunableSummary {
+            name: t.name.clone(),
+            how: match t.how {
+                TunableKind::Build(_) => "build",
+                TunableKind::Env(_) => "env",
+                TunableKind::Args(_) => "args",
+            }
+            .to_string(),
+            values: t.values.clone(),
+            default: t.default.clone(),
+        })
+        .collect()
+}
+
+/// What a sweep decided: the best configuration, its runner-up, the default's verdict and
+/// the line that says it.
+struct Decision {
+    best: Option<BestConfiguration>,
+    runner_up: Option<BestConfiguration>,
+    default_verdict: Option<DefaultVerdict>,
+    verdict_line: String,
+}
+
+/// The rules a sweep is judged by: the tie tolerance, and the default as a "best".
+struct Judging {
+    tie_tolerance: f64,
+    practical_threshold: f64,
+    default_best: BestConfiguration,
+}
+
+impl Judging {
     // Against the default, the host's resolution counts as for ties: a configuration beats
     // the default only when it is `faster` by more than the tie tolerance, and loses to it
     // only when it is `slower` by more than that; anything between is within noise of it.
-    let beats_default = |c: &ConfigurationSummary| {
-        c.verdict == Some(Verdict::Faster) && c.speedup.unwrap_or(1.0) > 1.0 + tie_tolerance
-    };
-    let loses_to_default = |c: &ConfigurationSummary| {
-        c.verdict == Some(Verdict::Slower) && c.speedup.unwrap_or(1.0) < 1.0 / (1.0 + tie_tolerance)
-    };
-    let faster: Vec<&ConfigurationSummary> = eligible
-        .iter()
-        .copied()
-        .filter(|c| beats_default(c))
-        .collect();
-    let (best, runner_up, default_verdict, verdict_line) = if eligible.is_empty() {
+    fn beats_default(&self, c: &ConfigurationSummary) -> bool {
+        c.verdict == Some(Verdict::Faster) && c.speedup.unwrap_or(1.0) > 1.0 + self.tie_tolerance
+    }
+
+    fn loses_to_default(&self, c: &ConfigurationSummary) -> bool {
+        c.verdict == Some(Verdict::Slower)
+            && c.speedup.unwrap_or(1.0) < 1.0 / (1.0 + self.tie_tolerance)
+    }
+
+    fn best_of(c: &ConfigurationSummary, tied_with: Vec<String>) -> BestConfiguration {
+        BestConfiguration {
+            configuration: Configuration {
+                label: c.label.clone(),
+                values: c.values.clone(),
+            },
+            speedup: c.speedup.unwrap_or(1.0),
+            speedup_ci95: c.speedup_ci95.unwrap_or([1.0, 1.0]),
+            tied_with,
+        }
+    }
+
+    /// No configuration could be compared with the default: parity rejected them, or they
+    /// could not be timed.
+    fn none_compared(
+        &self,
+        configurations: &[ConfigurationSummary],
+        rejected_by_parity: &[String],
+    ) -> Decision {
         let not_timed: Vec<String> = configurations
             .iter()
             .filter(|c| !c.is_default && c.parity != CellParity::Fail)
@@ -255,68 +339,83 @@ pub fn judge(
             ),
         };
         let verdict = (!rejected_by_parity.is_empty()).then_some(DefaultVerdict::DefaultBest);
-        (verdict.map(|_| default_best.clone()), None, verdict, why)
-    } else if faster.is_empty() {
+        Decision {
+            best: verdict.map(|_| self.default_best.clone()),
+            runner_up: None,
+            default_verdict: verdict,
+            verdict_line: why,
+        }
+    }
+
+    /// None beats the default: it is still best, or within noise of those it cannot be told
+    /// apart from.
+    fn default_holds(&self, eligible: &[&ConfigurationSummary]) -> Decision {
         let noise: Vec<&ConfigurationSummary> = eligible
             .iter()
             .copied()
-            .filter(|c| !loses_to_default(c))
+            .filter(|c| !self.loses_to_default(c))
             .collect();
         let fastest_other = eligible
             .iter()
             .copied()
             .max_by(|a, b| a.speedup.partial_cmp(&b.speedup).expect("finite speedups"));
+        let runner_up = fastest_other.map(|c| Judging::best_of(c, Vec::new()));
         if noise.is_empty() {
-            let runner = fastest_other.map(|c| best_of(c, Vec::new()));
-            let line = match &runner {
+            let line = match &runner_up {
                 Some(r) => format!(
                     "default still best: the next best, {}, is slower ({:.3}x [{:.3}, {:.3}])",
                     r.configuration.label, r.speedup, r.speedup_ci95[0], r.speedup_ci95[1]
                 ),
                 None => "default still best".to_string(),
             };
-            (
-                Some(default_best.clone()),
-                runner,
-                Some(DefaultVerdict::DefaultBest),
-                line,
-            )
-        } else {
-            let tied: Vec<String> = noise.iter().map(|c| c.label.clone()).collect();
-            let mut best = default_best.clone();
-            best.tied_with = tied.clone();
-            let runner = fastest_other.map(|c| best_of(c, Vec::new()));
-            // Faster by the statistics, but not by more than the host resolves.
-            let inside: Vec<String> = noise
-                .iter()
-                .filter(|c| c.verdict == Some(Verdict::Faster))
-                .map(|c| format!("{} ({:.3}x)", c.label, c.speedup.unwrap_or(1.0)))
-                .collect();
-            let mut line = format!(
-                "default within noise: no configuration is faster; {} cannot be told apart from it",
-                tied.join(", ")
-            );
-            if !inside.is_empty() {
-                let by = if tie_tolerance > practical_threshold {
-                    "the host's A/A resolution"
-                } else {
-                    "the practical threshold"
-                };
-                line = format!(
-                    "default within noise: no configuration is faster by more than {:.1}% ({by}); {} cannot be told apart from it ({} faster, but inside that)",
-                    tie_tolerance * 100.0,
-                    tied.join(", "),
-                    inside.join(", ")
-                );
-            }
-            (
-                Some(best),
-                runner,
-                Some(DefaultVerdict::DefaultWithinNoise),
-                line,
-            )
+            return Decision {
+                best: Some(self.default_best.clone()),
+                runner_up,
+                default_verdict: Some(DefaultVerdict::DefaultBest),
+                verdict_line: line,
+            };
         }
-    } else {
+        let tied: Vec<String> = noise.iter().map(|c| c.label.clone()).collect();
+        let mut best = self.default_best.clone();
+        best.tied_with = tied.clone();
+        // Faster by the statistics, but not by more than the host resolves.
+        let inside: Vec<String> = noise
+            .iter()
+            .filter(|c| c.verdict == Some(Verdict::Faster))
+            .map(|c| format!("{} ({:.3}x)", c.label, c.speedup.unwrap_or(1.0)))
+            .collect();
+        let mut line = format!(
+            "default within noise: no configuration is faster; {} cannot be told apart from it",
+            tied.join(", ")
+        );
+        if !inside.is_empty() {
+            let by = if self.tie_tolerance > self.practical_threshold {
+                "the host's A/A resolution"
+            } else {
+                "the practical threshold"
+            };
+            line = format!(
+                "default within noise: no configuration is faster by more than {:.1}% ({by}); {} cannot be told apart from it ({} faster, but inside that)",
+                self.tie_tolerance * 100.0,
+                tied.join(", "),
+                inside.join(", ")
+            );
+        }
+        Decision {
+            best: Some(best),
+            runner_up,
+            default_verdict: Some(DefaultVerdict::DefaultWithinNoise),
+            verdict_line: line,
+        }
+    }
+
+    /// Some configuration beats the default: the default is stale, and the first planned of
+    /// the fastest's tie group wins.
+    fn stale(
+        &self,
+        eligible: &[&ConfigurationSummary],
+        faster: &[&ConfigurationSummary],
+    ) -> Decision {
         let top = faster
             .iter()
             .copied()
@@ -328,7 +427,7 @@ pub fn judge(
                 return false;
             };
             let close = (c.speedup.unwrap_or(1.0) / top.speedup.unwrap_or(1.0) - 1.0).abs()
-                <= tie_tolerance;
+                <= self.tie_tolerance;
             close || (lo <= top_hi && top_lo <= hi)
         };
         // The tie group in plan order; its first member wins.
@@ -336,15 +435,15 @@ pub fn judge(
             faster.iter().copied().filter(|c| ties_top(c)).collect();
         let winner = group[0];
         let tied_with: Vec<String> = group[1..].iter().map(|c| c.label.clone()).collect();
-        let best = best_of(winner, tied_with.clone());
+        let best = Judging::best_of(winner, tied_with.clone());
         let runner = eligible
             .iter()
             .copied()
             .filter(|c| c.label != winner.label)
             .max_by(|a, b| a.speedup.partial_cmp(&b.speedup).expect("finite speedups"))
-            .filter(|c| beats_default(c))
-            .map(|c| best_of(c, Vec::new()))
-            .unwrap_or_else(|| default_best.clone());
+            .filter(|c| self.beats_default(c))
+            .map(|c| Judging::best_of(c, Vec::new()))
+            .unwrap_or_else(|| self.default_best.clone());
         let [lo, hi] = best.speedup_ci95;
         let mut line = format!(
             "stale: {} is faster by {} [{}, {}]",
@@ -359,40 +458,12 @@ pub fn judge(
                 tied_with.join(", ")
             ));
         }
-        (Some(best), Some(runner), Some(DefaultVerdict::Stale), line)
-    };
-    SweepSection {
-        tunables: spec
-            .tunables
-            .iter()
-            .map(|t| TunableSummary {
-                name: t.name.clone(),
-                how: match t.how {
-                    TunableKind::Build(_) => "build",
-                    TunableKind::Env(_) => "env",
-                    TunableKind::Args(_) => "args",
-                }
-                .to_string(),
-                values: t.values.clone(),
-                default: t.default.clone(),
-            })
-            .collect(),
-        strategy: outcome.strategy.clone(),
-        grid_size: outcome.grid_size,
-        default,
-        best,
-        runner_up,
-        default_verdict,
-        verdict_line,
-        configurations,
-        rejected_by_parity,
-        cells: outcome.cells.clone(),
-        not_tried: outcome.not_tried.clone(),
-        not_tried_count: outcome.not_tried_count,
-        seed: outcome.seed,
-        timing_seconds: outcome.timing_seconds,
-        tie_tolerance,
-        history: None,
+        Decision {
+            best: Some(best),
+            runner_up: Some(runner),
+            default_verdict: Some(DefaultVerdict::Stale),
+            verdict_line: line,
+        }
     }
 }
 
