@@ -230,16 +230,8 @@ pub async fn build_side(
         ));
     }
     step.send_replace("checking out the source".into());
-    let checkout = {
-        let source = source.clone();
-        let tree = tree.clone();
-        runner::blocking_with_children(move || source.checkout(&tree), cancel).await
-    };
-    match checkout {
-        Ok(Some(Ok(()))) => {}
-        Ok(Some(Err(err))) => return fail(format!("cannot check out the source: {err}")),
-        Ok(None) => return fail("the checkout was stopped because the job was cancelled".into()),
-        Err(err) => return fail(format!("checkout task failed: {err}")),
+    if let Err(err) = check_out(source, &tree, cancel).await {
+        return fail(err);
     }
     let _ = std::fs::write(
         &log_path,
@@ -249,41 +241,10 @@ pub async fn build_side(
             source.resolved
         ),
     );
-    let steps = recipe.commands.len() + recipe.link.len();
-    let mut unlinked = None;
-    for (number, argv) in recipe.commands.iter().chain(&recipe.link).enumerate() {
-        let linking = number >= recipe.commands.len();
-        step.send_replace(format!(
-            "`{}` (step {} of {steps})",
-            argv.join(" "),
-            number + 1,
-        ));
-        let _ = append(&log_path, &format!("$ {}\n", argv.join(" ")));
-        let outcome = runner::run(
-            CommandSpec {
-                argv,
-                cwd: Some(&tree),
-                env: &recipe.env,
-                log_path: &log_path,
-                timeout,
-            },
-            cancel,
-        )
-        .await;
-        if !outcome.exit.success() {
-            let failed = format!("`{}` {}", argv.join(" "), outcome.exit.describe());
-            if !linking || *cancel.borrow() {
-                return fail(failed);
-            }
-            let first_error = runner::tail(&log_path, LOG_TAIL_BYTES)
-                .lines()
-                .find(|l| l.contains("error:"))
-                .map(|l| format!(": {}", l.trim()))
-                .unwrap_or_default();
-            unlinked = Some(format!("{failed}{first_error}"));
-            break;
-        }
-    }
+    let mut unlinked = match run_steps(recipe, &tree, &log_path, timeout, cancel, step).await {
+        Ok(unlinked) => unlinked,
+        Err(failed) => return fail(failed),
+    };
     if unlinked.is_none() && !recipe.link.is_empty() && !binary.is_file() {
         unlinked = Some(format!(
             "the link steps finished but the binary `{}` does not exist",
@@ -335,6 +296,74 @@ pub async fn build_side(
         tree,
         unlinked: None,
     }
+}
+
+/// Checks `source` out into `tree`, its child processes stopped on a cancel.
+async fn check_out(
+    source: &ResolvedSource,
+    tree: &Path,
+    cancel: &mut watch::Receiver<bool>,
+) -> Result<(), String> {
+    let checkout = {
+        let source = source.clone();
+        let tree = tree.to_path_buf();
+        runner::blocking_with_children(move || source.checkout(&tree), cancel).await
+    };
+    match checkout {
+        Ok(Some(Ok(()))) => Ok(()),
+        Ok(Some(Err(err))) => Err(format!("cannot check out the source: {err}")),
+        Ok(None) => Err("the checkout was stopped because the job was cancelled".into()),
+        Err(err) => Err(format!("checkout task failed: {err}")),
+    }
+}
+
+/// The recipe's commands, then its link steps, each logged: `Err` with what failed when a
+/// command fails (or anything fails on a cancel); `Ok(Some(reason))` when only a link step
+/// failed (the tree is built, the binary not linked: a library's checks can still run).
+async fn run_steps(
+    recipe: &BuildRecipe,
+    tree: &Path,
+    log_path: &Path,
+    timeout: Duration,
+    cancel: &mut watch::Receiver<bool>,
+    step: &watch::Sender<String>,
+) -> Result<Option<String>, String> {
+    let steps = recipe.commands.len() + recipe.link.len();
+    let mut unlinked = None;
+    for (number, argv) in recipe.commands.iter().chain(&recipe.link).enumerate() {
+        let linking = number >= recipe.commands.len();
+        step.send_replace(format!(
+            "`{}` (step {} of {steps})",
+            argv.join(" "),
+            number + 1,
+        ));
+        let _ = append(log_path, &format!("$ {}\n", argv.join(" ")));
+        let outcome = runner::run(
+            CommandSpec {
+                argv,
+                cwd: Some(tree),
+                env: &recipe.env,
+                log_path,
+                timeout,
+            },
+            cancel,
+        )
+        .await;
+        if !outcome.exit.success() {
+            let failed = format!("`{}` {}", argv.join(" "), outcome.exit.describe());
+            if !linking || *cancel.borrow() {
+                return Err(failed);
+            }
+            let first_error = runner::tail(log_path, LOG_TAIL_BYTES)
+                .lines()
+                .find(|l| l.contains("error:"))
+                .map(|l| format!(": {}", l.trim()))
+                .unwrap_or_default();
+            unlinked = Some(format!("{failed}{first_error}"));
+            break;
+        }
+    }
+    Ok(unlinked)
 }
 
 fn append(path: &Path, text: &str) -> std::io::Result<()> {

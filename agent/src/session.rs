@@ -47,32 +47,7 @@ pub async fn run_agent(
     mut inventory: Inventory,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), AgentError> {
-    // Builds and timed runs change directory; every path the agent hands out is absolute.
-    config.work_dir = std::path::absolute(&config.work_dir).map_err(|source| AgentError::Io {
-        what: format!("resolve the work directory `{}`", config.work_dir.display()),
-        source,
-    })?;
-    // Held until the agent returns: a second agent on this work dir stops here, before it
-    // reads the id, the spool or the list of running children.
-    let _work_dir_lock = crate::work_dir_lock::WorkDirLock::acquire(&config.work_dir)?;
-    let agent_id = identity::load_or_create(&config.work_dir)?.to_string();
-    // What children of an earlier agent on this work dir left running (it was killed) must
-    // not compete with the timed runs to come.
-    match crate::runner::kill_leftovers(&config.work_dir) {
-        Ok(killed) if !killed.is_empty() => {
-            warn!(work_dir = %config.work_dir.display(), ?killed, "killed processes an earlier agent on this work dir left running");
-        }
-        Ok(_) => {}
-        Err(err) => {
-            return Err(AgentError::Io {
-                what: format!(
-                    "look for processes left running in `{}`",
-                    config.work_dir.display()
-                ),
-                source: err,
-            })
-        }
-    }
+    let (_work_dir_lock, agent_id) = claim_work_dir(&mut config)?;
     let client =
         AgentLink::connect_lazy(&config.coordinator_url, config.tls.as_ref()).map_err(|err| {
             AgentError::Connect {
@@ -182,6 +157,40 @@ pub async fn run_agent(
     }
     stop_running(&mut running).await;
     Ok(())
+}
+
+/// Makes the work dir absolute (builds and timed runs change directory; every path the
+/// agent hands out is absolute), locks it for this agent until the lock is dropped, reads or
+/// makes the agent's id, and kills what children of an earlier agent on it left running.
+fn claim_work_dir(
+    config: &mut AgentConfig,
+) -> Result<(crate::work_dir_lock::WorkDirLock, String), AgentError> {
+    config.work_dir = std::path::absolute(&config.work_dir).map_err(|source| AgentError::Io {
+        what: format!("resolve the work directory `{}`", config.work_dir.display()),
+        source,
+    })?;
+    // Held until the agent returns: a second agent on this work dir stops here, before it
+    // reads the id, the spool or the list of running children.
+    let lock = crate::work_dir_lock::WorkDirLock::acquire(&config.work_dir)?;
+    let agent_id = identity::load_or_create(&config.work_dir)?.to_string();
+    // What children of an earlier agent on this work dir left running (it was killed) must
+    // not compete with the timed runs to come.
+    match crate::runner::kill_leftovers(&config.work_dir) {
+        Ok(killed) if !killed.is_empty() => {
+            warn!(work_dir = %config.work_dir.display(), ?killed, "killed processes an earlier agent on this work dir left running");
+        }
+        Ok(_) => {}
+        Err(err) => {
+            return Err(AgentError::Io {
+                what: format!(
+                    "look for processes left running in `{}`",
+                    config.work_dir.display()
+                ),
+                source: err,
+            })
+        }
+    }
+    Ok((lock, agent_id))
 }
 
 /// The coordinator refuses this agent's certificate (revoked, or no longer trusted): no

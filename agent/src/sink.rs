@@ -227,20 +227,8 @@ impl EventSink {
         loop {
             // Never compete with a timed run.
             let permit = self.inner.gate.permit().await;
-            let (batch, closed) = {
-                let mut state = self.lock();
-                if state.lease_lost.is_some() {
-                    return;
-                }
-                if state.spool.needs_upkeep() {
-                    if let Err(err) = state.spool.upkeep() {
-                        warn!(error = %err, "failed to tidy the spool; acknowledged events stay in it");
-                    }
-                }
-                (
-                    within_bytes(state.spool.pending(BATCH), budget),
-                    state.closed,
-                )
+            let Some((batch, closed)) = self.next_batch(budget) else {
+                return;
             };
             if batch.is_empty() {
                 drop(permit);
@@ -316,25 +304,7 @@ impl EventSink {
                     warn!(job_id = %self.inner.job_id, %status, budget, "the coordinator refused a batch as too large; sending smaller ones");
                 }
                 Err(status) if status.kind() == LinkErrorKind::OutOfRange => {
-                    // One event the coordinator will never take: drop it and fail the job
-                    // (its "done" still goes), rather than retry it forever.
-                    let message = format!(
-                        "the coordinator refused event {first_seq} ({first_bytes} bytes) as too large: {}; the job stops",
-                        status.message()
-                    );
-                    error!(job_id = %self.inner.job_id, "{message}");
-                    {
-                        // Sent as a note in its place: the attempt's sequence stays whole.
-                        let note = JobEventPayload::Log {
-                            level: LogLevel::Error,
-                            line: message.clone(),
-                        };
-                        let note = serde_json::to_string(&note).expect("events serialise");
-                        let mut state = self.lock();
-                        state.spool.replace(first_seq, note);
-                        state.spool_failure.get_or_insert(message);
-                    }
-                    self.bump();
+                    self.drop_refused_event(first_seq, first_bytes, status.message());
                 }
                 Err(status) => {
                     crate::timeline::mark("upload.end");
@@ -350,6 +320,45 @@ impl EventSink {
 }
 
 impl EventSink {
+    /// The next batch to send, within `budget` bytes, and whether the sink is closed; `None`
+    /// once the lease is lost. Tidies the spool first when it needs it.
+    fn next_batch(&self, budget: usize) -> Option<(Vec<crate::spool::SpooledEvent>, bool)> {
+        let mut state = self.lock();
+        if state.lease_lost.is_some() {
+            return None;
+        }
+        if state.spool.needs_upkeep() {
+            if let Err(err) = state.spool.upkeep() {
+                warn!(error = %err, "failed to tidy the spool; acknowledged events stay in it");
+            }
+        }
+        Some((
+            within_bytes(state.spool.pending(BATCH), budget),
+            state.closed,
+        ))
+    }
+
+    /// One event the coordinator will never take: dropped and the job failed (its "done"
+    /// still goes), rather than retried forever. A note goes in its place, so the attempt's
+    /// sequence stays whole.
+    fn drop_refused_event(&self, seq: u64, bytes: usize, why: &str) {
+        let message = format!(
+            "the coordinator refused event {seq} ({bytes} bytes) as too large: {why}; the job stops"
+        );
+        error!(job_id = %self.inner.job_id, "{message}");
+        {
+            let note = JobEventPayload::Log {
+                level: LogLevel::Error,
+                line: message.clone(),
+            };
+            let note = serde_json::to_string(&note).expect("events serialise");
+            let mut state = self.lock();
+            state.spool.replace(seq, note);
+            state.spool_failure.get_or_insert(message);
+        }
+        self.bump();
+    }
+
     /// The coordinator lacks events `first..=last` of this attempt (its store was restored
     /// from an older copy after it acknowledged them): queues them again from the spool file
     /// when it still holds them and returns 0, else returns what to tell the coordinator

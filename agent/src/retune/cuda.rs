@@ -92,11 +92,39 @@ pub fn run_cuda_checks_with_tools(
         skip_all(&mut results, "the spec names no CUDA artifact to inspect");
         return results;
     }
-    let (logs, binaries): (Vec<&PathBuf>, Vec<&PathBuf>) =
+    let (log_paths, binaries): (Vec<&PathBuf>, Vec<&PathBuf>) =
         input.artifacts.iter().partition(|p| is_ptxas_log(p));
+    let logs = read_logs(input, &log_paths, &mut results);
+    let mut examined: Vec<Examined> = Vec::new();
+    if binaries.is_empty() {
+        examine_logs_only(&logs, device, &mut examined, &mut results);
+    } else if examine_binaries(
+        &binaries,
+        &logs,
+        device,
+        tools_dir,
+        &mut examined,
+        &mut results,
+    )
+    .is_err()
+    {
+        return results;
+    }
+    occupancy_findings(input, &examined, device, sm_count, &mut results);
+    results
+}
 
+/// What the logs among the artifacts say (the ptxas logs' kernels), their names for the
+/// evidence, and the build log when it reads.
+struct Logs {
+    ptxas_kernels: Vec<KernelResources>,
+    log_names: Vec<String>,
+    build_log: Option<String>,
+}
+
+fn read_logs(input: &CudaCheckInput, logs: &[&PathBuf], results: &mut CheckResults) -> Logs {
     let mut ptxas_kernels = Vec::new();
-    for log in &logs {
+    for log in logs {
         match std::fs::read_to_string(log) {
             Ok(text) => ptxas_kernels.extend(parse_ptxas_log(&text)),
             Err(err) => results.skip(
@@ -121,101 +149,142 @@ pub fn run_cuda_checks_with_tools(
     if let Some(path) = input.build_log.filter(|_| build_log.is_some()) {
         log_names.push(format!("the build log {}", path.display()));
     }
-    let log_parts = build_log
-        .as_deref()
-        .map(|log| log_part_per_binary(log, &binaries))
-        .unwrap_or_else(|| vec![None; binaries.len()]);
+    Logs {
+        ptxas_kernels,
+        log_names,
+        build_log,
+    }
+}
 
-    let mut examined: Vec<Examined> = Vec::new();
-    if binaries.is_empty() {
+/// Only ptxas logs, no binary: the kernels of the SASS that runs on `device`, as the logs
+/// give them.
+fn examine_logs_only(
+    logs: &Logs,
+    device: &str,
+    examined: &mut Vec<Examined>,
+    results: &mut CheckResults,
+) {
+    results.skip(
+        BACKEND,
+        "arch_coverage",
+        "only ptxas logs among the artifacts; a log does not say what the binary holds",
+    );
+    let mut sass: Vec<String> = logs.ptxas_kernels.iter().map(|k| k.arch.clone()).collect();
+    sass.sort();
+    sass.dedup();
+    let command = format!("ptxas log {}", logs.log_names.join(" "));
+    match runs_on(&sass, &[], device) {
+        CudaRuns::NativeSass(arch) | CudaRuns::CompatibleSass(arch) => examined.extend(
+            logs.ptxas_kernels
+                .iter()
+                .filter(|k| k.arch == arch)
+                .map(|k| Examined {
+                    kernel: k.clone(),
+                    command: command.clone(),
+                    spills_known: true,
+                    artifact: String::new(),
+                    bounds: None,
+                }),
+        ),
+        _ => skip_kernels(
+            results,
+            format!(
+                "the ptxas logs hold no SASS that runs on {device} ({})",
+                sass.join(", ")
+            ),
+        ),
+    }
+}
+
+/// cuobjdump is not there: every check is skipped, saying so.
+struct NoCuobjdump;
+
+/// Each binary examined with cuobjdump (its kernels, launch bounds and architectures), and
+/// the architectures they cover compared with the device and what nvcc can target.
+fn examine_binaries(
+    binaries: &[&PathBuf],
+    logs: &Logs,
+    device: &str,
+    tools_dir: Option<&Path>,
+    examined: &mut Vec<Examined>,
+    results: &mut CheckResults,
+) -> Result<(), NoCuobjdump> {
+    let log_parts = logs
+        .build_log
+        .as_deref()
+        .map(|log| log_part_per_binary(log, binaries))
+        .unwrap_or_else(|| vec![None; binaries.len()]);
+    let Some(cuobjdump) = find_tool("cuobjdump", tools_dir) else {
+        skip_all(
+            results,
+            "cuobjdump not found; install the CUDA toolkit (Debian: nvidia-cuda-toolkit) or put it on PATH",
+        );
+        return Err(NoCuobjdump);
+    };
+    let toolchain = match find_tool("nvcc", tools_dir) {
+        Some(nvcc) => match run_tool(&nvcc, &["--list-gpu-arch"]) {
+            ToolOutput::Printed(text) => parse_list_gpu_arch(&text),
+            _ => Vec::new(),
+        },
+        None => Vec::new(),
+    };
+    if toolchain.is_empty() {
         results.skip(
             BACKEND,
             "arch_coverage",
-            "only ptxas logs among the artifacts; a log does not say what the binary holds",
+            "toolchain: `nvcc --list-gpu-arch` gave nothing here, so the build is not compared with what nvcc can target",
         );
-        let mut sass: Vec<String> = ptxas_kernels.iter().map(|k| k.arch.clone()).collect();
-        sass.sort();
-        sass.dedup();
-        let command = format!("ptxas log {}", log_names.join(" "));
-        match runs_on(&sass, &[], device) {
-            CudaRuns::NativeSass(arch) | CudaRuns::CompatibleSass(arch) => examined.extend(
-                ptxas_kernels
-                    .iter()
-                    .filter(|k| k.arch == arch)
-                    .map(|k| Examined {
-                        kernel: k.clone(),
-                        command: command.clone(),
-                        spills_known: true,
-                        artifact: String::new(),
-                        bounds: None,
-                    }),
-            ),
-            _ => skip_kernels(
-                &mut results,
-                format!(
-                    "the ptxas logs hold no SASS that runs on {device} ({})",
-                    sass.join(", ")
-                ),
-            ),
-        }
-    } else {
-        let Some(cuobjdump) = find_tool("cuobjdump", tools_dir) else {
-            skip_all(
-                &mut results,
-                "cuobjdump not found; install the CUDA toolkit (Debian: nvidia-cuda-toolkit) or put it on PATH",
-            );
-            return results;
-        };
-        let toolchain = match find_tool("nvcc", tools_dir) {
-            Some(nvcc) => match run_tool(&nvcc, &["--list-gpu-arch"]) {
-                ToolOutput::Printed(text) => parse_list_gpu_arch(&text),
-                _ => Vec::new(),
-            },
-            None => Vec::new(),
-        };
-        if toolchain.is_empty() {
-            results.skip(
-                BACKEND,
-                "arch_coverage",
-                "toolchain: `nvcc --list-gpu-arch` gave nothing here, so the build is not compared with what nvcc can target",
-            );
-        }
-        let mut coverage: Vec<Coverage> = Vec::new();
-        for (binary, log_part) in binaries.iter().zip(&log_parts) {
-            let part_kernels = log_part.as_deref().map(parse_ptxas_log).unwrap_or_default();
-            let known: Vec<KernelResources> =
-                ptxas_kernels.iter().cloned().chain(part_kernels).collect();
-            let warnings = log_part
-                .as_deref()
-                .map(parse_ptxas_warnings)
-                .unwrap_or_default();
-            if let Some(found) = examine_binary(
-                &mut results,
-                &mut examined,
-                BinaryContext {
-                    cuobjdump: &cuobjdump,
-                    binary,
-                    device,
-                    toolchain: &toolchain,
-                    ptxas_kernels: &known,
-                    warnings: &warnings,
-                    log_names: &log_names,
-                },
-            ) {
-                coverage.push(found);
-            }
-        }
-        results.findings.extend(merge_coverage(coverage));
     }
+    let mut coverage: Vec<Coverage> = Vec::new();
+    for (binary, log_part) in binaries.iter().zip(&log_parts) {
+        let part_kernels = log_part.as_deref().map(parse_ptxas_log).unwrap_or_default();
+        let known: Vec<KernelResources> = logs
+            .ptxas_kernels
+            .iter()
+            .cloned()
+            .chain(part_kernels)
+            .collect();
+        let warnings = log_part
+            .as_deref()
+            .map(parse_ptxas_warnings)
+            .unwrap_or_default();
+        if let Some(found) = examine_binary(
+            results,
+            examined,
+            BinaryContext {
+                cuobjdump: &cuobjdump,
+                binary,
+                device,
+                toolchain: &toolchain,
+                ptxas_kernels: &known,
+                warnings: &warnings,
+                log_names: &logs.log_names,
+            },
+        ) {
+            coverage.push(found);
+        }
+    }
+    results.findings.extend(merge_coverage(coverage));
+    Ok(())
+}
 
+/// Registers, occupancy, spills and launch bounds of each examined kernel on `device`, at
+/// the spec's launch of it when it names one.
+fn occupancy_findings(
+    input: &CudaCheckInput,
+    examined: &[Examined],
+    device: &str,
+    sm_count: Option<u32>,
+    results: &mut CheckResults,
+) {
     let Some(device_limits) = limits(device) else {
         if !examined.is_empty() {
             skip_kernels(
-                &mut results,
+                results,
                 format!("no occupancy table for {device}; add it to core::retune::cuda_occupancy"),
             );
         }
-        return results;
+        return;
     };
     for launch in input.launches {
         if !examined
@@ -233,7 +302,7 @@ pub fn run_cuda_checks_with_tools(
             );
         }
     }
-    for e in &examined {
+    for e in examined {
         let kernel = &e.kernel;
         let launch = input
             .launches
@@ -283,7 +352,6 @@ pub fn run_cuda_checks_with_tools(
         }
         results.findings.extend(findings);
     }
-    results
 }
 
 /// Each binary's part of the build log: the parts of the ninja targets that built it, or the

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use abfleet_core::finding::{CheckResults, Finding, Severity};
-use abfleet_core::retune::amd_occupancy::{kernel_findings, limits};
+use abfleet_core::retune::amd_occupancy::{kernel_findings, limits, AmdLimits};
 use abfleet_core::retune::hip_tools::{
     offload_coverage, parse_bundler_entries, parse_code_object_notes, processor,
     target_id_loads_on, BundleEntry,
@@ -164,7 +164,67 @@ fn check_artifact(
         return results;
     }
 
-    // List every bundle; remember where the device's code objects are.
+    let Ok(listed) = list_bundles(artifact, &bytes, &offsets, device, tools, dir, &mut results)
+    else {
+        return results;
+    };
+    let Listed {
+        built,
+        list_commands,
+        device_bundles,
+    } = listed;
+    results.findings.extend(offload_coverage(
+        &built,
+        device,
+        input.configured_targets,
+        &list_commands.join("; "),
+    ));
+
+    let device_processor = processor(device);
+    if device_bundles.is_empty() {
+        let reason =
+            format!("no code object for {device_processor} in `{shown}` (see arch_coverage)");
+        results.skip(BACKEND, "registers", &reason);
+        results.skip(BACKEND, "occupancy", reason);
+        return results;
+    }
+    let Some(arch_limits) = limits(device) else {
+        let reason = format!(
+            "no occupancy table for {device_processor}; add it to core::retune::amd_occupancy"
+        );
+        results.skip(BACKEND, "registers", &reason);
+        results.skip(BACKEND, "occupancy", reason);
+        return results;
+    };
+    code_object_findings(&device_bundles, &arch_limits, tools, dir, &mut results);
+    results
+}
+
+/// The checks of an artifact stopped early; `results` says why.
+struct Stopped;
+
+/// What the bundles of an artifact hold.
+struct Listed {
+    /// Every target id built, in the order first listed.
+    built: Vec<String>,
+    /// The commands that listed them, for the evidence.
+    list_commands: Vec<String>,
+    /// Each bundle with code objects that load on the device, and those entries.
+    device_bundles: Vec<(PathBuf, Vec<BundleEntry>)>,
+}
+
+/// Lists every bundle of `bytes` (the artifact's, found at `offsets`) and remembers where
+/// the device's code objects are.
+fn list_bundles(
+    artifact: &Path,
+    bytes: &[u8],
+    offsets: &[(usize, usize)],
+    device: &str,
+    tools: &HipTools,
+    dir: &Path,
+    results: &mut CheckResults,
+) -> Result<Listed, Stopped> {
+    let shown = artifact.display();
     let mut built: Vec<String> = Vec::new();
     let mut list_commands: Vec<String> = Vec::new();
     let mut device_bundles: Vec<(PathBuf, Vec<BundleEntry>)> = Vec::new();
@@ -179,7 +239,7 @@ fn check_artifact(
                     "arch_coverage",
                     format!("cannot write `{}`: {err}", path.display()),
                 );
-                return results;
+                return Err(Stopped);
             }
             path
         };
@@ -195,7 +255,7 @@ fn check_artifact(
                 for check in CHECKS {
                     results.skip(BACKEND, check, format!("`{command}` failed: {reason}"));
                 }
-                return results;
+                return Err(Stopped);
             }
         };
         list_commands.push(if input_path == artifact {
@@ -221,29 +281,22 @@ fn check_artifact(
             device_bundles.push((input_path, for_device));
         }
     }
-    results.findings.extend(offload_coverage(
-        &built,
-        device,
-        input.configured_targets,
-        &list_commands.join("; "),
-    ));
+    Ok(Listed {
+        built,
+        list_commands,
+        device_bundles,
+    })
+}
 
-    let device_processor = processor(device);
-    if device_bundles.is_empty() {
-        let reason =
-            format!("no code object for {device_processor} in `{shown}` (see arch_coverage)");
-        results.skip(BACKEND, "registers", &reason);
-        results.skip(BACKEND, "occupancy", reason);
-        return results;
-    }
-    let Some(arch_limits) = limits(device) else {
-        let reason = format!(
-            "no occupancy table for {device_processor}; add it to core::retune::amd_occupancy"
-        );
-        results.skip(BACKEND, "registers", &reason);
-        results.skip(BACKEND, "occupancy", reason);
-        return results;
-    };
+/// Each device code object unbundled and its kernels' registers and occupancy judged, once
+/// per kernel and architecture.
+fn code_object_findings(
+    device_bundles: &[(PathBuf, Vec<BundleEntry>)],
+    arch_limits: &AmdLimits,
+    tools: &HipTools,
+    dir: &Path,
+    results: &mut CheckResults,
+) {
     let mut seen: Vec<String> = Vec::new();
     for (n, (bundle, entries)) in device_bundles.iter().enumerate() {
         let mut args = vec![
@@ -266,7 +319,7 @@ fn check_artifact(
             .collect();
         args.extend(outputs.iter().map(|o| format!("--output={}", o.display())));
         if let Err(reason) = run(&tools.bundler, &args) {
-            skip_kernel_checks(&mut results, &command_line(&tools.bundler, &args), &reason);
+            skip_kernel_checks(results, &command_line(&tools.bundler, &args), &reason);
             continue;
         }
         for code_object in &outputs {
@@ -275,7 +328,7 @@ fn check_artifact(
             let notes = match run(&tools.readelf, &args) {
                 Ok(notes) => notes,
                 Err(reason) => {
-                    skip_kernel_checks(&mut results, &command, &reason);
+                    skip_kernel_checks(results, &command, &reason);
                     continue;
                 }
             };
@@ -296,11 +349,10 @@ fn check_artifact(
                 seen.push(key);
                 results
                     .findings
-                    .extend(kernel_findings(&kernel, &arch_limits, &command));
+                    .extend(kernel_findings(&kernel, arch_limits, &command));
             }
         }
     }
-    results
 }
 
 /// With several artifacts, findings and skips say which one they are about: the subject gets

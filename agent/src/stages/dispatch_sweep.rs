@@ -71,52 +71,13 @@ pub(crate) async fn dispatch_sweep(
         spec.cell_count() as u32,
         Some(format!("dispatch/{}/{}", fixture.name, workload.name)),
     )?;
-    let mut timings: Vec<LevelTiming> = levels
-        .iter()
-        .map(|l| LevelTiming {
-            name: l.name.clone(),
-            cpumask: l.cpumask.clone(),
-            ran: None,
-            times: Vec::new(),
-            scores: None,
-            error: None,
-        })
-        .collect();
-    let mut compiled: Option<Vec<String>> = None;
     let output = out_dir.join(format!("out.{}", spec.command.output_format.extension()));
     let log = out_dir.join("run.log");
     let base_argv = cell_command_line(&spec, &binary, fixture, paths, workload, &output);
-    // Quiet for every round: round 0 is the warm-up of every level, rounds 1..=runs are timed.
-    let quiet = quiet_for_cell(ctx).await?;
-    for round in 0..=sweep.runs {
-        for offset in 0..levels.len() {
-            let i = (offset + round as usize) % levels.len();
-            if timings[i].error.is_some() {
-                continue;
-            }
-            let mut argv = base_argv.clone();
-            argv.push(sweep.cpumask_option.clone());
-            argv.push(levels[i].cpumask.clone());
-            let run = run_fork(ctx, &argv, &fork.tree, &output, &log).await?;
-            let timing = &mut timings[i];
-            if !run.usable() {
-                timing.error = Some(run.failure());
-                timing.times.clear();
-                continue;
-            }
-            timing.ran = run.key("simd").or(timing.ran.take());
-            if compiled.is_none() {
-                compiled = simd_compiled(run.json.as_ref());
-            }
-            if round > 0 {
-                timing.times.push(run.wall_s);
-                if timing.scores.is_none() {
-                    timing.scores = run.scores.ok();
-                }
-            }
-        }
-    }
-    drop(quiet);
+    let Timed {
+        timings,
+        mut compiled,
+    } = time_levels(ctx, sweep, &levels, &base_argv, fork, &output, &log).await?;
     if compiled.is_none() && !sweep.simd_info.is_empty() {
         let (template, binary, tree) = (sweep.simd_info.clone(), binary.clone(), fork.tree.clone());
         compiled = tokio::task::spawn_blocking(move || simd_info(&template, &binary, &tree))
@@ -153,6 +114,69 @@ pub(crate) async fn dispatch_sweep(
         emit(ctx, JobEventPayload::CheckSkipped(skipped))?;
     }
     Ok(())
+}
+
+/// Every level's timings, and the ISA levels the build says it has when a run said so.
+struct Timed {
+    timings: Vec<LevelTiming>,
+    compiled: Option<Vec<String>>,
+}
+
+/// Round 0 warms every level up, rounds 1..=runs are timed, each round visiting the levels
+/// in a rotated order; a level that fails is not run again.
+async fn time_levels(
+    ctx: &mut JobContext,
+    sweep: &CpuDispatchSpec,
+    levels: &[abfleet_core::spec::DispatchLevel],
+    base_argv: &[String],
+    fork: &BuiltSide,
+    output: &std::path::Path,
+    log: &std::path::Path,
+) -> Result<Timed, Stop> {
+    let mut timings: Vec<LevelTiming> = levels
+        .iter()
+        .map(|l| LevelTiming {
+            name: l.name.clone(),
+            cpumask: l.cpumask.clone(),
+            ran: None,
+            times: Vec::new(),
+            scores: None,
+            error: None,
+        })
+        .collect();
+    let mut compiled: Option<Vec<String>> = None;
+    // Quiet for every round: round 0 is the warm-up of every level, rounds 1..=runs are timed.
+    let quiet = quiet_for_cell(ctx).await?;
+    for round in 0..=sweep.runs {
+        for offset in 0..levels.len() {
+            let i = (offset + round as usize) % levels.len();
+            if timings[i].error.is_some() {
+                continue;
+            }
+            let mut argv = base_argv.to_vec();
+            argv.push(sweep.cpumask_option.clone());
+            argv.push(levels[i].cpumask.clone());
+            let run = run_fork(ctx, &argv, &fork.tree, output, log).await?;
+            let timing = &mut timings[i];
+            if !run.usable() {
+                timing.error = Some(run.failure());
+                timing.times.clear();
+                continue;
+            }
+            timing.ran = run.key("simd").or(timing.ran.take());
+            if compiled.is_none() {
+                compiled = simd_compiled(run.json.as_ref());
+            }
+            if round > 0 {
+                timing.times.push(run.wall_s);
+                if timing.scores.is_none() {
+                    timing.scores = run.scores.ok();
+                }
+            }
+        }
+    }
+    drop(quiet);
+    Ok(Timed { timings, compiled })
 }
 
 fn simd_compiled(json: Option<&serde_json::Value>) -> Option<Vec<String>> {

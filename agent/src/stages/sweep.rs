@@ -52,49 +52,9 @@ pub(crate) async fn run_sweep(
         strategy = plan.strategy.as_str(),
         "sweep planned"
     );
-    // One fetch, so every configuration is built from the same revision; then every build,
-    // so compiling never runs next to a timed run.
-    let source = fetch(ctx, Side::Fork).await?;
-    let mut builds: BTreeMap<String, BuiltSide> = BTreeMap::new();
-    let mut configurations = Vec::new();
-    for configuration in &plan.configurations {
-        check_cancel(ctx)?;
-        let recipe = recipe_for(&spec.fork.build, sweep, configuration);
-        let key = serde_json::to_string(&recipe).expect("a recipe serialises");
-        let built = match (builds.get(&key), &source) {
-            (Some(built), _) => built.clone(),
-            (None, Err(not_fetched)) => not_fetched.clone(),
-            (None, Ok(resolved)) => {
-                let built = build_fetched(ctx, Side::Fork, resolved, &recipe).await?;
-                builds.insert(key, built.clone());
-                built
-            }
-        };
-        let (env, extra_args) = run_settings(sweep, configuration);
-        configurations.push(Prepared {
-            configuration: configuration.clone(),
-            built,
-            env,
-            extra_args,
-        });
-    }
-    let out_dir = ctx
-        .work_dir
-        .join("jobs")
-        .join(&ctx.job_id)
-        .join(ctx.attempt.to_string())
-        .join("sweep");
-    std::fs::create_dir_all(&out_dir)
-        .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
-    let cells: Vec<String> = spec
-        .fixtures
-        .iter()
-        .flat_map(|f| {
-            spec.workloads
-                .iter()
-                .map(move |w| format!("{}/{}", f.name, w.name))
-        })
-        .collect();
+    let configurations = build_configurations(ctx, sweep, &plan.configurations, &spec).await?;
+    let out_dir = sweep_dir(ctx)?;
+    let cells = cell_labels(&spec);
     let timer = Timer {
         spec: &spec,
         fixtures: prepared_fixtures,
@@ -182,6 +142,67 @@ pub(crate) async fn run_sweep(
     let mut all_not_tried = not_tried;
     all_not_tried.extend(plan.not_tried.iter().cloned());
     emit_outcome(ctx, &plan, cells, runs, all_not_tried, started)
+}
+
+/// Every configuration built before any timing starts: one fetch, so all are built from
+/// the same revision, then every distinct build once, so compiling never runs next to a
+/// timed run.
+async fn build_configurations(
+    ctx: &mut JobContext,
+    sweep: &SweepSpec,
+    planned: &[Configuration],
+    spec: &JobSpec,
+) -> Result<Vec<Prepared>, Stop> {
+    let source = fetch(ctx, Side::Fork).await?;
+    let mut builds: BTreeMap<String, BuiltSide> = BTreeMap::new();
+    let mut configurations = Vec::new();
+    for configuration in planned {
+        check_cancel(ctx)?;
+        let recipe = recipe_for(&spec.fork.build, sweep, configuration);
+        let key = serde_json::to_string(&recipe).expect("a recipe serialises");
+        let built = match (builds.get(&key), &source) {
+            (Some(built), _) => built.clone(),
+            (None, Err(not_fetched)) => not_fetched.clone(),
+            (None, Ok(resolved)) => {
+                let built = build_fetched(ctx, Side::Fork, resolved, &recipe).await?;
+                builds.insert(key, built.clone());
+                built
+            }
+        };
+        let (env, extra_args) = run_settings(sweep, configuration);
+        configurations.push(Prepared {
+            configuration: configuration.clone(),
+            built,
+            env,
+            extra_args,
+        });
+    }
+    Ok(configurations)
+}
+
+/// The attempt's sweep directory, made.
+fn sweep_dir(ctx: &JobContext) -> Result<PathBuf, Stop> {
+    let out_dir = ctx
+        .work_dir
+        .join("jobs")
+        .join(&ctx.job_id)
+        .join(ctx.attempt.to_string())
+        .join("sweep");
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
+    Ok(out_dir)
+}
+
+/// `fixture/workload` of every cell one timed run covers.
+fn cell_labels(spec: &JobSpec) -> Vec<String> {
+    spec.fixtures
+        .iter()
+        .flat_map(|f| {
+            spec.workloads
+                .iter()
+                .map(move |w| format!("{}/{}", f.name, w.name))
+        })
+        .collect()
 }
 
 fn emit_outcome(
