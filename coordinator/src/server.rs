@@ -86,6 +86,31 @@ fn incoming_without_nagle(
     })
 }
 
+/// The lease reaper: every heartbeat interval (or a quarter lease, if shorter), so a lost
+/// agent's job is requeued within lease + one heartbeat interval; each tick also finishes
+/// runs left stranded (the first tick is at once: those of before a restart at start).
+fn spawn_lease_reaper(fleet: Fleet) -> tokio::task::JoinHandle<()> {
+    let config = fleet.config();
+    let period = (config.lease / 4)
+        .min(config.heartbeat_interval)
+        .max(std::time::Duration::from_millis(50));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tick.tick().await;
+            if let Err(err) = fleet.reap_expired_leases().await {
+                error!(error = %err, "lease reaper failed");
+            }
+            // The first tick is at once: a run stranded before a restart is finished
+            // at start.
+            if let Err(err) = fleet.finish_stranded_runs().await {
+                error!(error = %err, "finding runs to finish failed");
+            }
+        }
+    })
+}
+
 /// Serves on `listener` until `shutdown` resolves.
 pub async fn serve(
     coordinator: Coordinator,
@@ -128,30 +153,7 @@ pub async fn serve(
             }
         }
     };
-    let reaper = {
-        let fleet = fleet.clone();
-        // Every heartbeat interval (or a quarter lease, if shorter): a lost agent's job is
-        // requeued within lease + one heartbeat interval.
-        let config = fleet.config();
-        let period = (config.lease / 4)
-            .min(config.heartbeat_interval)
-            .max(std::time::Duration::from_millis(50));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            loop {
-                tick.tick().await;
-                if let Err(err) = fleet.reap_expired_leases().await {
-                    error!(error = %err, "lease reaper failed");
-                }
-                // The first tick is at once: a run stranded before a restart is finished
-                // at start.
-                if let Err(err) = fleet.finish_stranded_runs().await {
-                    error!(error = %err, "finding runs to finish failed");
-                }
-            }
-        })
-    };
+    let reaper = spawn_lease_reaper(fleet.clone());
     // Alerts queued by runs that finished, here or before a restart.
     let alert_delivery = {
         let fleet = fleet.clone();

@@ -491,7 +491,8 @@ mod tests {
     }
 
     /// The keys GitHub's documented payloads carry (its webhook payload schemas): the
-    /// fixtures keep the whole structure, not only what abfleet reads.
+    /// fixtures keep the whole structure, not only what abfleet reads. Long on purpose: the
+    /// expected key lists are written out, one per payload object, as the schemas list them.
     #[test]
     fn fixtures_carry_githubs_full_structure() {
         fn keys(value: &Value) -> std::collections::BTreeSet<&str> {

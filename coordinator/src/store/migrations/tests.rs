@@ -146,6 +146,8 @@ fn every_version_on_the_ladder_migrates_to_the_latest_schema() {
     }
 }
 
+/// Long on purpose: it writes the first schema's rows by hand, as that version did, and
+/// reads every one back through today's store, step by step.
 #[tokio::test]
 async fn a_data_dir_made_by_the_first_schema_migrates_and_its_rows_stay_readable() {
     let dir = tempfile::tempdir().unwrap();
