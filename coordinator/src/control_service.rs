@@ -295,7 +295,7 @@ impl pb::control_service_server::ControlService for ControlService {
                 AgentSummary {
                     agent_id: agent.agent_id,
                     inventory: agent.inventory,
-                    state: state.to_string(),
+                    state,
                     last_heartbeat_ms: agent.last_heartbeat_ms,
                     running_job: running,
                     certificate: agent.certificate.map(|(name, id)| AgentCertificate {
@@ -338,7 +338,7 @@ impl pb::control_service_server::ControlService for ControlService {
         let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
         let state = self.fleet.drain(agent_id, request.resume).await?;
         Ok(Response::new(pb::DrainAgentResponse {
-            state: state.to_string(),
+            state: state.as_str().to_string(),
         }))
     }
 

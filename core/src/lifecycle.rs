@@ -109,3 +109,105 @@ impl std::str::FromStr for JobState {
             })
     }
 }
+
+/// Where an agent stands, as the coordinator judges it from its heartbeats, its lease and
+/// its drain flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentState {
+    /// Heard from lately, holds no lease, takes jobs.
+    Idle,
+    /// Holds a lease.
+    Busy,
+    /// Drained while busy: finishes its job and is offered nothing after.
+    Draining,
+    /// Drained and idle: offered nothing until resumed.
+    Drained,
+    /// Silent longer than `agent_lost_after`.
+    Lost,
+}
+
+impl AgentState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentState::Idle => "idle",
+            AgentState::Busy => "busy",
+            AgentState::Draining => "draining",
+            AgentState::Drained => "drained",
+            AgentState::Lost => "lost",
+        }
+    }
+
+    /// Every state, in the order lists and metrics show them.
+    pub const ALL: [AgentState; 5] = [
+        AgentState::Idle,
+        AgentState::Busy,
+        AgentState::Draining,
+        AgentState::Drained,
+        AgentState::Lost,
+    ];
+
+    /// An agent's state from what the coordinator knows of it.
+    pub fn of(lost: bool, draining: bool, busy: bool) -> AgentState {
+        match (lost, draining, busy) {
+            (true, _, _) => AgentState::Lost,
+            (false, true, true) => AgentState::Draining,
+            (false, true, false) => AgentState::Drained,
+            (false, false, true) => AgentState::Busy,
+            (false, false, false) => AgentState::Idle,
+        }
+    }
+}
+
+impl std::fmt::Display for AgentState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for AgentState {
+    type Err = crate::names::UnknownName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        AgentState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == text)
+            .ok_or_else(|| {
+                crate::names::UnknownName::new(
+                    "agent state",
+                    text,
+                    &AgentState::ALL.map(AgentState::as_str),
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_reads_back_from_its_name_and_an_unknown_name_is_named() {
+        for state in AgentState::ALL {
+            assert_eq!(state.as_str().parse::<AgentState>().unwrap(), state);
+        }
+        for state in RunState::ALL {
+            assert_eq!(state.as_str().parse::<RunState>().unwrap(), state);
+        }
+        for state in JobState::ALL {
+            assert_eq!(state.as_str().parse::<JobState>().unwrap(), state);
+        }
+        let err = "asleep".parse::<AgentState>().unwrap_err().to_string();
+        assert!(err.contains("asleep") && err.contains("drained"), "{err}");
+    }
+
+    #[test]
+    fn a_lost_agent_is_lost_whatever_else_holds_and_draining_needs_a_job() {
+        for (draining, busy) in [(false, false), (true, true), (true, false), (false, true)] {
+            assert_eq!(AgentState::of(true, draining, busy), AgentState::Lost);
+        }
+        assert_eq!(AgentState::of(false, true, true), AgentState::Draining);
+        assert_eq!(AgentState::of(false, true, false), AgentState::Drained);
+        assert_eq!(AgentState::of(false, false, true), AgentState::Busy);
+        assert_eq!(AgentState::of(false, false, false), AgentState::Idle);
+    }
+}

@@ -5,6 +5,7 @@
 //! is a [`LinkErrorKind`](crate::LinkErrorKind).
 
 use abfleet_core::bisect::BisectRecord;
+use abfleet_core::lifecycle::AgentState;
 use abfleet_core::progress::RunProgress;
 use abfleet_core::report::history::{HistoryPoint, HistoryQuery};
 use abfleet_core::report::Report;
@@ -267,8 +268,8 @@ impl ControlLink {
     }
 
     /// Drains an agent (or, with `resume`, lets it take jobs again); its state after.
-    pub async fn drain(&self, agent_id: &AgentId, resume: bool) -> Result<String, LinkError> {
-        Ok(self
+    pub async fn drain(&self, agent_id: &AgentId, resume: bool) -> Result<AgentState, LinkError> {
+        let state = self
             .client
             .clone()
             .drain_agent(pb::DrainAgentRequest {
@@ -277,7 +278,14 @@ impl ControlLink {
             })
             .await?
             .into_inner()
-            .state)
+            .state;
+        state
+            .parse()
+            .map_err(|err: abfleet_core::names::UnknownName| {
+                LinkError::unreadable(format!(
+                    "the coordinator answered an agent state this abfleet does not know: {err}"
+                ))
+            })
     }
 
     /// Puts a certificate on the deny list, with why.

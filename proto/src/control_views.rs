@@ -5,7 +5,7 @@
 //! [`ControlLink`]: crate::control_link::ControlLink
 
 use abfleet_core::inventory::Inventory;
-use abfleet_core::lifecycle::RunState;
+use abfleet_core::lifecycle::{AgentState, RunState};
 use abfleet_core::{AgentId, JobId, RunId};
 
 use crate::convert::non_empty;
@@ -62,8 +62,7 @@ pub struct RunSummary {
 pub struct AgentSummary {
     pub agent_id: AgentId,
     pub inventory: Inventory,
-    /// idle, busy, draining, drained, lost.
-    pub state: String,
+    pub state: AgentState,
     pub last_heartbeat_ms: i64,
     pub running_job: Option<JobId>,
     /// Under mutual TLS, the certificate the id belongs to; `None` over plaintext loopback.
@@ -185,7 +184,7 @@ impl From<AgentSummary> for pb::AgentSummary {
         pb::AgentSummary {
             agent_id: agent.agent_id.to_string(),
             inventory: Some(agent.inventory.into()),
-            state: agent.state,
+            state: agent.state.as_str().to_string(),
             last_heartbeat_ms: agent.last_heartbeat_ms,
             running_job_id: agent
                 .running_job
@@ -210,7 +209,15 @@ impl TryFrom<pb::AgentSummary> for AgentSummary {
         Ok(AgentSummary {
             agent_id: parse_id("agent.agent_id", &agent.agent_id)?,
             inventory: Inventory::try_from(inventory)?,
-            state: agent.state,
+            state: agent
+                .state
+                .parse()
+                .map_err(
+                    |err: abfleet_core::names::UnknownName| WireError::BadDocument {
+                        field: "agent.state",
+                        message: err.to_string(),
+                    },
+                )?,
             last_heartbeat_ms: agent.last_heartbeat_ms,
             running_job: non_empty(agent.running_job_id)
                 .map(|id| parse_id("agent.running_job_id", &id))
@@ -391,7 +398,7 @@ mod tests {
             let agent = AgentSummary {
                 agent_id: AgentId::new_random(),
                 inventory: inventory(),
-                state: "busy".into(),
+                state: AgentState::Busy,
                 last_heartbeat_ms: 42,
                 running_job: certificate.as_ref().map(|_| JobId::new_random()),
                 certificate,

@@ -10,7 +10,6 @@ use super::{control_client, link_error};
 use crate::cli::TlsArgs;
 use crate::cli::{ListFormat, StoreSource};
 use crate::failure::{Classify, Failure};
-use crate::terminal_text::visible_cell;
 use crate::text_table::TextTable;
 
 /// Runs read per page with `--all`.
@@ -140,7 +139,7 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Res
                     .collect();
                 serde_json::json!({
                     "agent_id": agent.agent_id.to_string(),
-                    "state": agent.state,
+                    "state": agent.state.as_str(),
                     "last_heartbeat": format_utc(agent.last_heartbeat_ms),
                     "last_heartbeat_ms": agent.last_heartbeat_ms,
                     "hostname": inventory.hostname,
@@ -191,7 +190,7 @@ pub async fn agents(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Res
         };
         table.row([
             agent.agent_id.to_string(),
-            agent.state,
+            agent.state.as_str().to_string(),
             format_utc(agent.last_heartbeat_ms),
             inventory.hostname,
             certificate,
@@ -244,7 +243,7 @@ pub async fn drain(
         .drain(&parsed, resume)
         .await
         .map_err(|err| link_error("failed to drain the agent", err))?;
-    let state = visible_cell(&state);
+    let state = state.as_str();
     if resume {
         println!("agent {agent_id} takes jobs again ({state})");
     } else {

@@ -6,6 +6,8 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use abfleet_core::lifecycle::AgentState;
+
 use super::{Fleet, FleetError};
 
 /// Counters since the coordinator started.
@@ -55,13 +57,13 @@ impl Fleet {
             "gauge",
             &[(String::new(), connected as u64)],
         );
-        let by_state = |state: &str| agents.iter().filter(|(_, s, _)| *s == state).count() as u64;
+        let by_state =
+            |state: AgentState| agents.iter().filter(|(_, s, _)| *s == state).count() as u64;
         gauge(
             "abfleet_agents",
             "Registered agents by state (idle, busy, draining, drained, lost).",
             "gauge",
-            &["idle", "busy", "draining", "drained", "lost"]
-                .map(|s| (format!("{{state=\"{s}\"}}"), by_state(s))),
+            &AgentState::ALL.map(|s| (format!("{{state=\"{s}\"}}"), by_state(s))),
         );
         let agent_label = |agent: &crate::store::AgentRow| {
             format!("{{agent=\"{}\"}}", escape(&agent.agent_id.to_string()))

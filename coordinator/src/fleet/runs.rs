@@ -1,7 +1,7 @@
 //! Runs and their jobs from submission to their end: planning the jobs a spec fans out to,
 //! cancelling, and finishing a run once every job has ended.
 
-use abfleet_core::lifecycle::{JobState, RunState};
+use abfleet_core::lifecycle::{AgentState, JobState, RunState};
 use abfleet_core::progress::RunProgress;
 use abfleet_core::session::SessionMessage;
 use abfleet_core::spec::{Fanout, JobSpec};
@@ -114,7 +114,7 @@ impl Fleet {
         let agents = self.agents().await?;
         let mut jobs: Vec<NewJob> = Vec::new();
         for (agent, state, _) in &agents {
-            if *state == "lost" {
+            if *state == AgentState::Lost {
                 continue;
             }
             for generation in agent

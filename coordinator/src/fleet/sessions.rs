@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use abfleet_core::inventory::Inventory;
-use abfleet_core::lifecycle::JobState;
+use abfleet_core::lifecycle::{AgentState, JobState};
 use abfleet_core::progress::RunProgress;
 use abfleet_core::session::{JobOffer, SessionMessage};
 use abfleet_core::{AgentId, JobId};
@@ -390,7 +390,7 @@ impl Fleet {
     /// Drains an agent (`resume`: undoes it): a draining agent finishes the job it runs and
     /// is offered no new one. Kept in the store, so a restarted coordinator or agent stays
     /// drained. Returns the agent's state afterwards.
-    pub async fn drain(&self, agent_id: AgentId, resume: bool) -> Result<&'static str, FleetError> {
+    pub async fn drain(&self, agent_id: AgentId, resume: bool) -> Result<AgentState, FleetError> {
         if !self.inner.store.set_draining(agent_id, !resume).await? {
             return Err(FleetError::UnknownAgent(agent_id));
         }
@@ -403,12 +403,12 @@ impl Fleet {
             .await?
             .into_iter()
             .find(|(agent, _, _)| agent.agent_id == agent_id)
-            .map_or("lost", |(_, state, _)| state))
+            .map_or(AgentState::Lost, |(_, state, _)| state))
     }
 
     /// Agents with their state: busy (holds a lease), lost (silent too long), draining (busy,
     /// offered nothing once done), drained (idle, offered nothing), idle.
-    pub async fn agents(&self) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, FleetError> {
+    pub async fn agents(&self) -> Result<Vec<(AgentRow, AgentState, Option<JobId>)>, FleetError> {
         self.agents_page(0, u32::MAX).await
     }
 
@@ -417,7 +417,7 @@ impl Fleet {
         &self,
         offset: u64,
         limit: u32,
-    ) -> Result<Vec<(AgentRow, &'static str, Option<JobId>)>, FleetError> {
+    ) -> Result<Vec<(AgentRow, AgentState, Option<JobId>)>, FleetError> {
         let leased = self.inner.store.jobs_in_state(JobState::Leased).await?;
         let lost_before = self.now_ms() - self.inner.config.agent_lost_after.as_millis() as i64;
         let agents = self.inner.store.agents_page(offset, limit).await?;
@@ -431,17 +431,11 @@ impl Fleet {
                     .iter()
                     .find(|j| j.agent_id == Some(agent.agent_id))
                     .map(|j| j.job_id);
-                let state = if agent.last_heartbeat_ms < lost_before {
-                    "lost"
-                } else if agent.draining && running.is_some() {
-                    "draining"
-                } else if agent.draining {
-                    "drained"
-                } else if running.is_some() {
-                    "busy"
-                } else {
-                    "idle"
-                };
+                let state = AgentState::of(
+                    agent.last_heartbeat_ms < lost_before,
+                    agent.draining,
+                    running.is_some(),
+                );
                 (agent, state, running)
             })
             .collect())

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use abfleet_core::events::{JobEventPayload, JobOutcome};
 use abfleet_core::inventory::Inventory;
-use abfleet_core::lifecycle::{JobState, RunState};
+use abfleet_core::lifecycle::{AgentState, JobState, RunState};
 use abfleet_core::progress::RunProgress;
 use abfleet_core::session::{JobOffer, SessionMessage};
 use abfleet_core::spec::JobSpec;
@@ -728,14 +728,14 @@ async fn an_agent_silent_longer_than_agent_lost_after_is_listed_as_lost() {
     let h = Harness::new(3).await;
     let state = |agents: Vec<(
         crate::store::AgentRow,
-        &'static str,
+        AgentState,
         Option<abfleet_core::JobId>,
     )>| agents[0].1;
-    assert_eq!(state(h.fleet.agents().await.unwrap()), "idle");
+    assert_eq!(state(h.fleet.agents().await.unwrap()), AgentState::Idle);
     h.clock.advance(Duration::from_secs(11));
-    assert_eq!(state(h.fleet.agents().await.unwrap()), "lost");
+    assert_eq!(state(h.fleet.agents().await.unwrap()), AgentState::Lost);
     h.fleet.heartbeat(h.agent, None).await.unwrap();
-    assert_eq!(state(h.fleet.agents().await.unwrap()), "idle");
+    assert_eq!(state(h.fleet.agents().await.unwrap()), AgentState::Idle);
 }
 
 fn build(toolchain: &str) -> JobEventPayload {
@@ -1201,14 +1201,17 @@ async fn a_draining_agent_keeps_its_job_and_is_offered_nothing_until_resumed() {
     let mut h = Harness::new(3).await;
     let first = h.fleet.submit(spec(), "manual", "test").await.unwrap();
     let offer = h.ready_and_take_offer().await;
-    assert_eq!(h.fleet.drain(h.agent, false).await.unwrap(), "draining");
+    assert_eq!(
+        h.fleet.drain(h.agent, false).await.unwrap(),
+        AgentState::Draining
+    );
     let second = h.fleet.submit(spec(), "manual", "test").await.unwrap();
     h.done(&offer, 0, JobOutcome::Completed).await;
     assert_eq!(h.run_state(first).await.0, RunState::Done);
     h.fleet.ready(h.agent).await.unwrap();
     h.no_message();
     assert_eq!(h.job_state(second).await, JobState::Queued);
-    let states: Vec<&str> = h
+    let states: Vec<AgentState> = h
         .fleet
         .agents()
         .await
@@ -1216,8 +1219,11 @@ async fn a_draining_agent_keeps_its_job_and_is_offered_nothing_until_resumed() {
         .into_iter()
         .map(|(_, state, _)| state)
         .collect();
-    assert_eq!(states, vec!["drained"]);
-    assert_eq!(h.fleet.drain(h.agent, true).await.unwrap(), "busy");
+    assert_eq!(states, vec![AgentState::Drained]);
+    assert_eq!(
+        h.fleet.drain(h.agent, true).await.unwrap(),
+        AgentState::Busy
+    );
     match h.session.try_recv() {
         Ok(SessionMessage::Offer(next)) => assert_eq!(next.run_id, second),
         other => panic!("expected an offer, got {other:?}"),

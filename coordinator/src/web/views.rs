@@ -1,6 +1,7 @@
 //! The fleet's rows as the web view shows them: the page views of `abfleet-html` and the
 //! JSON of `/api/`, built from the same reads so the two never disagree.
 
+use abfleet_core::lifecycle::AgentState;
 use abfleet_core::progress::RunProgress;
 use abfleet_core::report::format_utc;
 use abfleet_core::{JobId, RunId};
@@ -50,9 +51,7 @@ pub(super) fn run_json(run: &RunView) -> Value {
     })
 }
 
-pub(super) fn agent_view(
-    (agent, state, job): (AgentRow, &'static str, Option<JobId>),
-) -> AgentView {
+pub(super) fn agent_view((agent, state, job): (AgentRow, AgentState, Option<JobId>)) -> AgentView {
     AgentView {
         agent_id: agent.agent_id.to_string(),
         hostname: agent.inventory.hostname.clone(),
@@ -65,7 +64,7 @@ pub(super) fn agent_view(
         state: state.to_string(),
         current_job: job.map(|j| j.to_string()),
         last_heartbeat: format_utc(agent.last_heartbeat_ms),
-        lost: state == "lost",
+        lost: state == AgentState::Lost,
     }
 }
 
