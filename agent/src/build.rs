@@ -252,11 +252,8 @@ pub async fn build_side(
         ));
     }
     if let Some(reason) = unlinked {
-        let _ = append(&log_path, &format!("# not linked: {reason}\n"));
-        if let Err(err) = std::fs::write(dir.join(UNLINKED), &reason)
-            .and_then(|()| std::fs::write(dir.join(MARKER), &key))
-        {
-            return fail(format!("cannot record the finished build: {err}"));
+        if let Err(err) = record_unlinked(&dir, &log_path, &key, &reason) {
+            return fail(err);
         }
         return BuiltSide {
             record: record(
@@ -270,20 +267,8 @@ pub async fn build_side(
             unlinked: Some(reason),
         };
     }
-    if !binary.is_file() {
-        return fail(format!(
-            "the build finished but the binary `{}` does not exist; check the recipe's `binary` (relative to the source tree)",
-            recipe.binary.display()
-        ));
-    }
-    // The binary is what timed runs execute: a symlink out of the tree is not the build's.
-    if let Err(err) =
-        crate::input_checks::inside_tree("the recipe's `binary`", &tree, &recipe.binary)
-    {
+    if let Err(err) = record_linked(&dir, &tree, recipe, &key) {
         return fail(err);
-    }
-    if let Err(err) = std::fs::write(dir.join(MARKER), &key) {
-        return fail(format!("cannot record the finished build: {err}"));
     }
     BuiltSide {
         record: record(
@@ -296,6 +281,29 @@ pub async fn build_side(
         tree,
         unlinked: None,
     }
+}
+
+/// A linked build recorded as finished, once its binary is there and inside the tree (it is
+/// what timed runs execute: a symlink out of the tree is not the build's).
+fn record_linked(dir: &Path, tree: &Path, recipe: &BuildRecipe, key: &str) -> Result<(), String> {
+    if !tree.join(&recipe.binary).is_file() {
+        return Err(format!(
+            "the build finished but the binary `{}` does not exist; check the recipe's `binary` (relative to the source tree)",
+            recipe.binary.display()
+        ));
+    }
+    crate::input_checks::inside_tree("the recipe's `binary`", tree, &recipe.binary)?;
+    std::fs::write(dir.join(MARKER), key)
+        .map_err(|err| format!("cannot record the finished build: {err}"))
+}
+
+/// A build whose link step failed, recorded as finished: the reason in the log and beside
+/// the tree, then the marker.
+fn record_unlinked(dir: &Path, log_path: &Path, key: &str, reason: &str) -> Result<(), String> {
+    let _ = append(log_path, &format!("# not linked: {reason}\n"));
+    std::fs::write(dir.join(UNLINKED), reason)
+        .and_then(|()| std::fs::write(dir.join(MARKER), key))
+        .map_err(|err| format!("cannot record the finished build: {err}"))
 }
 
 /// Checks `source` out into `tree`, its child processes stopped on a cancel.

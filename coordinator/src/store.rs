@@ -1118,71 +1118,7 @@ fn insert_batch(
         if inserted == 0 {
             continue;
         }
-        match &event.header {
-            EventHeader::Cell(cell) => {
-                let stored = tx
-                    .prepare_cached(
-                        "INSERT OR IGNORE INTO cells (job_id, attempt, cell_index, fixture, workload, parity, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    )?
-                    .execute(params![
-                        job_key,
-                        attempt,
-                        cell.index,
-                        cell.fixture,
-                        cell.workload,
-                        cell.parity.as_str(),
-                        event.seq as i64
-                    ])?;
-                if stored == 0 {
-                    // A new event for a cell this attempt has: the batch is refused whole
-                    // (the transaction is not committed), so the store and the report never
-                    // disagree on which of the two counts.
-                    let first_seq: i64 = tx
-                        .prepare_cached(
-                            "SELECT seq FROM cells WHERE job_id = ?1 AND attempt = ?2 AND cell_index = ?3",
-                        )?
-                        .query_row(params![job_key, attempt, cell.index], |row| row.get(0))?;
-                    return Err(CoordinatorError::RepeatedCell {
-                        job_id: job_key,
-                        attempt,
-                        seq: event.seq,
-                        index: cell.index,
-                        first_seq: first_seq as u64,
-                    });
-                }
-            }
-            EventHeader::Other(JobEventPayload::Done {
-                outcome: job_outcome,
-                error,
-            }) => {
-                let state = match job_outcome {
-                    abfleet_core::events::JobOutcome::Completed => JobState::Done,
-                    abfleet_core::events::JobOutcome::Failed => JobState::Failed,
-                    abfleet_core::events::JobOutcome::Cancelled => JobState::Cancelled,
-                };
-                let reason = match error {
-                    Some(error) => format!("{}: {error}", state.as_str()),
-                    None => state.as_str().to_string(),
-                };
-                end_attempt(tx, job_id, attempt, &reason)?;
-                // A leased job that completes clears the reason an earlier attempt ended (its
-                // agent was lost): the attempt history keeps it, and it is no problem of the
-                // finished job.
-                tx.execute(
-                    "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = CASE WHEN state = ?5 AND ?3 = ?7 THEN ?4 ELSE COALESCE(error, ?4) END WHERE job_id = ?1 AND attempt = ?2 AND state IN (?5, ?6)",
-                    params![
-                        job_key,
-                        attempt,
-                        state.as_str(),
-                        error,
-                        JobState::Leased.as_str(),
-                        JobState::Cancelled.as_str(),
-                        JobState::Done.as_str()
-                    ],
-                )?;
-            }
-            EventHeader::Other(_) => {}
-        }
+        apply_header(tx, job_id, attempt, event.seq, &event.header)?;
         // The stored JSON is no longer needed: what intake reads next is the header.
         outcome.new_events.push(NewEvent {
             seq: event.seq,
@@ -1190,6 +1126,84 @@ fn insert_batch(
         });
     }
     Ok(outcome)
+}
+
+/// What a newly stored event changes beyond the events table: a cell is indexed (a second
+/// cell of one index in an attempt refuses the batch), a `done` ends the attempt and the job.
+fn apply_header(
+    tx: &rusqlite::Transaction<'_>,
+    job_id: JobId,
+    attempt: u32,
+    seq: u64,
+    header: &EventHeader,
+) -> Result<(), CoordinatorError> {
+    let job_key = job_id.to_string();
+    match header {
+        EventHeader::Cell(cell) => {
+            let stored = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO cells (job_id, attempt, cell_index, fixture, workload, parity, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )?
+                .execute(params![
+                    job_key,
+                    attempt,
+                    cell.index,
+                    cell.fixture,
+                    cell.workload,
+                    cell.parity.as_str(),
+                    seq as i64
+                ])?;
+            if stored == 0 {
+                // A new event for a cell this attempt has: the batch is refused whole
+                // (the transaction is not committed), so the store and the report never
+                // disagree on which of the two counts.
+                let first_seq: i64 = tx
+                    .prepare_cached(
+                        "SELECT seq FROM cells WHERE job_id = ?1 AND attempt = ?2 AND cell_index = ?3",
+                    )?
+                    .query_row(params![job_key, attempt, cell.index], |row| row.get(0))?;
+                return Err(CoordinatorError::RepeatedCell {
+                    job_id: job_key,
+                    attempt,
+                    seq,
+                    index: cell.index,
+                    first_seq: first_seq as u64,
+                });
+            }
+        }
+        EventHeader::Other(JobEventPayload::Done {
+            outcome: job_outcome,
+            error,
+        }) => {
+            let state = match job_outcome {
+                abfleet_core::events::JobOutcome::Completed => JobState::Done,
+                abfleet_core::events::JobOutcome::Failed => JobState::Failed,
+                abfleet_core::events::JobOutcome::Cancelled => JobState::Cancelled,
+            };
+            let reason = match error {
+                Some(error) => format!("{}: {error}", state.as_str()),
+                None => state.as_str().to_string(),
+            };
+            end_attempt(tx, job_id, attempt, &reason)?;
+            // A leased job that completes clears the reason an earlier attempt ended (its
+            // agent was lost): the attempt history keeps it, and it is no problem of the
+            // finished job.
+            tx.execute(
+                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = CASE WHEN state = ?5 AND ?3 = ?7 THEN ?4 ELSE COALESCE(error, ?4) END WHERE job_id = ?1 AND attempt = ?2 AND state IN (?5, ?6)",
+                params![
+                    job_key,
+                    attempt,
+                    state.as_str(),
+                    error,
+                    JobState::Leased.as_str(),
+                    JobState::Cancelled.as_str(),
+                    JobState::Done.as_str()
+                ],
+            )?;
+        }
+        EventHeader::Other(_) => {}
+    }
+    Ok(())
 }
 
 /// A job's lease and its run's state, as intake decides on them.

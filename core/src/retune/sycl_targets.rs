@@ -168,40 +168,7 @@ pub fn aot_coverage(configured: &[String], device_arch: &str, command: &str) -> 
                 spelled(t.device)
             ),
         ),
-        (None, false) => {
-            let devices: Vec<&str> = family.iter().map(|t| t.device).collect();
-            let have: Vec<&str> = devices
-                .iter()
-                .copied()
-                .filter(|d| covered.contains(d))
-                .collect();
-            if have.len() == devices.len() {
-                (
-                    Severity::Ok,
-                    format!(
-                        "every {subject} device ({}) is compiled ahead of time",
-                        devices.join(", ")
-                    ),
-                )
-            } else if have.is_empty() {
-                (
-                    Severity::Warn,
-                    format!(
-                        "no AOT target for the {subject} family ({}): it falls back to SPIR-V JIT at first launch; add the device's variant to sycl_icpx_aot_targets",
-                        devices.join(", ")
-                    ),
-                )
-            } else {
-                (
-                    Severity::Warn,
-                    format!(
-                        "the probe names only the {subject} family and sycl_icpx_aot_targets covers {} of {}: another variant JITs at first launch; probe with sycl-ls (Level Zero IP version) to tell",
-                        have.join(", "),
-                        devices.join(", ")
-                    ),
-                )
-            }
-        }
+        (None, false) => family_coverage(&family, &covered, &subject),
         (None, true) => (
             Severity::Warn,
             format!(
@@ -224,6 +191,47 @@ pub fn aot_coverage(configured: &[String], device_arch: &str, command: &str) -> 
             )
             .with("unrecognized", unrecognized),
     ]
+}
+
+/// A device the probe knows only by its family: covered when every variant of the family
+/// is, not when none is, and unsure when some are.
+fn family_coverage(
+    family: &[&'static IntelGpuTarget],
+    covered: &[&'static str],
+    subject: &str,
+) -> (Severity, String) {
+    let devices: Vec<&str> = family.iter().map(|t| t.device).collect();
+    let have: Vec<&str> = devices
+        .iter()
+        .copied()
+        .filter(|d| covered.contains(d))
+        .collect();
+    if have.len() == devices.len() {
+        (
+            Severity::Ok,
+            format!(
+                "every {subject} device ({}) is compiled ahead of time",
+                devices.join(", ")
+            ),
+        )
+    } else if have.is_empty() {
+        (
+            Severity::Warn,
+            format!(
+                "no AOT target for the {subject} family ({}): it falls back to SPIR-V JIT at first launch; add the device's variant to sycl_icpx_aot_targets",
+                devices.join(", ")
+            ),
+        )
+    } else {
+        (
+            Severity::Warn,
+            format!(
+                "the probe names only the {subject} family and sycl_icpx_aot_targets covers {} of {}: another variant JITs at first launch; probe with sycl-ls (Level Zero IP version) to tell",
+                have.join(", "),
+                devices.join(", ")
+            ),
+        )
+    }
 }
 
 /// The `sycl` `sub_group_size` finding: every size the kernels require

@@ -132,31 +132,9 @@ pub fn plan(spec: &SweepSpec, seed: u64) -> SweepPlan {
             }
         }
         SearchStrategy::OneAtATime => {
-            // Nearest values to the default first, tunable by tunable in turn.
-            let mut per_tunable: Vec<Vec<usize>> = spec
-                .tunables
-                .iter()
-                .enumerate()
-                .map(|(t, tunable)| {
-                    let mut others: Vec<usize> = (0..tunable.values.len())
-                        .filter(|&i| i != default[t])
-                        .collect();
-                    others.sort_by_key(|&i| (i.abs_diff(default[t]), i));
-                    others
-                })
-                .collect();
-            strategy_total = per_tunable.iter().map(|v| v.len() as u64).sum();
-            let mut round = 0;
-            while per_tunable.iter().any(|v| round < v.len()) {
-                for (t, others) in per_tunable.iter_mut().enumerate() {
-                    if let Some(&i) = others.get(round) {
-                        let mut indexes = default.clone();
-                        indexes[t] = i;
-                        candidates.push(indexes);
-                    }
-                }
-                round += 1;
-            }
+            let (one_at_a_time, total) = one_at_a_time(spec, &default);
+            strategy_total = total;
+            candidates = one_at_a_time;
         }
         SearchStrategy::Random => {
             strategy_total = budget.saturating_sub(1) as u64;
@@ -217,6 +195,37 @@ pub fn plan(spec: &SweepSpec, seed: u64) -> SweepPlan {
         not_tried,
         not_tried_count,
     }
+}
+
+/// The one-at-a-time candidates: each tunable changed alone, nearest values to the default
+/// first, tunable by tunable in turn; and how many there are.
+fn one_at_a_time(spec: &SweepSpec, default: &[usize]) -> (Vec<Vec<usize>>, u64) {
+    let mut candidates = Vec::new();
+    let mut per_tunable: Vec<Vec<usize>> = spec
+        .tunables
+        .iter()
+        .enumerate()
+        .map(|(t, tunable)| {
+            let mut others: Vec<usize> = (0..tunable.values.len())
+                .filter(|&i| i != default[t])
+                .collect();
+            others.sort_by_key(|&i| (i.abs_diff(default[t]), i));
+            others
+        })
+        .collect();
+    let total = per_tunable.iter().map(|v| v.len() as u64).sum();
+    let mut round = 0;
+    while per_tunable.iter().any(|v| round < v.len()) {
+        for (t, others) in per_tunable.iter_mut().enumerate() {
+            if let Some(&i) = others.get(round) {
+                let mut indexes = default.to_vec();
+                indexes[t] = i;
+                candidates.push(indexes);
+            }
+        }
+        round += 1;
+    }
+    (candidates, total)
 }
 
 fn splitmix(state: &mut u64) -> u64 {

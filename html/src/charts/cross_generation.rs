@@ -3,10 +3,13 @@
 //! 95% interval; a parity failure is drawn red. The legend is the page's.
 
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters::style::text_anchor::HPos;
 
 use super::speedup::SpeedupRow;
-use super::{chart_error, palette, speedup_range, ChartError, SpeedupAxis};
+use super::{
+    chart_error, draw_speedup_frame, draw_whisker, palette, speedup_range, text_style, ChartError,
+    SpeedupAxis,
+};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CrossGenerationChart {
@@ -55,41 +58,14 @@ pub fn cross_generation_chart(
             .x_label_area_size(40)
             .build_cartesian_2d(0.0..x_max, 0.0..top)
             .map_err(chart_error)?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .disable_y_axis()
-            .x_desc("speedup per generation (upstream median / fork median)")
-            .x_label_formatter(&|x| format!("{x:.1}x"))
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 13))
-            .light_line_style(WHITE)
-            .bold_line_style(RGBColor(0xEE, 0xEE, 0xEE))
-            .draw()
-            .map_err(chart_error)?;
-        chart
-            .draw_series(std::iter::once(Rectangle::new(
-                [
-                    (1.0 - practical_threshold, 0.0),
-                    (1.0 + practical_threshold, top),
-                ],
-                palette::SAME_BAND.filled(),
-            )))
-            .map_err(chart_error)?;
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(1.0, 0.0), (1.0, top)],
-                palette::PARITY_LINE.stroke_width(1),
-            )))
-            .map_err(chart_error)?;
-        let name_style = ("sans-serif", 14)
-            .into_font()
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Right, VPos::Center));
-        let muted_style = ("sans-serif", 12)
-            .into_font()
-            .color(&palette::MUTED_TEXT)
-            .pos(Pos::new(HPos::Left, VPos::Center));
+        draw_speedup_frame(
+            &mut chart,
+            "speedup per generation (upstream median / fork median)",
+            practical_threshold,
+            top,
+        )?;
+        let name_style = text_style(14, &BLACK, HPos::Right);
+        let muted_style = text_style(12, &palette::MUTED_TEXT, HPos::Left);
         for (f, (label, rows)) in features.iter().enumerate() {
             let group_top = top - f as f64 * group - gap / 2.0;
             let (_, y_px) = chart.backend_coord(&(0.0, group_top - generations as f64 / 2.0));
@@ -125,22 +101,8 @@ pub fn cross_generation_chart(
                     )))
                     .map_err(chart_error)?;
                 bars += 1;
-                if let Some([lo, hi]) = row.ci95 {
-                    let (lo, hi) = (lo.clamp(0.0, x_max), hi.clamp(0.0, x_max));
-                    let whisker = palette::WHISKER.stroke_width(2);
-                    chart
-                        .draw_series([
-                            PathElement::new(vec![(lo, centre), (hi, centre)], whisker),
-                            PathElement::new(
-                                vec![(lo, centre - 0.25), (lo, centre + 0.25)],
-                                whisker,
-                            ),
-                            PathElement::new(
-                                vec![(hi, centre - 0.25), (hi, centre + 0.25)],
-                                whisker,
-                            ),
-                        ])
-                        .map_err(chart_error)?;
+                if let Some(ci95) = row.ci95 {
+                    draw_whisker(&mut chart, ci95, centre, 0.25, x_max)?;
                 }
             }
         }

@@ -8,7 +8,7 @@ use abfleet_core::cell::CellParity;
 use abfleet_core::report::history::HistoryPoint;
 use plotters::prelude::*;
 
-use super::{chart_error, palette, ChartError};
+use super::{chart_error, palette, ChartError, FloatPlot};
 
 /// One drawn history chart and where its values fall: a value `v` of point `i` is drawn at
 /// `x_at_first + i * x_step` and `y_at_zero - v / y_end * (y_at_zero - y_at_end)`.
@@ -149,46 +149,7 @@ fn draw(
                 )))
                 .map_err(chart_error)?;
         }
-        // The line joins consecutive runs that both have a value.
-        for i in 1..series.len() {
-            if let (Some(from), Some(to)) = (series[i - 1].value, series[i].value) {
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        vec![(i as f64 - 1.0, from), (i as f64, to)],
-                        palette::UNSURE.stroke_width(2),
-                    )))
-                    .map_err(chart_error)?;
-            }
-        }
-        let whisker = palette::WHISKER.stroke_width(1);
-        // Caps about 8 px wide each side whatever the number of runs, at most 0.1 of a run.
-        let cap = (count as f64 * 0.012).min(0.1);
-        for (i, point) in series.iter().enumerate() {
-            let Some(value) = point.value else { continue };
-            let x = i as f64;
-            if let Some([lo, hi]) = point.whisker {
-                let (lo, hi) = (lo.clamp(0.0, y_end), hi.clamp(0.0, y_end));
-                chart
-                    .draw_series([
-                        PathElement::new(vec![(x, lo), (x, hi)], whisker),
-                        PathElement::new(vec![(x - cap, lo), (x + cap, lo)], whisker),
-                        PathElement::new(vec![(x - cap, hi), (x + cap, hi)], whisker),
-                    ])
-                    .map_err(chart_error)?;
-            }
-            let colour = if point.flagged {
-                palette::PARITY_FAIL
-            } else {
-                palette::UNSURE
-            };
-            chart
-                .draw_series(std::iter::once(Circle::new(
-                    (x, value.min(y_end)),
-                    5,
-                    colour.filled(),
-                )))
-                .map_err(chart_error)?;
-        }
+        draw_runs(&mut chart, series, y_end, count)?;
         let (x_at_first, y_at_zero) = chart.backend_coord(&(0.0, 0.0));
         let x_at_last = chart.backend_coord(&(count as f64 - 1.0, 0.0)).0;
         let y_at_end = chart.backend_coord(&(0.0, y_end)).1;
@@ -217,6 +178,57 @@ fn draw(
         y_at_end: geometry.3,
         y_end,
     })
+}
+
+/// The runs' values: a line joining consecutive runs that both have one, each value's
+/// whisker, and a point per run, red when flagged.
+fn draw_runs(
+    chart: &mut FloatPlot<'_, '_>,
+    series: &[Series],
+    y_end: f64,
+    count: usize,
+) -> Result<(), ChartError> {
+    // The line joins consecutive runs that both have a value.
+    for i in 1..series.len() {
+        if let (Some(from), Some(to)) = (series[i - 1].value, series[i].value) {
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(i as f64 - 1.0, from), (i as f64, to)],
+                    palette::UNSURE.stroke_width(2),
+                )))
+                .map_err(chart_error)?;
+        }
+    }
+    let whisker = palette::WHISKER.stroke_width(1);
+    // Caps about 8 px wide each side whatever the number of runs, at most 0.1 of a run.
+    let cap = (count as f64 * 0.012).min(0.1);
+    for (i, point) in series.iter().enumerate() {
+        let Some(value) = point.value else { continue };
+        let x = i as f64;
+        if let Some([lo, hi]) = point.whisker {
+            let (lo, hi) = (lo.clamp(0.0, y_end), hi.clamp(0.0, y_end));
+            chart
+                .draw_series([
+                    PathElement::new(vec![(x, lo), (x, hi)], whisker),
+                    PathElement::new(vec![(x - cap, lo), (x + cap, lo)], whisker),
+                    PathElement::new(vec![(x - cap, hi), (x + cap, hi)], whisker),
+                ])
+                .map_err(chart_error)?;
+        }
+        let colour = if point.flagged {
+            palette::PARITY_FAIL
+        } else {
+            palette::UNSURE
+        };
+        chart
+            .draw_series(std::iter::once(Circle::new(
+                (x, value.min(y_end)),
+                5,
+                colour.filled(),
+            )))
+            .map_err(chart_error)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

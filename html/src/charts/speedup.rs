@@ -6,9 +6,12 @@
 use abfleet_core::cell::{CellParity, CellResult};
 use abfleet_core::paired::Verdict;
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters::style::text_anchor::HPos;
 
-use super::{chart_error, palette, speedup_range, ChartError, SpeedupAxis};
+use super::{
+    chart_error, draw_speedup_frame, draw_whisker, palette, speedup_range, text_style, ChartError,
+    FloatPlot, SpeedupAxis,
+};
 
 /// One row of the chart: what a cell says about the speedup.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,6 +104,7 @@ pub fn speedup_chart(
         .fold(1.0_f64, f64::max);
     let x_max = speedup_range(highest, practical_threshold);
     let row_count = rows.len().max(1);
+    let top = row_count as f64;
     let height_px = 70 + ROW_PX * row_count as u32;
     let mut svg = String::new();
     let axis;
@@ -115,50 +119,12 @@ pub fn speedup_chart(
             .x_label_area_size(40)
             .build_cartesian_2d(0.0..x_max, 0.0..row_count as f64)
             .map_err(chart_error)?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .disable_y_axis()
-            .x_desc("speedup (upstream median / fork median); above 1: the fork is faster")
-            .x_label_formatter(&|x| format!("{x:.1}x"))
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 13))
-            .light_line_style(WHITE)
-            .bold_line_style(RGBColor(0xEE, 0xEE, 0xEE))
-            .draw()
-            .map_err(chart_error)?;
-        let top = row_count as f64;
-        chart
-            .draw_series(std::iter::once(Rectangle::new(
-                [
-                    (1.0 - practical_threshold, 0.0),
-                    (1.0 + practical_threshold, top),
-                ],
-                palette::SAME_BAND.filled(),
-            )))
-            .map_err(chart_error)?;
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(1.0, 0.0), (1.0, top)],
-                palette::PARITY_LINE.stroke_width(1),
-            )))
-            .map_err(chart_error)?;
-        let name_style = ("sans-serif", 14)
-            .into_font()
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Right, VPos::Center));
-        let label_style = ("sans-serif", 13)
-            .into_font()
-            .color(&BLACK)
-            .pos(Pos::new(HPos::Left, VPos::Center));
-        let fail_style = ("sans-serif", 13)
-            .into_font()
-            .color(&palette::PARITY_FAIL)
-            .pos(Pos::new(HPos::Left, VPos::Center));
-        let muted_style = ("sans-serif", 13)
-            .into_font()
-            .color(&palette::MUTED_TEXT)
-            .pos(Pos::new(HPos::Left, VPos::Center));
+        draw_speedup_frame(
+            &mut chart,
+            "speedup (upstream median / fork median); above 1: the fork is faster",
+            practical_threshold,
+            top,
+        )?;
         let right_px = chart.plotting_area().get_pixel_range().0.end;
         for (i, row) in rows.iter().enumerate() {
             // Row 0 at the top.
@@ -167,42 +133,23 @@ pub fn speedup_chart(
             root.draw(&Text::new(
                 row.label.clone(),
                 (NAME_COLUMN_PX - 8, y_px),
-                name_style.clone(),
+                text_style(14, &BLACK, HPos::Right),
             ))
             .map_err(chart_error)?;
-            let style = if row.parity == CellParity::Fail {
-                &fail_style
+            let colour = if row.parity == CellParity::Fail {
+                palette::PARITY_FAIL
             } else if row.speedup.is_some() {
-                &label_style
+                BLACK
             } else {
-                &muted_style
+                palette::MUTED_TEXT
             };
             root.draw(&Text::new(
                 row.label_text(),
                 (right_px + 10, y_px),
-                style.clone(),
+                text_style(13, &colour, HPos::Left),
             ))
             .map_err(chart_error)?;
-            let Some(speedup) = row.speedup.filter(|s| s.is_finite()) else {
-                continue;
-            };
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(0.0, centre - 0.32), (speedup.min(x_max), centre + 0.32)],
-                    row.fill().filled(),
-                )))
-                .map_err(chart_error)?;
-            if let Some([lo, hi]) = row.ci95 {
-                let (lo, hi) = (lo.clamp(0.0, x_max), hi.clamp(0.0, x_max));
-                let whisker = palette::WHISKER.stroke_width(2);
-                chart
-                    .draw_series([
-                        PathElement::new(vec![(lo, centre), (hi, centre)], whisker),
-                        PathElement::new(vec![(lo, centre - 0.2), (lo, centre + 0.2)], whisker),
-                        PathElement::new(vec![(hi, centre - 0.2), (hi, centre + 0.2)], whisker),
-                    ])
-                    .map_err(chart_error)?;
-            }
+            draw_bar(&mut chart, row, centre, x_max)?;
         }
         axis = SpeedupAxis {
             x_at_zero: chart.backend_coord(&(0.0, 0.0)).0,
@@ -216,4 +163,26 @@ pub fn speedup_chart(
         axis,
         bars: rows.iter().filter(|r| r.speedup.is_some()).count(),
     })
+}
+
+/// A measured row's bar and, when it has one, its interval's whisker.
+fn draw_bar(
+    chart: &mut FloatPlot<'_, '_>,
+    row: &SpeedupRow,
+    centre: f64,
+    x_max: f64,
+) -> Result<(), ChartError> {
+    let Some(speedup) = row.speedup.filter(|s| s.is_finite()) else {
+        return Ok(());
+    };
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(0.0, centre - 0.32), (speedup.min(x_max), centre + 0.32)],
+            row.fill().filled(),
+        )))
+        .map_err(chart_error)?;
+    if let Some(ci95) = row.ci95 {
+        draw_whisker(chart, ci95, centre, 0.2, x_max)?;
+    }
+    Ok(())
 }

@@ -284,16 +284,7 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
     tokio::time::sleep(HEARTBEAT * 2).await;
     let rss_idle = rss_kib(pid, "VmRSS:");
 
-    // Dispatch latency, agents idle: one job at a time.
-    let mut dispatch = Vec::new();
-    for i in 0..args.dispatch_jobs {
-        let spec = synthetic::spec(&format!("bench-dispatch-{i}"), 1, Some(GENERATION));
-        let submitted = Instant::now();
-        let run_id = submit(&control, &spec).await?;
-        let offered = wait_for_offer(&shared, &run_id).await?;
-        dispatch.push(offered.saturating_duration_since(submitted).as_secs_f64());
-    }
-    dispatch.sort_by(f64::total_cmp);
+    let dispatch = dispatch_latencies(&control, &shared, args.dispatch_jobs).await?;
     let percentile = |p: f64| {
         dispatch[((dispatch.len() as f64 * p).ceil() as usize).clamp(1, dispatch.len()) - 1] * 1e3
     };
@@ -394,6 +385,25 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
     };
     print_table(&report);
     super::summary::print_json_line(&report)
+}
+
+/// Dispatch latency with the agents idle: `jobs` jobs submitted one at a time, each from
+/// the submit call to its offer reaching an agent; in seconds, sorted.
+async fn dispatch_latencies(
+    control: &ControlLink,
+    shared: &Shared,
+    jobs: usize,
+) -> Result<Vec<f64>, Failure> {
+    let mut dispatch = Vec::new();
+    for i in 0..jobs {
+        let spec = synthetic::spec(&format!("bench-dispatch-{i}"), 1, Some(GENERATION));
+        let submitted = Instant::now();
+        let run_id = submit(control, &spec).await?;
+        let offered = wait_for_offer(shared, &run_id).await?;
+        dispatch.push(offered.saturating_duration_since(submitted).as_secs_f64());
+    }
+    dispatch.sort_by(f64::total_cmp);
+    Ok(dispatch)
 }
 
 fn print_table(r: &FleetReport) {

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use abfleet_core::RunId;
 use abfleet_proto::control_link::PageRequest;
 use serde::Serialize;
 
@@ -84,31 +85,7 @@ pub async fn run(args: StoreArgs) -> Result<i32, Failure> {
     let fleet = SimFleet::start(&exe, 4, 2, 100).await?;
     let control = fleet.control.clone();
     let spec = synthetic::spec("bench-ingest", 2, Some(GENERATION));
-    let started = Instant::now();
-    let mut run_ids = Vec::with_capacity(args.runs);
-    for i in 0..args.runs {
-        run_ids.push(submit(&control, &spec).await?);
-        let submitted = i + 1;
-        wait_for(
-            Duration::from_secs(600),
-            "the simulated agents to keep up",
-            || (fleet.ingest_jobs_finished() + IN_FLIGHT >= submitted).then_some(()),
-        )
-        .await?;
-        if let Some(error) = fleet.first_error() {
-            return Err(Failure::infra(anyhow::anyhow!(
-                "a simulated agent failed: {error}"
-            )));
-        }
-        if submitted % 1000 == 0 {
-            eprintln!("{submitted} runs stored");
-        }
-    }
-    wait_for(Duration::from_secs(600), "every run to finish", || {
-        (fleet.ingest_jobs_finished() >= args.runs).then_some(())
-    })
-    .await?;
-    let fill_seconds = started.elapsed().as_secs_f64();
+    let (mut run_ids, fill_seconds) = fill(&fleet, &spec, args.runs).await?;
     // The newest and the oldest of the finished runs.
     let (newest_run, oldest_run) = (run_ids[args.runs - 1], run_ids[0]);
 
@@ -186,25 +163,72 @@ pub async fn run(args: StoreArgs) -> Result<i32, Failure> {
         target_ms_max: OPERATION_MS_TARGET,
         target_met: (args.runs >= 10_000).then_some(worst_ms < OPERATION_MS_TARGET),
     };
+    print_table(&bench);
+    super::summary::print_json_line(&bench)
+}
+
+/// Submits `runs` runs of `spec`, at most `IN_FLIGHT` ahead of the simulated agents, and
+/// waits for all of them to finish: their ids, oldest first, and how long it took.
+async fn fill(
+    fleet: &SimFleet,
+    spec: &abfleet_core::spec::JobSpec,
+    runs: usize,
+) -> Result<(Vec<RunId>, f64), Failure> {
+    let started = Instant::now();
+    let mut run_ids = Vec::with_capacity(runs);
+    for i in 0..runs {
+        run_ids.push(submit(&fleet.control, spec).await?);
+        let submitted = i + 1;
+        wait_for(
+            Duration::from_secs(600),
+            "the simulated agents to keep up",
+            || (fleet.ingest_jobs_finished() + IN_FLIGHT >= submitted).then_some(()),
+        )
+        .await?;
+        if let Some(error) = fleet.first_error() {
+            return Err(Failure::infra(anyhow::anyhow!(
+                "a simulated agent failed: {error}"
+            )));
+        }
+        if submitted % 1000 == 0 {
+            eprintln!("{submitted} runs stored");
+        }
+    }
+    wait_for(Duration::from_secs(600), "every run to finish", || {
+        (fleet.ingest_jobs_finished() >= runs).then_some(())
+    })
+    .await?;
+    let fill_seconds = started.elapsed().as_secs_f64();
+    Ok((run_ids, fill_seconds))
+}
+
+/// The figures as a table, then the verdict on the target.
+fn print_table(bench: &StoreBench) {
     println!(
         "{:<50} {:>6} {:>11} {:>11} {:>11}",
         "what", "n", "median", "min", "max"
     );
-    let list_label = if newest_first {
+    let list_label = if bench.list_runs_newest_first {
         "ListRuns, first page of 200: the newest (gRPC)"
     } else {
         "ListRuns, first page of 200: NOT the newest (gRPC)"
     };
     let rows = [
-        (list_label, Some(list_runs)),
-        ("GetReport of the newest run (gRPC)", Some(report_newest)),
-        ("GetReport of the oldest run (gRPC)", Some(report_oldest)),
-        ("SubmitRun (gRPC)", Some(submit_s)),
-        ("`abfleet runs`", Some(cli.runs)),
-        ("`abfleet runs --all`", cli.runs_all),
-        ("`abfleet report NEWEST`", Some(cli.report_newest)),
-        ("`abfleet report OLDEST`", Some(cli.report_oldest)),
-        ("`abfleet submit SPEC`", Some(cli.submit)),
+        (list_label, Some(bench.list_runs)),
+        (
+            "GetReport of the newest run (gRPC)",
+            Some(bench.report_newest),
+        ),
+        (
+            "GetReport of the oldest run (gRPC)",
+            Some(bench.report_oldest),
+        ),
+        ("SubmitRun (gRPC)", Some(bench.submit)),
+        ("`abfleet runs`", Some(bench.cli.runs)),
+        ("`abfleet runs --all`", bench.cli.runs_all),
+        ("`abfleet report NEWEST`", Some(bench.cli.report_newest)),
+        ("`abfleet report OLDEST`", Some(bench.cli.report_oldest)),
+        ("`abfleet submit SPEC`", Some(bench.cli.submit)),
     ];
     for (what, s) in rows.into_iter().filter_map(|(w, s)| s.map(|s| (w, s))) {
         println!(
@@ -217,8 +241,8 @@ pub async fn run(args: StoreArgs) -> Result<i32, Failure> {
     }
     println!(
         "{} runs stored in {:.1} s ({:.0} runs/s), store {:.1} MiB (target: each operation < {OPERATION_MS_TARGET} ms at 10,000 runs: {})",
-        args.runs,
-        fill_seconds,
+        bench.runs,
+        bench.fill_seconds,
         bench.runs_per_s,
         bench.store_bytes as f64 / (1024.0 * 1024.0),
         match bench.target_met {
@@ -227,7 +251,6 @@ pub async fn run(args: StoreArgs) -> Result<i32, Failure> {
             None => "not judged: fewer than 10,000 runs",
         }
     );
-    super::summary::print_json_line(&bench)
 }
 
 /// The operations as `abfleet` commands against the coordinator at `url`, `CLI_TIMES` each.
