@@ -9,11 +9,13 @@ mod history;
 mod judge;
 mod outcome;
 mod plan;
+mod section;
 
-pub use history::{attach_history, SweepHistory, RETUNING_CHECK, SWEEP_CHECK};
-pub use judge::{
-    judge, sweep_finding, BestConfiguration, ConfigurationSummary, DefaultVerdict, SweepRow,
-    SweepSection, TunableSummary,
-};
+pub use history::attach_history;
+pub use judge::{judge, sweep_finding};
 pub use outcome::{ConfigurationRun, SweepOutcome};
 pub use plan::{plan, Configuration, NotTried, SweepPlan, NOT_TRIED_LISTED};
+pub use section::{
+    BestConfiguration, ConfigurationSummary, DefaultVerdict, SweepHistory, SweepRow, SweepSection,
+    TunableSummary, RETUNING_CHECK, SWEEP_CHECK,
+};

@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 
 use abfleet_core::generation::Generation;
 use abfleet_core::inventory::Inventory;
-use abfleet_core::spec::{Fanout, JobSpec, TargetSpec};
 use abfleet_core::AgentId;
 use tracing::{info, warn};
 
@@ -153,12 +152,12 @@ impl Fleet {
             }
             (None, None) => return Ok(None),
         };
-        let spec = narrowed_to(spec, &generation.key, &generation.backend).map_err(|reason| {
-            FleetError::MilestoneSpec {
+        let spec = spec
+            .narrowed_to(&generation.key, &generation.backend)
+            .map_err(|reason| FleetError::MilestoneSpec {
                 path: origin.clone(),
                 reason,
-            }
-        })?;
+            })?;
         let since = moved
             .since_agent
             .as_ref()
@@ -198,53 +197,5 @@ impl Fleet {
             .await?;
         }
         Ok(Some(outcome))
-    }
-}
-
-/// `spec` run on exactly one generation key, read back through validation.
-pub(super) fn narrowed_to(spec: JobSpec, key: &str, backend: &str) -> Result<JobSpec, String> {
-    let mut narrowed = spec;
-    let fanout = narrowed
-        .targets
-        .as_ref()
-        .map_or(Fanout::PerGeneration, |t| t.fanout);
-    narrowed.targets = Some(TargetSpec {
-        backends: vec![backend.to_string()],
-        generations: vec![key.to_string()],
-        vendors: vec!["*".to_string()],
-        fanout,
-    });
-    JobSpec::from_json(&narrowed.to_json()).map_err(|err| format!("narrowed to `{key}`: {err}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_spec_is_narrowed_to_one_generation_and_read_back_through_validation() {
-        let spec = JobSpec::from_toml(
-            concat!(
-            "name = \"m\"\n[upstream]\npath = \"/u\"\n[fork]\npath = \"/f\"\n",
-            "[build]\ncommands = [[\"make\"]]\nbinary = \"build/vmaf\"\n",
-            "[command]\ntemplate = [\"{binary}\", \"-o\", \"{output}\"]\n",
-            "[[fixtures]]\nname = \"t\"\nwidth = 16\nheight = 16\nbitdepth = 8\npixel_format = \"420\"\nframes = 1\n",
-            "reference = { generate = \"moving-pattern\", seed = 1 }\ndistorted = { generate = \"moving-pattern-distorted\", seed = 1 }\n",
-            "[[workloads]]\nname = \"psnr\"\nargs = [\"--feature\", \"psnr\"]\n",
-            "[targets]\nbackends = [\"cpu\", \"cuda\"]\ngenerations = [\"*\"]\nfanout = \"per-agent\"\n",
-            ),
-            std::path::Path::new("m.toml"),
-            std::path::Path::new("/"),
-        )
-        .unwrap();
-        let narrowed = narrowed_to(spec, "cuda/sm_90", "cuda").unwrap();
-        let targets = narrowed.targets.unwrap();
-        assert_eq!(targets.generations, ["cuda/sm_90"]);
-        assert_eq!(targets.backends, ["cuda"]);
-        assert_eq!(
-            targets.fanout,
-            Fanout::PerAgent,
-            "the spec's fan-out is kept"
-        );
     }
 }

@@ -196,11 +196,13 @@ impl Fleet {
             });
         }
         let spec = match narrowed {
-            Some((key, backend)) => super::toolchain_watch::narrowed_to(spec, key, backend)
-                .map_err(|reason| FleetError::MilestoneSpec {
-                    path: shown.clone(),
-                    reason,
-                })?,
+            Some((key, backend)) => {
+                spec.narrowed_to(key, backend)
+                    .map_err(|reason| FleetError::MilestoneSpec {
+                        path: shown.clone(),
+                        reason,
+                    })?
+            }
             None => spec,
         };
         let spec = match fork {

@@ -3,7 +3,7 @@
 //! Every line the tools write ends with a comma; a line without one is accepted too, and
 //! `\r\n` line ends are. Blank lines are skipped.
 
-use super::parse::number;
+use super::number::number;
 use super::{OutputError, OutputFormat, Position, Site};
 use crate::scores::{FrameScores, Scores};
 

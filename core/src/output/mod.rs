@@ -14,6 +14,7 @@
 mod csv;
 mod error;
 mod json;
+mod number;
 mod parse;
 pub mod synthetic;
 mod xml;

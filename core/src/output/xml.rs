@@ -11,7 +11,7 @@ use quick_xml::errors::SyntaxError;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::{Reader, XmlVersion};
 
-use super::parse::number;
+use super::number::number;
 use super::{OutputError, OutputFormat, Position, Site};
 use crate::scores::{FrameScores, Pooled, Scores};
 

@@ -11,7 +11,8 @@ use serde::Deserialize;
 use super::backends::BackendsSpec;
 use super::error::SpecError;
 use super::model::{
-    CommandSpec, FixtureSpec, JobSpec, MeasureSpec, ParitySpec, SideSpec, TargetSpec, WorkloadSpec,
+    CommandSpec, Fanout, FixtureSpec, JobSpec, MeasureSpec, ParitySpec, SideSpec, TargetSpec,
+    WorkloadSpec,
 };
 use super::validate::check;
 
@@ -86,6 +87,23 @@ impl JobSpec {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a job spec always serialises")
     }
+
+    /// This spec run on exactly one generation key of one backend (its fan-out kept), read
+    /// back through validation: a run a trigger narrows to the generation that asked.
+    pub fn narrowed_to(self, key: &str, backend: &str) -> Result<JobSpec, String> {
+        let mut narrowed = self;
+        let fanout = narrowed
+            .targets
+            .as_ref()
+            .map_or(Fanout::PerGeneration, |t| t.fanout);
+        narrowed.targets = Some(TargetSpec {
+            backends: vec![backend.to_string()],
+            generations: vec![key.to_string()],
+            vendors: vec!["*".to_string()],
+            fanout,
+        });
+        JobSpec::from_json(&narrowed.to_json()).map_err(|err| format!("narrowed to `{key}`: {err}"))
+    }
 }
 
 #[cfg(test)]
@@ -95,6 +113,33 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
+
+    #[test]
+    fn a_spec_is_narrowed_to_one_generation_and_read_back_through_validation() {
+        let spec = JobSpec::from_toml(
+            concat!(
+            "name = \"m\"\n[upstream]\npath = \"/u\"\n[fork]\npath = \"/f\"\n",
+            "[build]\ncommands = [[\"make\"]]\nbinary = \"build/vmaf\"\n",
+            "[command]\ntemplate = [\"{binary}\", \"-o\", \"{output}\"]\n",
+            "[[fixtures]]\nname = \"t\"\nwidth = 16\nheight = 16\nbitdepth = 8\npixel_format = \"420\"\nframes = 1\n",
+            "reference = { generate = \"moving-pattern\", seed = 1 }\ndistorted = { generate = \"moving-pattern-distorted\", seed = 1 }\n",
+            "[[workloads]]\nname = \"psnr\"\nargs = [\"--feature\", \"psnr\"]\n",
+            "[targets]\nbackends = [\"cpu\", \"cuda\"]\ngenerations = [\"*\"]\nfanout = \"per-agent\"\n",
+            ),
+            std::path::Path::new("m.toml"),
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        let narrowed = spec.narrowed_to("cuda/sm_90", "cuda").unwrap();
+        let targets = narrowed.targets.unwrap();
+        assert_eq!(targets.generations, ["cuda/sm_90"]);
+        assert_eq!(targets.backends, ["cuda"]);
+        assert_eq!(
+            targets.fanout,
+            Fanout::PerAgent,
+            "the spec's fan-out is kept"
+        );
+    }
 
     fn shipped(name: &str) -> JobSpec {
         let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));

@@ -6,37 +6,8 @@
 //! inside the new one, is the same result within noise (the flip autotuners are known for),
 //! not a change.
 
-use serde::{Deserialize, Serialize};
-
-use super::judge::SweepSection;
+use super::section::{SweepHistory, SweepSection, RETUNING_CHECK, SWEEP_CHECK};
 use crate::finding::{Finding, Severity};
-
-/// The `check` of a sweep's finding (`backend`, `sweep`, the tunables' names).
-pub const SWEEP_CHECK: &str = "sweep";
-/// The `check` of the finding raised when the winner changed.
-pub const RETUNING_CHECK: &str = "sweep_winner_changed";
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepHistory {
-    pub previous_run: String,
-    pub previous_best: String,
-    pub best: String,
-    /// What the previous winner was tied with within noise (its tie group, winner aside).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub previous_tied_with: Vec<String>,
-    /// What this winner is tied with.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tied_with: Vec<String>,
-    /// The winner's label changed, but inside a tie group: not a change.
-    #[serde(default)]
-    pub flipped_within_tie: bool,
-    pub best_changed: bool,
-    /// `side: old → new` of every toolchain that changed since that run.
-    pub toolchain_changes: Vec<String>,
-    /// The winner changed after a toolchain change: the tuning wants revisiting.
-    pub retuning: bool,
-    pub note: String,
-}
 
 /// Fills `sweep.history` from the previous run's findings of this generation, and adds a
 /// retuning finding to `findings` when the winner changed after a toolchain change.
