@@ -6,6 +6,7 @@ mod assemble;
 mod bmf;
 mod build;
 mod compare;
+mod comparison;
 pub mod docs;
 mod docs_section;
 pub mod earlier;

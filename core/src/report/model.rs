@@ -221,7 +221,7 @@ pub struct GenerationSection {
     /// The comparison with the previous comparable run (same spec name, generation key and
     /// silicon): what changed in between and the regression flags (docs/milestone.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since_previous: Option<super::history::SincePrevious>,
+    pub since_previous: Option<super::comparison::SincePrevious>,
     /// A retuning sweep's result on this generation (docs/sweeps.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<crate::sweep::SweepSection>,
