@@ -152,16 +152,12 @@ impl std::str::FromStr for CellParity {
     type Err = crate::names::UnknownName;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        CellParity::ALL
-            .into_iter()
-            .find(|parity| parity.as_str() == text)
-            .ok_or_else(|| {
-                crate::names::UnknownName::new(
-                    "parity verdict",
-                    text,
-                    &CellParity::ALL.map(CellParity::as_str),
-                )
-            })
+        crate::names::UnknownName::parse(
+            "parity verdict",
+            text,
+            CellParity::ALL,
+            CellParity::as_str,
+        )
     }
 }
 

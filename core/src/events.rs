@@ -124,16 +124,7 @@ impl std::str::FromStr for EventKind {
     type Err = crate::names::UnknownName;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        EventKind::ALL
-            .into_iter()
-            .find(|kind| kind.as_str() == text)
-            .ok_or_else(|| {
-                crate::names::UnknownName::new(
-                    "event kind",
-                    text,
-                    &EventKind::ALL.map(EventKind::as_str),
-                )
-            })
+        crate::names::UnknownName::parse("event kind", text, EventKind::ALL, EventKind::as_str)
     }
 }
 

@@ -20,13 +20,25 @@ impl UnknownName {
             expected: names.join(", "),
         }
     }
+
+    /// The variant of `all` whose name (`as_str`) is `text`; else the error listing the names.
+    pub fn parse<T: Copy, const N: usize>(
+        what: &'static str,
+        text: &str,
+        all: [T; N],
+        as_str: fn(T) -> &'static str,
+    ) -> Result<T, UnknownName> {
+        all.into_iter()
+            .find(|variant| as_str(*variant) == text)
+            .ok_or_else(|| UnknownName::new(what, text, &all.map(as_str)))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use crate::cell::CellParity;
     use crate::events::{EventKind, JobEventPayload, JobOutcome, LogLevel};
-    use crate::lifecycle::{JobState, RunState};
+    use crate::lifecycle::{AgentState, JobState, RunState};
 
     #[test]
     fn every_stored_name_parses_back_to_its_variant() {
@@ -35,6 +47,9 @@ mod tests {
         }
         for state in JobState::ALL {
             assert_eq!(state.as_str().parse::<JobState>(), Ok(state));
+        }
+        for state in AgentState::ALL {
+            assert_eq!(state.as_str().parse::<AgentState>(), Ok(state));
         }
         for kind in EventKind::ALL {
             assert_eq!(kind.as_str().parse::<EventKind>(), Ok(kind));
@@ -55,6 +70,8 @@ mod tests {
             "Leased".parse::<JobState>().is_err(),
             "names are case-sensitive"
         );
+        let err = "asleep".parse::<AgentState>().unwrap_err().to_string();
+        assert!(err.contains("asleep") && err.contains("drained"), "{err}");
     }
 
     /// The store keeps these names next to JSON that serde wrote: they must be the same words.
