@@ -430,15 +430,23 @@ pub struct HistoryArgs {
     pub format: HistoryFormat,
 }
 
-// What `abfleet docs update` asks, besides where the run is.
+/// The run a docs command writes up: a run of the coordinator (or data dir), or a
+/// report.json on disk.
 #[derive(clap::Args)]
-pub struct DocsUpdate {
+pub struct RunOrReport {
     /// The run; or `--report FILE` (a report.json) instead.
     #[arg(required_unless_present = "report")]
     pub run_id: Option<String>,
     /// A report.json written by `abfleet local`, `submit --wait` or `report --format json`.
     #[arg(long, value_name = "FILE", conflicts_with = "run_id")]
     pub report: Option<PathBuf>,
+}
+
+// What `abfleet docs update` asks, besides where the run is.
+#[derive(clap::Args)]
+pub struct DocsUpdate {
+    #[command(flatten)]
+    pub run: RunOrReport,
     /// The fork's docs/benchmarks.md (made if it does not exist).
     #[arg(long, value_name = "PATH")]
     pub benchmarks: Option<PathBuf>,
@@ -760,11 +768,8 @@ pub struct CoordinatorArgs {
 /// What `abfleet docs pull-request` takes (`commands/docs_pull_request.rs`).
 #[derive(clap::Args)]
 pub struct DocsPullRequestArgs {
-    /// The run; or `--report FILE` (a report.json) instead.
-    #[arg(required_unless_present = "report")]
-    pub run_id: Option<String>,
-    #[arg(long, value_name = "FILE", conflicts_with = "run_id")]
-    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub run: RunOrReport,
     /// The fork's git remote, as `git clone` takes it (your credentials for it apply).
     #[arg(long, value_name = "URL")]
     pub remote: String,

@@ -7,7 +7,7 @@ use std::path::Path;
 use abfleet_core::report::{docs, Report};
 
 pub use crate::cli::DocsUpdate;
-use crate::cli::StoreSource;
+use crate::cli::{RunOrReport, StoreSource};
 use crate::failure::{Classify, Failure};
 
 pub async fn update(args: DocsUpdate, source: &StoreSource) -> Result<i32, Failure> {
@@ -16,7 +16,7 @@ pub async fn update(args: DocsUpdate, source: &StoreSource) -> Result<i32, Failu
             "docs update needs --benchmarks PATH, --state PATH or both (the fork's docs/benchmarks.md and docs/state.md)"
         )));
     }
-    let report = load_report(args.report.as_deref(), args.run_id.as_deref(), source).await?;
+    let report = load_report(&args.run, source).await?;
     if let Some(path) = &args.benchmarks {
         write_if_changed(path, |page| docs::update_benchmarks(page, &report))?;
     }
@@ -28,11 +28,10 @@ pub async fn update(args: DocsUpdate, source: &StoreSource) -> Result<i32, Failu
 
 /// The report of `--report FILE`, or of the run named.
 pub(super) async fn load_report(
-    file: Option<&Path>,
-    run_id: Option<&str>,
+    run: &RunOrReport,
     source: &StoreSource,
 ) -> Result<Report, Failure> {
-    Ok(match (file, run_id) {
+    Ok(match (run.report.as_deref(), run.run_id.as_deref()) {
         (Some(file), _) => {
             let text = std::fs::read_to_string(file).map_err(|err| {
                 Failure::usage(anyhow::anyhow!("cannot read {}: {err}", file.display()))

@@ -21,9 +21,7 @@ use crate::failure::{Classify, Failure};
 const DOCUMENTED_TRIGGERS: [&str; 3] = ["release", "upstream-tag", "manual"];
 
 pub async fn run(args: DocsPullRequestArgs) -> Result<i32, Failure> {
-    let report =
-        super::docs::load_report(args.report.as_deref(), args.run_id.as_deref(), &args.source)
-            .await?;
+    let report = super::docs::load_report(&args.run, &args.source).await?;
     if !DOCUMENTED_TRIGGERS.contains(&report.trigger.as_str()) {
         return Err(Failure::usage(anyhow::anyhow!(
             "run {} was triggered by `{}`; the fork's docs take release, upstream-tag and manual runs (a PR's run answers on its PR)",
