@@ -3,7 +3,7 @@
 
 use plotters::prelude::*;
 
-use super::{chart_error, palette, ChartError};
+use super::{chart_error, house_style, palette, ChartError};
 
 /// Per frame, fork − upstream, for one metric of one cell.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,16 +52,11 @@ pub fn frame_delta_chart(series: &FrameDeltaSeries) -> Result<FrameDeltaChart, C
             .y_label_area_size(90)
             .build_cartesian_2d(first as f64..last as f64, -y_max..y_max)
             .map_err(chart_error)?;
-        chart
-            .configure_mesh()
+        house_style(&mut chart.configure_mesh())
             .x_desc("frame")
             .y_desc(format!("{}: fork − upstream", series.metric))
             .y_label_formatter(&|y| format!("{y:.1e}"))
             .x_label_formatter(&|x| format!("{x:.0}"))
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 13))
-            .light_line_style(WHITE)
-            .bold_line_style(RGBColor(0xEE, 0xEE, 0xEE))
             .draw()
             .map_err(chart_error)?;
         let (x0, x1) = (first as f64, last as f64);

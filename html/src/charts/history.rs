@@ -8,7 +8,7 @@ use abfleet_core::cell::CellParity;
 use abfleet_core::report::history::HistoryPoint;
 use plotters::prelude::*;
 
-use super::{chart_error, palette, ChartError, FloatPlot};
+use super::{chart_error, house_style, palette, ChartError, FloatPlot};
 
 /// One drawn history chart and where its values fall: a value `v` of point `i` is drawn at
 /// `x_at_first + i * x_step` and `y_at_zero - v / y_end * (y_at_zero - y_at_end)`.
@@ -127,18 +127,13 @@ fn draw(
             }
             dates.get(index as usize).cloned().unwrap_or_default()
         };
-        chart
-            .configure_mesh()
+        house_style(&mut chart.configure_mesh())
             .disable_x_mesh()
             .x_labels(count.min(12))
             .x_label_formatter(&label_of)
             .y_label_formatter(&|v| y_label(*v, y_end))
             .x_desc("run, oldest first")
             .y_desc(y_desc)
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 13))
-            .light_line_style(WHITE)
-            .bold_line_style(RGBColor(0xEE, 0xEE, 0xEE))
             .draw()
             .map_err(chart_error)?;
         if let Some(level) = reference_line {

@@ -43,6 +43,23 @@ pub(crate) fn speedup_range(highest: f64, practical_threshold: f64) -> f64 {
     (top * 1.12 * 10.0).ceil() / 10.0
 }
 
+/// The mesh every chart draws: 13 px sans-serif tick labels and axis descriptions, no light
+/// grid lines, pale bold ones.
+pub(crate) fn house_style<'m, 'a, 'b, X, Y, DB>(
+    mesh: &'m mut plotters::chart::MeshStyle<'a, 'b, X, Y, DB>,
+) -> &'m mut plotters::chart::MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: plotters::coord::ranged1d::Ranged,
+    Y: plotters::coord::ranged1d::Ranged,
+    DB: plotters::prelude::DrawingBackend,
+{
+    use plotters::style::{RGBColor, WHITE};
+    mesh.label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 13))
+        .light_line_style(WHITE)
+        .bold_line_style(RGBColor(0xEE, 0xEE, 0xEE))
+}
+
 /// A chart's plotting area with `f64` on both axes (speedup and rows, or runs and values).
 pub(crate) type FloatPlot<'a, 'b> = plotters::prelude::ChartContext<
     'a,
@@ -62,16 +79,11 @@ pub(crate) fn draw_speedup_frame(
     top: f64,
 ) -> Result<(), ChartError> {
     use plotters::prelude::*;
-    chart
-        .configure_mesh()
+    house_style(&mut chart.configure_mesh())
         .disable_y_mesh()
         .disable_y_axis()
         .x_desc(x_desc)
         .x_label_formatter(&|x| format!("{x:.1}x"))
-        .label_style(("sans-serif", 13))
-        .axis_desc_style(("sans-serif", 13))
-        .light_line_style(WHITE)
-        .bold_line_style(RGBColor(0xEE, 0xEE, 0xEE))
         .draw()
         .map_err(chart_error)?;
     chart
