@@ -60,12 +60,15 @@ pub fn build(inputs: ReportInputs) -> Report {
     let ReportInputs {
         run,
         jobs,
-        earlier,
+        mut earlier,
         bisects,
     } = inputs;
     let mut report = assemble_owned(&run, jobs);
     for section in &mut report.generations {
-        if let Some(previous) = earlier.get(&section.key).and_then(|e| e.previous.as_ref()) {
+        if let Some(previous) = earlier
+            .get_mut(&section.key)
+            .and_then(|e| e.previous.take())
+        {
             attach_previous_run(section, previous);
         }
     }
@@ -77,8 +80,8 @@ pub fn build(inputs: ReportInputs) -> Report {
         }
         let now = GenerationSnapshot::of(&report, section);
         let comparable = earlier
-            .get(&section.key)
-            .map(|e| e.comparable_on(now.hardware()))
+            .get_mut(&section.key)
+            .map(|e| e.take_comparable_on(now.hardware()))
             .unwrap_or_default();
         report.generations[index].since_previous = history::since_previous(&now, &comparable);
     }

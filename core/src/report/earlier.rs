@@ -51,13 +51,14 @@ pub struct EarlierRuns {
 }
 
 impl EarlierRuns {
-    /// The comparable snapshots of one hardware identity, newest first.
-    pub fn comparable_on(&self, hardware: Option<&str>) -> Vec<GenerationSnapshot> {
-        self.comparable
-            .iter()
+    /// Takes out the comparable snapshots of one hardware identity, newest first (a snapshot
+    /// holds a summary of every cell: moved, never copied).
+    pub fn take_comparable_on(&mut self, hardware: Option<&str>) -> Vec<GenerationSnapshot> {
+        std::mem::take(&mut self.comparable)
+            .into_iter()
             .filter(|(identity, _)| identity.as_deref() == hardware)
             .take(COMPARABLE_DEPTH)
-            .map(|(_, snapshot)| snapshot.clone())
+            .map(|(_, snapshot)| snapshot)
             .collect()
     }
 }
@@ -83,7 +84,7 @@ pub fn results_for_later_runs(report: &Report) -> Vec<GenerationResult> {
 /// timings against that run's, its toolchain beside the previous one (a toolchain bump shows
 /// as a change), and a sweep against the previous sweep's winner (a winner that changed after
 /// a toolchain change becomes a retuning finding).
-pub(super) fn attach_previous_run(section: &mut GenerationSection, previous: &PreviousResult) {
+pub(super) fn attach_previous_run(section: &mut GenerationSection, previous: PreviousResult) {
     let previous_run = previous.run_id.to_string();
     crate::finding::attach_previous(
         &mut section.findings,
@@ -96,7 +97,7 @@ pub(super) fn attach_previous_run(section: &mut GenerationSection, previous: &Pr
         &previous_run,
     );
     section.previous_run = Some(previous_run.clone());
-    section.previous_toolchain = previous.result.toolchain.clone();
+    section.previous_toolchain = previous.result.toolchain;
     let toolchain_changes = section.toolchain_changes();
     if let Some(sweep) = section.sweep.as_mut() {
         crate::sweep::attach_history(

@@ -474,7 +474,7 @@ fn baseline_move(now: &GenerationSnapshot, then: &GenerationSnapshot) -> Option<
 }
 
 /// The comparison of a generation's new results with the earlier comparable runs, newest
-/// first (`EarlierRuns::comparable_on` its hardware): each cell against the latest earlier run that
+/// first (`EarlierRuns::take_comparable_on` its hardware): each cell against the latest earlier run that
 /// has it, its deltas against the latest whose cell was accepted. `None` when no earlier run
 /// has any of its cells. Bisect steps among `earlier` are skipped.
 pub fn since_previous(
