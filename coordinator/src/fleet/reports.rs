@@ -124,13 +124,7 @@ impl Fleet {
     /// Runs of this run's spec name that finished under a coordinator without
     /// `generation_results` are recorded the first time a later report needs them, once.
     async fn record_unrecorded_runs_before(&self, run_id: RunId) -> Result<(), FleetError> {
-        let run = self.run_row(run_id).await?;
-        for earlier in self
-            .inner
-            .store
-            .unrecorded_finished_runs(&run.name, run.created_ms)
-            .await?
-        {
+        for earlier in self.inner.store.unrecorded_runs_before(run_id).await? {
             self.record_results_of(earlier).await?;
         }
         Ok(())

@@ -95,21 +95,28 @@ impl Store {
         before_ms: i64,
     ) -> Result<Vec<RunId>, CoordinatorError> {
         let name = name.to_string();
+        self.read(move |conn| unrecorded_before(conn, &name, before_ms))
+            .await
+    }
+
+    /// [`Store::unrecorded_finished_runs`] of the runs of `run_id`'s name created before it
+    /// (none for a run the store does not have), in one read.
+    pub async fn unrecorded_runs_before(
+        &self,
+        run_id: RunId,
+    ) -> Result<Vec<RunId>, CoordinatorError> {
         self.read(move |conn| {
-            let mut stmt = conn.prepare(
-                "SELECT run_id FROM runs WHERE name = ?1 AND created_ms < ?2 AND results_recorded = 0 AND state IN (?3, ?4, ?5) ORDER BY created_ms, run_id",
-            )?;
-            let rows = stmt.query_map(
-                params![
-                    name,
-                    before_ms,
-                    RunState::Done.as_str(),
-                    RunState::Failed.as_str(),
-                    RunState::Cancelled.as_str()
-                ],
-                |row| row.get::<_, String>(0),
-            )?;
-            rows.map(|row| parse_stored_id(&row?)).collect()
+            let run = conn
+                .query_row(
+                    "SELECT name, created_ms FROM runs WHERE run_id = ?1",
+                    params![run_id.to_string()],
+                    |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)),
+                )
+                .optional()?;
+            match run {
+                Some((name, created_ms)) => unrecorded_before(conn, &name, created_ms),
+                None => Ok(Vec::new()),
+            }
         })
         .await
     }
@@ -306,6 +313,28 @@ pub(super) fn record_results_again(
         params![run_id.to_string()],
     )?;
     Ok(())
+}
+
+/// Finished runs of `name` created before `before_ms` with no recorded results, oldest first.
+fn unrecorded_before(
+    conn: &rusqlite::Connection,
+    name: &str,
+    before_ms: i64,
+) -> Result<Vec<RunId>, CoordinatorError> {
+    let mut stmt = conn.prepare(
+        "SELECT run_id FROM runs WHERE name = ?1 AND created_ms < ?2 AND results_recorded = 0 AND state IN (?3, ?4, ?5) ORDER BY created_ms, run_id",
+    )?;
+    let rows = stmt.query_map(
+        params![
+            name,
+            before_ms,
+            RunState::Done.as_str(),
+            RunState::Failed.as_str(),
+            RunState::Cancelled.as_str()
+        ],
+        |row| row.get::<_, String>(0),
+    )?;
+    rows.map(|row| parse_stored_id(&row?)).collect()
 }
 
 fn replace_results(
