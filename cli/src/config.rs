@@ -395,6 +395,13 @@ impl Default for AgentSettings {
     }
 }
 
+/// What `abfleet agent` starts with once its settings check out, each file loaded once.
+pub struct AgentStart {
+    pub tls: Option<TlsFiles>,
+    /// The `policy` named; `None` when none was (the agent then reads the default path).
+    pub policy: Option<abfleet_agent::policy::AgentPolicy>,
+}
+
 /// Sets `slot` from the file unless the flag was given.
 fn fill<T: Clone>(slot: &mut T, from_file: &Option<T>, given: bool) {
     if let (Some(value), false) = (from_file, given) {
@@ -782,12 +789,17 @@ impl AgentSettings {
         }
     }
 
-    /// What would stop this agent from starting, and notes: `config check` reports them and
-    /// `abfleet agent` refuses to start on a problem (one set of rules for both).
+    /// What would stop this agent from starting, and notes: `config check` reports them.
     pub fn check(&self) -> Findings {
+        self.checked().0
+    }
+
+    /// [`AgentSettings::check`]'s findings, and, when none is a problem, the files it loaded
+    /// on the way: `abfleet agent` starts with those (one set of rules, each file read once).
+    pub fn checked(&self) -> (Findings, Option<AgentStart>) {
         let mut findings = Findings::default();
         let tls = check_tls(&self.tls_cert, &self.tls_key, &self.tls_ca, &mut findings);
-        if let Some(tls) = tls {
+        if let Some(tls) = &tls {
             if let Err(err) = client_endpoint(&self.coordinator, tls.as_ref()) {
                 findings.problem(format!("`coordinator`: {err}"));
             }
@@ -800,17 +812,22 @@ impl AgentSettings {
                 ));
             }
         }
-        match &self.policy {
-            Some(path) => {
-                if let Err(err) = abfleet_agent::policy::AgentPolicy::load(path) {
+        let policy = match &self.policy {
+            Some(path) => match abfleet_agent::policy::AgentPolicy::load(path) {
+                Ok(policy) => Some(policy),
+                Err(err) => {
                     findings.problem(format!("`policy`: {err}"));
+                    None
                 }
+            },
+            None => {
+                findings.note(format!(
+                    "no `policy`: the agent reads {} when it exists, else trusts the coordinator fully (docs/security.md)",
+                    abfleet_agent::policy::DEFAULT_POLICY_PATH
+                ));
+                None
             }
-            None => findings.note(format!(
-                "no `policy`: the agent reads {} when it exists, else trusts the coordinator fully (docs/security.md)",
-                abfleet_agent::policy::DEFAULT_POLICY_PATH
-            )),
-        }
+        };
         match self.max_cache_bytes {
             Some(bytes) => findings.note(format!(
                 "`max_cache_bytes` {}: the least recently used builds, git mirrors and fixtures are evicted down to it at start and after each job; keep it above one job's needs",
@@ -820,7 +837,11 @@ impl AgentSettings {
                 "no `max_cache_bytes`: the agent's builds, git mirrors and fixtures are never evicted (docs/operations.md, \"Disk use\")".into(),
             ),
         }
-        findings
+        let start = match tls {
+            Some(tls) if findings.problems.is_empty() => Some(AgentStart { tls, policy }),
+            _ => None,
+        };
+        (findings, start)
     }
 
     /// The settings as an `[agent]` table.

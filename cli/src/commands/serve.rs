@@ -319,34 +319,26 @@ async fn start_web(
 pub async fn agent(args: AgentCommand) -> Result<i32, Failure> {
     let stop = stop_signal("agent");
     let settings = AgentSettings::from(&args);
-    let problems = settings.check().problems;
-    if !problems.is_empty() {
+    let (findings, start) = settings.checked();
+    let Some(start) = start else {
         return Err(Failure::usage(anyhow::anyhow!(
             "the agent cannot start with these settings (`abfleet config check FILE` checks a config file): {}",
-            problems.join("; ")
+            findings.problems.join("; ")
         )));
-    }
+    };
     let AgentSettings {
         coordinator,
         work_dir,
         probes,
-        policy,
         max_cache_bytes,
-        tls_cert,
-        tls_key,
-        tls_ca,
+        ..
     } = settings;
     let coordinator = coordinator.as_str();
     let mut config = AgentConfig::new(coordinator, &work_dir);
-    config.tls = abfleet_proto::transport::TlsFiles::from_paths(
-        tls_cert.as_deref(),
-        tls_key.as_deref(),
-        tls_ca.as_deref(),
-    )
-    .usage()?;
+    config.tls = start.tls;
     config.max_cache_bytes = max_cache_bytes;
-    let policy = match policy.as_deref() {
-        Some(path) => Some(AgentPolicy::load(path).usage()?),
+    let policy = match start.policy {
+        Some(policy) => Some(policy),
         None => AgentPolicy::load_default().usage()?,
     };
     match &policy {
