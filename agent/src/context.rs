@@ -50,6 +50,19 @@ pub(crate) enum Stop {
     LeaseLost,
 }
 
+/// `name` in this attempt's directory of the work dir (`jobs/JOB/ATTEMPT/NAME`), made.
+pub(crate) fn attempt_dir(ctx: &JobContext, name: &str) -> Result<PathBuf, Stop> {
+    let dir = ctx
+        .work_dir
+        .join("jobs")
+        .join(&ctx.job_id)
+        .join(ctx.attempt.to_string())
+        .join(name);
+    std::fs::create_dir_all(&dir)
+        .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", dir.display())))?;
+    Ok(dir)
+}
+
 /// Emits an event. A spool that could not be written fails the job (the event itself is
 /// still sent): timing on without a durable record could lose cells on a restart.
 pub(crate) fn emit(ctx: &JobContext, payload: JobEventPayload) -> Result<(), Stop> {

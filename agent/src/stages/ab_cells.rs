@@ -19,7 +19,9 @@ use tracing::info;
 
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
-use crate::context::{check_cancel, emit, progress, quiet_for_cell, read_scores, JobContext, Stop};
+use crate::context::{
+    attempt_dir, check_cancel, emit, progress, quiet_for_cell, read_scores, JobContext, Stop,
+};
 use crate::fixtures::PreparedFixture;
 use crate::runner::{self, CommandSpec, ExitKind};
 use crate::{loadavg, noise};
@@ -143,14 +145,7 @@ async fn measure_cell(
     upstream: &BuiltSide,
     fork: &BuiltSide,
 ) -> Result<CellInput, Stop> {
-    let out_dir = ctx
-        .work_dir
-        .join("jobs")
-        .join(&ctx.job_id)
-        .join(ctx.attempt.to_string())
-        .join(format!("cell-{index:03}"));
-    std::fs::create_dir_all(&out_dir)
-        .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
+    let out_dir = attempt_dir(ctx, &format!("cell-{index:03}"))?;
     let mut sides = [upstream, fork].map(|built| {
         let side = built.record.side;
         let (measurement, active) = match (&built.binary, built.record.status) {

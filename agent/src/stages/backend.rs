@@ -16,7 +16,7 @@ use tracing::info;
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
 use crate::context::{
-    check_cancel, emit, fetch_and_build, progress, quiet_for_cell, JobContext, Stop,
+    attempt_dir, check_cancel, emit, fetch_and_build, progress, quiet_for_cell, JobContext, Stop,
 };
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::{median_and_spread, run_fork};
@@ -370,14 +370,10 @@ async fn time_cell(
     paths: &PreparedFixture,
     workload: &WorkloadSpec,
 ) -> Result<BackendCell, Stop> {
-    let out_dir = ctx
-        .work_dir
-        .join("jobs")
-        .join(&ctx.job_id)
-        .join(ctx.attempt.to_string())
-        .join(format!("{backend}-{}-{}", fixture.name, workload.name));
-    std::fs::create_dir_all(&out_dir)
-        .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
+    let out_dir = attempt_dir(
+        ctx,
+        &format!("{backend}-{}-{}", fixture.name, workload.name),
+    )?;
     let output = out_dir.join(format!(
         "out.{}",
         ctx.spec.command.output_format.extension()

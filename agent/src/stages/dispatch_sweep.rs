@@ -10,7 +10,7 @@ use tracing::info;
 
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
-use crate::context::{emit, progress, quiet_for_cell, JobContext, Stop};
+use crate::context::{attempt_dir, emit, progress, quiet_for_cell, JobContext, Stop};
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::run_fork;
 use crate::probe::cpu::parse_cpuinfo;
@@ -51,14 +51,7 @@ pub(crate) async fn dispatch_sweep(
     } else {
         sweep.levels.clone()
     };
-    let out_dir = ctx
-        .work_dir
-        .join("jobs")
-        .join(&ctx.job_id)
-        .join(ctx.attempt.to_string())
-        .join("dispatch");
-    std::fs::create_dir_all(&out_dir)
-        .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
+    let out_dir = attempt_dir(ctx, "dispatch")?;
     progress(
         ctx,
         "retune",

@@ -22,8 +22,8 @@ use tracing::info;
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
 use crate::context::{
-    build_fetched, check_cancel, emit, fetch, progress, quiet_for_cell, read_scores, JobContext,
-    Stop,
+    attempt_dir, build_fetched, check_cancel, emit, fetch, progress, quiet_for_cell, read_scores,
+    JobContext, Stop,
 };
 use crate::fixtures::PreparedFixture;
 use crate::runner::{self, CommandSpec};
@@ -53,7 +53,7 @@ pub(crate) async fn run_sweep(
         "sweep planned"
     );
     let configurations = build_configurations(ctx, sweep, &plan.configurations, &spec).await?;
-    let out_dir = sweep_dir(ctx)?;
+    let out_dir = attempt_dir(ctx, "sweep")?;
     let cells = cell_labels(&spec);
     let timer = Timer {
         spec: &spec,
@@ -178,19 +178,6 @@ async fn build_configurations(
         });
     }
     Ok(configurations)
-}
-
-/// The attempt's sweep directory, made.
-fn sweep_dir(ctx: &JobContext) -> Result<PathBuf, Stop> {
-    let out_dir = ctx
-        .work_dir
-        .join("jobs")
-        .join(&ctx.job_id)
-        .join(ctx.attempt.to_string())
-        .join("sweep");
-    std::fs::create_dir_all(&out_dir)
-        .map_err(|err| Stop::Failed(format!("cannot create `{}`: {err}", out_dir.display())))?;
-    Ok(out_dir)
 }
 
 /// `fixture/workload` of every cell one timed run covers.
