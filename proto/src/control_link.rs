@@ -89,7 +89,7 @@ impl ProgressStream {
             None => Ok(None),
             Some(update) => RunProgress::try_from(update)
                 .map(Some)
-                .map_err(|err| LinkError::unreadable(err.to_string())),
+                .map_err(LinkError::from),
         }
     }
 }
@@ -129,7 +129,7 @@ impl ControlLink {
             })
             .await?
             .into_inner();
-        read_id("run_id", &response.run_id)
+        Ok(crate::parse_id("run_id", &response.run_id)?)
     }
 
     /// Follows a run: its progress until it ends (a finished run's end at once).
@@ -208,8 +208,7 @@ impl ControlLink {
         run_id: &RunId,
         record: &BisectRecord,
     ) -> Result<(), LinkError> {
-        let bisect_json = serde_json::to_string(record)
-            .map_err(|err| LinkError::unreadable(format!("the bisect record: {err}")))?;
+        let bisect_json = serde_json::to_string(record).expect("a bisect record serialises");
         self.client
             .clone()
             .record_bisect(pb::RecordBisectRequest {
@@ -283,7 +282,7 @@ impl ControlLink {
             .parse()
             .map_err(|err: abfleet_core::names::UnknownName| {
                 LinkError::unreadable(format!(
-                    "the coordinator answered an agent state this abfleet does not know: {err}"
+                    "the coordinator answered an agent state this abfleet does not know ({err}); is it from another abfleet version?"
                 ))
             })
     }
@@ -308,7 +307,7 @@ impl ControlLink {
             })
             .await?
             .into_inner();
-        RevokeOutcome::try_from(response).map_err(|err| LinkError::unreadable(err.to_string()))
+        Ok(RevokeOutcome::try_from(response)?)
     }
 
     /// The deny list, and the certificate each agent id last registered with.
@@ -319,16 +318,8 @@ impl ControlLink {
             .list_certificates(pb::ListCertificatesRequest {})
             .await?
             .into_inner();
-        CertificateListing::try_from(response).map_err(|err| LinkError::unreadable(err.to_string()))
+        Ok(CertificateListing::try_from(response)?)
     }
-}
-
-fn read_id<T>(field: &'static str, value: &str) -> Result<T, LinkError>
-where
-    T: std::str::FromStr<Err = abfleet_core::ids::ParseIdError>,
-{
-    crate::parse_id(field, value)
-        .map_err(|err| LinkError::unreadable(format!("the coordinator answered a bad id: {err}")))
 }
 
 fn read_report(json: &str) -> Result<Report, LinkError> {

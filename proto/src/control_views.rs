@@ -38,7 +38,7 @@ impl<T> Page<T> {
                 .into_iter()
                 .map(T::try_from)
                 .collect::<Result<_, _>>()
-                .map_err(|err| LinkError::unreadable(err.to_string()))?,
+                .map_err(LinkError::from)?,
             next_token: non_empty(next_token),
         })
     }

@@ -52,6 +52,20 @@ impl LinkError {
     }
 }
 
+/// The coordinator's answer that does not make a domain value: it names the field and asks
+/// whether the two ends are the same abfleet.
+impl From<crate::WireError> for LinkError {
+    fn from(err: crate::WireError) -> Self {
+        match err {
+            // Already says so.
+            crate::WireError::BadDocument { .. } => LinkError::unreadable(err.to_string()),
+            _ => LinkError::unreadable(format!(
+                "{err}; is the coordinator from another abfleet version?"
+            )),
+        }
+    }
+}
+
 impl From<tonic::Status> for LinkError {
     fn from(status: tonic::Status) -> Self {
         let kind = match status.code() {
@@ -96,5 +110,26 @@ mod tests {
             assert_eq!(err.message(), "the words");
             assert_eq!(err.to_string(), format!("{code:?}: the words"));
         }
+    }
+
+    #[test]
+    fn an_answer_that_does_not_decode_is_unreadable_and_asks_about_versions() {
+        let bad_id = crate::parse_id::<abfleet_core::RunId>("run_id", "nope").unwrap_err();
+        let err = LinkError::from(bad_id);
+        assert_eq!(err.kind(), LinkErrorKind::Unreadable);
+        assert!(
+            err.message().contains("run_id") && err.message().contains("another abfleet version"),
+            "{err}"
+        );
+        let document = crate::WireError::BadDocument {
+            field: "report_json",
+            message: "eof".into(),
+        };
+        let err = LinkError::from(document);
+        assert_eq!(
+            err.message().matches("another abfleet version").count(),
+            1,
+            "said once: {err}"
+        );
     }
 }
