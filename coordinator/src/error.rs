@@ -41,7 +41,7 @@ pub enum CoordinatorError {
         source: rusqlite::Error,
     },
     #[error("store error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
     #[error("the store holds something it cannot read: {0}; the data directory may be from a newer abfleet")]
     Corrupt(String),
     #[error("job {job_id} attempt {attempt} is no longer leased to this agent; drop it")]
@@ -70,6 +70,19 @@ pub enum CoordinatorError {
     Config(String),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// A value the store holds but its column type does not read back (an id that is no uuid, a
+/// state no abfleet names) is corruption, said as such; every other SQLite error is one.
+impl From<rusqlite::Error> for CoordinatorError {
+    fn from(err: rusqlite::Error) -> Self {
+        match err {
+            rusqlite::Error::FromSqlConversionFailure(_, _, cause) => {
+                CoordinatorError::Corrupt(cause.to_string())
+            }
+            err => CoordinatorError::Sqlite(err),
+        }
+    }
 }
 
 impl From<CoordinatorError> for tonic::Status {

@@ -341,18 +341,18 @@ impl Store {
             let tx = conn.transaction()?;
             tx.execute(
                 "INSERT INTO runs (run_id, name, trigger, trigger_note, spec_json, spec_origin, state, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![run_id.to_string(), name, trigger, trigger_note, spec_json, spec_origin, RunState::Queued.as_str(), now_ms],
+                params![run_id, name, trigger, trigger_note, spec_json, spec_origin, RunState::Queued, now_ms],
             )?;
             for job in jobs {
                 tx.execute(
                     "INSERT INTO jobs (job_id, run_id, state, attempt, created_ms, generation, pinned_agent) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
                     params![
-                        job.job_id.to_string(),
-                        run_id.to_string(),
-                        JobState::Queued.as_str(),
+                        job.job_id,
+                        run_id,
+                        JobState::Queued,
                         now_ms,
                         job.generation,
-                        job.pinned_agent.map(|a| a.to_string())
+                        job.pinned_agent
                     ],
                 )?;
             }
@@ -365,7 +365,7 @@ impl Store {
     pub async fn run(&self, run_id: RunId) -> Result<Option<RunRow>, CoordinatorError> {
         self.with(move |conn| {
             let mut stmt = conn.prepare(&format!("{SELECT_RUNS} WHERE run_id = ?1"))?;
-            let rows = stmt.query_map(params![run_id.to_string()], run_row)?;
+            let rows = stmt.query_map(params![run_id], run_row)?;
             Ok(rows.map(|row| row?).collect::<Result<Vec<_>, _>>()?.pop())
         })
         .await
@@ -428,7 +428,7 @@ impl Store {
         self.with(move |conn| {
             let n: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM events WHERE job_id = ?1",
-                params![job_id.to_string()],
+                params![job_id],
                 |row| row.get(0),
             )?;
             Ok(n as u64)
@@ -437,15 +437,13 @@ impl Store {
     }
 
     pub async fn jobs_of_run(&self, run_id: RunId) -> Result<Vec<JobRow>, CoordinatorError> {
-        self.with(move |conn| select_jobs(conn, "run_id = ?1", params![run_id.to_string()]))
+        self.with(move |conn| select_jobs(conn, "run_id = ?1", params![run_id]))
             .await
     }
 
     pub async fn job(&self, job_id: JobId) -> Result<Option<JobRow>, CoordinatorError> {
-        self.with(move |conn| {
-            Ok(select_jobs(conn, "job_id = ?1", params![job_id.to_string()])?.pop())
-        })
-        .await
+        self.with(move |conn| Ok(select_jobs(conn, "job_id = ?1", params![job_id])?.pop()))
+            .await
     }
 
     /// Runs not finished although every job of theirs has (and they have one): the finish
@@ -455,23 +453,31 @@ impl Store {
         self.with(|conn| {
             let mut statement = conn.prepare(
                 "SELECT r.run_id FROM runs r
-                 WHERE r.state NOT IN ('done', 'failed', 'cancelled')
+                 WHERE r.state NOT IN (?1, ?2, ?3)
                    AND EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = r.run_id)
                    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = r.run_id
-                                   AND j.state NOT IN ('done', 'failed', 'cancelled'))
+                                   AND j.state NOT IN (?4, ?5, ?6))
                  ORDER BY r.created_ms",
             )?;
+            let finished = params![
+                RunState::Done,
+                RunState::Failed,
+                RunState::Cancelled,
+                JobState::Done,
+                JobState::Failed,
+                JobState::Cancelled
+            ];
             let ids = statement
-                .query_map([], |row| row.get::<_, String>(0))?
-                .collect::<Result<Vec<String>, _>>()?;
-            ids.iter().map(|id| parse_stored_id(id)).collect()
+                .query_map(finished, |row| row.get::<_, RunId>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(ids)
         })
         .await
     }
 
     /// Jobs in a state, oldest first.
     pub async fn jobs_in_state(&self, state: JobState) -> Result<Vec<JobRow>, CoordinatorError> {
-        self.with(move |conn| select_jobs(conn, "state = ?1", params![state.as_str()]))
+        self.with(move |conn| select_jobs(conn, "state = ?1", params![state]))
             .await
     }
 
@@ -490,11 +496,11 @@ impl Store {
             let changed = tx.execute(
                 "UPDATE jobs SET state = ?4, attempt = attempt + 1, agent_id = ?2, lease_expires_ms = ?3 WHERE job_id = ?1 AND state = ?5",
                 params![
-                    job_id.to_string(),
-                    agent_id.to_string(),
+                    job_id,
+                    agent_id,
                     lease_expires_ms,
-                    JobState::Leased.as_str(),
-                    JobState::Queued.as_str()
+                    JobState::Leased,
+                    JobState::Queued
                 ],
             )?;
             if changed == 0 {
@@ -502,25 +508,25 @@ impl Store {
             }
             let attempt: u32 = tx.query_row(
                 "SELECT attempt FROM jobs WHERE job_id = ?1",
-                params![job_id.to_string()],
+                params![job_id],
                 |row| row.get(0),
             )?;
             let kept: Vec<u32> = {
                 let mut stmt = tx.prepare(
                     "SELECT DISTINCT cell_index FROM cells WHERE job_id = ?1 AND attempt < ?2 ORDER BY cell_index",
                 )?;
-                let rows = stmt.query_map(params![job_id.to_string(), attempt], |row| row.get(0))?;
+                let rows = stmt.query_map(params![job_id, attempt], |row| row.get(0))?;
                 rows.collect::<Result<_, _>>()?
             };
             let kept_json = serde_json::to_string(&kept)
                 .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
             tx.execute(
                 "INSERT OR REPLACE INTO attempts (job_id, attempt, agent_id, leased_ms, kept_cells_json) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![job_id.to_string(), attempt, agent_id.to_string(), now_ms, kept_json],
+                params![job_id, attempt, agent_id, now_ms, kept_json],
             )?;
             tx.execute(
                 "UPDATE runs SET state = ?2 WHERE run_id = (SELECT run_id FROM jobs WHERE job_id = ?1) AND state = ?3",
-                params![job_id.to_string(), RunState::Running.as_str(), RunState::Queued.as_str()],
+                params![job_id, RunState::Running, RunState::Queued],
             )?;
             tx.commit()?;
             Ok(Some(attempt))
@@ -541,11 +547,11 @@ impl Store {
             let changed = conn.execute(
                 "UPDATE jobs SET lease_expires_ms = ?4 WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = ?5",
                 params![
-                    job_id.to_string(),
-                    agent_id.to_string(),
+                    job_id,
+                    agent_id,
                     attempt,
                     lease_expires_ms,
-                    JobState::Leased.as_str()
+                    JobState::Leased
                 ],
             )?;
             Ok(changed == 1)
@@ -564,7 +570,7 @@ impl Store {
             let json: Option<String> = conn
                 .query_row(
                     "SELECT kept_cells_json FROM attempts WHERE job_id = ?1 AND attempt = ?2",
-                    params![job_id.to_string(), attempt],
+                    params![job_id, attempt],
                     |row| row.get(0),
                 )
                 .optional()?;
@@ -590,18 +596,18 @@ impl Store {
             let changed = tx.execute(
                 "UPDATE jobs SET state = ?5, lease_expires_ms = ?4, error = NULL WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = ?6",
                 params![
-                    job_id.to_string(),
-                    agent_id.to_string(),
+                    job_id,
+                    agent_id,
                     attempt,
                     lease_expires_ms,
-                    JobState::Leased.as_str(),
-                    JobState::Queued.as_str()
+                    JobState::Leased,
+                    JobState::Queued
                 ],
             )?;
             let found = if changed == 1 {
                 tx.execute(
                     "UPDATE attempts SET end_reason = NULL WHERE job_id = ?1 AND attempt = ?2",
-                    params![job_id.to_string(), attempt],
+                    params![job_id, attempt],
                 )?;
                 LapsedLease::GivenBack
             } else {
@@ -609,10 +615,10 @@ impl Store {
                     .query_row(
                         "SELECT 1 FROM jobs WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = ?4",
                         params![
-                            job_id.to_string(),
-                            agent_id.to_string(),
+                            job_id,
+                            agent_id,
                             attempt,
-                            JobState::Leased.as_str()
+                            JobState::Leased
                         ],
                         |row| row.get(0),
                     )
@@ -664,7 +670,7 @@ impl Store {
             let tx = conn.transaction()?;
             let attempt: u32 = tx.query_row(
                 "SELECT attempt FROM jobs WHERE job_id = ?1",
-                params![job_id.to_string()],
+                params![job_id],
                 |row| row.get(0),
             )?;
             let state = if attempt >= max_attempts {
@@ -679,7 +685,7 @@ impl Store {
             };
             tx.execute(
                 "UPDATE jobs SET state = ?2, lease_expires_ms = NULL, error = ?3 WHERE job_id = ?1 AND state = ?4",
-                params![job_id.to_string(), state.as_str(), error, JobState::Leased.as_str()],
+                params![job_id, state, error, JobState::Leased],
             )?;
             end_attempt(&tx, job_id, attempt, &error)?;
             if reclaim == Reclaim::Refused {
@@ -687,7 +693,7 @@ impl Store {
                 // the lease back to.
                 tx.execute(
                     "UPDATE jobs SET agent_id = NULL WHERE job_id = ?1 AND state = ?2",
-                    params![job_id.to_string(), JobState::Queued.as_str()],
+                    params![job_id, JobState::Queued],
                 )?;
             }
             tx.commit()?;
@@ -706,7 +712,7 @@ impl Store {
         self.with(move |conn| {
             let next: i64 = conn.query_row(
                 "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE job_id = ?1 AND attempt = ?2",
-                params![job_id.to_string(), attempt],
+                params![job_id, attempt],
                 |row| row.get(0),
             )?;
             Ok(next as u64)
@@ -762,7 +768,7 @@ impl Store {
         self.with(move |conn| {
             let count: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM events WHERE job_id = ?1 AND attempt = ?2",
-                params![job_id.to_string(), attempt],
+                params![job_id, attempt],
                 |row| row.get(0),
             )?;
             Ok(count as u64)
@@ -780,7 +786,7 @@ impl Store {
             let mut stmt = conn.prepare(
                 "SELECT seq, at_ms, payload_json FROM events WHERE job_id = ?1 AND attempt = ?2 ORDER BY seq",
             )?;
-            let rows = stmt.query_map(params![job_id.to_string(), attempt], |row| {
+            let rows = stmt.query_map(params![job_id, attempt], |row| {
                 Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?))
             })?;
             let mut events = Vec::new();
@@ -807,7 +813,7 @@ impl Store {
         self.with(move |conn| {
             let count: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM cells WHERE job_id = ?1 AND attempt = (SELECT attempt FROM jobs WHERE job_id = ?1)",
-                params![job_id.to_string()],
+                params![job_id],
                 |row| row.get(0),
             )?;
             Ok(count as u64)
@@ -822,7 +828,7 @@ impl Store {
             let mut stmt = conn.prepare(
                 "SELECT attempt, cell_index FROM cells WHERE job_id = ?1 ORDER BY attempt, cell_index",
             )?;
-            let rows = stmt.query_map(params![job_id.to_string()], |row| {
+            let rows = stmt.query_map(params![job_id], |row| {
                 Ok((row.get::<_, u32>(0)?, row.get::<_, u32>(1)?))
             })?;
             Ok(rows.collect::<Result<_, _>>()?)
@@ -842,7 +848,7 @@ impl Store {
         self.with(move |conn| {
             conn.execute(
                 "UPDATE runs SET state = ?5, error = ?2, exit_code = ?3, finished_ms = ?4, results_recorded = 1 WHERE run_id = ?1",
-                params![run_id.to_string(), error, exit_code, now_ms, RunState::Failed.as_str()],
+                params![run_id, error, exit_code, now_ms, RunState::Failed],
             )?;
             Ok(())
         })
@@ -862,7 +868,7 @@ impl Store {
             let leased = select_jobs(
                 &tx,
                 "run_id = ?1 AND state = ?2",
-                params![run_id.to_string(), JobState::Leased.as_str()],
+                params![run_id, JobState::Leased],
             )?;
             for job in &leased {
                 end_attempt(&tx, job.job_id, job.attempt, &reason)?;
@@ -870,22 +876,22 @@ impl Store {
             tx.execute(
                 "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = ?2 WHERE run_id = ?1 AND state IN (?4, ?5)",
                 params![
-                    run_id.to_string(),
+                    run_id,
                     reason,
-                    JobState::Cancelled.as_str(),
-                    JobState::Queued.as_str(),
-                    JobState::Leased.as_str()
+                    JobState::Cancelled,
+                    JobState::Queued,
+                    JobState::Leased
                 ],
             )?;
             tx.execute(
                 "UPDATE runs SET state = ?3, exit_code = ?4, finished_ms = ?2 WHERE run_id = ?1 AND state IN (?5, ?6)",
                 params![
-                    run_id.to_string(),
+                    run_id,
                     now_ms,
-                    RunState::Cancelled.as_str(),
+                    RunState::Cancelled,
                     abfleet_core::exit::CANCELLED,
-                    RunState::Queued.as_str(),
-                    RunState::Running.as_str()
+                    RunState::Queued,
+                    RunState::Running
                 ],
             )?;
             tx.commit()?;
@@ -909,14 +915,14 @@ impl Store {
             let earlier: Option<String> = tx
                 .query_row(
                     "SELECT inventory_json FROM agents WHERE agent_id = ?1",
-                    params![agent_id.to_string()],
+                    params![agent_id],
                     |row| row.get(0),
                 )
                 .optional()?;
             tx.execute(
                 "INSERT INTO agents (agent_id, inventory_json, registered_ms, last_heartbeat_ms) VALUES (?1, ?2, ?3, ?3)
                  ON CONFLICT(agent_id) DO UPDATE SET inventory_json = excluded.inventory_json, last_heartbeat_ms = excluded.last_heartbeat_ms",
-                params![agent_id.to_string(), inventory_json, now_ms],
+                params![agent_id, inventory_json, now_ms],
             )?;
             tx.commit()?;
             Ok(earlier.and_then(|json| serde_json::from_str(&json).ok()))
@@ -933,7 +939,7 @@ impl Store {
         self.with(move |conn| {
             let changed = conn.execute(
                 "UPDATE agents SET last_heartbeat_ms = ?2 WHERE agent_id = ?1",
-                params![agent_id.to_string(), now_ms],
+                params![agent_id, now_ms],
             )?;
             Ok(changed > 0)
         })
@@ -953,7 +959,7 @@ impl Store {
                     "UPDATE agents SET last_heartbeat_ms = MAX(last_heartbeat_ms, ?2) WHERE agent_id = ?1",
                 )?;
                 for (agent_id, at_ms) in heard {
-                    stmt.execute(params![agent_id.to_string(), at_ms])?;
+                    stmt.execute(params![agent_id, at_ms])?;
                 }
             }
             tx.commit()?;
@@ -983,7 +989,7 @@ impl Store {
             let rows = stmt.query_map(params![i64::from(limit), offset as i64], |row| {
                 Ok((
                     (
-                        row.get::<_, String>(0)?,
+                        row.get::<_, AgentId>(0)?,
                         row.get::<_, String>(1)?,
                         row.get::<_, i64>(2)?,
                         row.get::<_, bool>(3)?,
@@ -1012,7 +1018,7 @@ impl Store {
                 });
                 agents.push(AgentRow {
                     certificate,
-                    agent_id: parse_stored_id(&agent_id)?,
+                    agent_id,
                     inventory: serde_json::from_str(&inventory_json).map_err(|err| {
                         CoordinatorError::Corrupt(format!("inventory of agent {agent_id}: {err}"))
                     })?,
@@ -1034,7 +1040,7 @@ impl Store {
         self.with(move |conn| {
             let changed = conn.execute(
                 "UPDATE agents SET draining = ?2 WHERE agent_id = ?1",
-                params![agent_id.to_string(), draining],
+                params![agent_id, draining],
             )?;
             Ok(changed == 1)
         })
@@ -1071,6 +1077,7 @@ fn insert_batch(
     accept_new: bool,
 ) -> Result<AppendOutcome, CoordinatorError> {
     let mut outcome = AppendOutcome::default();
+    // Bound to every statement of the batch and named in its errors: made text once.
     let job_key = job_id.to_string();
     let mut events = events;
     events.sort_by_key(|event| event.seq);
@@ -1108,7 +1115,7 @@ fn insert_batch(
             outcome.acked.push(event.seq);
             continue;
         }
-        let kind = event.kind().as_str();
+        let kind = event.kind();
         let inserted = tx
             .prepare_cached(
                 "INSERT OR IGNORE INTO events (job_id, attempt, seq, at_ms, kind, payload_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -1137,7 +1144,6 @@ fn apply_header(
     seq: u64,
     header: &EventHeader,
 ) -> Result<(), CoordinatorError> {
-    let job_key = job_id.to_string();
     match header {
         EventHeader::Cell(cell) => {
             let stored = tx
@@ -1145,12 +1151,12 @@ fn apply_header(
                     "INSERT OR IGNORE INTO cells (job_id, attempt, cell_index, fixture, workload, parity, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )?
                 .execute(params![
-                    job_key,
+                    job_id,
                     attempt,
                     cell.index,
                     cell.fixture,
                     cell.workload,
-                    cell.parity.as_str(),
+                    cell.parity,
                     seq as i64
                 ])?;
             if stored == 0 {
@@ -1161,9 +1167,9 @@ fn apply_header(
                     .prepare_cached(
                         "SELECT seq FROM cells WHERE job_id = ?1 AND attempt = ?2 AND cell_index = ?3",
                     )?
-                    .query_row(params![job_key, attempt, cell.index], |row| row.get(0))?;
+                    .query_row(params![job_id, attempt, cell.index], |row| row.get(0))?;
                 return Err(CoordinatorError::RepeatedCell {
-                    job_id: job_key,
+                    job_id: job_id.to_string(),
                     attempt,
                     seq,
                     index: cell.index,
@@ -1191,13 +1197,13 @@ fn apply_header(
             tx.execute(
                 "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = CASE WHEN state = ?5 AND ?3 = ?7 THEN ?4 ELSE COALESCE(error, ?4) END WHERE job_id = ?1 AND attempt = ?2 AND state IN (?5, ?6)",
                 params![
-                    job_key,
+                    job_id,
                     attempt,
-                    state.as_str(),
+                    state,
                     error,
-                    JobState::Leased.as_str(),
-                    JobState::Cancelled.as_str(),
-                    JobState::Done.as_str()
+                    JobState::Leased,
+                    JobState::Cancelled,
+                    JobState::Done
                 ],
             )?;
         }
@@ -1213,29 +1219,17 @@ fn lease_view(conn: &Connection, job_id: JobId) -> Result<Option<LeaseView>, Coo
             "SELECT jobs.run_id, jobs.state, jobs.attempt, jobs.agent_id, runs.state
              FROM jobs JOIN runs USING (run_id) WHERE jobs.job_id = ?1",
         )?
-        .query_row(params![job_id.to_string()], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, u32>(2)?,
-                row.get::<_, Option<String>>(3)?,
-                row.get::<_, String>(4)?,
-            ))
+        .query_row(params![job_id], |row| {
+            Ok(LeaseView {
+                run_id: row.get(0)?,
+                state: row.get(1)?,
+                attempt: row.get(2)?,
+                agent_id: row.get(3)?,
+                run_state: row.get(4)?,
+            })
         })
         .optional()?;
-    let Some((run_id, state, attempt, agent_id, run_state)) = row else {
-        return Ok(None);
-    };
-    let corrupt = |what: &str, err: abfleet_core::names::UnknownName| {
-        CoordinatorError::Corrupt(format!("{what} of job {job_id}: {err}"))
-    };
-    Ok(Some(LeaseView {
-        run_id: parse_stored_id(&run_id)?,
-        state: state.parse().map_err(|err| corrupt("state", err))?,
-        attempt,
-        agent_id: agent_id.as_deref().map(parse_stored_id).transpose()?,
-        run_state: run_state.parse().map_err(|err| corrupt("run state", err))?,
-    }))
+    Ok(row)
 }
 
 /// Records how an attempt ended, unless it already has an end.
@@ -1247,7 +1241,7 @@ fn end_attempt(
 ) -> Result<(), CoordinatorError> {
     conn.execute(
         "UPDATE attempts SET end_reason = ?3 WHERE job_id = ?1 AND attempt = ?2 AND end_reason IS NULL",
-        params![job_id.to_string(), attempt, reason],
+        params![job_id, attempt, reason],
     )?;
     Ok(())
 }
@@ -1281,69 +1275,46 @@ fn select_jobs(
         "SELECT job_id, run_id, state, attempt, agent_id, lease_expires_ms, error, generation, pinned_agent FROM jobs WHERE {filter} ORDER BY created_ms, job_id"
     ))?;
     let rows = stmt.query_map(params, job_row)?;
-    rows.map(|row| row?).collect()
-}
-
-fn parse_stored_id<T: std::str::FromStr>(text: &str) -> Result<T, CoordinatorError> {
-    text.parse()
-        .map_err(|_| CoordinatorError::Corrupt(format!("stored id `{text}` is not a uuid")))
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 type RowResult<T> = rusqlite::Result<Result<T, CoordinatorError>>;
 
 fn run_row(row: &rusqlite::Row<'_>) -> RowResult<RunRow> {
-    let run_id: String = row.get(0)?;
+    let run_id: RunId = row.get(0)?;
     let spec_json: String = row.get(3)?;
-    let state: String = row.get(4)?;
-    let name: String = row.get(1)?;
-    let trigger: String = row.get(2)?;
-    let created_ms: i64 = row.get(5)?;
-    let exit_code: Option<i32> = row.get(6)?;
-    let error: Option<String> = row.get(7)?;
-    let trigger_note: Option<String> = row.get(8)?;
-    Ok((|| {
-        Ok(RunRow {
-            error,
-            run_id: parse_stored_id(&run_id)?,
+    let (name, trigger, state, created_ms) = (row.get(1)?, row.get(2)?, row.get(4)?, row.get(5)?);
+    let (exit_code, error, trigger_note) = (row.get(6)?, row.get(7)?, row.get(8)?);
+    Ok(match JobSpec::from_json(&spec_json) {
+        Ok(spec) => Ok(RunRow {
+            run_id,
             name,
             trigger,
             trigger_note,
-            spec: JobSpec::from_json(&spec_json)
-                .map_err(|err| CoordinatorError::Corrupt(format!("spec of run {run_id}: {err}")))?,
-            state: state.parse().map_err(|err| {
-                CoordinatorError::Corrupt(format!("state of run {run_id}: {err}"))
-            })?,
+            spec,
+            state,
             created_ms,
             exit_code,
-        })
-    })())
+            error,
+        }),
+        Err(err) => Err(CoordinatorError::Corrupt(format!(
+            "spec of run {run_id}: {err}"
+        ))),
+    })
 }
 
-fn job_row(row: &rusqlite::Row<'_>) -> RowResult<JobRow> {
-    let job_id: String = row.get(0)?;
-    let run_id: String = row.get(1)?;
-    let state: String = row.get(2)?;
-    let attempt: u32 = row.get(3)?;
-    let agent_id: Option<String> = row.get(4)?;
-    let lease_expires_ms: Option<i64> = row.get(5)?;
-    let error: Option<String> = row.get(6)?;
-    let generation: Option<String> = row.get(7)?;
-    let pinned_agent: Option<String> = row.get(8)?;
-    Ok((|| {
-        Ok(JobRow {
-            generation,
-            pinned_agent: pinned_agent.as_deref().map(parse_stored_id).transpose()?,
-            job_id: parse_stored_id(&job_id)?,
-            run_id: parse_stored_id(&run_id)?,
-            state: state.parse().map_err(|err| {
-                CoordinatorError::Corrupt(format!("state of job {job_id}: {err}"))
-            })?,
-            attempt,
-            agent_id: agent_id.as_deref().map(parse_stored_id).transpose()?,
-            lease_expires_ms,
-            error,
-        })
-    })())
+fn job_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
+    Ok(JobRow {
+        job_id: row.get(0)?,
+        run_id: row.get(1)?,
+        state: row.get(2)?,
+        attempt: row.get(3)?,
+        agent_id: row.get(4)?,
+        lease_expires_ms: row.get(5)?,
+        error: row.get(6)?,
+        generation: row.get(7)?,
+        pinned_agent: row.get(8)?,
+    })
 }
 
 #[cfg(test)]
@@ -1398,6 +1369,36 @@ mod tests {
             .await
             .unwrap();
         (run_id, job_id, AgentId::new_random())
+    }
+
+    #[tokio::test]
+    async fn a_stored_state_or_id_no_abfleet_wrote_reads_as_corruption_naming_the_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (run_id, job_id, _) = queued_run(&store, &spec(), "manual").await;
+        store
+            .with(move |conn| {
+                conn.execute(
+                    "UPDATE runs SET state = 'paused' WHERE run_id = ?1",
+                    [run_id],
+                )?;
+                conn.execute(
+                    "UPDATE jobs SET agent_id = 'nobody' WHERE job_id = ?1",
+                    [job_id],
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let err = store.run(run_id).await.unwrap_err();
+        assert!(matches!(err, CoordinatorError::Corrupt(_)), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("`paused` is not a run state") && text.contains("queued"),
+            "{text}"
+        );
+        let err = store.job(job_id).await.unwrap_err().to_string();
+        assert!(err.contains("`nobody` is not a valid agent id"), "{err}");
     }
 
     #[tokio::test]

@@ -28,6 +28,8 @@ pub mod retune;
 pub mod scores;
 pub mod session;
 pub mod spec;
+#[cfg(feature = "sql")]
+pub mod sql;
 pub mod stats;
 pub mod sweep;
 

@@ -22,7 +22,7 @@ impl Store {
             let tx = conn.transaction()?;
             tx.execute(
                 "INSERT OR REPLACE INTO bisects (run_id, recorded_ms, bisection_json) VALUES (?1, ?2, ?3)",
-                params![run_id.to_string(), now_ms, bisection_json],
+                params![run_id, now_ms, bisection_json],
             )?;
             super::reports::report_changed(&tx, run_id)?;
             tx.commit()?;
@@ -37,8 +37,7 @@ impl Store {
             let mut stmt = conn.prepare(
                 "SELECT bisection_json FROM bisects WHERE run_id = ?1 ORDER BY recorded_ms",
             )?;
-            let rows =
-                stmt.query_map(params![run_id.to_string()], |row| row.get::<_, String>(0))?;
+            let rows = stmt.query_map(params![run_id], |row| row.get::<_, String>(0))?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
         .await

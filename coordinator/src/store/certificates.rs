@@ -80,11 +80,10 @@ impl Store {
         let cert_name = cert_name.to_string();
         self.with(move |conn| {
             let tx = conn.transaction()?;
-            let id = agent_id.to_string();
             let bound: Option<String> = tx
                 .query_row(
                     "SELECT cert_name FROM agent_certificates WHERE agent_id = ?1",
-                    params![id],
+                    params![agent_id],
                     |row| row.get(0),
                 )
                 .optional()?;
@@ -98,23 +97,22 @@ impl Store {
                              WHERE cert_name = ?1 AND registered_ms >= ?2 ORDER BY registered_ms",
                         )?;
                         let ids = stmt
-                            .query_map(params![cert_name, since_ms], |row| row.get::<_, String>(0))?
+                            .query_map(params![cert_name, since_ms], |row| row.get(0))?
                             .collect::<rusqlite::Result<Vec<_>>>()?;
                         if ids.len() >= most as usize {
-                            let ids = ids.iter().filter_map(|id| id.parse().ok()).collect();
                             return Ok(Binding::TooManyIds { ids });
                         }
                     }
                     tx.execute(
                         "INSERT INTO agent_certificates (agent_id, cert_name, bound_ms) VALUES (?1, ?2, ?3)",
-                        params![id, cert_name, now_ms],
+                        params![agent_id, cert_name, now_ms],
                     )?;
                 }
             }
             tx.execute(
                 "UPDATE agent_certificates SET serial = ?2, fingerprint = ?3, registered_ms = ?4
                  WHERE agent_id = ?1",
-                params![id, certificate.serial, certificate.fingerprint, now_ms],
+                params![agent_id, certificate.serial, certificate.fingerprint, now_ms],
             )?;
             tx.commit()?;
             Ok(Binding::Bound)
@@ -131,7 +129,7 @@ impl Store {
             Ok(conn
                 .query_row(
                     "SELECT cert_name FROM agent_certificates WHERE agent_id = ?1",
-                    params![agent_id.to_string()],
+                    params![agent_id],
                     |row| row.get(0),
                 )
                 .optional()?)
@@ -148,7 +146,7 @@ impl Store {
             Ok(conn
                 .query_row(
                     "SELECT cert_name, serial, fingerprint, registered_ms FROM agent_certificates WHERE agent_id = ?1",
-                    params![agent_id.to_string()],
+                    params![agent_id],
                     |row| {
                         Ok(AgentCertificate {
                             agent_id,
@@ -175,7 +173,7 @@ impl Store {
             )?;
             let rows = stmt.query_map([], |row| {
                 Ok((
-                    row.get::<_, String>(0)?,
+                    row.get::<_, AgentId>(0)?,
                     row.get::<_, String>(1)?,
                     row.get::<_, String>(2)?,
                     row.get::<_, String>(3)?,
@@ -184,10 +182,7 @@ impl Store {
             })?;
             let mut out = Vec::new();
             for row in rows {
-                let (id, cert_name, serial, fingerprint, registered_ms) = row?;
-                let agent_id = id.parse().map_err(|err| {
-                    CoordinatorError::Internal(format!("stored agent id `{id}`: {err}"))
-                })?;
+                let (agent_id, cert_name, serial, fingerprint, registered_ms) = row?;
                 out.push(AgentCertificate {
                     agent_id,
                     cert_name,

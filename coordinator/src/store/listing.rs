@@ -7,7 +7,7 @@ use abfleet_core::lifecycle::RunState;
 use abfleet_core::RunId;
 use rusqlite::{params, OptionalExtension};
 
-use super::{parse_stored_id, Store};
+use super::Store;
 use crate::error::CoordinatorError;
 
 /// A run as lists show it.
@@ -101,7 +101,7 @@ impl Store {
                     }
                 }
             }
-            rows.into_iter().collect()
+            Ok(rows)
         })
         .await
     }
@@ -114,7 +114,7 @@ impl Store {
             Ok(conn
                 .query_row(
                     "SELECT spec_json FROM runs WHERE run_id = ?1",
-                    params![run_id.to_string()],
+                    params![run_id],
                     |row| row.get(0),
                 )
                 .optional()?)
@@ -123,29 +123,16 @@ impl Store {
     }
 }
 
-type ListingRow = Result<RunListing, CoordinatorError>;
-
-fn listing_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ListingRow> {
-    let run_id: String = row.get(0)?;
-    let name: String = row.get(1)?;
-    let trigger: String = row.get(2)?;
-    let trigger_note: Option<String> = row.get(3)?;
-    let state: String = row.get(4)?;
-    let created_ms: i64 = row.get(5)?;
-    let exit_code: Option<i32> = row.get(6)?;
-    Ok((|| {
-        Ok(RunListing {
-            state: state.parse().map_err(|err| {
-                CoordinatorError::Corrupt(format!("state of run {run_id}: {err}"))
-            })?,
-            run_id: parse_stored_id(&run_id)?,
-            name,
-            trigger,
-            trigger_note,
-            created_ms,
-            exit_code,
-        })
-    })())
+fn listing_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunListing> {
+    Ok(RunListing {
+        run_id: row.get(0)?,
+        name: row.get(1)?,
+        trigger: row.get(2)?,
+        trigger_note: row.get(3)?,
+        state: row.get(4)?,
+        created_ms: row.get(5)?,
+        exit_code: row.get(6)?,
+    })
 }
 
 #[cfg(test)]
@@ -194,7 +181,7 @@ mod tests {
                 )
                 .await
                 .unwrap();
-            submitted.push((created_ms, run_id.to_string()));
+            submitted.push((created_ms, run_id));
         }
         submitted.sort();
         for order in [RunOrder::NewestFirst, RunOrder::OldestFirst] {
@@ -205,7 +192,7 @@ mod tests {
                 assert!(page.len() <= 3);
                 let Some(last) = page.last() else { break };
                 cursor = Some(RunCursor::after(last));
-                listed.extend(page.iter().map(|r| (r.created_ms, r.run_id.to_string())));
+                listed.extend(page.iter().map(|r| (r.created_ms, r.run_id)));
             }
             let mut expected = submitted.clone();
             if order == RunOrder::NewestFirst {

@@ -60,7 +60,7 @@ pub(super) fn queue(
             "INSERT OR IGNORE INTO notifications (run_id, endpoint, kind, key, summary, payload_json, state, next_attempt_ms, created_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7)",
             params![
-                row.run_id.to_string(),
+                row.run_id,
                 row.endpoint,
                 row.kind,
                 row.key,
@@ -173,7 +173,7 @@ impl Store {
                 "SELECT kind, endpoint, key, summary, state, attempts, last_status, last_error, created_ms, sent_ms
                  FROM notifications WHERE run_id = ?1 ORDER BY id",
             )?;
-            let rows = stmt.query_map(params![run_id.to_string()], |row| {
+            let rows = stmt.query_map(params![run_id], |row| {
                 Ok(NotificationRecord {
                     kind: row.get(0)?,
                     endpoint: row.get(1)?,

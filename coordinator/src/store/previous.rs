@@ -13,7 +13,7 @@ use abfleet_core::report::history::{GenerationSnapshot, BISECT_TRIGGER};
 use abfleet_core::RunId;
 use rusqlite::{params, OptionalExtension, Transaction};
 
-use super::{parse_stored_id, Store};
+use super::Store;
 use crate::error::CoordinatorError;
 
 pub use abfleet_core::report::earlier::{GenerationResult, PreviousResult};
@@ -53,7 +53,7 @@ impl Store {
             super::notifications::queue(&tx, &alerts, now_ms)?;
             tx.execute(
                 "UPDATE runs SET state = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
-                params![run_id.to_string(), state.as_str(), exit_code, now_ms],
+                params![run_id, state, exit_code, now_ms],
             )?;
             let report = match report {
                 Some(report) if super::reports::is_current(&tx, run_id, report.basis)? => {
@@ -109,7 +109,7 @@ impl Store {
             let run = conn
                 .query_row(
                     "SELECT name, created_ms FROM runs WHERE run_id = ?1",
-                    params![run_id.to_string()],
+                    params![run_id],
                     |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)),
                 )
                 .optional()?;
@@ -138,7 +138,7 @@ impl Store {
                     params![name, generation, before_ms],
                     |row| {
                         Ok((
-                            row.get::<_, String>(0)?,
+                            row.get::<_, RunId>(0)?,
                             row.get::<_, String>(1)?,
                             row.get::<_, String>(2)?,
                             row.get::<_, String>(3)?,
@@ -154,7 +154,7 @@ impl Store {
                 CoordinatorError::Corrupt(format!("{what} of run {run_id} on {generation}: {err}"))
             };
             Ok(Some(PreviousResult {
-                run_id: parse_stored_id(&run_id)?,
+                run_id,
                 result: GenerationResult {
                     generation: generation.clone(),
                     toolchain: serde_json::from_str(&toolchain)
@@ -205,7 +205,7 @@ impl Store {
                     name,
                     generation,
                     before_ms,
-                    RunState::Done.as_str(),
+                    RunState::Done,
                     BISECT_TRIGGER,
                     COMPARABLE_DEPTH as i64
                 ],
@@ -245,7 +245,7 @@ impl Store {
                  ORDER BY g.created_ms DESC, g.run_id DESC LIMIT ?3",
             )?;
             let rows = stmt.query_map(
-                params![generation, name, limit, RunState::Done.as_str(), BISECT_TRIGGER],
+                params![generation, name, limit, RunState::Done, BISECT_TRIGGER],
                 |row| {
                     Ok((
                         row.get::<_, String>(0)?,
@@ -278,13 +278,13 @@ impl Store {
             let rows = stmt.query_map(
                 params![
                     name,
-                    RunState::Done.as_str(),
-                    RunState::Failed.as_str(),
-                    RunState::Cancelled.as_str()
+                    RunState::Done,
+                    RunState::Failed,
+                    RunState::Cancelled
                 ],
-                |row| row.get::<_, String>(0),
+                |row| row.get::<_, RunId>(0),
             )?;
-            rows.map(|row| parse_stored_id(&row?)).collect()
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
         .await
     }
@@ -310,7 +310,7 @@ pub(super) fn record_results_again(
     super::reports::results_changed(tx, run_id)?;
     tx.execute(
         "UPDATE runs SET results_recorded = 0 WHERE run_id = ?1",
-        params![run_id.to_string()],
+        params![run_id],
     )?;
     Ok(())
 }
@@ -328,13 +328,13 @@ fn unrecorded_before(
         params![
             name,
             before_ms,
-            RunState::Done.as_str(),
-            RunState::Failed.as_str(),
-            RunState::Cancelled.as_str()
+            RunState::Done,
+            RunState::Failed,
+            RunState::Cancelled
         ],
-        |row| row.get::<_, String>(0),
+        |row| row.get::<_, RunId>(0),
     )?;
-    rows.map(|row| parse_stored_id(&row?)).collect()
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 fn replace_results(
@@ -348,14 +348,14 @@ fn replace_results(
     super::reports::results_changed(tx, run_id)?;
     tx.execute(
         "DELETE FROM generation_results WHERE run_id = ?1",
-        params![run_id.to_string()],
+        params![run_id],
     )?;
     for result in results {
         tx.execute(
             "INSERT INTO generation_results (name, generation, run_id, created_ms, toolchain_json, findings_json, backend_cells_json, snapshot_json, silicon_id, hardware_id)
              SELECT name, ?2, run_id, created_ms, ?3, ?4, ?5, ?6, ?7, ?8 FROM runs WHERE run_id = ?1",
             params![
-                run_id.to_string(),
+                run_id,
                 result.generation,
                 json(serde_json::to_string(&result.toolchain))?,
                 json(serde_json::to_string(&result.findings))?,
@@ -375,7 +375,7 @@ fn replace_results(
     }
     tx.execute(
         "UPDATE runs SET results_recorded = 1 WHERE run_id = ?1",
-        params![run_id.to_string()],
+        params![run_id],
     )?;
     Ok(())
 }

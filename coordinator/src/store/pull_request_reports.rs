@@ -58,40 +58,25 @@ const ANSWERED: i64 = 1;
 /// `answered`: the answer could not be posted and is not tried any more.
 const GIVEN_UP: i64 = 2;
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, PullRequestReport)> {
-    let run_id: String = r.get(0)?;
-    Ok((
-        run_id,
-        PullRequestReport {
-            run_id: RunId::new_random(),
-            repo: r.get(1)?,
-            number: r.get::<_, i64>(2)? as u64,
-            head_sha: r.get(3)?,
-            posted: r.get(4)?,
-            posted_ms: r.get(5)?,
-            comment_id: r.get::<_, Option<i64>>(6)?.map(|id| id as u64),
-            comment_url: r.get(7)?,
-            answered: r.get::<_, i64>(8)? == ANSWERED,
-            given_up: r.get::<_, i64>(8)? == GIVEN_UP,
-            attempts: r.get(9)?,
-            next_attempt_ms: r.get(10)?,
-            last_error: r.get(11)?,
-        },
-    ))
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PullRequestReport> {
+    Ok(PullRequestReport {
+        run_id: r.get(0)?,
+        repo: r.get(1)?,
+        number: r.get::<_, i64>(2)? as u64,
+        head_sha: r.get(3)?,
+        posted: r.get(4)?,
+        posted_ms: r.get(5)?,
+        comment_id: r.get::<_, Option<i64>>(6)?.map(|id| id as u64),
+        comment_url: r.get(7)?,
+        answered: r.get::<_, i64>(8)? == ANSWERED,
+        given_up: r.get::<_, i64>(8)? == GIVEN_UP,
+        attempts: r.get(9)?,
+        next_attempt_ms: r.get(10)?,
+        last_error: r.get(11)?,
+    })
 }
 
 const COLUMNS: &str = "run_id, repo, number, head_sha, posted, posted_ms, comment_id, comment_url, answered, attempts, next_attempt_ms, last_error";
-
-fn parsed(
-    rows: Vec<(String, PullRequestReport)>,
-) -> Result<Vec<PullRequestReport>, CoordinatorError> {
-    rows.into_iter()
-        .map(|(run_id, mut report)| {
-            report.run_id = super::parse_stored_id(&run_id)?;
-            Ok(report)
-        })
-        .collect()
-}
 
 impl Store {
     /// Records that `run_id` answers pull request `number` of `repo` at `head_sha`.
@@ -106,7 +91,7 @@ impl Store {
         self.with(move |conn| {
             conn.execute(
                 "INSERT OR IGNORE INTO pull_request_reports (run_id, repo, number, head_sha, next_attempt_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![run_id.to_string(), repo, number as i64, head_sha, now_ms],
+                params![run_id, repo, number as i64, head_sha, now_ms],
             )?;
             Ok(())
         })
@@ -127,7 +112,7 @@ impl Store {
                 Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
             })
             .await?;
-        parsed(rows)
+        Ok(rows)
     }
 
     /// The pull request `run_id` answers, if any.
@@ -140,13 +125,13 @@ impl Store {
                 Ok(conn
                     .query_row(
                         &format!("SELECT {COLUMNS} FROM pull_request_reports WHERE run_id = ?1"),
-                        params![run_id.to_string()],
+                        params![run_id],
                         row,
                     )
                     .optional()?)
             })
             .await?;
-        Ok(parsed(found.into_iter().collect())?.pop())
+        Ok(found)
     }
 
     /// Records what one pass posted for `run_id`.
@@ -157,11 +142,10 @@ impl Store {
         now_ms: i64,
     ) -> Result<(), CoordinatorError> {
         self.with(move |conn| {
-            let id = run_id.to_string();
             match posted {
                 Posted::Pending { description } => conn.execute(
                     "UPDATE pull_request_reports SET posted = ?2, posted_ms = ?3, attempts = 0, last_error = NULL WHERE run_id = ?1",
-                    params![id, description, now_ms],
+                    params![run_id, description, now_ms],
                 )?,
                 Posted::Answer {
                     description,
@@ -169,12 +153,12 @@ impl Store {
                     comment_url,
                 } => conn.execute(
                     "UPDATE pull_request_reports SET posted = ?2, posted_ms = ?3, comment_id = ?4, comment_url = ?5, answered = ?6, attempts = 0, last_error = NULL WHERE run_id = ?1",
-                    params![id, description, now_ms, comment_id as i64, comment_url, ANSWERED],
+                    params![run_id, description, now_ms, comment_id as i64, comment_url, ANSWERED],
                 )?,
                 Posted::Failed { error, retry_at_ms } => conn.execute(
                     "UPDATE pull_request_reports SET attempts = attempts + 1, last_error = ?2, next_attempt_ms = ?3, answered = ?4 WHERE run_id = ?1",
                     params![
-                        id,
+                        run_id,
                         error,
                         retry_at_ms.unwrap_or(now_ms),
                         if retry_at_ms.is_some() { OPEN } else { GIVEN_UP }

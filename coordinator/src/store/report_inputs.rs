@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use abfleet_core::events::{EventKind, JobEventPayload};
+use abfleet_core::lifecycle::RunState;
 use abfleet_core::report::{AttemptRecord, JobRecord, RunRecord};
 use abfleet_core::spec::JobSpec;
 use abfleet_core::RunId;
@@ -40,7 +41,7 @@ struct RawRun {
     trigger: String,
     trigger_note: Option<String>,
     created_ms: i64,
-    state: String,
+    state: RunState,
     spec_json: String,
     error: Option<String>,
     jobs: Vec<RawJob>,
@@ -59,13 +60,13 @@ fn read_run(conn: &Connection, run_id: RunId) -> Result<Option<RawRun>, Coordina
     let row = conn
         .query_row(
             "SELECT trigger, trigger_note, created_ms, state, spec_json, error FROM runs WHERE run_id = ?1",
-            params![run_id.to_string()],
+            params![run_id],
             |row| {
                 Ok((
                     row.get::<_, String>(0)?,
                     row.get::<_, Option<String>>(1)?,
                     row.get::<_, i64>(2)?,
-                    row.get::<_, String>(3)?,
+                    row.get::<_, RunState>(3)?,
                     row.get::<_, String>(4)?,
                     row.get::<_, Option<String>>(5)?,
                 ))
@@ -75,7 +76,7 @@ fn read_run(conn: &Connection, run_id: RunId) -> Result<Option<RawRun>, Coordina
     let Some((trigger, trigger_note, created_ms, state, spec_json, error)) = row else {
         return Ok(None);
     };
-    let jobs = super::select_jobs(conn, "run_id = ?1", params![run_id.to_string()])?;
+    let jobs = super::select_jobs(conn, "run_id = ?1", params![run_id])?;
     let mut raw_jobs = Vec::with_capacity(jobs.len());
     for job in jobs {
         raw_jobs.push(read_job(conn, job)?);
@@ -94,12 +95,11 @@ fn read_run(conn: &Connection, run_id: RunId) -> Result<Option<RawRun>, Coordina
 
 fn read_job(conn: &Connection, row: JobRow) -> Result<RawJob, CoordinatorError> {
     let (job_id, latest) = (row.job_id, row.attempt);
-    let key = job_id.to_string();
     let events = {
         let mut stmt = conn.prepare_cached(
             "SELECT seq, kind, payload_json FROM events WHERE job_id = ?1 AND attempt = ?2 ORDER BY seq",
         )?;
-        let rows = stmt.query_map(params![key, latest], |row| {
+        let rows = stmt.query_map(params![job_id, latest], |row| {
             Ok((row.get(0)?, row.get(1)?, row.get(2)?))
         })?;
         rows.collect::<Result<Vec<_>, _>>()?
@@ -109,7 +109,7 @@ fn read_job(conn: &Connection, row: JobRow) -> Result<RawJob, CoordinatorError> 
         let mut stmt = conn.prepare_cached(
             "SELECT attempt, cell_index FROM cells WHERE job_id = ?1 ORDER BY attempt, cell_index",
         )?;
-        let rows = stmt.query_map(params![key], |row| {
+        let rows = stmt.query_map(params![job_id], |row| {
             Ok((row.get::<_, u32>(0)?, row.get::<_, u32>(1)?))
         })?;
         for row in rows {
@@ -122,7 +122,7 @@ fn read_job(conn: &Connection, row: JobRow) -> Result<RawJob, CoordinatorError> 
         let mut stmt = conn.prepare_cached(
             "SELECT attempt, agent_id, leased_ms, kept_cells_json, end_reason FROM attempts WHERE job_id = ?1 ORDER BY attempt",
         )?;
-        let rows = stmt.query_map(params![key], |row| {
+        let rows = stmt.query_map(params![job_id], |row| {
             Ok((
                 row.get::<_, u32>(0)?,
                 row.get::<_, String>(1)?,
@@ -157,7 +157,7 @@ fn read_job(conn: &Connection, row: JobRow) -> Result<RawJob, CoordinatorError> 
              JOIN events ON events.job_id = cells.job_id AND events.attempt = cells.attempt AND events.seq = cells.seq
              WHERE cells.job_id = ?1 AND cells.attempt < ?2 ORDER BY cells.attempt",
         )?;
-        let rows = stmt.query_map(params![key, latest], |row| {
+        let rows = stmt.query_map(params![job_id, latest], |row| {
             Ok((
                 row.get::<_, u32>(0)?,
                 row.get::<_, u32>(1)?,
@@ -188,10 +188,7 @@ fn decode_run(raw: RawRun) -> Result<(RunRecord, Vec<JobRecord>), CoordinatorErr
     let run_id = raw.run_id;
     let spec = JobSpec::from_json(&raw.spec_json)
         .map_err(|err| CoordinatorError::Corrupt(format!("spec of run {run_id}: {err}")))?;
-    let state = raw
-        .state
-        .parse()
-        .map_err(|err| CoordinatorError::Corrupt(format!("state of run {run_id}: {err}")))?;
+    let state = raw.state;
     let jobs = raw
         .jobs
         .into_iter()

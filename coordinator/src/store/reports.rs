@@ -54,10 +54,10 @@ impl Store {
                 .query_row(
                     "SELECT runs.state, run_reports.report_json, run_reports.assembled_by
                      FROM runs LEFT JOIN run_reports USING (run_id) WHERE run_id = ?1",
-                    params![run_id.to_string()],
+                    params![run_id],
                     |row| {
                         Ok((
-                            row.get::<_, String>(0)?,
+                            row.get::<_, abfleet_core::lifecycle::RunState>(0)?,
                             row.get::<_, Option<String>>(1)?,
                             row.get::<_, Option<String>>(2)?,
                         ))
@@ -70,9 +70,6 @@ impl Store {
             if let (Some(json), Some(ASSEMBLED_BY)) = (json, assembled_by.as_deref()) {
                 return Ok(Some(StoredReport::Stored(json)));
             }
-            let state: abfleet_core::lifecycle::RunState = state.parse().map_err(|err| {
-                CoordinatorError::Corrupt(format!("state of run {run_id}: {err}"))
-            })?;
             Ok(Some(StoredReport::Missing {
                 finished: state.is_finished(),
                 basis: last_change(conn)?,
@@ -128,7 +125,7 @@ pub(super) fn is_current(
            WHERE runs.run_id = ?1 AND results_changes.seq > ?2
              AND results_changes.name = runs.name AND results_changes.created_ms <= runs.created_ms)
          AND EXISTS (SELECT 1 FROM runs WHERE run_id = ?1)",
-        params![run_id.to_string(), basis],
+        params![run_id, basis],
         |row| row.get(0),
     )?)
 }
@@ -141,7 +138,7 @@ pub(super) fn put(
 ) -> Result<(), CoordinatorError> {
     conn.execute(
         "INSERT OR REPLACE INTO run_reports (run_id, report_json, assembled_by, assembled_ms) VALUES (?1, ?2, ?3, ?4)",
-        params![run_id.to_string(), report.json, ASSEMBLED_BY, report.now_ms],
+        params![run_id, report.json, ASSEMBLED_BY, report.now_ms],
     )?;
     Ok(())
 }
@@ -152,12 +149,9 @@ pub(super) fn report_changed(conn: &Connection, run_id: RunId) -> Result<(), Coo
     conn.execute(
         "INSERT INTO results_changes (name, created_ms)
          SELECT name, created_ms FROM runs WHERE run_id = ?1",
-        params![run_id.to_string()],
+        params![run_id],
     )?;
-    conn.execute(
-        "DELETE FROM run_reports WHERE run_id = ?1",
-        params![run_id.to_string()],
-    )?;
+    conn.execute("DELETE FROM run_reports WHERE run_id = ?1", params![run_id])?;
     Ok(())
 }
 
@@ -167,17 +161,14 @@ pub(super) fn results_changed(conn: &Connection, run_id: RunId) -> Result<(), Co
     let run: Option<(String, i64)> = conn
         .query_row(
             "SELECT name, created_ms FROM runs WHERE run_id = ?1",
-            params![run_id.to_string()],
+            params![run_id],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .optional()?;
     let Some((name, created_ms)) = run else {
         return Ok(());
     };
-    conn.execute(
-        "DELETE FROM run_reports WHERE run_id = ?1",
-        params![run_id.to_string()],
-    )?;
+    conn.execute("DELETE FROM run_reports WHERE run_id = ?1", params![run_id])?;
     conn.execute(
         "DELETE FROM run_reports WHERE run_id IN
          (SELECT run_id FROM runs WHERE name = ?1 AND created_ms > ?2)",

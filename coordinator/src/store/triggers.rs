@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use abfleet_core::{AgentId, RunId};
 use rusqlite::{params, OptionalExtension};
 
-use super::{parse_stored_id, Store};
+use super::Store;
 use crate::error::CoordinatorError;
 
 /// One trigger as the store keeps it.
@@ -44,14 +44,14 @@ impl Store {
         let reason = reason.to_string();
         let debounce_key = debounce_key.to_string();
         self.with(move |conn| {
-            let run_id: Option<String> = conn
+            let run_id: Option<RunId> = conn
                 .query_row(
                     "SELECT run_id FROM triggers WHERE reason = ?1 AND debounce_key = ?2 AND debounced = 0 AND received_ms >= ?3 ORDER BY received_ms DESC, trigger_id DESC LIMIT 1",
                     params![reason, debounce_key, since_ms],
                     |row| row.get(0),
                 )
                 .optional()?;
-            run_id.as_deref().map(parse_stored_id).transpose()
+            Ok(run_id)
         })
         .await
     }
@@ -66,7 +66,7 @@ impl Store {
                     trigger.note,
                     trigger.source,
                     trigger.received_ms,
-                    trigger.run_id.to_string(),
+                    trigger.run_id,
                     trigger.debounced
                 ],
             )?;
@@ -98,14 +98,14 @@ impl Store {
                 "SELECT reason, debounce_key, note, source, received_ms, run_id, debounced FROM triggers ORDER BY received_ms, trigger_id",
             )?;
             let rows = stmt.query_map([], |row| {
-                let run_id: String = row.get(5)?;
+                let run_id: RunId = row.get(5)?;
                 let reason: String = row.get(0)?;
                 let debounce_key: Option<String> = row.get(1)?;
                 let note: String = row.get(2)?;
                 let source: String = row.get(3)?;
                 let received_ms: i64 = row.get(4)?;
                 let debounced: bool = row.get(6)?;
-                Ok(parse_stored_id(&run_id).map(|run_id| TriggerRow {
+                Ok(Ok(TriggerRow {
                     reason,
                     debounce_key,
                     note,
@@ -216,7 +216,7 @@ impl Store {
         self.with(move |conn| {
             conn.execute(
                 "INSERT OR IGNORE INTO upstream_pins (url, tag, run_id, note, moved_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![url, tag, run_id.to_string(), note, now_ms],
+                params![url, tag, run_id, note, now_ms],
             )?;
             Ok(())
         })
@@ -232,17 +232,13 @@ impl Store {
             )?;
             let rows = stmt.query_map(params![url], |row| {
                 let tag: String = row.get(0)?;
-                let run_id: String = row.get(1)?;
+                let run_id: RunId = row.get(1)?;
                 let note: String = row.get(2)?;
                 Ok((tag, run_id, note))
             })?;
             rows.map(|row| {
                 let (tag, run_id, note) = row?;
-                Ok(UpstreamPin {
-                    tag,
-                    run_id: parse_stored_id(&run_id)?,
-                    note,
-                })
+                Ok(UpstreamPin { tag, run_id, note })
             })
             .collect()
         })
@@ -280,7 +276,7 @@ impl Store {
             tx.execute(
                 "INSERT INTO generation_toolchains (generation, fingerprint, toolchain_json, agent_id, first_seen_ms, last_seen_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?5)
                  ON CONFLICT(generation, fingerprint) DO UPDATE SET agent_id = excluded.agent_id, last_seen_ms = excluded.last_seen_ms",
-                params![generation, fingerprint, toolchain_json, agent_id.to_string(), now_ms],
+                params![generation, fingerprint, toolchain_json, agent_id, now_ms],
             )?;
             tx.commit()?;
             let latest_other = match latest_other {
