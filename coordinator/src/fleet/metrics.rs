@@ -36,12 +36,7 @@ impl Fleet {
         let jobs = self.inner.store.count_jobs_by_state().await?;
         let runs = self.inner.store.count_runs_by_state().await?;
         let agents = self.agents().await?;
-        let connected = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len();
+        let connected = self.inner.sessions.connected();
         let counters = &self.inner.counters;
         let mut out = String::new();
         let mut gauge = |name: &str, help: &str, kind: &str, samples: &[(String, u64)]| {

@@ -26,6 +26,7 @@ mod reports;
 mod revocations;
 mod runs;
 mod served_reports;
+mod session_table;
 mod sessions;
 mod state;
 #[cfg(test)]

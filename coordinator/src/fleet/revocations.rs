@@ -220,27 +220,15 @@ impl Fleet {
 
     /// Ends every open session whose certificate is now revoked, telling the agent why.
     fn end_revoked_sessions(&self) -> Vec<AgentId> {
-        let mut sessions = self
+        let deny_list = &self.inner.deny_list;
+        let ended = self
             .inner
             .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let revoked: Vec<(AgentId, Arc<Revocation>)> = sessions
-            .iter()
-            .filter_map(|(agent, session)| {
-                let certificate = session.certificate.as_ref()?;
-                Some((*agent, self.inner.deny_list.revoked(certificate)?))
-            })
-            .collect();
-        for (agent, revocation) in &revoked {
-            if let Some(mut session) = sessions.remove(agent) {
-                if let Some(ending) = session.ending.take() {
-                    let _ = ending.send(refusal(revocation));
-                }
-                warn!(agent_id = %agent, "session ended: its certificate was revoked");
-            }
+            .end_where(|certificate| deny_list.revoked(certificate).map(|r| refusal(&r)));
+        for agent in &ended {
+            warn!(agent_id = %agent, "session ended: its certificate was revoked");
         }
-        revoked.into_iter().map(|(agent, _)| agent).collect()
+        ended
     }
 
     /// Requeues the jobs leased to `agents` and to every other agent id whose last

@@ -11,7 +11,7 @@ use abfleet_core::session::{JobOffer, SessionMessage};
 use abfleet_core::{AgentId, JobId};
 use tracing::{info, warn};
 
-use super::state::{Session, SessionSender};
+use super::session_table::SessionSender;
 use super::Fleet;
 use super::FleetError;
 use crate::store::AgentRow;
@@ -59,56 +59,20 @@ impl Fleet {
         sender: SessionSender,
         certificate: Option<abfleet_core::certs::CertificateId>,
     ) -> Result<(u64, tokio::sync::oneshot::Receiver<String>), FleetError> {
-        let now = self.now_ms();
         let lost_after = self.inner.config.agent_lost_after.as_millis() as i64;
-        let number = self
-            .inner
-            .next_session
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut sessions = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if sessions
-            .get(&agent_id)
-            .is_some_and(|s| !s.sender.is_closed() && now - s.last_seen_ms <= lost_after)
-        {
+        let opened =
+            self.inner
+                .sessions
+                .open(agent_id, sender, certificate, self.now_ms(), lost_after);
+        if opened.is_err() {
             warn!(agent_id = %agent_id, "refused a second session under a live agent's id");
-            return Err(FleetError::AgentConnected(agent_id));
         }
-        let (ending, ended) = tokio::sync::oneshot::channel();
-        sessions.insert(
-            agent_id,
-            Session {
-                number,
-                sender,
-                waiting: None,
-                last_seen_ms: now,
-                certificate,
-                ending: Some(ending),
-            },
-        );
-        drop(sessions);
-        self.inner
-            .disconnected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&agent_id);
-        Ok((number, ended))
+        opened
     }
 
     /// The agent spoke on its session.
     pub(super) fn touch_session(&self, agent_id: AgentId) {
-        let now = self.now_ms();
-        let mut sessions = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(session) = sessions.get_mut(&agent_id) {
-            session.last_seen_ms = now;
-        }
+        self.inner.sessions.touch(agent_id, self.now_ms());
     }
 
     /// The agent closed its session (its stream ended cleanly). Unless the agent opens another
@@ -190,60 +154,20 @@ impl Fleet {
     /// went (the reaper's `agent_lost_after` counts from then). False when a newer session
     /// replaced it.
     fn remove_session(&self, agent_id: AgentId, number: u64) -> bool {
-        let mut sessions = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if sessions.get(&agent_id).is_none_or(|s| s.number != number) {
-            return false;
-        }
-        sessions.remove(&agent_id);
-        // Recorded under the sessions lock: a new session, which clears it, cannot come in
-        // between.
-        self.inner
-            .disconnected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(agent_id, self.now_ms());
-        true
+        self.inner.sessions.remove(agent_id, number, self.now_ms())
     }
 
     /// Agents whose session closed at least `agent_lost_after` ago and who have not opened
     /// another: how long ago, in milliseconds.
     pub(super) fn gone_agents(&self) -> HashMap<AgentId, i64> {
-        let now = self.now_ms();
         let grace = self.inner.config.agent_lost_after.as_millis() as i64;
-        self.inner
-            .disconnected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter(|(_, closed)| now - **closed >= grace)
-            .map(|(agent, closed)| (*agent, now - closed))
-            .collect()
+        self.inner.sessions.gone(self.now_ms(), grace)
     }
 
     /// Queues a message on the agent's session (never dropped for want of room). False, and
     /// logged, when the agent has no open session: it learns on its next heartbeat or ready.
     pub(super) fn send(&self, agent_id: AgentId, message: SessionMessage) -> bool {
-        let sessions = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let kind = match &message {
-            SessionMessage::Offer(_) => "offer",
-            SessionMessage::Cancel { .. } => "cancel",
-            SessionMessage::LeaseLost { .. } => "lease lost",
-        };
-        let sent = sessions
-            .get(&agent_id)
-            .is_some_and(|session| session.sender.send(message).is_ok());
-        if !sent {
-            warn!(agent_id = %agent_id, kind, "the agent has no open session; the message is not delivered (its next heartbeat is answered again)");
-        }
-        sent
+        self.inner.sessions.send(agent_id, message)
     }
 
     /// The agent is idle. Any job still leased to it is not running anywhere (the agent
@@ -262,27 +186,13 @@ impl Fleet {
                 .await?;
             }
         }
-        {
-            let mut sessions = self
-                .inner
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            let ticket = self
-                .inner
-                .next_session
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if let Some(session) = sessions.get_mut(&agent_id) {
-                // A repeated "ready" keeps the agent's place in the queue.
-                session.waiting.get_or_insert(ticket);
-            }
-        }
+        self.inner.sessions.wait_for_job(agent_id);
         self.dispatch().await
     }
 
     /// Offers queued jobs to waiting agents, oldest job first.
     pub(super) async fn dispatch(&self) -> Result<(), FleetError> {
-        let _guard = self.inner.dispatch.lock().await;
+        let _guard = self.inner.sessions.dispatching().await;
         let queued = self.inner.store.jobs_in_state(JobState::Queued).await?;
         if queued.is_empty() {
             return Ok(());
@@ -304,26 +214,13 @@ impl Fleet {
             })
             .collect();
         for job in queued {
-            let waiting: Option<AgentId> = {
-                let sessions = self
-                    .inner
-                    .sessions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                sessions
-                    .iter()
-                    .filter_map(|(id, s)| s.waiting.map(|ticket| (ticket, *id)))
-                    .filter(|(_, id)| job.pinned_agent.is_none_or(|pinned| pinned == *id))
-                    .filter(|(_, id)| !draining.contains(id))
-                    .filter(|(_, id)| {
-                        job.generation.as_ref().is_none_or(|key| {
-                            generations.get(id).is_some_and(|keys| keys.contains(key))
-                        })
+            let waiting = self.inner.sessions.longest_waiting(|id| {
+                job.pinned_agent.is_none_or(|pinned| pinned == id)
+                    && !draining.contains(&id)
+                    && job.generation.as_ref().is_none_or(|key| {
+                        generations.get(&id).is_some_and(|keys| keys.contains(key))
                     })
-                    // The agent idle the longest, whatever its id.
-                    .min()
-                    .map(|(_, id)| id)
-            };
+            });
             let Some(agent_id) = waiting else {
                 // Jobs wait in the queue until a matching agent is free.
                 continue;
@@ -349,27 +246,10 @@ impl Fleet {
                 generation: job.generation.clone(),
                 kept_cells,
             };
-            let sent = {
-                let mut sessions = self
-                    .inner
-                    .sessions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                match sessions.get_mut(&agent_id) {
-                    Some(session) => {
-                        session.waiting = None;
-                        let sent = session
-                            .sender
-                            .send(SessionMessage::Offer(Box::new(offer)))
-                            .is_ok();
-                        if sent {
-                            super::metrics::Counters::add(&self.inner.counters.offers, 1);
-                        }
-                        sent
-                    }
-                    None => false,
-                }
-            };
+            let sent = self.inner.sessions.offer(agent_id, offer);
+            if sent {
+                super::metrics::Counters::add(&self.inner.counters.offers, 1);
+            }
             if sent {
                 info!(job_id = %job.job_id, agent_id = %agent_id, attempt, "job leased");
                 self.publish(RunProgress::new(

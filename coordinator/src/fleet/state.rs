@@ -7,9 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use abfleet_core::progress::RunProgress;
-use abfleet_core::session::SessionMessage;
 use abfleet_core::{AgentId, JobId, RunId};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 use crate::clock::{Clock, SystemClock};
 use crate::store::Store;
@@ -66,43 +65,14 @@ impl Default for CoordinatorConfig {
     }
 }
 
-/// Where a session's messages to its agent go (the agent service forwards them to the wire).
-/// Unbounded: an offer, a cancel or a lost lease must never be dropped because the agent's
-/// connection is slow to drain, and there are few of them (a handful per job), so the queue
-/// stays small.
-pub type SessionSender = mpsc::UnboundedSender<SessionMessage>;
-
-pub(super) struct Session {
-    pub(super) number: u64,
-    pub(super) sender: SessionSender,
-    /// The agent said it is idle and has not been offered a job since: when, as a ticket of
-    /// a counter that only grows (dispatch offers to the smallest, the longest waiting).
-    pub(super) waiting: Option<u64>,
-    /// When the agent last spoke on this session (opened it, heartbeat, ready): a session
-    /// silent longer than `agent_lost_after` may be replaced by a new one under its id.
-    pub(super) last_seen_ms: i64,
-    /// The certificate the session was opened with (mutual TLS only).
-    pub(super) certificate: Option<abfleet_core::certs::CertificateId>,
-    /// Ends the session with a reason the agent is told (a revocation); the service that
-    /// holds the stream waits on the other end.
-    pub(super) ending: Option<tokio::sync::oneshot::Sender<String>>,
-}
-
 pub(super) struct Inner {
     pub(super) store: Store,
     /// Every "now" of the state machine (leases, heartbeats, timestamps) comes from here.
     pub(super) clock: Arc<dyn Clock>,
     pub(super) config: CoordinatorConfig,
-    pub(super) sessions: Mutex<HashMap<AgentId, Session>>,
-    /// Agents whose session closed and who have not opened another since: when it closed.
-    /// A job such an agent holds is requeued once it has stayed away `agent_lost_after`
-    /// (`leases::reap_expired_leases`); kept in memory only, so after a restart the lease
-    /// alone decides.
-    pub(super) disconnected: Mutex<HashMap<AgentId, i64>>,
-    pub(super) next_session: std::sync::atomic::AtomicU64,
+    /// Open sessions and who waits for a job (scheduling's memory, `session_table`).
+    pub(super) sessions: super::session_table::SessionTable,
     pub(super) progress: broadcast::Sender<RunProgress>,
-    /// Held while dispatching, so two dispatches never offer one job twice.
-    pub(super) dispatch: tokio::sync::Mutex<()>,
     /// Agent id → the certificate name it is bound to (a cache of the store's table).
     pub(super) certificates: Mutex<HashMap<AgentId, String>>,
     /// Revoked certificates (`revocations`), shared with the servers' checks.
@@ -149,11 +119,8 @@ impl Fleet {
                 store,
                 clock,
                 config,
-                sessions: Mutex::new(HashMap::new()),
-                disconnected: Mutex::new(HashMap::new()),
-                next_session: std::sync::atomic::AtomicU64::new(1),
+                sessions: Default::default(),
                 progress,
-                dispatch: tokio::sync::Mutex::new(()),
                 certificates: Mutex::new(HashMap::new()),
                 deny_list: Default::default(),
                 counters: Default::default(),
