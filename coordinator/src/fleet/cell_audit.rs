@@ -10,7 +10,7 @@ use abfleet_core::events::JobEventPayload;
 use abfleet_core::{AgentId, JobId};
 use tracing::warn;
 
-use super::intake::JobFacts;
+use super::intake_memory::JobFacts;
 use super::{Fleet, FleetError};
 use crate::store::{EventHeader, IncomingEvent};
 

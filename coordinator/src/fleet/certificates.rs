@@ -27,7 +27,7 @@ impl Fleet {
         cert_name: &str,
         certificate: &CertificateId,
     ) -> Result<(), FleetError> {
-        if let Some(bound) = self.cached_certificate(agent_id) {
+        if let Some(bound) = self.inner.certificates.get(agent_id) {
             check(agent_id, &bound, cert_name)?;
         }
         let now = self.now_ms();
@@ -40,11 +40,11 @@ impl Fleet {
             .await?
         {
             Binding::Bound => {
-                self.cache_certificate(agent_id, cert_name);
+                self.inner.certificates.keep(agent_id, cert_name);
                 Ok(())
             }
             Binding::Owned { by } => {
-                self.cache_certificate(agent_id, &by);
+                self.inner.certificates.keep(agent_id, &by);
                 check(agent_id, &by, cert_name)
             }
             Binding::TooManyIds { ids } => Err(FleetError::TooManyAgentIds {
@@ -61,7 +61,7 @@ impl Fleet {
         agent_id: AgentId,
         cert_name: &str,
     ) -> Result<(), FleetError> {
-        let bound = match self.cached_certificate(agent_id) {
+        let bound = match self.inner.certificates.get(agent_id) {
             Some(bound) => bound,
             None => {
                 let bound = self
@@ -70,25 +70,32 @@ impl Fleet {
                     .agent_certificate(agent_id)
                     .await?
                     .ok_or(FleetError::NotRegistered(agent_id))?;
-                self.cache_certificate(agent_id, &bound);
+                self.inner.certificates.keep(agent_id, &bound);
                 bound
             }
         };
         check(agent_id, &bound, cert_name)
     }
+}
 
-    fn cached_certificate(&self, agent_id: AgentId) -> Option<String> {
-        self.inner
-            .certificates
+/// Agent id → the certificate name it is bound to: a cache of the store's table, taken
+/// only here.
+#[derive(Default)]
+pub(super) struct CertificateCache {
+    bound: std::sync::Mutex<std::collections::HashMap<AgentId, String>>,
+}
+
+impl CertificateCache {
+    fn get(&self, agent_id: AgentId) -> Option<String> {
+        self.bound
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&agent_id)
             .cloned()
     }
 
-    fn cache_certificate(&self, agent_id: AgentId, name: &str) {
-        self.inner
-            .certificates
+    fn keep(&self, agent_id: AgentId, name: &str) {
+        self.bound
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(agent_id, name.to_string());

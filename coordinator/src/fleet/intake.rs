@@ -4,27 +4,19 @@
 //!
 //! A batch is one trip to the store (`Store::append_batch`: the lease checked and the events
 //! stored in one transaction); what intake needs besides — the job's run and its spec's cell
-//! count, the events stored so far — is kept per job while it takes events.
+//! count, the events stored so far — is kept per job while it takes events (`intake_memory`).
 
 use abfleet_core::events::JobEventPayload;
 use abfleet_core::lifecycle::JobState;
 use abfleet_core::progress::RunProgress;
 use abfleet_core::{AgentId, JobId};
 
+use super::intake_memory::JobFacts;
 use super::Fleet;
 use super::FleetError;
 use crate::store::{BatchOutcome, EventHeader, IncomingEvent, LeaseView, NewEvent};
 use crate::CoordinatorError;
 use tracing::warn;
-
-/// What intake keeps of a job while it takes events: facts that never change.
-#[derive(Debug, Clone)]
-pub(super) struct JobFacts {
-    /// The cell count of the job's run's spec (cell indexes are below it).
-    pub(super) cell_count: usize,
-    /// The run's spec, which each cell is checked against (`core::cell_audit`).
-    pub(super) spec: std::sync::Arc<abfleet_core::spec::JobSpec>,
-}
 
 impl Fleet {
     /// Stores events of a leased job; returns the acknowledged sequence numbers.
@@ -200,8 +192,8 @@ impl Fleet {
 
     /// The job's spec's cell count: read (the spec parsed) once per job while it takes events.
     async fn job_facts(&self, job_id: JobId) -> Result<JobFacts, FleetError> {
-        if let Some(facts) = self.job_facts_map().get(&job_id) {
-            return Ok(facts.clone());
+        if let Some(facts) = self.inner.intake.facts(job_id) {
+            return Ok(facts);
         }
         let job = self.job_row(job_id).await?;
         let spec = self.run_row(job.run_id).await?.spec;
@@ -209,7 +201,7 @@ impl Fleet {
             cell_count: spec.cell_count(),
             spec: std::sync::Arc::new(spec),
         };
-        self.job_facts_map().insert(job_id, facts.clone());
+        self.inner.intake.keep_facts(job_id, facts.clone());
         Ok(facts)
     }
 
@@ -222,20 +214,10 @@ impl Fleet {
             .ok_or(FleetError::UnknownJob(job_id))
     }
 
-    fn job_facts_map(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<JobId, JobFacts>> {
-        self.inner
-            .job_facts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Forgets what intake kept of a job (it finished, failed over its limit, or its attempt
     /// was redone).
     pub(super) fn forget_job(&self, job_id: JobId) {
-        self.forget_event_count(job_id);
-        self.job_facts_map().remove(&job_id);
+        self.inner.intake.forget(job_id);
     }
 }
 
@@ -262,27 +244,16 @@ impl Fleet {
     /// job and coordinator lifetime, then kept up to date here, so event intake does not
     /// count the job's events again on every batch.
     async fn events_stored(&self, job_id: JobId) -> Result<u64, FleetError> {
-        if let Some(n) = self.event_counts().get(&job_id) {
-            return Ok(*n);
+        if let Some(n) = self.inner.intake.events_stored(job_id) {
+            return Ok(n);
         }
         let n = self.inner.store.count_events(job_id).await?;
-        self.event_counts().insert(job_id, n);
+        self.inner.intake.keep_events_stored(job_id, n);
         Ok(n)
     }
 
     fn count_new_events(&self, job_id: JobId, before: u64, new: u64) {
-        self.event_counts().insert(job_id, before + new);
-    }
-
-    fn forget_event_count(&self, job_id: JobId) {
-        self.event_counts().remove(&job_id);
-    }
-
-    fn event_counts(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<JobId, u64>> {
-        self.inner
-            .event_counts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.inner.intake.keep_events_stored(job_id, before + new);
     }
 }
 

@@ -17,6 +17,7 @@ mod event_gaps;
 mod heartbeats;
 mod history;
 mod intake;
+mod intake_memory;
 mod leases;
 mod metrics;
 mod notifications;

@@ -95,7 +95,7 @@ impl Fleet {
             .queue_notifications(rows, self.now_ms())
             .await
         {
-            Ok(_) => self.inner.alerts_queued.notify_one(),
+            Ok(_) => self.inner.alert_delivery.queued(),
             Err(err) => {
                 error!(run_id = %run_id, error = %err, "could not queue the agent-lost alert")
             }
@@ -192,30 +192,16 @@ impl Fleet {
                 Err(_) => 5_000,
             };
             tokio::select! {
-                () = self.inner.alerts_queued.notified() => {}
+                () = self.inner.alert_delivery.queued.notified() => {}
                 () = tokio::time::sleep(std::time::Duration::from_millis(wait.max(10))) => {}
             }
         }
     }
 
     fn endpoint_client(&self, endpoint: &notify::Endpoint) -> Result<HttpClient, String> {
-        let mut clients = self
-            .inner
-            .endpoint_clients
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(client) = clients.get(&endpoint.name) {
-            return Ok(client.clone());
-        }
-        let client = HttpClient::new(endpoint.ca_pem.as_deref(), self.inner.config.notify.timeout)
-            .map_err(|err| {
-                format!(
-                    "no HTTP client for endpoint `{}`: {err}; fix its ca_file in [notify] and restart",
-                    endpoint.name
-                )
-            })?;
-        clients.insert(endpoint.name.clone(), client.clone());
-        Ok(client)
+        self.inner
+            .alert_delivery
+            .client_for(endpoint, self.inner.config.notify.timeout)
     }
 
     /// The alerts queued about `run_id`, as its report lists them.
@@ -224,5 +210,39 @@ impl Fleet {
         run_id: RunId,
     ) -> Result<Vec<NotificationRecord>, FleetError> {
         Ok(self.inner.store.notifications_of(run_id).await?)
+    }
+}
+
+/// The delivery task's own state: its wake-up when an alert is queued, and one HTTP client
+/// per endpoint (its own CA, if any), made when first needed. Taken only here.
+#[derive(Default)]
+pub(super) struct AlertDelivery {
+    queued: tokio::sync::Notify,
+    clients: std::sync::Mutex<std::collections::HashMap<String, HttpClient>>,
+}
+
+impl AlertDelivery {
+    /// Wakes the delivery task: an alert was queued.
+    pub(super) fn queued(&self) {
+        self.queued.notify_one();
+    }
+
+    fn client_for(
+        &self,
+        endpoint: &notify::Endpoint,
+        timeout: std::time::Duration,
+    ) -> Result<HttpClient, String> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = clients.get(&endpoint.name) {
+            return Ok(client.clone());
+        }
+        let client = HttpClient::new(endpoint.ca_pem.as_deref(), timeout).map_err(|err| {
+            format!(
+                "no HTTP client for endpoint `{}`: {err}; fix its ca_file in [notify] and restart",
+                endpoint.name
+            )
+        })?;
+        clients.insert(endpoint.name.clone(), client.clone());
+        Ok(client)
     }
 }

@@ -283,7 +283,7 @@ impl Fleet {
     /// finishes a run at a time (another asking meanwhile returns at once); a failure is
     /// logged as an error (the reaper retries it: [`Fleet::finish_stranded_runs`]).
     pub(super) async fn finish_run_if_complete(&self, run_id: RunId) -> Result<(), FleetError> {
-        let Some(_claim) = FinishClaim::take(self, run_id) else {
+        let Some(_claim) = FinishClaim::take(&self.inner.finishing, run_id) else {
             return Ok(());
         };
         let finished = self.finish_run_now(run_id).await;
@@ -341,7 +341,7 @@ impl Fleet {
                 },
             )
             .await?;
-        self.inner.alerts_queued.notify_one();
+        self.inner.alert_delivery.queued();
         info!(run_id = %run_id, state = state.as_str(), exit_code, "run finished");
         let mut finished = RunProgress::new(
             run_id,
@@ -357,35 +357,37 @@ impl Fleet {
     }
 }
 
+/// The runs a task is finishing now (`finish_run_if_complete`), taken only here.
+#[derive(Default)]
+pub(super) struct FinishingRuns {
+    runs: std::sync::Mutex<std::collections::HashSet<RunId>>,
+}
+
+impl FinishingRuns {
+    fn runs(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<RunId>> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// A run being finished by one task; dropped when that task is done with it.
 struct FinishClaim<'f> {
-    fleet: &'f Fleet,
+    finishing: &'f FinishingRuns,
     run_id: RunId,
 }
 
 impl<'f> FinishClaim<'f> {
-    fn take(fleet: &'f Fleet, run_id: RunId) -> Option<FinishClaim<'f>> {
-        let mut finishing = fleet
-            .inner
-            .finishing
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+    fn take(finishing: &'f FinishingRuns, run_id: RunId) -> Option<FinishClaim<'f>> {
         finishing
+            .runs()
             .insert(run_id)
             // `then`, not `then_some`: a claim made and dropped when the run is taken would
             // free the other task's claim.
-            .then(|| FinishClaim { fleet, run_id })
+            .then(|| FinishClaim { finishing, run_id })
     }
 }
 
 impl Drop for FinishClaim<'_> {
     fn drop(&mut self) {
-        let mut finishing = self
-            .fleet
-            .inner
-            .finishing
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        finishing.remove(&self.run_id);
+        self.finishing.runs().remove(&self.run_id);
     }
 }

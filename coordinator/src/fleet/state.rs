@@ -1,13 +1,13 @@
-//! The fleet handle and what it shares: the store, the clock, the timing knobs, the open
-//! agent sessions and the progress channel. Every other module of `fleet` adds methods to
-//! [`Fleet`] over this state.
+//! The fleet handle and what it shares: the store, the clock, the timing knobs, the progress
+//! channel, and each concern's own memory — a type of that concern's module whose fields and
+//! locks only it can touch (`session_table` for scheduling, `intake_memory`, the certificate
+//! cache, the runs being finished, the alert delivery's state). Every other module of
+//! `fleet` adds methods to [`Fleet`] over this state.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use abfleet_core::progress::RunProgress;
-use abfleet_core::{AgentId, JobId, RunId};
 use tokio::sync::broadcast;
 
 use crate::clock::{Clock, SystemClock};
@@ -73,18 +73,16 @@ pub(super) struct Inner {
     /// Open sessions and who waits for a job (scheduling's memory, `session_table`).
     pub(super) sessions: super::session_table::SessionTable,
     pub(super) progress: broadcast::Sender<RunProgress>,
-    /// Agent id → the certificate name it is bound to (a cache of the store's table).
-    pub(super) certificates: Mutex<HashMap<AgentId, String>>,
+    /// Agent id → the certificate name it is bound to (`certificates`).
+    pub(super) certificates: super::certificates::CertificateCache,
     /// Revoked certificates (`revocations`), shared with the servers' checks.
     pub(super) deny_list: super::revocations::DenyList,
     pub(super) counters: super::metrics::Counters,
     /// Held from a trigger's debounce check to its record, so two deliveries for one tag
     /// never both start a run.
     pub(super) triggers: tokio::sync::Mutex<()>,
-    /// Events stored per job still taking events (see `intake::events_stored`).
-    pub(super) event_counts: Mutex<HashMap<JobId, u64>>,
-    /// Per job still taking events, its run and cell count (see `intake::job_facts`).
-    pub(super) job_facts: Mutex<HashMap<JobId, super::intake::JobFacts>>,
+    /// What intake keeps per job still taking events (`intake_memory`).
+    pub(super) intake: super::intake_memory::IntakeMemory,
     /// Heartbeats not yet written to the store (see `heartbeats`).
     pub(super) heard: Mutex<super::heartbeats::Heard>,
     /// Reports assembled at once, one per core and at most four: each holds its run's
@@ -92,11 +90,9 @@ pub(super) struct Inner {
     /// memory at once.
     pub(super) assembling: tokio::sync::Semaphore,
     /// Runs a task is finishing now (`runs::finish_run_if_complete`).
-    pub(super) finishing: Mutex<HashSet<RunId>>,
-    /// Wakes the alert delivery task when an alert is queued (`notifications`).
-    pub(super) alerts_queued: tokio::sync::Notify,
-    /// One HTTP client per endpoint (its own CA, if any), made when first needed.
-    pub(super) endpoint_clients: Mutex<HashMap<String, crate::outbound::http_client::HttpClient>>,
+    pub(super) finishing: super::runs::FinishingRuns,
+    /// The alert delivery task's wake-up and HTTP clients (`notifications`).
+    pub(super) alert_delivery: super::notifications::AlertDelivery,
 }
 
 /// A cheap handle on the coordinator's state.
@@ -121,19 +117,17 @@ impl Fleet {
                 config,
                 sessions: Default::default(),
                 progress,
-                certificates: Mutex::new(HashMap::new()),
+                certificates: Default::default(),
                 deny_list: Default::default(),
                 counters: Default::default(),
                 triggers: tokio::sync::Mutex::new(()),
-                event_counts: Mutex::new(HashMap::new()),
-                job_facts: Mutex::new(HashMap::new()),
+                intake: Default::default(),
                 heard: Mutex::new(Default::default()),
                 assembling: tokio::sync::Semaphore::new(
                     std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4)),
                 ),
-                finishing: Mutex::new(HashSet::new()),
-                alerts_queued: tokio::sync::Notify::new(),
-                endpoint_clients: Mutex::new(HashMap::new()),
+                finishing: Default::default(),
+                alert_delivery: Default::default(),
             }),
         }
     }
