@@ -6,17 +6,19 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::spec::JobSpec;
+use crate::spec::{JobSpec, SpecJson};
 use crate::{JobId, RunId};
 
-/// A job leased to an agent for one attempt.
+/// A job leased to an agent for one attempt. The agent reads it with the spec decoded
+/// (`JobOffer`); the coordinator sends it with the spec as its store kept it
+/// (`JobOffer<SpecJson>`), so an offer parses and serialises no spec.
 #[derive(Debug, Clone, PartialEq)]
-pub struct JobOffer {
+pub struct JobOffer<Spec = JobSpec> {
     pub job_id: JobId,
     pub run_id: RunId,
     pub attempt: u32,
     /// The validated, path-resolved spec of the job's run.
-    pub spec: JobSpec,
+    pub spec: Spec,
     /// How long the lease lasts without a heartbeat.
     pub lease: Duration,
     /// Events of this attempt the coordinator already holds (the agent resumes after them).
@@ -28,10 +30,10 @@ pub struct JobOffer {
     pub kept_cells: BTreeSet<u32>,
 }
 
-/// One message from the coordinator to an agent.
+/// One message from the coordinator to an agent (the spec of an offer as [`JobOffer`]'s).
 #[derive(Debug, Clone, PartialEq)]
-pub enum SessionMessage {
-    Offer(Box<JobOffer>),
+pub enum SessionMessage<Spec = JobSpec> {
+    Offer(Box<JobOffer<Spec>>),
     /// Stop this job: its run was cancelled.
     Cancel {
         job_id: JobId,
@@ -66,4 +68,35 @@ pub struct AgentCacheUsage {
     pub bytes: Option<u64>,
     /// Its `max_cache_bytes`; `None`: no budget.
     pub max_bytes: Option<u64>,
+}
+
+/// What the coordinator sends: offers with the spec as its store kept it.
+pub type OutgoingMessage = SessionMessage<SpecJson>;
+
+impl From<JobOffer> for JobOffer<SpecJson> {
+    /// An offer made from a decoded spec (tests, tools): its spec serialised once.
+    fn from(offer: JobOffer) -> JobOffer<SpecJson> {
+        JobOffer {
+            spec: SpecJson::from(&offer.spec),
+            job_id: offer.job_id,
+            run_id: offer.run_id,
+            attempt: offer.attempt,
+            lease: offer.lease,
+            next_seq: offer.next_seq,
+            generation: offer.generation,
+            kept_cells: offer.kept_cells,
+        }
+    }
+}
+
+impl From<SessionMessage> for OutgoingMessage {
+    fn from(message: SessionMessage) -> OutgoingMessage {
+        match message {
+            SessionMessage::Offer(offer) => SessionMessage::Offer(Box::new((*offer).into())),
+            SessionMessage::Cancel { job_id, reason } => SessionMessage::Cancel { job_id, reason },
+            SessionMessage::LeaseLost { job_id, attempt } => {
+                SessionMessage::LeaseLost { job_id, attempt }
+            }
+        }
+    }
 }

@@ -10,6 +10,7 @@
 mod backends;
 mod error;
 mod json;
+pub use json::SpecJson;
 mod model;
 mod raw;
 mod sweep;

@@ -5,8 +5,10 @@ use std::time::Duration;
 use abfleet_core::generation::Generation;
 use abfleet_core::inventory::Inventory;
 use abfleet_core::progress::RunProgress;
-use abfleet_core::session::{AgentCacheUsage, AgentMessage, JobOffer, SessionMessage};
-use abfleet_core::spec::JobSpec;
+use abfleet_core::session::{
+    AgentCacheUsage, AgentMessage, JobOffer, OutgoingMessage, SessionMessage,
+};
+use abfleet_core::spec::{JobSpec, SpecJson};
 
 use crate::pb;
 
@@ -165,13 +167,14 @@ impl TryFrom<pb::RunProgress> for RunProgress {
     }
 }
 
-impl From<JobOffer> for pb::JobOffer {
-    fn from(offer: JobOffer) -> Self {
+/// An offer as the coordinator sends it: the spec's stored JSON goes out as it is.
+impl From<JobOffer<SpecJson>> for pb::JobOffer {
+    fn from(offer: JobOffer<SpecJson>) -> Self {
         pb::JobOffer {
             job_id: offer.job_id.to_string(),
             run_id: offer.run_id.to_string(),
             attempt: offer.attempt,
-            spec_json: offer.spec.to_json(),
+            spec_json: offer.spec.into_string(),
             lease_ms: offer.lease.as_millis() as u64,
             next_seq: offer.next_seq,
             generation: offer.generation.unwrap_or_default(),
@@ -200,8 +203,8 @@ impl TryFrom<pb::JobOffer> for JobOffer {
     }
 }
 
-impl From<SessionMessage> for pb::CoordinatorMessage {
-    fn from(message: SessionMessage) -> Self {
+impl From<OutgoingMessage> for pb::CoordinatorMessage {
+    fn from(message: OutgoingMessage) -> Self {
         use pb::coordinator_message::Kind;
         let kind = match message {
             SessionMessage::Offer(offer) => Kind::Offer((*offer).into()),
@@ -529,13 +532,17 @@ mod tests {
 
             #[test]
             fn job_offer_round_trips(offer in job_offer()) {
-                prop_assert_eq!(JobOffer::try_from(pb::JobOffer::from(offer.clone())).unwrap(), offer);
+                let sent = JobOffer::<SpecJson>::from(offer.clone());
+                prop_assert_eq!(JobOffer::try_from(pb::JobOffer::from(sent)).unwrap(), offer);
             }
 
             #[test]
             fn session_message_round_trips(message in session_message()) {
                 prop_assert_eq!(
-                    SessionMessage::try_from(pb::CoordinatorMessage::from(message.clone())).unwrap(),
+                    SessionMessage::try_from(pb::CoordinatorMessage::from(
+                        OutgoingMessage::from(message.clone())
+                    ))
+                    .unwrap(),
                     message
                 );
             }
@@ -543,7 +550,7 @@ mod tests {
 
         #[test]
         fn an_offer_whose_spec_does_not_parse_names_the_field() {
-            let mut offer = pb::JobOffer::from(JobOffer {
+            let mut offer = pb::JobOffer::from(JobOffer::<SpecJson>::from(JobOffer {
                 job_id: JobId::new_random(),
                 run_id: RunId::new_random(),
                 attempt: 1,
@@ -552,7 +559,7 @@ mod tests {
                 next_seq: 0,
                 generation: None,
                 kept_cells: Default::default(),
-            });
+            }));
             offer.spec_json = "{".into();
             let err = JobOffer::try_from(offer).unwrap_err().to_string();
             assert!(err.contains("offer.spec_json"), "{err}");

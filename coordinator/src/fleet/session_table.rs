@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use abfleet_core::certs::CertificateId;
-use abfleet_core::session::{JobOffer, SessionMessage};
+use abfleet_core::session::{JobOffer, OutgoingMessage, SessionMessage};
+use abfleet_core::spec::SpecJson;
 use abfleet_core::AgentId;
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
@@ -19,7 +20,7 @@ use super::FleetError;
 /// Unbounded: an offer, a cancel or a lost lease must never be dropped because the agent's
 /// connection is slow to drain, and there are few of them (a handful per job), so the queue
 /// stays small.
-pub type SessionSender = mpsc::UnboundedSender<SessionMessage>;
+pub type SessionSender = mpsc::UnboundedSender<OutgoingMessage>;
 
 struct Session {
     number: u64,
@@ -134,7 +135,7 @@ impl SessionTable {
 
     /// Queues a message on the agent's session (never dropped for want of room). False, and
     /// logged, when the agent has no open session: it learns on its next heartbeat or ready.
-    pub(super) fn send(&self, agent_id: AgentId, message: SessionMessage) -> bool {
+    pub(super) fn send(&self, agent_id: AgentId, message: OutgoingMessage) -> bool {
         let kind = match &message {
             SessionMessage::Offer(_) => "offer",
             SessionMessage::Cancel { .. } => "cancel",
@@ -170,7 +171,7 @@ impl SessionTable {
 
     /// Offers a job on the agent's session; it waits no longer. False when its session went
     /// away since it was chosen.
-    pub(super) fn offer(&self, agent_id: AgentId, offer: JobOffer) -> bool {
+    pub(super) fn offer(&self, agent_id: AgentId, offer: JobOffer<SpecJson>) -> bool {
         match self.sessions().get_mut(&agent_id) {
             Some(session) => {
                 session.waiting = None;

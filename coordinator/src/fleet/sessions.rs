@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use abfleet_core::inventory::Inventory;
 use abfleet_core::lifecycle::{AgentState, JobState};
 use abfleet_core::progress::RunProgress;
-use abfleet_core::session::{JobOffer, SessionMessage};
+use abfleet_core::session::{JobOffer, OutgoingMessage};
+use abfleet_core::spec::SpecJson;
 use abfleet_core::{AgentId, JobId};
 use tracing::{info, warn};
 
@@ -166,7 +167,7 @@ impl Fleet {
 
     /// Queues a message on the agent's session (never dropped for want of room). False, and
     /// logged, when the agent has no open session: it learns on its next heartbeat or ready.
-    pub(super) fn send(&self, agent_id: AgentId, message: SessionMessage) -> bool {
+    pub(super) fn send(&self, agent_id: AgentId, message: OutgoingMessage) -> bool {
         self.inner.sessions.send(agent_id, message)
     }
 
@@ -233,14 +234,14 @@ impl Fleet {
             else {
                 continue;
             };
-            let run = self.run_row(job.run_id).await?;
+            let spec = SpecJson::stored(self.run_spec_json(job.run_id).await?);
             let next_seq = self.inner.store.event_count(job.job_id, attempt).await?;
             let kept_cells = self.inner.store.kept_cells(job.job_id, attempt).await?;
             let offer = JobOffer {
                 job_id: job.job_id,
                 run_id: job.run_id,
                 attempt,
-                spec: run.spec,
+                spec,
                 lease: self.inner.config.lease,
                 next_seq,
                 generation: job.generation.clone(),

@@ -9,8 +9,9 @@ use abfleet_core::events::{JobEventPayload, JobOutcome};
 use abfleet_core::inventory::Inventory;
 use abfleet_core::lifecycle::{AgentState, JobState, RunState};
 use abfleet_core::progress::RunProgress;
-use abfleet_core::session::{JobOffer, SessionMessage};
+use abfleet_core::session::{JobOffer, OutgoingMessage, SessionMessage};
 use abfleet_core::spec::JobSpec;
+use abfleet_core::spec::SpecJson;
 use abfleet_core::{exit, AgentId, RunId};
 use tokio::sync::{broadcast, mpsc};
 
@@ -50,7 +51,7 @@ struct Harness {
     fleet: Fleet,
     clock: ManualClock,
     agent: AgentId,
-    session: mpsc::UnboundedReceiver<SessionMessage>,
+    session: mpsc::UnboundedReceiver<OutgoingMessage>,
     /// The number of the agent's session, to close it.
     session_number: u64,
     progress: broadcast::Receiver<RunProgress>,
@@ -91,7 +92,7 @@ impl Harness {
     }
 
     /// The agent says it is idle and takes the offer that follows.
-    async fn ready_and_take_offer(&mut self) -> JobOffer {
+    async fn ready_and_take_offer(&mut self) -> JobOffer<SpecJson> {
         self.fleet.ready(self.agent).await.unwrap();
         match self.session.try_recv() {
             Ok(SessionMessage::Offer(offer)) => *offer,
@@ -133,7 +134,7 @@ impl Harness {
         last.expect("some progress was published")
     }
 
-    async fn done(&self, offer: &JobOffer, seq: u64, outcome: JobOutcome) -> Vec<u64> {
+    async fn done(&self, offer: &JobOffer<SpecJson>, seq: u64, outcome: JobOutcome) -> Vec<u64> {
         let done = StoredEvent {
             seq,
             at_ms: self.clock_ms(),
@@ -173,7 +174,11 @@ async fn a_submitted_job_is_offered_to_the_waiting_agent_and_done_finishes_the_r
         (run_id, 1, 0)
     );
     assert_eq!(offer.lease, LEASE);
-    assert_eq!(offer.spec, spec, "the offer carries the run's spec");
+    assert_eq!(
+        offer.spec.decode().unwrap(),
+        spec,
+        "the offer carries the run's spec"
+    );
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
     assert_eq!(h.run_state(run_id).await, (RunState::Running, None));
     let lease = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();

@@ -77,6 +77,39 @@ impl TryFrom<JobSpecJson> for JobSpec {
     }
 }
 
+/// A validated spec's JSON form, carried as text where nobody needs it decoded: the
+/// coordinator offers a run's spec as the store kept it (validated when the run was
+/// submitted) instead of parsing and serialising it again per offer; the agent reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecJson(String);
+
+impl SpecJson {
+    /// Text the coordinator's store kept for a run: written by [`JobSpec::to_json`] of a spec
+    /// validation saw when the run was submitted.
+    pub fn stored(text: String) -> SpecJson {
+        SpecJson(text)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
+    /// The spec again, read through the same checks as any JSON form.
+    pub fn decode(&self) -> Result<JobSpec, serde_json::Error> {
+        JobSpec::from_json(&self.0)
+    }
+}
+
+impl From<&JobSpec> for SpecJson {
+    fn from(spec: &JobSpec) -> SpecJson {
+        SpecJson(spec.to_json())
+    }
+}
+
 impl JobSpec {
     /// Reads the JSON form an agent or the coordinator receives, checking it as the TOML form
     /// was checked; the error names the broken key.
