@@ -209,18 +209,18 @@ pub struct CoordinatorCommand {
     /// lists every key); a flag given here overrides the file.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    #[arg(long, default_value = crate::config::DEFAULT_LISTEN)]
+    #[arg(long, default_value = crate::defaults::DEFAULT_LISTEN)]
     pub listen: SocketAddr,
-    #[arg(long, default_value = crate::config::DEFAULT_DATA_DIR)]
+    #[arg(long, default_value = crate::defaults::DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
     /// How long a job stays leased without a heartbeat.
-    #[arg(long, default_value_t = crate::config::DEFAULT_LEASE_SECONDS)]
+    #[arg(long, default_value_t = crate::defaults::DEFAULT_LEASE_SECONDS)]
     pub lease_seconds: f64,
     /// How often agents heartbeat.
-    #[arg(long, default_value_t = crate::config::DEFAULT_HEARTBEAT_SECONDS)]
+    #[arg(long, default_value_t = crate::defaults::DEFAULT_HEARTBEAT_SECONDS)]
     pub heartbeat_seconds: f64,
     /// Attempts a job gets before it fails as "agent lost" (1 or more).
-    #[arg(long, default_value_t = crate::config::DEFAULT_MAX_ATTEMPTS)]
+    #[arg(long, default_value_t = crate::defaults::DEFAULT_MAX_ATTEMPTS)]
     pub max_attempts: u32,
     /// The coordinator's certificate (`abfleet certs issue --role coordinator`), its key
     /// and the fleet CA: mutual TLS, every caller needs a certificate the CA signed.
@@ -253,11 +253,11 @@ pub struct AgentCommand {
     pub config: Option<PathBuf>,
     #[arg(
         long,
-        default_value = crate::config::DEFAULT_COORDINATOR_URL,
+        default_value = crate::defaults::DEFAULT_COORDINATOR_URL,
         env = "ABFLEET_COORDINATOR"
     )]
     pub coordinator: String,
-    #[arg(long, default_value = crate::config::DEFAULT_WORK_DIR)]
+    #[arg(long, default_value = crate::defaults::DEFAULT_WORK_DIR)]
     pub work_dir: PathBuf,
     /// Report the hardware recorded in DIR (cpuinfo.txt, nvidia-smi-q-x.xml, rocminfo.txt,
     /// sycl-ls.txt, clinfo.txt, <tool>-version.txt such as nvcc-version.txt) instead of probing this host: one machine
@@ -568,7 +568,7 @@ pub enum AgentAction {
         /// agent's own config file); a flag given here overrides the file.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        #[arg(long, default_value = crate::config::DEFAULT_WORK_DIR)]
+        #[arg(long, default_value = crate::defaults::DEFAULT_WORK_DIR)]
         work_dir: PathBuf,
         /// The budget: bytes, or with K, M, G or T (`20G`).
         #[arg(long, value_name = "BYTES", value_parser = parse_cache_bytes)]
@@ -649,7 +649,7 @@ pub struct MilestoneArgs {
     pub webhook_secret_file: Option<PathBuf>,
     /// Triggers of one reason for one thing (a tag, a PR) within this many seconds of the
     /// first start one run; later ones are recorded as debounced into it.
-    #[arg(long, default_value_t = crate::config::DEFAULT_DEBOUNCE_SECONDS)]
+    #[arg(long, default_value_t = crate::defaults::DEFAULT_DEBOUNCE_SECONDS)]
     pub debounce_seconds: f64,
     /// Poll the milestone spec's upstream (`git ls-remote --tags`) this often; each new
     /// release tag (`v3.1.0`, not `v3.1.0-rc1`) starts a run with the upstream pin moved to
@@ -658,12 +658,12 @@ pub struct MilestoneArgs {
     pub watch_upstream_interval: Option<f64>,
     /// The pull request label that makes a webhook's `labeled` event a `performance-pr`
     /// trigger.
-    #[arg(long, value_name = "LABEL", default_value = crate::config::DEFAULT_PERF_LABEL)]
+    #[arg(long, value_name = "LABEL", default_value = crate::defaults::DEFAULT_PERF_LABEL)]
     pub perf_label: String,
     /// The dependency bots (comma-separated logins, GitHub `user.type` "Bot") whose pull
     /// requests naming a toolchain (`cuda`, `rocm`, `oneapi` as a word) start a
     /// `toolchain-bump` run.
-    #[arg(long, value_name = "LOGINS", default_value = crate::config::DEFAULT_TOOLCHAIN_BOTS)]
+    #[arg(long, value_name = "LOGINS", default_value = crate::defaults::DEFAULT_TOOLCHAIN_BOTS)]
     pub toolchain_bots: String,
 }
 
@@ -752,7 +752,7 @@ pub struct CoordinatorArgs {
     /// files), `http://127.0.0.1:7700` to a plaintext one on loopback.
     #[arg(
         long,
-        default_value = crate::config::DEFAULT_COORDINATOR_URL,
+        default_value = crate::defaults::DEFAULT_COORDINATOR_URL,
         env = "ABFLEET_COORDINATOR"
     )]
     pub coordinator: String,

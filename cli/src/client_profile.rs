@@ -12,47 +12,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use clap::ArgMatches;
-use serde::Deserialize;
 
 use crate::cli::{Command, CoordinatorArgs};
-
-/// The profile a command uses when it names none.
-pub const DEFAULT_PROFILE: &str = "default";
-
-/// One `[profile.NAME]` table; each key is the client flag of the same name.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClientProfile {
-    pub coordinator: Option<String>,
-    pub tls_cert: Option<PathBuf>,
-    pub tls_key: Option<PathBuf>,
-    pub tls_ca: Option<PathBuf>,
-}
-
-impl crate::config::RelativePaths for ClientProfile {
-    fn resolve_paths(&mut self, base: &Path) {
-        for path in [&mut self.tls_cert, &mut self.tls_key, &mut self.tls_ca]
-            .into_iter()
-            .flatten()
-        {
-            *path = expand(path, base);
-        }
-    }
-}
-
-/// A path of the file: `~/x` under the home directory, a relative one beside the file.
-fn expand(path: &Path, base: &Path) -> PathBuf {
-    if let Ok(rest) = path.strip_prefix("~") {
-        if let Some(home) = std::env::var_os("HOME") {
-            return PathBuf::from(home).join(rest);
-        }
-    }
-    if path.is_relative() {
-        base.join(path)
-    } else {
-        path.to_path_buf()
-    }
-}
+pub use crate::profile::ClientProfile;
+use crate::profile::DEFAULT_PROFILE;
 
 /// Where the profiles are read from, when anywhere.
 pub fn file_path() -> Option<PathBuf> {
@@ -167,32 +130,6 @@ fn fill(
     Ok(())
 }
 
-/// What `config check` says of one profile: problems, and the settings as TOML.
-pub fn check(name: &str, profile: &ClientProfile) -> (String, crate::config::Findings) {
-    let mut findings = crate::config::Findings::default();
-    let url = profile
-        .coordinator
-        .clone()
-        .unwrap_or_else(|| crate::config::DEFAULT_COORDINATOR_URL.to_string());
-    if let Some(tls) = crate::config::check_tls(
-        &profile.tls_cert,
-        &profile.tls_key,
-        &profile.tls_ca,
-        &mut findings,
-    ) {
-        if let Err(err) = abfleet_proto::transport::client_endpoint(&url, tls.as_ref()) {
-            findings.problem(format!("`coordinator`: {err}"));
-        }
-    }
-    let mut out = format!("[profile.{name}]\n");
-    let path = |p: &Option<PathBuf>| p.as_deref().map(crate::config::path_value);
-    crate::config::line(&mut out, "coordinator", Some(url.into()));
-    crate::config::line(&mut out, "tls_cert", path(&profile.tls_cert));
-    crate::config::line(&mut out, "tls_key", path(&profile.tls_key));
-    crate::config::line(&mut out, "tls_ca", path(&profile.tls_ca));
-    (out, findings)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,7 +142,7 @@ mod tests {
 
     fn args(profile: Option<&str>) -> CoordinatorArgs {
         CoordinatorArgs {
-            coordinator: crate::config::DEFAULT_COORDINATOR_URL.to_string(),
+            coordinator: crate::defaults::DEFAULT_COORDINATOR_URL.to_string(),
             profile: profile.map(str::to_string),
             tls: Default::default(),
         }
@@ -273,7 +210,7 @@ coordinator = "http://127.0.0.1:7800"
         let path = tmp.path().join("absent.toml");
         let mut to = args(None);
         fill(&mut to, &|_| false, Some(&path)).unwrap();
-        assert_eq!(to.coordinator, crate::config::DEFAULT_COORDINATOR_URL);
+        assert_eq!(to.coordinator, crate::defaults::DEFAULT_COORDINATOR_URL);
         let err = fill(&mut args(Some("lab")), &|_| false, Some(&path))
             .unwrap_err()
             .to_string();
@@ -290,7 +227,7 @@ coordinator = "http://127.0.0.1:7800"
         );
         let mut to = args(None);
         fill(&mut to, &|_| false, Some(&path)).unwrap();
-        assert_eq!(to.coordinator, crate::config::DEFAULT_COORDINATOR_URL);
+        assert_eq!(to.coordinator, crate::defaults::DEFAULT_COORDINATOR_URL);
     }
 
     #[test]
@@ -305,15 +242,5 @@ coordinator = "http://127.0.0.1:7800"
             .to_string();
         assert!(err.contains("coordinatr"), "{err}");
         assert!(err.contains("tls_ca"), "{err}");
-    }
-
-    #[test]
-    fn a_tilde_path_is_under_home() {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let expanded = expand(Path::new("~/certs/ca.pem"), Path::new("/etc"));
-        match home {
-            Some(home) => assert_eq!(expanded, home.join("certs/ca.pem")),
-            None => assert_eq!(expanded, PathBuf::from("/etc/~/certs/ca.pem")),
-        }
     }
 }

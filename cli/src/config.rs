@@ -15,20 +15,13 @@ use clap::ArgMatches;
 use serde::Deserialize;
 
 use crate::cli::{AgentCommand, Command, CoordinatorCommand};
-
-// The flags' defaults (cli.rs); `defaults_match_the_flags` keeps the two equal.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
-pub const DEFAULT_DATA_DIR: &str = "abfleet-data";
-pub const DEFAULT_LEASE_SECONDS: f64 = 30.0;
-pub const DEFAULT_HEARTBEAT_SECONDS: f64 = 2.0;
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
-pub const DEFAULT_DEBOUNCE_SECONDS: f64 = 600.0;
-/// The label that makes a pull request a performance PR (docs/milestone.md).
-pub const DEFAULT_PERF_LABEL: &str = abfleet_coordinator::webhook::PERFORMANCE_LABEL;
-/// The dependency bots whose toolchain PRs start a run (`--toolchain-bots`).
-pub const DEFAULT_TOOLCHAIN_BOTS: &str = abfleet_coordinator::webhook::DEFAULT_TOOLCHAIN_BOTS;
-pub const DEFAULT_COORDINATOR_URL: &str = "http://127.0.0.1:7700";
-pub const DEFAULT_WORK_DIR: &str = "abfleet-agent";
+use crate::defaults::{
+    DEFAULT_COORDINATOR_URL, DEFAULT_DATA_DIR, DEFAULT_DEBOUNCE_SECONDS, DEFAULT_HEARTBEAT_SECONDS,
+    DEFAULT_LEASE_SECONDS, DEFAULT_LISTEN, DEFAULT_MAX_ATTEMPTS, DEFAULT_PERF_LABEL,
+    DEFAULT_TOOLCHAIN_BOTS, DEFAULT_WORK_DIR,
+};
+use crate::findings::{check_tls, line, path_value, Findings};
+use crate::relative_paths::RelativePaths;
 
 /// A config file as read: the tables it has.
 #[derive(Debug)]
@@ -40,7 +33,7 @@ pub struct ConfigFile {
     /// How the coordinator answers pull requests (`crate::github_config`).
     pub github: Option<crate::github_config::GitHubFile>,
     /// Client profiles, `[profile.NAME]` (`crate::client_profile`).
-    pub profiles: Option<std::collections::BTreeMap<String, crate::client_profile::ClientProfile>>,
+    pub profiles: Option<std::collections::BTreeMap<String, crate::profile::ClientProfile>>,
 }
 
 /// The `[coordinator]` table; each key is the flag of the same name.
@@ -259,7 +252,7 @@ fn profiles(
     value: &toml::Value,
     base: &Path,
     problems: &mut Vec<String>,
-) -> Option<std::collections::BTreeMap<String, crate::client_profile::ClientProfile>> {
+) -> Option<std::collections::BTreeMap<String, crate::profile::ClientProfile>> {
     let Some(table) = value.as_table() else {
         problems.push(format!(
             "`profile` must hold tables ([profile.NAME]), not a {}",
@@ -276,12 +269,6 @@ fn profiles(
         })
         .collect();
     (problems.len() == before).then_some(found)
-}
-
-/// A table whose paths are files next to the config file (`[notify]`, `[github]`).
-pub trait RelativePaths {
-    /// Takes each relative path from `base`, the config file's directory.
-    fn resolve_paths(&mut self, base: &Path);
 }
 
 /// [`section`], its paths taken from `base`.
@@ -872,69 +859,6 @@ impl AgentSettings {
     }
 }
 
-/// The TLS keys: all three or none, each file readable, the key private. `Some(files)` when
-/// they are fine (`Some(None)`: none set), `None` after a problem.
-pub(crate) fn check_tls(
-    cert: &Option<PathBuf>,
-    key: &Option<PathBuf>,
-    ca: &Option<PathBuf>,
-    findings: &mut Findings,
-) -> Option<Option<TlsFiles>> {
-    let slots = [("tls_cert", cert), ("tls_key", key), ("tls_ca", ca)];
-    let set: Vec<&str> = slots
-        .iter()
-        .filter(|(_, path)| path.is_some())
-        .map(|(name, _)| *name)
-        .collect();
-    if !set.is_empty() && set.len() < 3 {
-        let missing: Vec<String> = slots
-            .iter()
-            .filter(|(_, path)| path.is_none())
-            .map(|(name, _)| format!("`{name}`"))
-            .collect();
-        findings.problem(format!(
-            "`tls_cert`, `tls_key` and `tls_ca` go together; {} missing",
-            missing.join(" and ")
-        ));
-        return None;
-    }
-    match TlsFiles::from_paths(cert.as_deref(), key.as_deref(), ca.as_deref()) {
-        Ok(files) => Some(files),
-        Err(err) => {
-            findings.problem(err.to_string());
-            None
-        }
-    }
-}
-
-/// What a check found: problems (the service would not start) and notes.
-#[derive(Debug, Default)]
-pub struct Findings {
-    pub problems: Vec<String>,
-    pub notes: Vec<String>,
-}
-
-impl Findings {
-    pub(crate) fn problem(&mut self, text: String) {
-        self.problems.push(text);
-    }
-
-    fn note(&mut self, text: String) {
-        self.notes.push(text);
-    }
-}
-
-pub(crate) fn path_value(path: &Path) -> toml::Value {
-    path.display().to_string().into()
-}
-
-pub(crate) fn line(out: &mut String, key: &str, value: Option<toml::Value>) {
-    match value {
-        Some(value) => out.push_str(&format!("{key} = {value}\n")),
-        None => out.push_str(&format!("# {key}: not set\n")),
-    }
-}
-
 /// `abfleet config check FILE`: the effective settings of each table on stdout, or each
 /// problem on stderr (`--format json`: one document on stdout either way, docs/operations.md
 /// "Lists for scripts"). Returns the exit code.
@@ -1047,7 +971,7 @@ fn checked_tables(file: &ConfigFile) -> Vec<CheckedTable> {
         push("notify".into(), text, problems_only(problems));
     }
     for (name, profile) in file.profiles.iter().flatten() {
-        let (text, findings) = crate::client_profile::check(name, profile);
+        let (text, findings) = crate::profile::check(name, profile);
         push(format!("profile.{name}"), text, findings);
     }
     tables

@@ -43,7 +43,7 @@ pub struct GitHubFile {
     pub max_attempts: Option<u32>,
 }
 
-impl crate::config::RelativePaths for GitHubFile {
+impl crate::relative_paths::RelativePaths for GitHubFile {
     fn resolve_paths(&mut self, base: &Path) {
         for path in [&mut self.token_file, &mut self.ca_file]
             .into_iter()

@@ -59,7 +59,7 @@ pub struct EndpointFile {
     pub events: Option<Vec<String>>,
 }
 
-impl crate::config::RelativePaths for NotifyFile {
+impl crate::relative_paths::RelativePaths for NotifyFile {
     fn resolve_paths(&mut self, base: &Path) {
         for endpoint in &mut self.endpoint {
             for path in [

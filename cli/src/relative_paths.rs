@@ -1,0 +1,11 @@
+//! The tables of a config file whose paths are files next to it (`[notify]`, `[github]`,
+//! a client `[profile.NAME]`): each says how its relative paths are taken from the file's
+//! directory.
+
+use std::path::Path;
+
+/// A table whose paths are files next to the config file (`[notify]`, `[github]`).
+pub trait RelativePaths {
+    /// Takes each relative path from `base`, the config file's directory.
+    fn resolve_paths(&mut self, base: &Path);
+}
