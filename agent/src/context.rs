@@ -353,3 +353,13 @@ pub(crate) fn read_scores_blocking(
         }
     }
 }
+
+/// Runs a blocking read (of /proc, around a timed cell) on the blocking pool, so the runtime
+/// that carries the session's heartbeats never waits on it.
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    read: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Stop> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .map_err(|err| Stop::Failed(format!("host sampling task failed: {err}")))
+}

@@ -20,7 +20,8 @@ use tracing::info;
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
 use crate::context::{
-    attempt_dir, check_cancel, emit, progress, quiet_for_cell, read_scores, JobContext, Stop,
+    attempt_dir, check_cancel, emit, off_runtime, progress, quiet_for_cell, read_scores,
+    JobContext, Stop,
 };
 use crate::fixtures::PreparedFixture;
 use crate::runner::{self, CommandSpec, ExitKind};
@@ -224,15 +225,6 @@ async fn measure_cell(
         stop_reason: timed.stop_reason,
         overhead_seconds: Some(overhead_seconds),
     })
-}
-
-/// Runs a blocking read (of /proc) on the blocking pool.
-async fn off_runtime<T: Send + 'static>(
-    read: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, Stop> {
-    tokio::task::spawn_blocking(read)
-        .await
-        .map_err(|err| Stop::Failed(format!("host sampling task failed: {err}")))
 }
 
 /// Which side runs first in a pair: indexes into `[upstream, fork]`.

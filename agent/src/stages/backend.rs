@@ -16,7 +16,8 @@ use tracing::info;
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
 use crate::context::{
-    attempt_dir, check_cancel, emit, fetch_and_build, progress, quiet_for_cell, JobContext, Stop,
+    attempt_dir, check_cancel, emit, fetch_and_build, off_runtime, progress, quiet_for_cell,
+    JobContext, Stop,
 };
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::{median_and_spread, run_fork};
@@ -388,7 +389,8 @@ async fn time_cell(
         &workload.name,
         BackendCellStatus::Measured,
     );
-    cell.load_avg_1min.push(loadavg::one_minute());
+    cell.load_avg_1min
+        .push(off_runtime(loadavg::one_minute).await?);
     for round in 0..=ctx.spec.measure.runs {
         let run = run_fork(ctx, &argv, &built.tree, &output, &log).await?;
         let reported = run.key("backend");
@@ -416,7 +418,8 @@ async fn time_cell(
             cell.times.push(run.wall_s);
         }
     }
-    cell.load_avg_1min.push(loadavg::one_minute());
+    cell.load_avg_1min
+        .push(off_runtime(loadavg::one_minute).await?);
     if cell.status == BackendCellStatus::Measured {
         if let Some((median, spread)) = median_and_spread(&cell.times) {
             cell.median_seconds = Some(median);

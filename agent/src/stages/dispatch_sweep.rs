@@ -10,7 +10,7 @@ use tracing::info;
 
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
-use crate::context::{attempt_dir, emit, progress, quiet_for_cell, JobContext, Stop};
+use crate::context::{attempt_dir, emit, off_runtime, progress, quiet_for_cell, JobContext, Stop};
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::run_fork;
 use crate::probe::cpu::parse_cpuinfo;
@@ -78,7 +78,7 @@ pub(crate) async fn dispatch_sweep(
             .ok()
             .flatten();
     }
-    let flags = live_flags();
+    let flags = off_runtime(live_flags).await?;
     let supported = dispatch::supported_levels(&flags);
     let command = format!(
         "{} {} <cpumask> ({} on {}, {} timed runs per level)",
