@@ -184,7 +184,8 @@ async fn a_revoked_agent_certificate_is_cut_off_within_seconds_and_stays_revoked
             "--cert",
             certs.join("agent-bench-1.pem").to_str().unwrap(),
             "--reason",
-            "bench-1's key was copied off the host",
+            // A reason carries what the operator typed: an escape reaches no terminal.
+            "bench-1's key was copied off the host\u{1b}[2J",
         ],
     ));
     assert!(
@@ -223,6 +224,10 @@ async fn a_revoked_agent_certificate_is_cut_off_within_seconds_and_stays_revoked
     assert!(
         listed.contains("revoked certificates: 1") && listed.contains("copied off the host"),
         "{listed}"
+    );
+    assert!(
+        !listed.contains('\u{1b}') && listed.contains("host\\u{1b}[2J"),
+        "the reason is printed made visible: {listed:?}"
     );
     assert!(
         listed

@@ -10,6 +10,8 @@ use abfleet_proto::control_link::{CertificateListing, RevokeTarget, RevokedCerti
 use super::{control_client, link_error};
 use crate::cli::{ListFormat, TlsArgs};
 use crate::failure::{Classify, Failure};
+use crate::terminal_text::visible_cell;
+use crate::text_table::TextTable;
 
 pub async fn revoke(
     serial_or_fingerprint: Option<&str>,
@@ -40,14 +42,15 @@ pub async fn revoke(
         .map_err(|err| link_error("failed to revoke the certificate", err))?;
     let revoked = response.revoked;
     let who = describe(&revoked);
+    let who = visible_cell(&who);
     if response.added {
         println!("revoked {who}: refused from now on");
     } else {
         println!(
             "{who} was already revoked at {} by {} ({}); nothing changed",
             format_utc(revoked.revoked_ms),
-            revoked.revoked_by,
-            revoked.reason
+            visible_cell(&revoked.revoked_by),
+            visible_cell(&revoked.reason)
         );
     }
     if !response.sessions_ended.is_empty() {
@@ -81,26 +84,25 @@ pub async fn list(coordinator: &str, tls: &TlsArgs, format: ListFormat) -> Resul
     for revoked in &listing.revoked {
         println!(
             "  {}  revoked {} by {}: {}",
-            describe(revoked),
+            visible_cell(&describe(revoked)),
             format_utc(revoked.revoked_ms),
-            revoked.revoked_by,
-            revoked.reason
+            visible_cell(&revoked.revoked_by),
+            visible_cell(&revoked.reason)
         );
     }
     println!("agent ids and the certificate each last registered with:");
-    println!(
-        "  {:<36}  {:<20}  {:<40}  {:<20}  state",
-        "agent", "certificate", "serial", "registered"
-    );
+    let mut table = TextTable::new(["agent", "certificate", "serial", "registered", "state"]);
     for agent in &listing.agents {
-        println!(
-            "  {:<36}  {:<20}  {:<40}  {:<20}  {}",
-            agent.agent_id,
-            agent.cert_name,
-            or_dash(&agent.serial),
+        table.row([
+            agent.agent_id.to_string(),
+            agent.cert_name.clone(),
+            or_dash(&agent.serial).to_string(),
             agent.registered_ms.map_or("-".into(), format_utc),
-            if agent.revoked { "revoked" } else { "valid" }
-        );
+            (if agent.revoked { "revoked" } else { "valid" }).to_string(),
+        ]);
+    }
+    for line in table.render().lines() {
+        println!("  {line}");
     }
     Ok(abfleet_core::exit::OK)
 }
