@@ -102,6 +102,9 @@ fn spawn_lease_reaper(fleet: Fleet) -> tokio::task::JoinHandle<()> {
             if let Err(err) = fleet.reap_expired_leases().await {
                 error!(error = %err, "lease reaper failed");
             }
+            if let Err(err) = fleet.write_heard().await {
+                error!(error = %err, "writing when agents were last heard failed");
+            }
             // The first tick is at once: a run stranded before a restart is finished
             // at start.
             if let Err(err) = fleet.finish_stranded_runs().await {

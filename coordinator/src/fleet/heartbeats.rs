@@ -1,8 +1,9 @@
 //! When each agent last spoke, kept in memory and written to the store in batches. With a
 //! thousand agents heartbeating every 2 s, a write (a committed, fsync'd transaction) per
 //! heartbeat was 500 commits a second queued on the store's one writer ahead of every event
-//! batch (docs/performance.md); now one transaction a second writes them all. What a crash
-//! loses is at most a second of "last heard" times, which only say whether an agent is
+//! batch (docs/performance.md); now one transaction a second writes them all — on the next
+//! heartbeat, or on the lease reaper's next tick ([`Fleet::write_heard`]) when the fleet falls
+//! quiet. What a crash loses is at most that second (and one reaper tick) of "last heard" times, which only say whether an agent is
 //! listed as lost (after `agent_lost_after`, 10 s by default); listings add what is not
 //! written yet. Leases are not batched: a renewal is written at once, as before.
 //!
@@ -17,7 +18,7 @@ use abfleet_core::AgentId;
 use super::Fleet;
 use super::FleetError;
 
-/// Heartbeats wait at most this long in memory (while any agent still speaks).
+/// Heartbeats wait about this long in memory (up to a reaper tick more when none follows).
 const WRITE_EVERY_MS: i64 = 1000;
 
 #[derive(Default)]
@@ -34,6 +35,18 @@ pub(super) struct Heard {
 
 use abfleet_core::session::AgentCacheUsage;
 
+impl Heard {
+    /// The pending times, taken for writing, when there are some and the last write was
+    /// [`WRITE_EVERY_MS`] ago.
+    fn take_due(&mut self, now: i64) -> Option<Vec<(AgentId, i64)>> {
+        if self.pending.is_empty() || now - self.written_ms < WRITE_EVERY_MS {
+            return None;
+        }
+        self.written_ms = now;
+        Some(std::mem::take(&mut self.pending).into_iter().collect())
+    }
+}
+
 impl Fleet {
     /// Records that an agent spoke (a heartbeat, a ready). `NotRegistered` for an agent the
     /// store does not know: the first time an agent is heard it is looked up (and its time
@@ -44,19 +57,13 @@ impl Fleet {
             let mut heard = self.heard();
             if heard.registered.contains(&agent_id) {
                 heard.pending.insert(agent_id, now);
-                (now - heard.written_ms >= WRITE_EVERY_MS).then(|| {
-                    heard.written_ms = now;
-                    std::mem::take(&mut heard.pending)
-                })
+                heard.take_due(now)
             } else {
                 None
             }
         };
         match due {
-            Some(batch) => {
-                let batch: Vec<(AgentId, i64)> = batch.into_iter().collect();
-                self.inner.store.touch_agents(batch).await?;
-            }
+            Some(batch) => self.inner.store.touch_agents(batch).await?,
             None if self.heard().registered.contains(&agent_id) => {}
             None => {
                 if !self.inner.store.touch_agent(agent_id, now).await? {
@@ -64,6 +71,17 @@ impl Fleet {
                 }
                 self.heard().registered.insert(agent_id);
             }
+        }
+        Ok(())
+    }
+
+    /// Writes the heard times still in memory once they have waited [`WRITE_EVERY_MS`]: the
+    /// lease reaper calls it every tick, so the last times of a fleet that fell quiet are
+    /// written too.
+    pub async fn write_heard(&self) -> Result<(), FleetError> {
+        let due = self.heard().take_due(self.now_ms());
+        if let Some(batch) = due {
+            self.inner.store.touch_agents(batch).await?;
         }
         Ok(())
     }

@@ -240,6 +240,29 @@ async fn a_lease_expires_only_after_its_duration_and_the_job_is_requeued() {
 }
 
 #[tokio::test]
+async fn the_last_heartbeat_of_a_fleet_that_falls_quiet_is_written_by_the_reaper_tick() {
+    use crate::clock::Clock;
+    let h = Harness::new(3).await;
+    let stored = || async { h.fleet.store().agents().await.unwrap()[0].last_heartbeat_ms };
+    h.fleet.heartbeat(h.agent, None).await.unwrap();
+    let first = h.clock.now_ms();
+    assert_eq!(
+        stored().await,
+        first,
+        "the first heartbeat is written at once"
+    );
+    h.clock.advance(Duration::from_millis(500));
+    h.fleet.heartbeat(h.agent, None).await.unwrap();
+    let last = h.clock.now_ms();
+    h.fleet.write_heard().await.unwrap();
+    assert_eq!(stored().await, first, "held in memory under a second");
+    // No heartbeat follows: the reaper's tick writes it.
+    h.clock.advance(Duration::from_millis(600));
+    h.fleet.write_heard().await.unwrap();
+    assert_eq!(stored().await, last);
+}
+
+#[tokio::test]
 async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
     let mut h = Harness::new(3).await;
     let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
