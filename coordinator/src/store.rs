@@ -387,7 +387,7 @@ impl Store {
         offset: u64,
         limit: u32,
     ) -> Result<Vec<RunRow>, CoordinatorError> {
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare(&format!(
                 "{SELECT_RUNS} ORDER BY created_ms DESC, run_id DESC LIMIT ?1 OFFSET ?2"
             ))?;
@@ -979,7 +979,7 @@ impl Store {
         offset: u64,
         limit: u32,
     ) -> Result<Vec<AgentRow>, CoordinatorError> {
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT a.agent_id, a.inventory_json, a.last_heartbeat_ms, a.draining,
                         c.cert_name, c.serial, c.fingerprint
@@ -1077,8 +1077,6 @@ fn insert_batch(
     accept_new: bool,
 ) -> Result<AppendOutcome, CoordinatorError> {
     let mut outcome = AppendOutcome::default();
-    // Bound to every statement of the batch and named in its errors: made text once.
-    let job_key = job_id.to_string();
     let mut events = events;
     events.sort_by_key(|event| event.seq);
     // An attempt's events are stored contiguously from 0: the agent sends its unacknowledged
@@ -1089,11 +1087,11 @@ fn insert_batch(
         tx.prepare_cached(
             "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE job_id = ?1 AND attempt = ?2",
         )?
-        .query_row(params![job_key, attempt], |row| row.get::<_, i64>(0))? as u64;
+        .query_row(params![job_id, attempt], |row| row.get::<_, i64>(0))? as u64;
     for event in events {
         if accept_new && event.seq > next {
             return Err(CoordinatorError::SequenceGap {
-                job_id: job_key,
+                job_id: job_id.to_string(),
                 attempt,
                 first: next,
                 last: event.seq - 1,
@@ -1105,10 +1103,10 @@ fn insert_batch(
                 .prepare_cached(
                     "SELECT EXISTS (SELECT 1 FROM events WHERE job_id = ?1 AND attempt = ?2 AND seq = ?3)",
                 )?
-                .query_row(params![job_key, attempt, event.seq as i64], |row| row.get(0))?;
+                .query_row(params![job_id, attempt, event.seq as i64], |row| row.get(0))?;
             if !stored {
                 return Err(CoordinatorError::LeaseLost {
-                    job_id: job_key,
+                    job_id: job_id.to_string(),
                     attempt,
                 });
             }
@@ -1120,7 +1118,7 @@ fn insert_batch(
             .prepare_cached(
                 "INSERT OR IGNORE INTO events (job_id, attempt, seq, at_ms, kind, payload_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
-            .execute(params![job_key, attempt, event.seq as i64, event.at_ms, kind, event.payload_json])?;
+            .execute(params![job_id, attempt, event.seq as i64, event.at_ms, kind, event.payload_json])?;
         outcome.acked.push(event.seq);
         if inserted == 0 {
             continue;
