@@ -15,6 +15,7 @@ use super::model::{AttemptSummary, GenerationSection, Report, ScoreParity, SideI
 use super::time::format_utc;
 use crate::lifecycle::{JobState, RunState};
 
+#[derive(Clone)]
 pub struct RunRecord {
     pub run_id: String,
     pub trigger: String,
@@ -60,16 +61,18 @@ pub struct JobRecord {
     pub kept_cells: Vec<(u32, CellResult)>,
 }
 
-/// Assembles the report of a run: one section per hardware generation, and the top level
-/// over all of them (the fork's document shape; a single-generation run is just that
-/// generation). Cells of different generations never share a summary.
-pub fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
+/// `assemble_owned` of copies of the records (tests).
+#[cfg(test)]
+pub(crate) fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
     assemble_owned(run, jobs.to_vec())
 }
 
-/// [`assemble`] from records it may take apart: each cell moves from its event into the
-/// report instead of being copied (the coordinator's reports of 10,000-cell runs).
-pub fn assemble_owned(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
+/// Assembles the report of a run — one section per hardware generation, and the top level
+/// over all of them (the fork's document shape; a single-generation run is just that
+/// generation); cells of different generations never share a summary — from records it may
+/// take apart: each cell moves from its event into the report instead of being copied (the
+/// coordinator's reports of 10,000-cell runs). Only `build` calls it: a report is built.
+pub(crate) fn assemble_owned(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
     let mut groups: Vec<(Option<String>, Vec<JobRecord>)> = Vec::new();
     for job in jobs {
         match groups.iter_mut().find(|(key, _)| *key == job.generation) {

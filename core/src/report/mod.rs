@@ -21,7 +21,9 @@ mod sweep_markdown;
 mod time;
 pub mod words;
 
-pub use assemble::{assemble, assemble_owned, AttemptRecord, JobRecord, RunRecord};
+#[cfg(test)]
+pub(crate) use assemble::assemble;
+pub use assemble::{AttemptRecord, JobRecord, RunRecord};
 pub use bmf::render_bmf;
 pub use build::{build, ReportInputs};
 pub use compare::{compare_reports, render_comparison, CellChange};

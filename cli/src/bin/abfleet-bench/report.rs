@@ -1,6 +1,6 @@
 //! `abfleet-bench report`: assembling the report of a run with many cells (10,000 by default:
 //! 5 generations × 100 fixtures × 20 workloads) in this process, as the coordinator does once
-//! when a run finishes (`core::report::assemble_owned` over decoded events), then report.json
+//! when a run finishes (`core::report::build` over decoded events), then report.json
 //! and report.md. Also report.json's bytes per cell, which stay flat when the report holds
 //! each cell once. What a user waits for — the events stored through a real coordinator, then
 //! `GetReport` — is `abfleet-bench fleet --jobs 1 --events-per-job 10000`.
@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use abfleet_core::events::{JobEventPayload, JobOutcome};
 use abfleet_core::lifecycle::{JobState, RunState};
-use abfleet_core::report::{assemble_owned, render_markdown, JobRecord, RunRecord};
+use abfleet_core::report::{build, render_markdown, JobRecord, ReportInputs, RunRecord};
 use serde::Serialize;
 
 use super::summary::{peak_rss_kib, Summary};
@@ -104,9 +104,9 @@ pub fn run(args: ReportArgs) -> Result<i32, Failure> {
     for _ in 0..args.runs {
         // The coordinator hands assembly the records it decoded; a copy of them, made
         // outside the timing, stands in for that.
-        let records = jobs.clone();
+        let inputs = ReportInputs::own(run.clone(), jobs.clone());
         let started = Instant::now();
-        let report = assemble_owned(&run, records);
+        let report = build(inputs);
         assemble_s.push(started.elapsed().as_secs_f64());
         assert_eq!(
             report.cells.len() as u32,
