@@ -28,7 +28,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use abfleet_core::events::JobEventPayload;
+use abfleet_core::events::{EventKind, JobEventPayload};
 use abfleet_core::inventory::Inventory;
 use abfleet_core::lifecycle::{JobState, RunState};
 use abfleet_core::spec::JobSpec;
@@ -723,9 +723,10 @@ impl Store {
     /// Intake's one trip to the store per batch: in one transaction, the job as it is now
     /// (its lease, its run's state), and — when `agent_id` holds the lease at `attempt` and
     /// the batch keeps the job within `limit` events (`stored` so far) — the batch stored,
-    /// ignoring sequence numbers already stored: new events while the job is leased or
-    /// cancelled, only re-sends once it finished; a `Done` event finishes the job in the same
-    /// transaction. `None` for an unknown job.
+    /// ignoring sequence numbers already stored: new events while the job is leased, or
+    /// cancelled and the attempt has not sent its `done` yet (its agent's last events), only
+    /// re-sends after that; a `Done` event finishes the job in the same transaction. `None`
+    /// for an unknown job.
     pub async fn append_batch(
         &self,
         job_id: JobId,
@@ -748,7 +749,11 @@ impl Store {
             if stored + events.len() as u64 > limit {
                 return Ok(Some(BatchOutcome::OverLimit(job)));
             }
-            let accept_new = matches!(job.state, JobState::Leased | JobState::Cancelled);
+            let accept_new = match job.state {
+                JobState::Leased => true,
+                JobState::Cancelled => !done_stored(&tx, job_id, attempt)?,
+                _ => false,
+            };
             let outcome = insert_batch(&tx, job_id, attempt, events, accept_new)?;
             if job.run_state.is_finished() && !outcome.new_events.is_empty() {
                 // A cancelled run's agent still uploads its last events: what the run leaves
@@ -1228,6 +1233,15 @@ fn lease_view(conn: &Connection, job_id: JobId) -> Result<Option<LeaseView>, Coo
         })
         .optional()?;
     Ok(row)
+}
+
+/// Whether the attempt's `done` event is stored.
+fn done_stored(conn: &Connection, job_id: JobId, attempt: u32) -> Result<bool, CoordinatorError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM events WHERE job_id = ?1 AND attempt = ?2 AND kind = ?3)",
+        )?
+        .query_row(params![job_id, attempt, EventKind::Done], |row| row.get(0))?)
 }
 
 /// Records how an attempt ended, unless it already has an end.

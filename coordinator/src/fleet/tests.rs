@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use abfleet_core::events::{JobEventPayload, JobOutcome};
+use abfleet_core::events::{JobEventPayload, JobOutcome, LogLevel};
 use abfleet_core::inventory::Inventory;
 use abfleet_core::lifecycle::{AgentState, JobState, RunState};
 use abfleet_core::progress::RunProgress;
@@ -15,7 +15,7 @@ use abfleet_core::spec::SpecJson;
 use abfleet_core::{exit, AgentId, RunId};
 use tokio::sync::{broadcast, mpsc};
 
-use super::{CoordinatorConfig, Fleet};
+use super::{CoordinatorConfig, Fleet, FleetError};
 use crate::clock::ManualClock;
 use crate::store::{Store, StoredEvent};
 
@@ -707,6 +707,28 @@ async fn cancelling_a_run_tells_the_agent_and_ends_the_run_as_cancelled() {
     // The agent's done for the cancelled attempt is still accepted; the run stays cancelled.
     assert_eq!(h.done(&offer, 0, JobOutcome::Cancelled).await, vec![0]);
     assert_eq!(h.run_state(run_id).await.0, RunState::Cancelled);
+    // After its done only re-sends are taken.
+    assert_eq!(h.done(&offer, 0, JobOutcome::Cancelled).await, vec![0]);
+    let late = StoredEvent {
+        seq: 1,
+        at_ms: h.clock_ms(),
+        payload: JobEventPayload::Log {
+            level: LogLevel::Info,
+            line: "after done".into(),
+        },
+    };
+    let refused = h
+        .fleet
+        .push_events(h.agent, offer.job_id, offer.attempt, vec![late])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            FleetError::Store(crate::CoordinatorError::LeaseLost { .. })
+        ),
+        "{refused:?}"
+    );
     // A lease that was cancelled never expires into a requeue.
     h.clock.advance(LEASE * 2);
     h.fleet.reap_expired_leases().await.unwrap();
