@@ -61,10 +61,10 @@ pub struct JobRecord {
     pub kept_cells: Vec<(u32, CellResult)>,
 }
 
-/// `assemble_owned` of copies of the records (tests).
+/// The report of copies of the records, with nothing earlier to compare (tests).
 #[cfg(test)]
 pub(crate) fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
-    assemble_owned(run, jobs.to_vec())
+    super::build(super::ReportInputs::own(run.clone(), jobs.to_vec()))
 }
 
 /// Assembles the report of a run — one section per hardware generation, and the top level
@@ -72,7 +72,7 @@ pub(crate) fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
 /// generation); cells of different generations never share a summary — from records it may
 /// take apart: each cell moves from its event into the report instead of being copied (the
 /// coordinator's reports of 10,000-cell runs). Only `build` calls it: a report is built.
-pub(crate) fn assemble_owned(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
+pub(crate) fn assemble_owned(run: &RunRecord, jobs: Vec<JobRecord>) -> (Report, RunOutcome) {
     let mut groups: Vec<(Option<String>, Vec<JobRecord>)> = Vec::new();
     for job in jobs {
         match groups.iter_mut().find(|(key, _)| *key == job.generation) {
@@ -80,10 +80,15 @@ pub(crate) fn assemble_owned(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
             None => groups.push((job.generation.clone(), vec![job])),
         }
     }
+    let mut outcome = RunOutcome {
+        sections: Vec::with_capacity(groups.len()),
+        run_error: run.error.is_some(),
+    };
     let sections: Vec<(Option<String>, Report)> = groups
         .into_iter()
         .map(|(key, group)| {
-            let report = assemble_jobs(run, group);
+            let (report, section) = assemble_jobs(run, group);
+            outcome.sections.push(section);
             (key, report)
         })
         .collect();
@@ -110,16 +115,14 @@ pub(crate) fn assemble_owned(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
         .collect();
     if let Some(error) = &run.error {
         report.errors.insert(0, error.clone());
-        report.exit_code =
-            combined_exit_code([report.exit_code, exit::NOT_CARRIED_OUT].into_iter());
     }
-    report
+    (report, outcome)
 }
 
-/// The top level of a multi-generation run: every cell (tagged with its generation), the
-/// worst exit code, and no cross-generation geomean.
+/// The top level of a multi-generation run: every cell (tagged with its generation) and no
+/// cross-generation geomean (its exit code is decided with the sections', [`RunOutcome`]).
 fn merge(run: &RunRecord, sections: Vec<(Option<String>, Report)>) -> Report {
-    let mut report = assemble_jobs(run, Vec::new());
+    let (mut report, _) = assemble_jobs(run, Vec::new());
     report.missing_cells.clear();
     let subs = || sections.iter().map(|(_, r)| r);
     report.score_parity = if subs().any(|r| r.score_parity == ScoreParity::Fail) {
@@ -130,7 +133,6 @@ fn merge(run: &RunRecord, sections: Vec<(Option<String>, Report)>) -> Report {
         ScoreParity::NotRun
     };
     report.startup_bound = !sections.is_empty() && subs().all(|r| r.startup_bound);
-    let exit_code = combined_exit_code(subs().map(|r| r.exit_code));
     for (key, sub) in sections {
         let key = key.as_deref().unwrap_or(super::model::ANY_GENERATION);
         report.cells.extend(sub.cells);
@@ -156,13 +158,12 @@ fn merge(run: &RunRecord, sections: Vec<(Option<String>, Report)>) -> Report {
     report.startup_note = None;
     report.geomean_speedup = None;
     report.geomean_cells = Vec::new();
-    report.exit_code = exit_code;
     report
 }
 
 /// The most telling of several exit codes: cancelled, then parity failure, then not
 /// carried out, then ok.
-pub(crate) fn combined_exit_code(codes: impl Iterator<Item = i32>) -> i32 {
+fn combined_exit_code(codes: impl Iterator<Item = i32>) -> i32 {
     let codes: Vec<i32> = codes.collect();
     [
         exit::CANCELLED,
@@ -200,8 +201,8 @@ fn comparable_spec_sha256(spec: &crate::spec::JobSpec) -> String {
     spec_sha256(&normalised)
 }
 
-/// The report of the jobs of one generation.
-fn assemble_jobs(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
+/// The report of the jobs of one generation, and what its exit code will be decided on.
+fn assemble_jobs(run: &RunRecord, jobs: Vec<JobRecord>) -> (Report, SectionOutcome) {
     let spec = &run.spec;
     let mut report = report_of_spec(run);
     let generation = jobs.first().and_then(|j| j.generation.clone());
@@ -235,11 +236,13 @@ fn assemble_jobs(run: &RunRecord, jobs: Vec<JobRecord>) -> Report {
     );
     report.missing_cells = missing_cells(&report, spec, backend, expected_ab);
     summarise(&mut report);
-    report.exit_code = exit_code(&report, run.state, read.job_finished_cleanly);
-    if spec.is_sweep() && report.sweep.is_none() && has_jobs && report.exit_code == exit::OK {
-        report.exit_code = exit::NOT_CARRIED_OUT;
-    }
-    report
+    let outcome = SectionOutcome {
+        cancelled: run.state == RunState::Cancelled,
+        carried_out: carried_out(&report, read.job_finished_cleanly),
+        tuning_failed: report.findings.iter().any(|f| f.severity == Severity::Fail),
+        sweep_missing: spec.is_sweep() && report.sweep.is_none() && has_jobs,
+    };
+    (report, outcome)
 }
 
 /// A run's report before any event is read: what the spec and the run record say.
@@ -627,13 +630,9 @@ fn summarise(report: &mut Report) {
     }
 }
 
-fn exit_code(report: &Report, state: RunState, job_finished_cleanly: bool) -> i32 {
-    if state == RunState::Cancelled {
-        return exit::CANCELLED;
-    }
-    if report.score_parity == ScoreParity::Fail {
-        return exit::PARITY_FAILED;
-    }
+/// Whether the section did all it was asked: every job finished cleanly, the sweep's default
+/// measured, no cell missing or unavailable, no backend cell failed.
+fn carried_out(report: &Report, job_finished_cleanly: bool) -> bool {
     let sweep_measured = report.sweep.as_ref().is_none_or(|s| {
         s.default_verdict.is_some()
             && !s
@@ -641,21 +640,69 @@ fn exit_code(report: &Report, state: RunState, job_finished_cleanly: bool) -> i3
                 .iter()
                 .any(|c| c.is_default && c.error.is_some())
     });
-    let carried_out = job_finished_cleanly
+    job_finished_cleanly
         && sweep_measured
         && report.missing_cells.is_empty()
         && !report.cells.iter().any(CellResult::is_unavailable)
         && !report
             .backend_cells
             .iter()
-            .any(|c| c.status == crate::backend_cell::BackendCellStatus::Failed);
-    if !carried_out {
-        return exit::NOT_CARRIED_OUT;
+            .any(|c| c.status == crate::backend_cell::BackendCellStatus::Failed)
+}
+
+/// What a run's exit codes are decided on, besides score parity, which the comparison with
+/// earlier runs can still fail (the ratchet): per section (in `generations` order) what its
+/// jobs did, and whether the run itself failed. [`RunOutcome::decide`] is the one place a
+/// report's exit codes are set, once everything else in it is final.
+pub(crate) struct RunOutcome {
+    sections: Vec<SectionOutcome>,
+    run_error: bool,
+}
+
+struct SectionOutcome {
+    cancelled: bool,
+    carried_out: bool,
+    tuning_failed: bool,
+    /// A sweep spec's job finished without its `sweep` event.
+    sweep_missing: bool,
+}
+
+impl SectionOutcome {
+    /// Cancelled, then parity failure, then not carried out, then tuning failure, then a
+    /// missing sweep (not carried out), then ok.
+    fn exit_code(&self, parity_failed: bool) -> i32 {
+        if self.cancelled {
+            exit::CANCELLED
+        } else if parity_failed {
+            exit::PARITY_FAILED
+        } else if !self.carried_out {
+            exit::NOT_CARRIED_OUT
+        } else if self.tuning_failed {
+            exit::TUNING_FAILED
+        } else if self.sweep_missing {
+            exit::NOT_CARRIED_OUT
+        } else {
+            exit::OK
+        }
     }
-    if report.findings.iter().any(|f| f.severity == Severity::Fail) {
-        return exit::TUNING_FAILED;
+}
+
+impl RunOutcome {
+    /// Sets each section's exit code and the run's, the most telling of its sections' and
+    /// of its own failure.
+    pub(crate) fn decide(&self, report: &mut Report) {
+        for (section, outcome) in report.generations.iter_mut().zip(&self.sections) {
+            section.exit_code = outcome.exit_code(section.score_parity == ScoreParity::Fail);
+        }
+        let run_failed = self.run_error.then_some(exit::NOT_CARRIED_OUT);
+        report.exit_code = combined_exit_code(
+            report
+                .generations
+                .iter()
+                .map(|g| g.exit_code)
+                .chain(run_failed),
+        );
     }
-    exit::OK
 }
 
 /// `80` of `sm_80`, `compute_80`, `8.0` or `80`.

@@ -2,7 +2,9 @@
 //! what earlier runs of its spec left ([`ReportInputs`], every input gathered by the
 //! coordinator first) and returns the report, assembled from the run's events, each
 //! generation compared with the previous run and with the earlier comparable runs (changes,
-//! regression flags, and the ratchet, which can fail parity), its recorded bisects attached.
+//! regression flags, and the ratchet, which can fail parity), its exit codes decided last and
+//! once (`RunOutcome::decide`: what assembly found, with the final parity), its recorded
+//! bisects attached.
 //! No store, clock or I/O: the report a run finishes with, the one served later, and one a
 //! test makes from recorded inputs all come out of this one function.
 
@@ -63,7 +65,7 @@ pub fn build(inputs: ReportInputs) -> Report {
         mut earlier,
         bisects,
     } = inputs;
-    let mut report = assemble_owned(&run, jobs);
+    let (mut report, outcome) = assemble_owned(&run, jobs);
     for section in &mut report.generations {
         if let Some(previous) = earlier
             .get_mut(&section.key)
@@ -86,6 +88,7 @@ pub fn build(inputs: ReportInputs) -> Report {
         report.generations[index].since_previous = history::since_previous(&now, &comparable);
     }
     history::apply_ratchet(&mut report);
+    outcome.decide(&mut report);
     report.bisects.extend(bisects);
     report
 }
@@ -167,6 +170,11 @@ mod tests {
             .unwrap();
         assert_eq!(ssim.parity, CellParity::Fail);
         assert_eq!(second.exit_code, crate::exit::PARITY_FAILED);
+        assert_eq!(
+            second.generations[0].exit_code,
+            crate::exit::PARITY_FAILED,
+            "the section's exit code is decided after the ratchet too"
+        );
 
         // The same records alone: nothing to compare, nothing failed.
         let (run, jobs) = sample_records(SECOND, 2_000, 0.900003);

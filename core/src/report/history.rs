@@ -580,8 +580,8 @@ where
 
 /// Makes each `parity_growth` flag of the report's comparisons a parity failure of its cell
 /// (unless the spec gives the metric its own allowance), with both values (the seed's ratchet: ADR-1228 rejects failing on any non-zero delta in
-/// favour of "ratchet on growth"), and the cell, its generation and the run fail parity:
-/// exit 1, like any parity failure. A cell failed this way leaves the geomean, and a later
+/// favour of "ratchet on growth"), and the cell, its generation and the run fail parity
+/// (exit 1, like any parity failure, when `build` decides the exit codes after it). A cell failed this way leaves the geomean, and a later
 /// run's ratchet walks back past it to the last accepted delta.
 pub fn apply_ratchet(report: &mut Report) {
     let multi = report.generations.len() > 1;
@@ -659,9 +659,6 @@ pub fn apply_ratchet(report: &mut Report) {
                 .collect();
             let section = &mut report.generations[index];
             section.score_parity = super::ScoreParity::Fail;
-            section.exit_code = super::assemble::combined_exit_code(
-                [section.exit_code, crate::exit::PARITY_FAILED].into_iter(),
-            );
             drop_failed_from_geomean(
                 &mut section.geomean_speedup,
                 &mut section.geomean_cells,
@@ -678,9 +675,6 @@ pub fn apply_ratchet(report: &mut Report) {
     }
     if failed_any {
         report.score_parity = super::ScoreParity::Fail;
-        report.exit_code = super::assemble::combined_exit_code(
-            [report.exit_code, crate::exit::PARITY_FAILED].into_iter(),
-        );
     }
 }
 
