@@ -164,7 +164,14 @@ pub fn analyse(pairs: &[Pair], config: &AnalysisConfig) -> Option<Analysis> {
 /// so cells get independent orders and one recorded seed replays them all. The agent seeds
 /// a cell's run order and bootstrap with it; the coordinator checks a cell carries it.
 pub fn cell_seed(spec_seed: u64, index: u32) -> u64 {
-    let mut z = spec_seed ^ (u64::from(index) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    derived_seed(spec_seed, u64::from(index))
+}
+
+/// The seed of the `index`th of several things one seed stands for (a cell, a sweep's
+/// configuration): `seed` mixed with the index by splitmix64's finaliser, a bijection, so
+/// distinct indexes get distinct, unrelated seeds.
+pub fn derived_seed(seed: u64, index: u64) -> u64 {
+    let mut z = seed ^ (index + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

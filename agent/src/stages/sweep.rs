@@ -531,12 +531,9 @@ fn judge_parity(
     };
 }
 
-/// Each configuration's own seed (splitmix64's finaliser over the spec's seed and its index).
+/// Each configuration's own seed: the spec's seed and its index, mixed as a cell's is.
 fn configuration_seed(spec_seed: u64, index: usize) -> u64 {
-    let mut z = spec_seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    abfleet_core::paired::derived_seed(spec_seed, index as u64)
 }
 
 #[cfg(test)]
