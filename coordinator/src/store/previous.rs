@@ -95,7 +95,7 @@ impl Store {
         before_ms: i64,
     ) -> Result<Vec<RunId>, CoordinatorError> {
         let name = name.to_string();
-        self.read(move |conn| unrecorded_before(conn, &name, before_ms))
+        self.read(move |conn| unrecorded(conn, Some(&name), before_ms))
             .await
     }
 
@@ -114,7 +114,7 @@ impl Store {
                 )
                 .optional()?;
             match run {
-                Some((name, created_ms)) => unrecorded_before(conn, &name, created_ms),
+                Some((name, created_ms)) => unrecorded(conn, Some(&name), created_ms),
                 None => Ok(Vec::new()),
             }
         })
@@ -271,22 +271,8 @@ impl Store {
         name: Option<&str>,
     ) -> Result<Vec<RunId>, CoordinatorError> {
         let name = name.map(str::to_string);
-        self.read(move |conn| {
-            let mut stmt = conn.prepare(
-                "SELECT run_id FROM runs WHERE (?1 IS NULL OR name = ?1) AND results_recorded = 0 AND state IN (?2, ?3, ?4) ORDER BY created_ms, run_id",
-            )?;
-            let rows = stmt.query_map(
-                params![
-                    name,
-                    RunState::Done,
-                    RunState::Failed,
-                    RunState::Cancelled
-                ],
-                |row| row.get::<_, RunId>(0),
-            )?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
-        })
-        .await
+        self.read(move |conn| unrecorded(conn, name.as_deref(), i64::MAX))
+            .await
     }
 }
 
@@ -315,15 +301,22 @@ pub(super) fn record_results_again(
     Ok(())
 }
 
-/// Finished runs of `name` created before `before_ms` with no recorded results, oldest first.
-fn unrecorded_before(
+/// Finished runs created before `before_ms` with no recorded results, oldest first: of
+/// `name`, else of every name. The two cases are two statements: the one by name is what a
+/// report asks each time, and it must search the `runs_unrecorded` index by name (an
+/// `?1 IS NULL OR name = ?1` would make SQLite scan every finished run instead).
+fn unrecorded(
     conn: &rusqlite::Connection,
-    name: &str,
+    name: Option<&str>,
     before_ms: i64,
 ) -> Result<Vec<RunId>, CoordinatorError> {
-    let mut stmt = conn.prepare(
-        "SELECT run_id FROM runs WHERE name = ?1 AND created_ms < ?2 AND results_recorded = 0 AND state IN (?3, ?4, ?5) ORDER BY created_ms, run_id",
-    )?;
+    let by_name = match name {
+        Some(_) => "name = ?1",
+        None => "?1 IS NULL",
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT run_id FROM runs WHERE {by_name} AND created_ms < ?2 AND results_recorded = 0 AND state IN (?3, ?4, ?5) ORDER BY created_ms, run_id"
+    ))?;
     let rows = stmt.query_map(
         params![
             name,
