@@ -72,31 +72,3 @@ pub struct AgentCacheUsage {
 
 /// What the coordinator sends: offers with the spec as its store kept it.
 pub type OutgoingMessage = SessionMessage<SpecJson>;
-
-impl From<JobOffer> for JobOffer<SpecJson> {
-    /// An offer made from a decoded spec (tests, tools): its spec serialised once.
-    fn from(offer: JobOffer) -> JobOffer<SpecJson> {
-        JobOffer {
-            spec: SpecJson::from(&offer.spec),
-            job_id: offer.job_id,
-            run_id: offer.run_id,
-            attempt: offer.attempt,
-            lease: offer.lease,
-            next_seq: offer.next_seq,
-            generation: offer.generation,
-            kept_cells: offer.kept_cells,
-        }
-    }
-}
-
-impl From<SessionMessage> for OutgoingMessage {
-    fn from(message: SessionMessage) -> OutgoingMessage {
-        match message {
-            SessionMessage::Offer(offer) => SessionMessage::Offer(Box::new((*offer).into())),
-            SessionMessage::Cancel { job_id, reason } => SessionMessage::Cancel { job_id, reason },
-            SessionMessage::LeaseLost { job_id, attempt } => {
-                SessionMessage::LeaseLost { job_id, attempt }
-            }
-        }
-    }
-}
