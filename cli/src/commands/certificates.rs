@@ -41,8 +41,8 @@ pub async fn revoke(
         .await
         .map_err(|err| link_error("failed to revoke the certificate", err))?;
     let revoked = response.revoked;
-    let who = describe(&revoked);
-    let who = visible_cell(&who);
+    let described = describe(&revoked);
+    let who = visible_cell(&described);
     if response.added {
         println!("revoked {who}: refused from now on");
     } else {

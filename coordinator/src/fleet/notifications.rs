@@ -95,7 +95,7 @@ impl Fleet {
             .queue_notifications(rows, self.now_ms())
             .await
         {
-            Ok(_) => self.inner.alert_delivery.queued(),
+            Ok(_) => self.inner.alert_delivery.alert_queued(),
             Err(err) => {
                 error!(run_id = %run_id, error = %err, "could not queue the agent-lost alert")
             }
@@ -192,7 +192,7 @@ impl Fleet {
                 Err(_) => 5_000,
             };
             tokio::select! {
-                () = self.inner.alert_delivery.queued.notified() => {}
+                () = self.inner.alert_delivery.wake.notified() => {}
                 () = tokio::time::sleep(std::time::Duration::from_millis(wait.max(10))) => {}
             }
         }
@@ -217,14 +217,14 @@ impl Fleet {
 /// per endpoint (its own CA, if any), made when first needed. Taken only here.
 #[derive(Default)]
 pub(super) struct AlertDelivery {
-    queued: tokio::sync::Notify,
+    wake: tokio::sync::Notify,
     clients: std::sync::Mutex<std::collections::HashMap<String, HttpClient>>,
 }
 
 impl AlertDelivery {
     /// Wakes the delivery task: an alert was queued.
-    pub(super) fn queued(&self) {
-        self.queued.notify_one();
+    pub(super) fn alert_queued(&self) {
+        self.wake.notify_one();
     }
 
     fn client_for(

@@ -341,7 +341,7 @@ impl Fleet {
                 },
             )
             .await?;
-        self.inner.alert_delivery.queued();
+        self.inner.alert_delivery.alert_queued();
         info!(run_id = %run_id, state = state.as_str(), exit_code, "run finished");
         let mut finished = RunProgress::new(
             run_id,
