@@ -33,10 +33,24 @@ macro_rules! id_column {
 
         impl FromSql for $id {
             fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-                from_text(value)
+                value.as_str()?.parse::<$id>().map_err(|err| {
+                    FromSqlError::Other(Box::new(StoredIdError {
+                        kind: err.kind,
+                        value: err.value,
+                    }))
+                })
             }
         }
     )*};
+}
+
+/// A stored id that is no uuid, said without the parse error's hint to list ids (which
+/// helps someone who typed one, not a store that holds one).
+#[derive(Debug, thiserror::Error)]
+#[error("`{value}` is not a valid {kind} (a uuid)")]
+struct StoredIdError {
+    kind: &'static str,
+    value: String,
 }
 
 macro_rules! name_column {
@@ -103,5 +117,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a valid run id"), "{err}");
+        assert!(
+            !err.contains("abfleet runs"),
+            "no hint to list ids for a stored one: {err}"
+        );
     }
 }
