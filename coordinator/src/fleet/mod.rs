@@ -3,8 +3,8 @@
 //! are thin adapters over [`Fleet`]; nothing here knows the wire.
 //!
 //! One handle, [`Fleet`] (in `state`), with its methods split by concern: `runs` (submit,
-//! cancel, finish), `sessions` (agents, sessions, dispatch), `leases` (heartbeats, expiry,
-//! requeue), `certificates` (agent id ↔ certificate, the cap on ids per certificate), `revocations` (the deny list: revoke, check, end sessions), `heartbeats` (when agents last spoke, written in batches), `intake` (events), `event_gaps` (events a restored store lacks: asked for, or the attempt redone), `cell_audit` (each cell derived again before it is stored), `progress` (watchers), `reports`, `served_reports` (a finished run's report, assembled once and kept), `bisects` (a run's recorded bisects), `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
+//! cancel, finish), `sessions` (agents, sessions, dispatch, over `session_table`, scheduling's own memory), `leases` (heartbeats, expiry,
+//! requeue), `certificates` (agent id ↔ certificate, the cap on ids per certificate), `revocations` (the deny list: revoke, check, end sessions), `heartbeats` (when agents last spoke, written in batches), `intake` (events, with what it keeps per job in `intake_memory`), `event_gaps` (events a restored store lacks: asked for, or the attempt redone), `cell_audit` (each cell derived again before it is stored), `progress` (watchers), `reports`, `served_reports` (a finished run's report, assembled once and kept), `bisects` (a run's recorded bisects), `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
 //! the milestone spec, debounce).
 
 mod bisects;
