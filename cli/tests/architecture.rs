@@ -1,6 +1,7 @@
 //! The invariants of ARCHITECTURE.md that a reading of the source can check, kept true: the
 //! crate graph's floors (no arrow back up, the test double a dev-dependency only), `core` and
-//! `html` doing no I/O, and the agent's imports flowing one way. ("Only proto knows
+//! `html` doing no I/O, the agent's imports flowing one way, and the fleet's concerns calling
+//! only lower concerns. ("Only proto knows
 //! protobuf" is `wire_boundary.rs`.) Only product code is read: a file's text before its
 //! `#[cfg(test)]`, and no `tests.rs` or `tests/` file.
 
@@ -71,7 +72,7 @@ fn product_code(dir: &Path) -> Vec<(PathBuf, String)> {
                 if name != "tests" {
                     pending.push(path);
                 }
-            } else if name.ends_with(".rs") && name != "tests.rs" {
+            } else if name.ends_with(".rs") && name != "tests.rs" && !name.ends_with("_tests.rs") {
                 let text = std::fs::read_to_string(&path).unwrap();
                 let product = text.split("#[cfg(test)]").next().unwrap_or("");
                 let code: Vec<&str> = product
@@ -197,4 +198,75 @@ fn crate_paths_are_read_from_use_groups_and_paths_alike() {
     assert_eq!(crate_modules_named(code), ["session", "job", "stages"]);
     let manifest = "[dependencies]\nabfleet-core.workspace = true\nabfleet-proto = { path = \"p\" }\n\n[dev-dependencies]\nabfleet-testkit.workspace = true\n";
     assert_eq!(product_dependencies(manifest), ["core", "proto"]);
+}
+
+/// The fleet's concerns, lowest first: each holds as fields only concerns before it.
+const CONCERNS: &[&str] = &[
+    "Reports",
+    "Alerts",
+    "Finishing",
+    "Scheduling",
+    "Trust",
+    "Intake",
+    "Runs",
+    "PullRequests",
+    "Triggers",
+];
+
+/// The field types of `pub struct NAME { … }` in `code`, if it is defined there.
+fn struct_field_types(code: &str, name: &str) -> Option<Vec<String>> {
+    let start = code.find(&format!("pub struct {name} {{"))?;
+    let body = &code[start..];
+    let body = &body[body.find('{')? + 1..body.find("\n}")?];
+    Some(
+        body.lines()
+            .filter_map(|line| line.split_once(':'))
+            .map(|(_, ty)| ty.trim().trim_end_matches(',').to_string())
+            .collect(),
+    )
+}
+
+/// Words of `text`: what an identifier is made of.
+fn names_word(text: &str, word: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric() && c != '_')
+        .any(|w| w == word)
+}
+
+#[test]
+fn the_fleets_concerns_call_only_lower_concerns_and_only_the_fleet_handle_sees_them_all() {
+    let code = product_code(&root().join("coordinator/src/fleet"));
+    let mut wrong = Vec::new();
+    let mut found = Vec::new();
+    for (path, text) in &code {
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        for (rank, concern) in CONCERNS.iter().enumerate() {
+            let Some(fields) = struct_field_types(text, concern) else {
+                continue;
+            };
+            found.push(*concern);
+            for ty in &fields {
+                if names_word(ty, "Fleet") {
+                    wrong.push(format!("{file}: {concern} holds the whole fleet ({ty})"));
+                }
+                for (theirs, other) in CONCERNS.iter().enumerate() {
+                    if names_word(ty, other) && theirs >= rank {
+                        wrong.push(format!(
+                            "{file}: {concern} holds {other}, which is not below it"
+                        ));
+                    }
+                }
+            }
+        }
+        let allowed = ["state.rs", "metrics.rs", "mod.rs"];
+        if !allowed.contains(&file.as_str()) && names_word(text, "Fleet") {
+            wrong.push(format!(
+                "{file} names `Fleet`: a concern calls another through its field, not the handle"
+            ));
+        }
+    }
+    found.sort();
+    let mut expected = CONCERNS.to_vec();
+    expected.sort();
+    assert_eq!(found, expected, "every concern is a `pub struct` in fleet/");
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

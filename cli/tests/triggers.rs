@@ -92,7 +92,7 @@ impl Hooked {
     }
 
     async fn runs(&self) -> Vec<RunRow> {
-        self.fleet.runs().await.unwrap()
+        self.fleet.runs().all().await.unwrap()
     }
 
     /// Posts a GitHub delivery: `event`, `delivery` id, the fixture's body, signed with
@@ -970,7 +970,7 @@ async fn the_upstream_watcher_runs_a_new_release_tag_with_the_pin_moved() {
     );
     let run = wait_until(Duration::from_secs(30), "a run of v1.1.0", || {
         let fleet = hooked.fleet.clone();
-        async move { fleet.runs().await.unwrap().into_iter().next() }
+        async move { fleet.runs().all().await.unwrap().into_iter().next() }
     })
     .await;
     assert_eq!(run.trigger, "upstream-tag");

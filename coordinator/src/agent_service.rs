@@ -1,6 +1,6 @@
 //! The gRPC service agents dial: registration, the session stream, and event upload. Under
 //! mutual TLS every call's agent id must be the one its certificate registered
-//! (`Fleet::bind_agent_certificate`), so an agent speaks only for itself.
+//! (`Trust::bind_agent_certificate`), so an agent speaks only for itself.
 
 use std::pin::Pin;
 
@@ -36,6 +36,7 @@ impl pb::agent_service_server::AgentService for AgentService {
         let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
         if let Some(identity) = caller.identity() {
             self.fleet
+                .trust()
                 .bind_agent_certificate(agent_id, &identity.name, &identity.certificate)
                 .await?;
         }
@@ -67,12 +68,18 @@ impl pb::agent_service_server::AgentService for AgentService {
         })?;
         let agent_id: AgentId = parse_id("agent_id", &first.agent_id)?;
         if let Some(name) = caller.certificate_name() {
-            fleet.check_agent_certificate(agent_id, name).await?;
+            fleet
+                .trust()
+                .check_agent_certificate(agent_id, name)
+                .await?;
         }
         let certificate = caller
             .identity()
             .map(|identity| identity.certificate.clone());
-        let (number, revoked) = fleet.open_session(agent_id, sender, certificate.clone())?;
+        let (number, revoked) =
+            fleet
+                .scheduling()
+                .open_session(agent_id, sender, certificate.clone())?;
         // A message the agent must hear about ends its session with that status (after
         // whatever was queued for it): the agent sees why instead of talking into the void.
         let (ending, ended) = mpsc::channel::<Status>(1);
@@ -106,7 +113,7 @@ impl pb::agent_service_server::AgentService for AgentService {
                 // The interceptor checked the certificate when the stream opened; a message
                 // on it after a revocation is not heard.
                 if let Some(certificate) = &certificate {
-                    if let Err(err) = fleet.check_not_revoked(certificate) {
+                    if let Err(err) = fleet.trust().check_not_revoked(certificate) {
                         let _ = ending.try_send(Status::from(err));
                         break;
                     }
@@ -127,11 +134,15 @@ impl pb::agent_service_server::AgentService for AgentService {
             // `ending` goes with this task, so the status stream ends too.
             match broke {
                 Some(why) => {
-                    if let Err(err) = fleet.session_broke(agent_id, number, &why).await {
+                    if let Err(err) = fleet
+                        .scheduling()
+                        .session_broke(agent_id, number, &why)
+                        .await
+                    {
                         warn!(agent_id = %agent_id, error = %err, "could not requeue a broken session's jobs; the reaper will after agent_lost_after");
                     }
                 }
-                None => fleet.close_session(agent_id, number),
+                None => fleet.scheduling().close_session(agent_id, number),
             }
         });
         let outgoing = UnboundedReceiverStream::new(receiver)
@@ -149,7 +160,10 @@ impl pb::agent_service_server::AgentService for AgentService {
         let request = request.into_inner();
         let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
         if let Some(name) = caller.certificate_name() {
-            self.fleet.check_agent_certificate(agent_id, name).await?;
+            self.fleet
+                .trust()
+                .check_agent_certificate(agent_id, name)
+                .await?;
         }
         let job_id: JobId = parse_id("job_id", &request.job_id)?;
         let mut events = Vec::with_capacity(request.events.len());
@@ -167,11 +181,13 @@ impl pb::agent_service_server::AgentService for AgentService {
             // The agent no longer holds events the coordinator asked for: the attempt is
             // redone, unless the store has them after all.
             self.fleet
+                .intake()
                 .events_lost(agent_id, job_id, request.attempt, request.lost_before)
                 .await?;
         }
         match self
             .fleet
+            .intake()
             .push_events(agent_id, job_id, request.attempt, events)
             .await
         {
@@ -204,12 +220,15 @@ async fn handle_agent_message(
     };
     match message {
         AgentMessage::Heartbeat { running, cache } => {
-            fleet.record_agent_cache(agent_id, cache);
-            fleet.heartbeat(agent_id, running).await
+            fleet.scheduling().record_agent_cache(agent_id, cache);
+            fleet.scheduling().heartbeat(agent_id, running).await
         }
-        AgentMessage::Ready => fleet.ready(agent_id).await,
+        AgentMessage::Ready => fleet.scheduling().ready(agent_id).await,
         AgentMessage::Leaving { job_id, attempt } => {
-            fleet.agent_leaving(agent_id, job_id, attempt).await
+            fleet
+                .scheduling()
+                .agent_leaving(agent_id, job_id, attempt)
+                .await
         }
     }
 }

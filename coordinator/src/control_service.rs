@@ -95,14 +95,16 @@ impl pb::control_service_server::ControlService for ControlService {
         let run_id = match (spec, note) {
             (Some((spec, origin)), note) if bisect_step || hardware.is_some() => {
                 self.fleet
+                    .runs()
                     .submit_on(spec, trigger, note.as_deref(), &origin, hardware.as_deref())
                     .await?
             }
             (Some((spec, origin)), None) if pull_request.is_none() => {
-                self.fleet.submit(spec, trigger, &origin).await?
+                self.fleet.runs().submit(spec, trigger, &origin).await?
             }
             (spec, note) => self
                 .fleet
+                .triggers()
                 .trigger(crate::TriggerRequest {
                     reason: trigger.to_string(),
                     debounce_key: None,
@@ -136,7 +138,7 @@ impl pb::control_service_server::ControlService for ControlService {
         let run_id: RunId = parse_id("run_id", &request.into_inner().run_id)?;
         // Subscribe before the snapshot, so nothing between the two is missed.
         let mut updates = self.fleet.subscribe();
-        let snapshot = self.fleet.snapshot(run_id).await?;
+        let snapshot = self.fleet.reports().snapshot(run_id).await?;
         let fleet = self.fleet.clone();
         let stream = async_stream(move |sender| async move {
             let done = snapshot.is_finished();
@@ -145,7 +147,10 @@ impl pb::control_service_server::ControlService for ControlService {
             }
             loop {
                 let update = updates.recv().await;
-                if let Some(Err(err)) = certificate.as_ref().map(|c| fleet.check_not_revoked(c)) {
+                if let Some(Err(err)) = certificate
+                    .as_ref()
+                    .map(|c| fleet.trust().check_not_revoked(c))
+                {
                     let _ = sender.send(Err(err.into())).await;
                     return;
                 }
@@ -159,7 +164,7 @@ impl pb::control_service_server::ControlService for ControlService {
                     Ok(_) => {}
                     Err(RecvError::Lagged(_)) => {
                         // Fell behind: resynchronise from the store.
-                        match fleet.snapshot(run_id).await {
+                        match fleet.reports().snapshot(run_id).await {
                             Ok(snapshot) => {
                                 let finished = snapshot.is_finished();
                                 if sender.send(Ok(snapshot.into())).await.is_err() || finished {
@@ -186,8 +191,8 @@ impl pb::control_service_server::ControlService for ControlService {
         let run_id: RunId = parse_id("run_id", &request.into_inner().run_id)?;
         // A finished run's report is one stored row (`fleet::served_reports`), its spec the
         // validated JSON stored with the run: neither is decoded here.
-        let report_json = self.fleet.report_json(run_id).await?;
-        let spec_json = self.fleet.run_spec_json(run_id).await?;
+        let report_json = self.fleet.reports().report_json(run_id).await?;
+        let spec_json = self.fleet.runs().run_spec_json(run_id).await?;
         Ok(Response::new(pb::GetReportResponse {
             report_json,
             spec_json,
@@ -207,6 +212,7 @@ impl pb::control_service_server::ControlService for ControlService {
         let non_empty = |s: String| (!s.is_empty()).then_some(s);
         let points = self
             .fleet
+            .reports()
             .history(abfleet_core::report::history::HistoryQuery {
                 generation: request.generation,
                 workload: request.workload,
@@ -237,7 +243,7 @@ impl pb::control_service_server::ControlService for ControlService {
             .map_err(|err| {
                 Status::invalid_argument(format!("the bisect is not a bisect record: {err}"))
             })?;
-        self.fleet.record_bisect(run_id, record).await?;
+        self.fleet.reports().record_bisect(run_id, record).await?;
         Ok(Response::new(pb::RecordBisectResponse {}))
     }
 
@@ -262,7 +268,11 @@ impl pb::control_service_server::ControlService for ControlService {
         } else {
             RunOrder::NewestFirst
         };
-        let mut runs = self.fleet.run_listing(order, cursor, size + 1).await?;
+        let mut runs = self
+            .fleet
+            .runs()
+            .run_listing(order, cursor, size + 1)
+            .await?;
         let more = runs.len() > size as usize;
         runs.truncate(size as usize);
         let next_page_token = match runs.last() {
@@ -284,14 +294,22 @@ impl pb::control_service_server::ControlService for ControlService {
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
         let request = request.into_inner();
         let page = Page::of(request.page_size, &request.page_token, AGENTS_PAGE)?;
-        let mut agents = self.fleet.agents_page(page.offset, page.size + 1).await?;
+        let mut agents = self
+            .fleet
+            .scheduling()
+            .agents_page(page.offset, page.size + 1)
+            .await?;
         let next_page_token = page.next_token(agents.len());
         agents.truncate(page.size as usize);
-        let deny_list = self.fleet.deny_list();
+        let deny_list = self.fleet.trust().deny_list();
         let agents = agents
             .into_iter()
             .map(|(agent, state, running)| {
-                let cache = self.fleet.agent_cache(agent.agent_id).unwrap_or_default();
+                let cache = self
+                    .fleet
+                    .scheduling()
+                    .agent_cache(agent.agent_id)
+                    .unwrap_or_default();
                 AgentSummary {
                     agent_id: agent.agent_id,
                     inventory: agent.inventory,
@@ -326,7 +344,7 @@ impl pb::control_service_server::ControlService for ControlService {
         } else {
             request.reason
         };
-        let cancelled = self.fleet.cancel(run_id, &reason).await?;
+        let cancelled = self.fleet.runs().cancel(run_id, &reason).await?;
         Ok(Response::new(pb::CancelRunResponse { cancelled }))
     }
 
@@ -336,7 +354,11 @@ impl pb::control_service_server::ControlService for ControlService {
     ) -> Result<Response<pb::DrainAgentResponse>, Status> {
         let request = request.into_inner();
         let agent_id: AgentId = parse_id("agent_id", &request.agent_id)?;
-        let state = self.fleet.drain(agent_id, request.resume).await?;
+        let state = self
+            .fleet
+            .scheduling()
+            .drain(agent_id, request.resume)
+            .await?;
         Ok(Response::new(pb::DrainAgentResponse {
             state: state.as_str().to_string(),
         }))
@@ -359,6 +381,7 @@ impl pb::control_service_server::ControlService for ControlService {
         };
         let outcome = self
             .fleet
+            .trust()
             .revoke_certificate(target, &request.reason, &revoked_by)
             .await?;
         Ok(Response::new(
@@ -376,8 +399,8 @@ impl pb::control_service_server::ControlService for ControlService {
         &self,
         _request: Request<pb::ListCertificatesRequest>,
     ) -> Result<Response<pb::ListCertificatesResponse>, Status> {
-        let (revoked, agents) = self.fleet.certificates().await?;
-        let deny_list = self.fleet.deny_list();
+        let (revoked, agents) = self.fleet.trust().certificates().await?;
+        let deny_list = self.fleet.trust().deny_list();
         Ok(Response::new(
             CertificateListing {
                 revoked: revoked.into_iter().map(revoked_view).collect(),

@@ -223,7 +223,7 @@ async fn handle(
     };
     // Events that may be triggers are matched against the milestone spec's repositories.
     let (upstream, fork) = if matches!(event, "release" | "push" | "create" | "pull_request") {
-        match fleet.milestone_spec().await {
+        match fleet.triggers().milestone_spec().await {
             Ok((spec, _)) => (git_url(&spec.upstream.source), git_url(&spec.fork.source)),
             Err(err) => return trigger_error(err),
         }
@@ -256,7 +256,7 @@ async fn handle(
     };
     let reason = hook.reason;
     let note = hook.note;
-    match fleet.trigger(request).await {
+    match fleet.triggers().trigger(request).await {
         Ok(TriggerOutcome::Started(run_id)) => reply(
             StatusCode::ACCEPTED,
             &format!("started run {run_id}: {reason}, {note}"),

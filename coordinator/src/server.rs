@@ -99,15 +99,15 @@ fn spawn_lease_reaper(fleet: Fleet) -> tokio::task::JoinHandle<()> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tick.tick().await;
-            if let Err(err) = fleet.reap_expired_leases().await {
+            if let Err(err) = fleet.scheduling().reap_expired_leases().await {
                 error!(error = %err, "lease reaper failed");
             }
-            if let Err(err) = fleet.write_heard().await {
+            if let Err(err) = fleet.scheduling().write_heard().await {
                 error!(error = %err, "writing when agents were last heard failed");
             }
             // The first tick is at once: a run stranded before a restart is finished
             // at start.
-            if let Err(err) = fleet.finish_stranded_runs().await {
+            if let Err(err) = fleet.finishing().finish_stranded_runs().await {
                 error!(error = %err, "finding runs to finish failed");
             }
         }
@@ -126,6 +126,7 @@ pub async fn serve(
         .local_addr()
         .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
     fleet
+        .trust()
         .load_deny_list()
         .await
         .map_err(|err| CoordinatorError::Internal(format!("reading the deny list: {err}")))?;
@@ -152,7 +153,7 @@ pub async fn serve(
             Access::MutualTls {
                 ca_der: std::sync::Arc::new(ca_der),
                 buckets: std::sync::Arc::new(Buckets::new(coordinator.rate_limit)),
-                deny_list: fleet.deny_list(),
+                deny_list: fleet.trust().deny_list(),
             }
         }
     };
@@ -160,12 +161,12 @@ pub async fn serve(
     // Alerts queued by runs that finished, here or before a restart.
     let alert_delivery = {
         let fleet = fleet.clone();
-        tokio::spawn(async move { fleet.run_alert_delivery().await })
+        tokio::spawn(async move { fleet.alerts().run_alert_delivery().await })
     };
     // The answers to pull requests (`[github]`), also those left by a restart.
     let pull_request_reports = {
         let fleet = fleet.clone();
-        tokio::spawn(async move { fleet.run_pull_request_reports().await })
+        tokio::spawn(async move { fleet.pull_requests().run_pull_request_reports().await })
     };
     let (graceful, graceful_rx) = tokio::sync::oneshot::channel::<()>();
     let agent_service = pb::agent_service_server::AgentServiceServer::new(AgentService {

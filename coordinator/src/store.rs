@@ -448,7 +448,7 @@ impl Store {
 
     /// Runs not finished although every job of theirs has (and they have one): the finish
     /// failed (a full disk, a failed report) or the coordinator died before it. The reaper
-    /// finishes them (`Fleet::finish_stranded_runs`).
+    /// finishes them (`Finishing::finish_stranded_runs`).
     pub async fn runs_with_every_job_finished(&self) -> Result<Vec<RunId>, CoordinatorError> {
         self.with(|conn| {
             let mut statement = conn.prepare(

@@ -124,7 +124,7 @@ pub async fn watch_upstream(
 
 /// One poll of the milestone spec's upstream.
 pub async fn poll_upstream_once(fleet: &Fleet) -> Result<PollOutcome, WatchError> {
-    let (spec, _) = fleet.milestone_spec().await?;
+    let (spec, _) = fleet.triggers().milestone_spec().await?;
     let SourceSpec::Git { url, .. } = &spec.upstream.source else {
         return Ok(PollOutcome::default());
     };
@@ -177,6 +177,7 @@ pub async fn poll_upstream_once(fleet: &Fleet) -> Result<PollOutcome, WatchError
         }
         for (tag, sha) in &to_run {
             let triggered = fleet
+                .triggers()
                 .trigger(TriggerRequest {
                     reason: "upstream-tag".to_string(),
                     debounce_key: Some(tag_debounce_key(tag)),

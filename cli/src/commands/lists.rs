@@ -30,6 +30,7 @@ pub async fn runs(
             loop {
                 let want = limit.unwrap_or(ALL_PAGE);
                 let mut page = fleet
+                    .runs()
                     .run_listing(RunOrder::NewestFirst, cursor.take(), want.saturating_add(1))
                     .await
                     .infra()?;

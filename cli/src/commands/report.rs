@@ -65,6 +65,7 @@ pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure
             let coordinator = abfleet_coordinator::Coordinator::open_existing(dir).usage()?;
             coordinator
                 .fleet
+                .reports()
                 .report(run_id)
                 .await
                 .map_err(|err| match err {
@@ -91,7 +92,7 @@ pub async fn history(args: HistoryArgs, source: &StoreSource) -> Result<i32, Fai
     let points = match &source.data_dir {
         Some(dir) => {
             let coordinator = abfleet_coordinator::Coordinator::open_existing(dir).usage()?;
-            coordinator.fleet.history(query).await.infra()?
+            coordinator.fleet.reports().history(query).await.infra()?
         }
         None => control_client(&source.to.coordinator, &source.to.tls)
             .await?

@@ -7,21 +7,24 @@ use abfleet_core::report::format_utc;
 use abfleet_core::RunId;
 use tracing::warn;
 
-use super::{Fleet, FleetError};
+use super::{FleetError, Reports};
 
-impl Fleet {
+impl Reports {
     /// Keeps a finished bisect of `run_id`, stamped with the coordinator's time.
     pub async fn record_bisect(
         &self,
         run_id: RunId,
         mut record: BisectRecord,
     ) -> Result<(), FleetError> {
-        self.run_row(run_id).await?;
-        let now_ms = self.now_ms();
+        self.ground.run_row(run_id).await?;
+        let now_ms = self.ground.now_ms();
         record.recorded = format_utc(now_ms);
         let json = serde_json::to_string(&record)
             .map_err(|err| crate::error::CoordinatorError::Internal(err.to_string()))?;
-        self.inner.store.record_bisect(run_id, now_ms, json).await?;
+        self.ground
+            .store()
+            .record_bisect(run_id, now_ms, json)
+            .await?;
         Ok(())
     }
 
@@ -32,7 +35,7 @@ impl Fleet {
         run_id: RunId,
     ) -> Result<Vec<BisectRecord>, FleetError> {
         let mut bisects = Vec::new();
-        for json in self.inner.store.bisects_of(run_id).await? {
+        for json in self.ground.store().bisects_of(run_id).await? {
             match serde_json::from_str::<BisectRecord>(&json) {
                 Ok(record) => bisects.push(record),
                 Err(err) => warn!(run_id = %run_id, %err, "a stored bisect does not read"),

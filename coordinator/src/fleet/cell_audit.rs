@@ -11,10 +11,10 @@ use abfleet_core::{AgentId, JobId};
 use tracing::warn;
 
 use super::intake_memory::JobFacts;
-use super::{Fleet, FleetError};
+use super::{FleetError, Intake};
 use crate::store::{EventHeader, IncomingEvent};
 
-impl Fleet {
+impl Intake {
     /// `events` with each cell replaced by the coordinator's own (see the module docs).
     pub(super) async fn audit_cells(
         &self,
@@ -33,8 +33,8 @@ impl Fleet {
         let measured_by = MeasuredBy {
             agent_id: agent_id.to_string(),
             certificate: self
-                .inner
-                .store
+                .ground
+                .store()
                 .certificate_of(agent_id)
                 .await?
                 .map(|bound| {

@@ -12,13 +12,40 @@ use std::time::Duration;
 use abfleet_core::certs::CertificateId;
 use abfleet_core::AgentId;
 
-use super::{Fleet, FleetError};
+use std::sync::Arc;
+
+use super::state::Ground;
+use super::{FleetError, Scheduling};
 use crate::store::Binding;
 
 /// The window over which new agent ids per certificate are counted.
 pub const AGENT_ID_WINDOW: Duration = Duration::from_secs(3600);
 
-impl Fleet {
+/// Trust: which certificate speaks for which agent id, and the deny list. Owns the cache
+/// of bindings and the deny list; a revocation ends sessions and requeues jobs through
+/// `scheduling`.
+#[derive(Clone)]
+pub struct Trust {
+    pub(super) ground: Ground,
+    pub(super) scheduling: Scheduling,
+    /// Agent id → the certificate name it is bound to.
+    pub(super) certificates: Arc<CertificateCache>,
+    /// Revoked certificates (`revocations`), shared with the servers' checks.
+    pub(super) deny_list: super::revocations::DenyList,
+}
+
+impl Trust {
+    pub(super) fn new(ground: Ground, scheduling: Scheduling) -> Trust {
+        Trust {
+            ground,
+            scheduling,
+            certificates: Default::default(),
+            deny_list: Default::default(),
+        }
+    }
+}
+
+impl Trust {
     /// At registration: binds `agent_id` to `cert_name` on first use (within the cap on new
     /// ids), refuses another name, and notes the certificate the id registered with.
     pub async fn bind_agent_certificate(
@@ -27,24 +54,24 @@ impl Fleet {
         cert_name: &str,
         certificate: &CertificateId,
     ) -> Result<(), FleetError> {
-        if let Some(bound) = self.inner.certificates.get(agent_id) {
+        if let Some(bound) = self.certificates.get(agent_id) {
             check(agent_id, &bound, cert_name)?;
         }
-        let now = self.now_ms();
-        let most = self.inner.config.max_agent_ids_per_certificate;
+        let now = self.ground.now_ms();
+        let most = self.ground.config().max_agent_ids_per_certificate;
         let cap = (most > 0).then(|| (most, now - AGENT_ID_WINDOW.as_millis() as i64));
         match self
-            .inner
-            .store
+            .ground
+            .store()
             .bind_agent_certificate(agent_id, cert_name, certificate.clone(), now, cap)
             .await?
         {
             Binding::Bound => {
-                self.inner.certificates.keep(agent_id, cert_name);
+                self.certificates.keep(agent_id, cert_name);
                 Ok(())
             }
             Binding::Owned { by } => {
-                self.inner.certificates.keep(agent_id, &by);
+                self.certificates.keep(agent_id, &by);
                 check(agent_id, &by, cert_name)
             }
             Binding::TooManyIds { ids } => Err(FleetError::TooManyAgentIds {
@@ -61,16 +88,16 @@ impl Fleet {
         agent_id: AgentId,
         cert_name: &str,
     ) -> Result<(), FleetError> {
-        let bound = match self.inner.certificates.get(agent_id) {
+        let bound = match self.certificates.get(agent_id) {
             Some(bound) => bound,
             None => {
                 let bound = self
-                    .inner
-                    .store
+                    .ground
+                    .store()
                     .agent_certificate(agent_id)
                     .await?
                     .ok_or(FleetError::NotRegistered(agent_id))?;
-                self.inner.certificates.keep(agent_id, &bound);
+                self.certificates.keep(agent_id, &bound);
                 bound
             }
         };

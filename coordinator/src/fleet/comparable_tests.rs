@@ -159,13 +159,18 @@ impl Fixture {
         // The agent registers afresh each run (a restart after a driver bump).
         self.fleet.register(agent, inventory).await.unwrap();
         let (sender, mut session) = mpsc::unbounded_channel();
-        let (number, _) = self.fleet.open_session(agent, sender, None).unwrap();
+        let (number, _) = self
+            .fleet
+            .scheduling()
+            .open_session(agent, sender, None)
+            .unwrap();
         let run_id = self
             .fleet
+            .runs()
             .submit_on(spec(), trigger, None, "test", None)
             .await
             .unwrap();
-        self.fleet.ready(agent).await.unwrap();
+        self.fleet.scheduling().ready(agent).await.unwrap();
         let offer = match session.try_recv() {
             Ok(SessionMessage::Offer(offer)) => *offer,
             other => panic!("expected an offer, got {other:?}"),
@@ -207,10 +212,11 @@ impl Fixture {
             ),
         ];
         self.fleet
+            .intake()
             .push_events(agent, offer.job_id, offer.attempt, events)
             .await
             .unwrap();
-        self.fleet.close_session(agent, number);
+        self.fleet.scheduling().close_session(agent, number);
         run_id
     }
 }
@@ -229,7 +235,7 @@ async fn runs_compare_on_the_same_hardware_across_a_driver_bump_and_skip_failed_
     let other = f
         .run(agent_b, &b, "manual", 0.0, JobOutcome::Completed)
         .await;
-    let report = f.fleet.report(other).await.unwrap();
+    let report = f.fleet.reports().report(other).await.unwrap();
     assert_eq!(report.generations[0].key, KEY);
     assert!(
         report.generations[0].since_previous.is_none(),
@@ -246,7 +252,7 @@ async fn runs_compare_on_the_same_hardware_across_a_driver_bump_and_skip_failed_
     let second = f
         .run(agent_a, &bumped, "manual", 0.0, JobOutcome::Completed)
         .await;
-    let report = f.fleet.report(second).await.unwrap();
+    let report = f.fleet.reports().report(second).await.unwrap();
     let since = report.generations[0].since_previous.as_ref().unwrap();
     assert_eq!(since.run_id, first.to_string(), "not {other}");
     assert_eq!(since.matched_cells, 1);
@@ -275,7 +281,7 @@ async fn runs_compare_on_the_same_hardware_across_a_driver_bump_and_skip_failed_
     let grown = f
         .run(agent_a, &bumped, "manual", 3e-6, JobOutcome::Completed)
         .await;
-    let report = f.fleet.report(grown).await.unwrap();
+    let report = f.fleet.reports().report(grown).await.unwrap();
     let since = report.generations[0].since_previous.as_ref().unwrap();
     assert_eq!(since.run_id, second.to_string());
     assert_eq!(report.cells[0].parity_failures.len(), 1, "{report:#?}");
@@ -296,7 +302,7 @@ async fn runs_compare_on_the_same_hardware_across_a_driver_bump_and_skip_failed_
     let again = f
         .run(agent_a, &bumped, "manual", 3e-6, JobOutcome::Completed)
         .await;
-    let report = f.fleet.report(again).await.unwrap();
+    let report = f.fleet.reports().report(again).await.unwrap();
     let since = report.generations[0].since_previous.as_ref().unwrap();
     assert_eq!(since.run_id, grown.to_string());
     let growth = since
@@ -325,14 +331,18 @@ async fn a_run_pinned_to_a_hardware_id_goes_only_to_an_agent_of_that_hardware() 
     ] {
         f.fleet.register(agent, &inventory).await.unwrap();
         let (sender, session) = mpsc::unbounded_channel();
-        f.fleet.open_session(agent, sender, None).unwrap();
+        f.fleet
+            .scheduling()
+            .open_session(agent, sender, None)
+            .unwrap();
         sessions.push(session);
     }
     // Agent a is idle first: an unpinned job would be its.
-    f.fleet.ready(agent_a).await.unwrap();
-    f.fleet.ready(agent_b).await.unwrap();
+    f.fleet.scheduling().ready(agent_a).await.unwrap();
+    f.fleet.scheduling().ready(agent_b).await.unwrap();
     let run = f
         .fleet
+        .runs()
         .submit_on(spec(), BISECT_TRIGGER, None, "test", Some("hardware-b"))
         .await
         .unwrap();
@@ -350,6 +360,7 @@ async fn a_run_pinned_to_a_hardware_id_goes_only_to_an_agent_of_that_hardware() 
 
     let nowhere = f
         .fleet
+        .runs()
         .submit_on(spec(), BISECT_TRIGGER, None, "test", Some("hardware-z"))
         .await
         .unwrap();

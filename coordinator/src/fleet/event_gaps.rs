@@ -3,7 +3,7 @@
 //! it; a store restored from a backup taken before that acknowledgement lacks it for good.
 //! Intake never stores past such a gap (`Store::append_batch` refuses the batch and the
 //! agent service asks the agent for the missing events); when the agent answers that it no
-//! longer holds them, [`Fleet::events_lost`] ends the attempt for good and queues the job
+//! longer holds them, [`Intake::events_lost`] ends the attempt for good and queues the job
 //! again: the next attempt keeps every cell the store has and measures the others, and the
 //! report's attempt history says why.
 
@@ -11,9 +11,9 @@ use abfleet_core::lifecycle::JobState;
 use abfleet_core::{AgentId, JobId};
 use tracing::error;
 
-use super::{Fleet, FleetError};
+use super::{FleetError, Intake};
 
-impl Fleet {
+impl Intake {
     /// `agent_id` no longer holds the events of `attempt` below `lost_before` that the store
     /// lacks. `Ok` when the store lacks none of them (the batch is stored as usual);
     /// otherwise the attempt ends, the job is queued again (or fails, out of attempts) and
@@ -25,11 +25,11 @@ impl Fleet {
         attempt: u32,
         lost_before: u64,
     ) -> Result<(), FleetError> {
-        let job = self.job_row(job_id).await?;
+        let job = self.ground.job_row(job_id).await?;
         if job.attempt != attempt || job.agent_id != Some(agent_id) {
             return Err(FleetError::LeaseLost { job_id, attempt });
         }
-        let first = self.inner.store.next_event_seq(job_id, attempt).await?;
+        let first = self.ground.store().next_event_seq(job_id, attempt).await?;
         if first >= lost_before || job.state.is_finished() {
             return Ok(());
         }
@@ -40,20 +40,21 @@ impl Fleet {
         error!(agent_id = %agent_id, job_id = %job_id, attempt, first, last, "{reason}");
         self.forget_job(job_id);
         let state = self
-            .inner
-            .store
-            .end_attempt_for_good(job_id, self.inner.config.max_attempts, reason.clone())
+            .ground
+            .store()
+            .end_attempt_for_good(job_id, self.ground.config().max_attempts, reason.clone())
             .await?;
-        self.publish(abfleet_core::progress::RunProgress::new(
-            job.run_id,
-            Some(job_id),
-            state.as_str(),
-            &reason,
-        ));
+        self.ground
+            .publish(abfleet_core::progress::RunProgress::new(
+                job.run_id,
+                Some(job_id),
+                state.as_str(),
+                &reason,
+            ));
         if state.is_finished() {
-            self.finish_run_if_complete(job.run_id).await?;
+            self.finishing.finish_run_if_complete(job.run_id).await?;
         } else {
-            self.dispatch().await?;
+            self.scheduling.dispatch().await?;
         }
         Err(FleetError::AttemptRedone {
             job_id,

@@ -2,7 +2,7 @@
 //! thousand agents heartbeating every 2 s, a write (a committed, fsync'd transaction) per
 //! heartbeat was 500 commits a second queued on the store's one writer ahead of every event
 //! batch (docs/performance.md); now one transaction a second writes them all — on the next
-//! heartbeat, or on the lease reaper's next tick ([`Fleet::write_heard`]) when the fleet falls
+//! heartbeat, or on the lease reaper's next tick ([`Scheduling::write_heard`]) when the fleet falls
 //! quiet. What a crash loses is at most that second (and one reaper tick) of "last heard" times, which only say whether an agent is
 //! listed as lost (after `agent_lost_after`, 10 s by default); listings add what is not
 //! written yet. Leases are not batched: a renewal is written at once, as before.
@@ -15,8 +15,8 @@ use std::collections::{HashMap, HashSet};
 
 use abfleet_core::AgentId;
 
-use super::Fleet;
 use super::FleetError;
+use super::Scheduling;
 
 /// Heartbeats wait about this long in memory (up to a reaper tick more when none follows).
 const WRITE_EVERY_MS: i64 = 1000;
@@ -47,12 +47,12 @@ impl Heard {
     }
 }
 
-impl Fleet {
+impl Scheduling {
     /// Records that an agent spoke (a heartbeat, a ready). `NotRegistered` for an agent the
     /// store does not know: the first time an agent is heard it is looked up (and its time
     /// written); after that, heard in memory.
     pub(super) async fn touch_agent(&self, agent_id: AgentId) -> Result<(), FleetError> {
-        let now = self.now_ms();
+        let now = self.ground.now_ms();
         let due = {
             let mut heard = self.heard();
             if heard.registered.contains(&agent_id) {
@@ -63,10 +63,10 @@ impl Fleet {
             }
         };
         match due {
-            Some(batch) => self.inner.store.touch_agents(batch).await?,
+            Some(batch) => self.ground.store().touch_agents(batch).await?,
             None if self.heard().registered.contains(&agent_id) => {}
             None => {
-                if !self.inner.store.touch_agent(agent_id, now).await? {
+                if !self.ground.store().touch_agent(agent_id, now).await? {
                     return Err(FleetError::NotRegistered(agent_id));
                 }
                 self.heard().registered.insert(agent_id);
@@ -79,9 +79,9 @@ impl Fleet {
     /// lease reaper calls it every tick, so the last times of a fleet that fell quiet are
     /// written too.
     pub async fn write_heard(&self) -> Result<(), FleetError> {
-        let due = self.heard().take_due(self.now_ms());
+        let due = self.heard().take_due(self.ground.now_ms());
         if let Some(batch) = due {
-            self.inner.store.touch_agents(batch).await?;
+            self.ground.store().touch_agents(batch).await?;
         }
         Ok(())
     }
@@ -112,6 +112,6 @@ impl Fleet {
     }
 
     fn heard(&self) -> std::sync::MutexGuard<'_, Heard> {
-        self.inner.heard.lock().unwrap_or_else(|p| p.into_inner())
+        self.heard.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -6,16 +6,16 @@
 pub use abfleet_core::report::history::HistoryQuery;
 use abfleet_core::report::history::{history_points, HistoryPoint};
 
-use super::{Fleet, FleetError};
+use super::{FleetError, Reports};
 
 /// The default and the largest number of runs one history covers.
 pub const HISTORY_LIMIT: (u32, u32) = (200, 5000);
 
-impl Fleet {
+impl Reports {
     pub async fn history(&self, query: HistoryQuery) -> Result<Vec<HistoryPoint>, FleetError> {
         for earlier in self
-            .inner
-            .store
+            .ground
+            .store()
             .unrecorded_runs_of(query.name.as_deref())
             .await?
         {
@@ -26,8 +26,8 @@ impl Fleet {
             n => n.min(HISTORY_LIMIT.1),
         };
         let snapshots = self
-            .inner
-            .store
+            .ground
+            .store()
             .generation_history(&query.generation, query.name.as_deref(), limit)
             .await?;
         Ok(history_points(

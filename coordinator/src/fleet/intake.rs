@@ -12,13 +12,38 @@ use abfleet_core::progress::RunProgress;
 use abfleet_core::{AgentId, JobId};
 
 use super::intake_memory::JobFacts;
-use super::Fleet;
+use std::sync::Arc;
+
+use super::state::Ground;
 use super::FleetError;
+use super::{Finishing, Scheduling};
 use crate::store::{BatchOutcome, EventHeader, IncomingEvent, LeaseView, NewEvent};
 use crate::CoordinatorError;
 use tracing::warn;
 
-impl Fleet {
+/// Intake: events from agents, audited and stored once. Owns what it keeps per job
+/// (`intake_memory`); reclaims leases and dispatches through `scheduling`, finishes runs
+/// through `finishing`.
+#[derive(Clone)]
+pub struct Intake {
+    pub(super) ground: Ground,
+    pub(super) scheduling: Scheduling,
+    pub(super) finishing: Finishing,
+    pub(super) memory: Arc<super::intake_memory::IntakeMemory>,
+}
+
+impl Intake {
+    pub(super) fn new(ground: Ground, scheduling: Scheduling, finishing: Finishing) -> Intake {
+        Intake {
+            ground,
+            scheduling,
+            finishing,
+            memory: Default::default(),
+        }
+    }
+}
+
+impl Intake {
     /// Stores events of a leased job; returns the acknowledged sequence numbers.
     pub async fn push_events(
         &self,
@@ -35,7 +60,7 @@ impl Fleet {
                 | FleetError::NotLeaseHolder { .. }
                 | FleetError::LeaseLost { .. })
         ) {
-            super::metrics::Counters::add(&self.inner.counters.events_refused, 1);
+            super::metrics::Counters::add(&self.ground.counters().events_refused, 1);
         }
         result
     }
@@ -52,14 +77,12 @@ impl Fleet {
         let events = self
             .audit_cells(agent_id, job_id, attempt, &facts, events)
             .await?;
-        let limit = self.inner.config.max_events_per_job;
+        let limit = self.ground.config().max_events_per_job;
         let stored = self.events_stored(job_id).await?;
         let mut reclaimed = false;
         let mut events = events;
         let (outcome, job) = loop {
-            let batch = match self
-                .inner
-                .store
+            let batch = match self.ground.store()
                 .append_batch(job_id, attempt, agent_id, events, (stored, limit))
                 .await
             {
@@ -93,7 +116,10 @@ impl Fleet {
                     && job.state == JobState::Queued
                     && job.attempt == attempt
                     && job.agent_id == Some(agent_id)
-                    && self.reclaim_lapsed(job_id, agent_id, attempt).await? =>
+                    && self
+                        .scheduling
+                        .reclaim_lapsed(job_id, agent_id, attempt)
+                        .await? =>
                 {
                     // Cut off longer than the lease, but nobody took the job: its events
                     // still count.
@@ -109,13 +135,15 @@ impl Fleet {
                     let error = FleetError::TooManyEvents { job_id, limit };
                     warn!(job_id = %job_id, stored, limit, "job over its event limit; failing it");
                     self.forget_job(job_id);
-                    self.fail_job(job_id, job.run_id, error.to_string()).await?;
+                    self.scheduling
+                        .fail_job(job_id, job.run_id, error.to_string())
+                        .await?;
                     return Err(error);
                 }
             }
         };
         super::metrics::Counters::add(
-            &self.inner.counters.events_ingested,
+            &self.ground.counters().events_ingested,
             outcome.new_events.len() as u64,
         );
         self.count_new_events(job_id, stored, outcome.new_events.len() as u64);
@@ -123,8 +151,8 @@ impl Fleet {
         if finished {
             // After "done" only re-sends arrive: what intake kept of the job is not needed.
             self.forget_job(job_id);
-            self.finish_run_if_complete(job.run_id).await?;
-            self.dispatch().await?;
+            self.finishing.finish_run_if_complete(job.run_id).await?;
+            self.scheduling.dispatch().await?;
         }
         Ok(outcome.acked)
     }
@@ -144,7 +172,7 @@ impl Fleet {
                 EventHeader::Other(JobEventPayload::Done { .. })
             )
         });
-        if self.inner.progress.receiver_count() == 0 {
+        if !self.ground.has_watchers() {
             return finished;
         }
         let last_cell = events.iter().rev().find_map(|event| match &event.header {
@@ -164,7 +192,7 @@ impl Fleet {
                     update.cells_done = *cells_done;
                     update.cells_total = *cells_total;
                     update.current_cell = current_cell.clone().filter(|cell| !cell.is_empty());
-                    self.publish(update);
+                    self.ground.publish(update);
                 }
                 EventHeader::Cell(cell)
                     if last_cell.is_some_and(|last| std::ptr::eq(last, cell)) =>
@@ -182,7 +210,7 @@ impl Fleet {
                     );
                     update.cells_done = cell.index + 1;
                     update.cells_total = facts.cell_count as u32;
-                    self.publish(update);
+                    self.ground.publish(update);
                 }
                 _ => {}
             }
@@ -192,32 +220,23 @@ impl Fleet {
 
     /// The job's spec's cell count: read (the spec parsed) once per job while it takes events.
     async fn job_facts(&self, job_id: JobId) -> Result<JobFacts, FleetError> {
-        if let Some(facts) = self.inner.intake.facts(job_id) {
+        if let Some(facts) = self.memory.facts(job_id) {
             return Ok(facts);
         }
-        let job = self.job_row(job_id).await?;
-        let spec = self.run_row(job.run_id).await?.spec;
+        let job = self.ground.job_row(job_id).await?;
+        let spec = self.ground.run_row(job.run_id).await?.spec;
         let facts = JobFacts {
             cell_count: spec.cell_count(),
             spec: std::sync::Arc::new(spec),
         };
-        self.inner.intake.keep_facts(job_id, facts.clone());
+        self.memory.keep_facts(job_id, facts.clone());
         Ok(facts)
-    }
-
-    /// The job as the store has it, or [`FleetError::UnknownJob`].
-    pub(super) async fn job_row(&self, job_id: JobId) -> Result<crate::store::JobRow, FleetError> {
-        self.inner
-            .store
-            .job(job_id)
-            .await?
-            .ok_or(FleetError::UnknownJob(job_id))
     }
 
     /// Forgets what intake kept of a job (it finished, failed over its limit, or its attempt
     /// was redone).
     pub(super) fn forget_job(&self, job_id: JobId) {
-        self.inner.intake.forget(job_id);
+        self.memory.forget(job_id);
     }
 }
 
@@ -239,21 +258,21 @@ fn not_holder_error(job_id: JobId, attempt: u32, agent_id: AgentId, job: &LeaseV
     }
 }
 
-impl Fleet {
+impl Intake {
     /// Events the store holds for `job_id` (all attempts): counted in the store once per
     /// job and coordinator lifetime, then kept up to date here, so event intake does not
     /// count the job's events again on every batch.
     async fn events_stored(&self, job_id: JobId) -> Result<u64, FleetError> {
-        if let Some(n) = self.inner.intake.events_stored(job_id) {
+        if let Some(n) = self.memory.events_stored(job_id) {
             return Ok(n);
         }
-        let n = self.inner.store.count_events(job_id).await?;
-        self.inner.intake.keep_events_stored(job_id, n);
+        let n = self.ground.store().count_events(job_id).await?;
+        self.memory.keep_events_stored(job_id, n);
         Ok(n)
     }
 
     fn count_new_events(&self, job_id: JobId, before: u64, new: u64) {
-        self.inner.intake.keep_events_stored(job_id, before + new);
+        self.memory.keep_events_stored(job_id, before + new);
     }
 }
 

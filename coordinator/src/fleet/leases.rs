@@ -10,11 +10,11 @@ use abfleet_core::session::SessionMessage;
 use abfleet_core::{AgentId, JobId, RunId};
 use tracing::warn;
 
-use super::Fleet;
 use super::FleetError;
+use super::Scheduling;
 use crate::store::LapsedLease;
 
-impl Fleet {
+impl Scheduling {
     pub async fn heartbeat(
         &self,
         agent_id: AgentId,
@@ -23,7 +23,7 @@ impl Fleet {
         self.touch_session(agent_id);
         self.touch_agent(agent_id).await?;
         if let Some((job_id, attempt)) = running {
-            if let Some(job) = self.inner.store.job(job_id).await? {
+            if let Some(job) = self.ground.store().job(job_id).await? {
                 if job.attempt == attempt
                     && job.state == JobState::Leased
                     && job.agent_id.is_some_and(|holder| holder != agent_id)
@@ -38,13 +38,13 @@ impl Fleet {
                 }
             }
             let renewed = self
-                .inner
-                .store
-                .renew_lease(job_id, agent_id, attempt, self.lease_expiry())
+                .ground
+                .store()
+                .renew_lease(job_id, agent_id, attempt, self.ground.lease_expiry())
                 .await?
                 || self.reclaim_lapsed(job_id, agent_id, attempt).await?;
             if !renewed {
-                let job = self.inner.store.job(job_id).await?;
+                let job = self.ground.store().job(job_id).await?;
                 // A job that finished or was cancelled by this attempt is not "lost".
                 let still_ours = job.as_ref().is_some_and(|j| {
                     j.attempt == attempt && j.agent_id == Some(agent_id) && j.state.is_finished()
@@ -80,14 +80,14 @@ impl Fleet {
         attempt: u32,
     ) -> Result<bool, FleetError> {
         let found = self
-            .inner
-            .store
-            .reclaim_lapsed_lease(job_id, agent_id, attempt, self.lease_expiry())
+            .ground
+            .store()
+            .reclaim_lapsed_lease(job_id, agent_id, attempt, self.ground.lease_expiry())
             .await?;
         if found == LapsedLease::GivenBack {
             warn!(agent_id = %agent_id, job_id = %job_id, attempt, "the agent came back after its lease lapsed and nobody took the job: the attempt goes on");
-            if let Some(job) = self.inner.store.job(job_id).await? {
-                self.publish(RunProgress::new(
+            if let Some(job) = self.ground.store().job(job_id).await? {
+                self.ground.publish(RunProgress::new(
                     job.run_id,
                     Some(job_id),
                     "running",
@@ -106,11 +106,11 @@ impl Fleet {
         run_id: RunId,
         reason: String,
     ) -> Result<(), FleetError> {
-        self.release_within(job_id, run_id, reason, self.inner.config.max_attempts)
+        self.release_within(job_id, run_id, reason, self.ground.config().max_attempts)
             .await
     }
 
-    /// [`Fleet::release`] against `max_attempts` (`u32::MAX`: a release that never fails
+    /// [`Scheduling::release`] against `max_attempts` (`u32::MAX`: a release that never fails
     /// the job, as a planned stop's).
     pub(super) async fn release_within(
         &self,
@@ -120,18 +120,18 @@ impl Fleet {
         max_attempts: u32,
     ) -> Result<(), FleetError> {
         let state = self
-            .inner
-            .store
+            .ground
+            .store()
             .release_job(job_id, max_attempts, reason.clone())
             .await?;
-        self.publish(RunProgress::new(
+        self.ground.publish(RunProgress::new(
             run_id,
             Some(job_id),
             state.as_str(),
             &reason,
         ));
         if state.is_finished() {
-            self.finish_run_if_complete(run_id).await?;
+            self.finishing.finish_run_if_complete(run_id).await?;
         }
         Ok(())
     }
@@ -144,8 +144,9 @@ impl Fleet {
         job: &crate::store::JobRow,
         reason: String,
     ) -> Result<(), FleetError> {
-        super::metrics::Counters::add(&self.inner.counters.lease_expiries, 1);
-        self.alert_agent_lost(job.run_id, job.job_id, job.attempt, &reason)
+        super::metrics::Counters::add(&self.ground.counters().lease_expiries, 1);
+        self.alerts
+            .alert_agent_lost(job.run_id, job.job_id, job.attempt, &reason)
             .await;
         self.release(job.job_id, job.run_id, reason).await
     }
@@ -158,27 +159,27 @@ impl Fleet {
         reason: String,
     ) -> Result<(), FleetError> {
         let state = self
-            .inner
-            .store
+            .ground
+            .store()
             .release_job(job_id, 0, reason.clone())
             .await?;
-        self.publish(RunProgress::new(
+        self.ground.publish(RunProgress::new(
             run_id,
             Some(job_id),
             state.as_str(),
             &reason,
         ));
-        self.finish_run_if_complete(run_id).await?;
+        self.finishing.finish_run_if_complete(run_id).await?;
         Ok(())
     }
 
     /// Frees every job whose lease has expired, or whose agent's session closed
     /// `agent_lost_after` ago without the agent coming back. Run by a background task.
     pub async fn reap_expired_leases(&self) -> Result<(), FleetError> {
-        let now = self.now_ms();
+        let now = self.ground.now_ms();
         let gone = self.gone_agents();
         let mut released = false;
-        for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
+        for job in self.ground.store().jobs_in_state(JobState::Leased).await? {
             let agent = job.agent_id.map(|a| a.to_string()).unwrap_or_default();
             let reason = if job.lease_expires_ms.is_some_and(|t| t < now) {
                 warn!(job_id = %job.job_id, agent_id = %agent, attempt = job.attempt, "lease expired");

@@ -28,16 +28,16 @@ impl Counters {
 
 impl Fleet {
     pub fn counters(&self) -> &Counters {
-        &self.inner.counters
+        self.ground.counters()
     }
 
     /// Every metric, in Prometheus' text exposition format (version 0.0.4).
     pub async fn render_metrics(&self) -> Result<String, FleetError> {
-        let jobs = self.inner.store.count_jobs_by_state().await?;
-        let runs = self.inner.store.count_runs_by_state().await?;
-        let agents = self.agents().await?;
-        let connected = self.inner.sessions.connected();
-        let counters = &self.inner.counters;
+        let jobs = self.store().count_jobs_by_state().await?;
+        let runs = self.store().count_runs_by_state().await?;
+        let agents = self.scheduling().agents().await?;
+        let connected = self.scheduling().connected_sessions();
+        let counters = self.ground.counters();
         let mut out = String::new();
         let mut gauge = |name: &str, help: &str, kind: &str, samples: &[(String, u64)]| {
             let _ = writeln!(out, "# HELP {name} {help}");
@@ -65,7 +65,9 @@ impl Fleet {
         };
         let caches: Vec<_> = agents
             .iter()
-            .filter_map(|(agent, _, _)| Some((agent, self.agent_cache(agent.agent_id)?)))
+            .filter_map(|(agent, _, _)| {
+                Some((agent, self.scheduling().agent_cache(agent.agent_id)?))
+            })
             .collect();
         gauge(
             "abfleet_agent_cache_bytes",

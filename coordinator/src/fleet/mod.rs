@@ -2,10 +2,14 @@
 //! agents, leases and their expiry, event intake, and progress for watchers. The gRPC services
 //! are thin adapters over [`Fleet`]; nothing here knows the wire.
 //!
-//! One handle, [`Fleet`] (in `state`), with its methods split by concern: `runs` (submit,
-//! cancel, finish), `sessions` (agents, sessions, dispatch, over `session_table`, scheduling's own memory), `leases` (heartbeats, expiry,
-//! requeue), `certificates` (agent id ↔ certificate, the cap on ids per certificate), `revocations` (the deny list: revoke, check, end sessions), `heartbeats` (when agents last spoke, written in batches), `intake` (events, with what it keeps per job in `intake_memory`), `event_gaps` (events a restored store lacks: asked for, or the attempt redone), `cell_audit` (each cell derived again before it is stored), `progress` (watchers), `reports`, `served_reports` (a finished run's report, assembled once and kept), `bisects` (a run's recorded bisects), `history` (one workload over time), `metrics` (counters and gauges for `/metrics`) and `triggers` (reasons,
-//! the milestone spec, debounce).
+//! One handle per concern, each owning its memory and locks and holding the lower concerns
+//! it calls (`state` builds them, lowest first): `Reports` (`reports`, `served_reports`,
+//! `progress`, `bisects`, `history`), `Alerts` (`notifications`), `Finishing`
+//! (`finishing`), `Scheduling` (`sessions` over `session_table`, `leases`, `heartbeats`),
+//! `Trust` (`certificates`, `revocations`), `Intake` (`intake` with `intake_memory`,
+//! `cell_audit`, `event_gaps`), `Runs` (`runs`), `PullRequests` (`pull_request_reports`) and
+//! `Triggers` (`triggers`, `toolchain_watch`). [`Fleet`] hands them out; `metrics` reads
+//! them all for `/metrics`.
 
 mod bisects;
 mod cell_audit;
@@ -14,6 +18,7 @@ mod certificates;
 mod comparable_tests;
 mod error;
 mod event_gaps;
+mod finishing;
 mod heartbeats;
 mod history;
 mod intake;
@@ -35,10 +40,19 @@ mod tests;
 mod toolchain_watch;
 mod triggers;
 
+pub use certificates::Trust;
 pub use error::FleetError;
+pub use finishing::Finishing;
 pub use history::HistoryQuery;
+pub use intake::Intake;
 pub use metrics::Counters;
+pub use notifications::Alerts;
 pub use pull_request_reports::PullRequestRef;
+pub use pull_request_reports::PullRequests;
+pub use reports::Reports;
 pub use revocations::{refusal, DenyList, RevokeTarget};
+pub use runs::Runs;
+pub use sessions::Scheduling;
 pub use state::{CoordinatorConfig, Fleet};
+pub use triggers::Triggers;
 pub use triggers::{TriggerOutcome, TriggerRequest, TRIGGER_REASONS};

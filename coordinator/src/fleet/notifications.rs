@@ -2,12 +2,13 @@
 //! an agent is lost, the delivery of queued ones (one task, `server`, retrying with a
 //! doubling backoff), and the record of them attached to a run's report.
 
-use abfleet_core::notification::NotificationRecord;
 use abfleet_core::report::Report;
 use abfleet_core::RunId;
 use tracing::{error, info, warn};
 
-use super::Fleet;
+use std::sync::Arc;
+
+use super::state::Ground;
 use super::FleetError;
 use crate::outbound::http_client::HttpClient;
 use crate::outbound::notify::{self, delivery, Alert, AlertKind};
@@ -18,10 +19,27 @@ const DELIVERY_BATCH: u32 = 32;
 /// The longest wait between two attempts of one alert.
 const MAX_BACKOFF_MS: i64 = 3_600_000;
 
-impl Fleet {
+/// Alerts: which to queue, and their delivery. Owns the delivery task's wake-up and its
+/// HTTP clients.
+#[derive(Clone)]
+pub struct Alerts {
+    pub(super) ground: Ground,
+    pub(super) delivery: Arc<AlertDelivery>,
+}
+
+impl Alerts {
+    pub(super) fn new(ground: Ground) -> Alerts {
+        Alerts {
+            ground,
+            delivery: Default::default(),
+        }
+    }
+}
+
+impl Alerts {
     /// Whether any alert endpoint is configured.
     pub fn alerts_configured(&self) -> bool {
-        !self.inner.config.notify.endpoints.is_empty()
+        !self.ground.config().notify.endpoints.is_empty()
     }
 
     /// The rows to queue with the finish of the run `report` is the final report of.
@@ -29,8 +47,10 @@ impl Fleet {
         if !self.alerts_configured() {
             return Vec::new();
         }
-        let alerts =
-            notify::alerts_for_finished_run(report, self.inner.config.notify.report_url.as_deref());
+        let alerts = notify::alerts_for_finished_run(
+            report,
+            self.ground.config().notify.report_url.as_deref(),
+        );
         self.rows_for(&alerts)
     }
 
@@ -40,7 +60,7 @@ impl Fleet {
             let Ok(run_id) = alert.run_id.parse::<RunId>() else {
                 continue;
             };
-            for endpoint in &self.inner.config.notify.endpoints {
+            for endpoint in &self.ground.config().notify.endpoints {
                 if !endpoint.wants(alert.kind) {
                     continue;
                 }
@@ -67,8 +87,8 @@ impl Fleet {
         reason: &str,
     ) {
         if !self
-            .inner
-            .config
+            .ground
+            .config()
             .notify
             .endpoints
             .iter()
@@ -76,7 +96,7 @@ impl Fleet {
         {
             return;
         }
-        let name = match self.inner.store.run(run_id).await {
+        let name = match self.ground.store().run(run_id).await {
             Ok(Some(run)) => run.spec.name.clone(),
             _ => run_id.to_string(),
         };
@@ -86,16 +106,16 @@ impl Fleet {
             &job_id.to_string(),
             attempt,
             reason,
-            self.inner.config.notify.report_url.as_deref(),
+            self.ground.config().notify.report_url.as_deref(),
         );
         let rows = self.rows_for(&[alert]);
         match self
-            .inner
-            .store
-            .queue_notifications(rows, self.now_ms())
+            .ground
+            .store()
+            .queue_notifications(rows, self.ground.now_ms())
             .await
         {
-            Ok(_) => self.inner.alert_delivery.alert_queued(),
+            Ok(_) => self.delivery.alert_queued(),
             Err(err) => {
                 error!(run_id = %run_id, error = %err, "could not queue the agent-lost alert")
             }
@@ -106,11 +126,11 @@ impl Fleet {
     /// after a backoff that doubles from `retry_after` (at most an hour), and given up
     /// (logged as an error) after `max_attempts`.
     pub async fn deliver_due_alerts(&self) -> Result<usize, FleetError> {
-        let config = &self.inner.config.notify;
+        let config = &self.ground.config().notify;
         let due = self
-            .inner
-            .store
-            .due_notifications(self.now_ms(), DELIVERY_BATCH)
+            .ground
+            .store()
+            .due_notifications(self.ground.now_ms(), DELIVERY_BATCH)
             .await?;
         let mut sent = 0;
         for alert in due {
@@ -140,7 +160,7 @@ impl Fleet {
                                     let wait = base
                                         .saturating_mul(1 << (tries - 1).min(20))
                                         .min(MAX_BACKOFF_MS);
-                                    self.now_ms() + wait
+                                    self.ground.now_ms() + wait
                                 });
                                 Attempt::Failed {
                                     status: failure.status,
@@ -172,9 +192,9 @@ impl Fleet {
                     error!(run_id = %alert.run_id, endpoint = %alert.endpoint, kind = %alert.kind, attempts = alert.attempts + 1, error = %message, "alert given up");
                 }
             }
-            self.inner
-                .store
-                .record_notification_attempt(alert.id, attempt, self.now_ms())
+            self.ground
+                .store()
+                .record_notification_attempt(alert.id, attempt, self.ground.now_ms())
                 .await?;
         }
         Ok(sent)
@@ -186,30 +206,21 @@ impl Fleet {
             if let Err(err) = self.deliver_due_alerts().await {
                 error!(error = %err, "alert delivery failed; trying again shortly");
             }
-            let wait = match self.inner.store.next_notification_due_ms().await {
-                Ok(Some(due)) => (due - self.now_ms()).clamp(0, 60_000) as u64,
+            let wait = match self.ground.store().next_notification_due_ms().await {
+                Ok(Some(due)) => (due - self.ground.now_ms()).clamp(0, 60_000) as u64,
                 Ok(None) => 60_000,
                 Err(_) => 5_000,
             };
             tokio::select! {
-                () = self.inner.alert_delivery.wake.notified() => {}
+                () = self.delivery.wake.notified() => {}
                 () = tokio::time::sleep(std::time::Duration::from_millis(wait.max(10))) => {}
             }
         }
     }
 
     fn endpoint_client(&self, endpoint: &notify::Endpoint) -> Result<HttpClient, String> {
-        self.inner
-            .alert_delivery
-            .client_for(endpoint, self.inner.config.notify.timeout)
-    }
-
-    /// The alerts queued about `run_id`, as its report lists them.
-    pub(super) async fn notifications_of(
-        &self,
-        run_id: RunId,
-    ) -> Result<Vec<NotificationRecord>, FleetError> {
-        Ok(self.inner.store.notifications_of(run_id).await?)
+        self.delivery
+            .client_for(endpoint, self.ground.config().notify.timeout)
     }
 }
 

@@ -1,25 +1,24 @@
-//! Progress for watchers: where a run stands now (the snapshot a new watcher sees first),
-//! and the broadcast of every change after it.
+//! Progress for watchers: where a run stands now (the snapshot a new watcher sees first;
+//! every change after it comes on the fleet's broadcast, `Ground::publish`).
 
 use abfleet_core::progress::RunProgress;
 use abfleet_core::RunId;
-use tokio::sync::broadcast;
 
-use super::Fleet;
 use super::FleetError;
+use super::Reports;
 use crate::store::RunRow;
 
-impl Fleet {
+impl Reports {
     /// The progress a new watcher sees first: where the run stands now.
     pub async fn snapshot(&self, run_id: RunId) -> Result<RunProgress, FleetError> {
-        let run = self.run_row(run_id).await?;
+        let run = self.ground.run_row(run_id).await?;
         self.snapshot_of(&run).await
     }
 
-    /// [`Fleet::snapshot`] of a run row already read.
+    /// [`Reports::snapshot`] of a run row already read.
     pub async fn snapshot_of(&self, run: &RunRow) -> Result<RunProgress, FleetError> {
         let run_id = run.run_id;
-        let jobs = self.inner.store.jobs_of_run(run_id).await?;
+        let jobs = self.ground.store().jobs_of_run(run_id).await?;
         let mut snapshot = RunProgress::new(
             run_id,
             jobs.first().map(|j| j.job_id),
@@ -28,7 +27,7 @@ impl Fleet {
         );
         snapshot.cells_total = run.spec.cell_count() as u32;
         for job in &jobs {
-            snapshot.cells_done += self.inner.store.cell_count(job.job_id).await? as u32;
+            snapshot.cells_done += self.ground.store().cell_count(job.job_id).await? as u32;
         }
         if run.state.is_finished() {
             snapshot.exit_code = Some(match run.exit_code {
@@ -37,14 +36,5 @@ impl Fleet {
             });
         }
         Ok(snapshot)
-    }
-
-    pub fn subscribe(&self) -> broadcast::Receiver<RunProgress> {
-        self.inner.progress.subscribe()
-    }
-
-    pub(super) fn publish(&self, update: RunProgress) {
-        // No watcher is fine.
-        let _ = self.inner.progress.send(update);
     }
 }

@@ -9,8 +9,9 @@ use abfleet_core::report::pull_request::{comment_marker, pr_verdict, render_pr_c
 use abfleet_core::RunId;
 use tracing::{error, info, warn};
 
-use super::Fleet;
+use super::state::Ground;
 use super::FleetError;
+use super::Reports;
 use crate::outbound::github::{GitHubReporting, Repo};
 use crate::store::{Posted, PullRequestReport};
 
@@ -49,9 +50,23 @@ impl PullRequestRef {
     }
 }
 
-impl Fleet {
+/// Pull requests hearing their runs' answers: the heads asked for, the statuses and
+/// comments posted. Reads reports through `reports`.
+#[derive(Clone)]
+pub struct PullRequests {
+    pub(super) ground: Ground,
+    pub(super) reports: Reports,
+}
+
+impl PullRequests {
+    pub(super) fn new(ground: Ground, reports: Reports) -> PullRequests {
+        PullRequests { ground, reports }
+    }
+}
+
+impl PullRequests {
     fn reporting(&self) -> Result<&GitHubReporting, FleetError> {
-        self.inner.config.github.as_ref().ok_or_else(|| {
+        self.ground.config().github.as_ref().ok_or_else(|| {
             FleetError::PullRequest(
                 "this coordinator has no [github] settings: it cannot answer a pull request (docs/milestone.md, \"The pull request hears the answer\")".into(),
             )
@@ -88,17 +103,17 @@ impl Fleet {
         pull_request: &PullRequestRef,
         head_sha: &str,
     ) -> Result<(), FleetError> {
-        if self.inner.config.github.is_none() {
+        if self.ground.config().github.is_none() {
             return Ok(());
         }
-        self.inner
-            .store
+        self.ground
+            .store()
             .record_pull_request_report(
                 run_id,
                 pull_request.repo.clone(),
                 pull_request.number,
                 head_sha.to_string(),
-                self.now_ms(),
+                self.ground.now_ms(),
             )
             .await?;
         Ok(())
@@ -107,13 +122,13 @@ impl Fleet {
     /// One pass: every pull request whose answer is not out gets what is due — a pending
     /// status with its progress, or, once its run finished, the verdict and the comment.
     pub async fn post_pull_request_reports(&self) -> Result<(), FleetError> {
-        let Some(reporting) = self.inner.config.github.clone() else {
+        let Some(reporting) = self.ground.config().github.clone() else {
             return Ok(());
         };
         for row in self
-            .inner
-            .store
-            .due_pull_request_reports(self.now_ms())
+            .ground
+            .store()
+            .due_pull_request_reports(self.ground.now_ms())
             .await?
         {
             let posted = match self.post_one(&reporting, &row).await {
@@ -123,7 +138,7 @@ impl Fleet {
                     let tries = row.attempts + 1;
                     let retry_at_ms = (tries < reporting.max_attempts).then(|| {
                         let base = reporting.retry_after.as_millis() as i64;
-                        self.now_ms()
+                        self.ground.now_ms()
                             + base
                                 .saturating_mul(1 << (tries - 1).min(20))
                                 .min(MAX_BACKOFF_MS)
@@ -142,9 +157,9 @@ impl Fleet {
                     }
                 }
             };
-            self.inner
-                .store
-                .record_pull_request_post(row.run_id, posted, self.now_ms())
+            self.ground
+                .store()
+                .record_pull_request_post(row.run_id, posted, self.ground.now_ms())
                 .await?;
         }
         Ok(())
@@ -164,17 +179,17 @@ impl Fleet {
         );
         let github =
             |err: crate::outbound::github::GitHubError| FleetError::GitHub(err.to_string());
-        let run = self.run_row(row.run_id).await?;
+        let run = self.ground.run_row(row.run_id).await?;
         if !run.state.is_finished() {
             // Counting the run's cells is the costly part: only when a new pending status
             // may be posted at all.
             let recent = row
                 .posted_ms
-                .is_some_and(|at| self.now_ms() - at < PENDING_EVERY_MS);
+                .is_some_and(|at| self.ground.now_ms() - at < PENDING_EVERY_MS);
             if recent {
                 return Ok(None);
             }
-            let snapshot = self.snapshot_of(&run).await?;
+            let snapshot = self.reports.snapshot_of(&run).await?;
             let description = if snapshot.cells_done == 0 {
                 format!("queued: {} cells to measure", snapshot.cells_total)
             } else {
@@ -200,7 +215,7 @@ impl Fleet {
                 .map_err(github)?;
             return Ok(Some(Posted::Pending { description }));
         }
-        let report = self.report(row.run_id).await?;
+        let report = self.reports.report(row.run_id).await?;
         let (state, description) = pr_verdict(&report);
         // The comment first: a status saying "see the comment" must not come before it.
         let comment = reporting
@@ -240,10 +255,10 @@ impl Fleet {
     /// of cell updates is one pass, at most one a second) and every few seconds (a retry
     /// that came due).
     pub async fn run_pull_request_reports(&self) {
-        if self.inner.config.github.is_none() {
+        if self.ground.config().github.is_none() {
             return;
         }
-        let mut progress = self.subscribe();
+        let mut progress = self.ground.subscribe();
         loop {
             if let Err(err) = self.post_pull_request_reports().await {
                 error!(error = %err, "posting to pull requests failed; trying again shortly");

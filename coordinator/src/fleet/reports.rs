@@ -6,13 +6,14 @@
 //! re-assembly of every earlier run of the name.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use abfleet_core::lifecycle::RunState;
 use abfleet_core::report::earlier::{results_for_later_runs, EarlierRuns};
 use abfleet_core::report::{self, Report, ReportInputs};
 use abfleet_core::RunId;
 
-use super::Fleet;
+use super::state::Ground;
 use super::FleetError;
 
 /// Which inputs a report is built from.
@@ -26,7 +27,29 @@ enum Inputs {
     WithEarlierRuns,
 }
 
-impl Fleet {
+/// Reports: built from the store (one pure `core::report::build` per report), served,
+/// snapshots of a run's progress, its bisects, one workload's history. Holds the queue of
+/// reports being assembled.
+#[derive(Clone)]
+pub struct Reports {
+    pub(super) ground: Ground,
+    /// Reports assembled at once, one per core and at most four: each holds its run's
+    /// decoded events, and runs finishing together queue here instead of all being in
+    /// memory at once.
+    pub(super) assembling: Arc<tokio::sync::Semaphore>,
+}
+
+impl Reports {
+    pub(super) fn new(ground: Ground) -> Reports {
+        let permits = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4));
+        Reports {
+            ground,
+            assembling: Arc::new(tokio::sync::Semaphore::new(permits)),
+        }
+    }
+}
+
+impl Reports {
     /// The full report built now (`served_reports` keeps it once the run finished).
     pub(super) async fn fresh_report(&self, run_id: RunId) -> Result<Report, FleetError> {
         self.report_as(run_id, None).await
@@ -55,8 +78,8 @@ impl Fleet {
     /// cancelled run's last events arrived, or it finished before the store kept this).
     pub(super) async fn record_results_of(&self, run_id: RunId) -> Result<(), FleetError> {
         let report = self.assembled(run_id).await?;
-        self.inner
-            .store
+        self.ground
+            .store()
             .record_results(run_id, results_for_later_runs(&report))
             .await?;
         Ok(())
@@ -75,7 +98,7 @@ impl Fleet {
         self.built_from_store(run_id, finishing_as, inputs).await
     }
 
-    /// [`Fleet::built`] once every earlier run is recorded; at most `assembling` reports are
+    /// [`Reports::built`] once every earlier run is recorded; at most `assembling` reports are
     /// built at once (each holds a run's events in memory).
     async fn built_from_store(
         &self,
@@ -83,12 +106,12 @@ impl Fleet {
         finishing_as: Option<RunState>,
         inputs: Inputs,
     ) -> Result<Report, FleetError> {
-        let _permit = self.inner.assembling.acquire().await.map_err(|err| {
+        let _permit = self.assembling.acquire().await.map_err(|err| {
             crate::CoordinatorError::Internal(format!("report assembly queue: {err}"))
         })?;
         let (mut run, jobs) = self
-            .inner
-            .store
+            .ground
+            .store()
             .report_inputs(run_id)
             .await?
             .ok_or_else(|| FleetError::UnknownRun(run_id))?;
@@ -124,7 +147,7 @@ impl Fleet {
     /// Runs of this run's spec name that finished under a coordinator without
     /// `generation_results` are recorded the first time a later report needs them, once.
     async fn record_unrecorded_runs_before(&self, run_id: RunId) -> Result<(), FleetError> {
-        for earlier in self.inner.store.unrecorded_runs_before(run_id).await? {
+        for earlier in self.ground.store().unrecorded_runs_before(run_id).await? {
             self.record_results_of(earlier).await?;
         }
         Ok(())
@@ -140,7 +163,7 @@ impl Fleet {
         keys: &[String],
         created_ms: i64,
     ) -> Result<BTreeMap<String, EarlierRuns>, FleetError> {
-        let store = &self.inner.store;
+        let store = &self.ground.store();
         let mut earlier = BTreeMap::new();
         for key in keys {
             let runs = EarlierRuns {

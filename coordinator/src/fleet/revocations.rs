@@ -13,7 +13,7 @@ use abfleet_core::lifecycle::JobState;
 use abfleet_core::AgentId;
 use tracing::warn;
 
-use super::{Fleet, FleetError};
+use super::{FleetError, Trust};
 use crate::store::Revocation;
 
 /// The revoked certificates, by every key that names one (serial, fingerprint): a cheap,
@@ -85,17 +85,16 @@ pub fn refusal(revocation: &Revocation) -> String {
     )
 }
 
-impl Fleet {
+impl Trust {
     /// The deny list's shared handle (the interceptor and the web view hold one).
     pub fn deny_list(&self) -> DenyList {
-        self.inner.deny_list.clone()
+        self.deny_list.clone()
     }
 
     /// Reads the stored deny list into memory, once; every server calls it before it
     /// accepts a connection.
     pub async fn load_deny_list(&self) -> Result<(), FleetError> {
         if self
-            .inner
             .deny_list
             .inner
             .read()
@@ -104,13 +103,12 @@ impl Fleet {
         {
             return Ok(());
         }
-        let stored = self.inner.store.revocations().await?;
+        let stored = self.ground.store().revocations().await?;
         let count = stored.len();
         for revocation in stored {
-            self.inner.deny_list.insert(revocation);
+            self.deny_list.insert(revocation);
         }
-        self.inner
-            .deny_list
+        self.deny_list
             .inner
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -126,14 +124,14 @@ impl Fleet {
         &self,
     ) -> Result<(Vec<Revocation>, Vec<crate::store::AgentCertificate>), FleetError> {
         Ok((
-            self.inner.store.revocations().await?,
-            self.inner.store.agent_certificates().await?,
+            self.ground.store().revocations().await?,
+            self.ground.store().agent_certificates().await?,
         ))
     }
 
     /// Refuses `certificate` when it is revoked.
     pub fn check_not_revoked(&self, certificate: &CertificateId) -> Result<(), FleetError> {
-        match self.inner.deny_list.revoked(certificate) {
+        match self.deny_list.revoked(certificate) {
             Some(revocation) => Err(FleetError::Revoked(refusal(&revocation))),
             None => Ok(()),
         }
@@ -153,7 +151,7 @@ impl Fleet {
                 "say why the certificate is revoked (`--reason \"key of bench-7 lost\"`): the reason is shown to whoever presents it and kept".into(),
             ));
         }
-        let now = self.now_ms();
+        let now = self.ground.now_ms();
         let revocation = match target {
             RevokeTarget::Certificate(facts) => Revocation {
                 key: facts.identity.certificate.serial.clone(),
@@ -173,8 +171,8 @@ impl Fleet {
                 }
                 // Fill in the rest from an agent that registered with it, when one did.
                 let known = self
-                    .inner
-                    .store
+                    .ground
+                    .store()
                     .agent_certificates()
                     .await?
                     .into_iter()
@@ -202,11 +200,11 @@ impl Fleet {
             }
         };
         let added = self
-            .inner
-            .store
+            .ground
+            .store()
             .revoke_certificate(revocation.clone())
             .await?;
-        self.inner.deny_list.insert(revocation.clone());
+        self.deny_list.insert(revocation.clone());
         warn!(key = %revocation.key, name = %revocation.name, reason = %revocation.reason, by = %revocation.revoked_by, "certificate revoked");
         let sessions_ended = self.end_revoked_sessions();
         let jobs_requeued = self.requeue_revoked_agents_jobs(&sessions_ended).await?;
@@ -220,11 +218,10 @@ impl Fleet {
 
     /// Ends every open session whose certificate is now revoked, telling the agent why.
     fn end_revoked_sessions(&self) -> Vec<AgentId> {
-        let deny_list = &self.inner.deny_list;
+        let deny_list = &self.deny_list;
         let ended = self
-            .inner
-            .sessions
-            .end_where(|certificate| deny_list.revoked(certificate).map(|r| refusal(&r)));
+            .scheduling
+            .end_sessions_where(|certificate| deny_list.revoked(certificate).map(|r| refusal(&r)));
         for agent in &ended {
             warn!(agent_id = %agent, "session ended: its certificate was revoked");
         }
@@ -235,17 +232,17 @@ impl Fleet {
     /// registration used a revoked certificate.
     async fn requeue_revoked_agents_jobs(&self, agents: &[AgentId]) -> Result<usize, FleetError> {
         let mut revoked_agents: Vec<AgentId> = agents.to_vec();
-        for bound in self.inner.store.agent_certificates().await? {
-            if self.inner.deny_list.revoked(&bound.certificate).is_some() {
+        for bound in self.ground.store().agent_certificates().await? {
+            if self.deny_list.revoked(&bound.certificate).is_some() {
                 revoked_agents.push(bound.agent_id);
             }
         }
         let mut requeued = 0;
-        for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
+        for job in self.ground.store().jobs_in_state(JobState::Leased).await? {
             let Some(agent) = job.agent_id.filter(|a| revoked_agents.contains(a)) else {
                 continue;
             };
-            self.release(
+            self.scheduling.release(
                 job.job_id,
                 job.run_id,
                 format!(
@@ -257,7 +254,7 @@ impl Fleet {
             requeued += 1;
         }
         if requeued > 0 {
-            self.dispatch().await?;
+            self.scheduling.dispatch().await?;
         }
         Ok(requeued)
     }

@@ -1,20 +1,37 @@
 //! Runs and their jobs from submission to their end: planning the jobs a spec fans out to,
 //! cancelling, and finishing a run once every job has ended.
 
-use abfleet_core::lifecycle::{AgentState, JobState, RunState};
+use abfleet_core::lifecycle::AgentState;
 use abfleet_core::progress::RunProgress;
 use abfleet_core::session::SessionMessage;
 use abfleet_core::spec::{Fanout, JobSpec};
 use abfleet_core::{JobId, RunId};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
-use super::served_reports::report_to_json;
-use super::Fleet;
+use super::state::Ground;
 use super::FleetError;
-use crate::store::{NewJob, ReportToStore, RunCursor, RunListing, RunOrder, RunRow};
-use abfleet_core::report::earlier::results_for_later_runs;
+use super::{Reports, Scheduling};
+use crate::store::{NewJob, RunCursor, RunListing, RunOrder, RunRow};
 
-impl Fleet {
+/// Runs: submitted (planned into jobs, offered through `scheduling`), cancelled, listed.
+#[derive(Clone)]
+pub struct Runs {
+    pub(super) ground: Ground,
+    pub(super) scheduling: Scheduling,
+    pub(super) reports: Reports,
+}
+
+impl Runs {
+    pub(super) fn new(ground: Ground, scheduling: Scheduling, reports: Reports) -> Runs {
+        Runs {
+            ground,
+            scheduling,
+            reports,
+        }
+    }
+}
+
+impl Runs {
     /// Stores a run with its jobs (one, or one per matching generation or agent) and offers
     /// them to waiting agents. A spec whose targets match no known agent ends at once, saying
     /// what the fleet has.
@@ -27,7 +44,7 @@ impl Fleet {
         self.submit_noted(spec, trigger, None, origin).await
     }
 
-    /// [`Fleet::submit`] with what the trigger said about itself (kept as `runs.trigger_note`,
+    /// [`Runs::submit`] with what the trigger said about itself (kept as `runs.trigger_note`,
     /// shown in the report's header and `abfleet runs`).
     pub async fn submit_noted(
         &self,
@@ -40,7 +57,7 @@ impl Fleet {
             .await
     }
 
-    /// [`Fleet::submit_noted`] on the generations of one hardware identity only, each job
+    /// [`Runs::submit_noted`] on the generations of one hardware identity only, each job
     /// pinned to an agent that has it (a bisect step runs on the flagged run's hardware).
     pub async fn submit_on(
         &self,
@@ -52,8 +69,8 @@ impl Fleet {
     ) -> Result<RunId, FleetError> {
         let run_id = RunId::new_random();
         let (jobs, unmatched) = self.plan_jobs(&spec, hardware_id).await?;
-        self.inner
-            .store
+        self.ground
+            .store()
             .insert_noted_run(
                 run_id,
                 &spec,
@@ -61,28 +78,28 @@ impl Fleet {
                 trigger_note,
                 origin,
                 jobs.clone(),
-                self.now_ms(),
+                self.ground.now_ms(),
             )
             .await?;
         info!(run_id = %run_id, jobs = jobs.len(), name = %spec.name, trigger, "run submitted");
         if let Some(error) = unmatched {
             warn!(run_id = %run_id, %error, "no agent matches the run's targets");
-            self.inner
-                .store
+            self.ground
+                .store()
                 .fail_run(
                     run_id,
                     error.clone(),
                     abfleet_core::exit::NOT_CARRIED_OUT,
-                    self.now_ms(),
+                    self.ground.now_ms(),
                 )
                 .await?;
             let mut finished = RunProgress::new(run_id, None, "failed", &error);
             finished.exit_code = Some(abfleet_core::exit::NOT_CARRIED_OUT);
-            self.publish(finished);
+            self.ground.publish(finished);
             return Ok(run_id);
         }
         for job in &jobs {
-            self.publish(RunProgress::new(
+            self.ground.publish(RunProgress::new(
                 run_id,
                 Some(job.job_id),
                 "queued",
@@ -92,7 +109,7 @@ impl Fleet {
                 ),
             ));
         }
-        self.dispatch().await?;
+        self.scheduling.dispatch().await?;
         Ok(run_id)
     }
 
@@ -111,7 +128,7 @@ impl Fleet {
             }
             return Ok((vec![NewJob::any()], None));
         };
-        let agents = self.agents().await?;
+        let agents = self.scheduling.agents().await?;
         let mut jobs: Vec<NewJob> = Vec::new();
         for (agent, state, _) in &agents {
             if *state == AgentState::Lost {
@@ -181,18 +198,18 @@ impl Fleet {
     }
 
     pub async fn cancel(&self, run_id: RunId, reason: &str) -> Result<bool, FleetError> {
-        let run = self.run_row(run_id).await?;
+        let run = self.ground.run_row(run_id).await?;
         if run.state.is_finished() {
             return Ok(false);
         }
         let leased = self
-            .inner
-            .store
-            .cancel_run(run_id, format!("cancelled: {reason}"), self.now_ms())
+            .ground
+            .store()
+            .cancel_run(run_id, format!("cancelled: {reason}"), self.ground.now_ms())
             .await?;
         for job in leased {
             if let Some(agent_id) = job.agent_id {
-                self.send(
+                self.scheduling.send(
                     agent_id,
                     SessionMessage::Cancel {
                         job_id: job.job_id,
@@ -204,25 +221,17 @@ impl Fleet {
         info!(run_id = %run_id, reason, "run cancelled");
         let mut finished = RunProgress::new(run_id, None, "cancelled", reason);
         finished.exit_code = Some(abfleet_core::exit::CANCELLED);
-        self.publish(finished);
+        self.ground.publish(finished);
         // The run is cancelled whatever happens here: unrecorded, it is recorded when a later
         // report first needs it.
-        if let Err(err) = self.record_results_of(run_id).await {
+        if let Err(err) = self.reports.record_results_of(run_id).await {
             warn!(run_id = %run_id, error = %err, "failed to record what the cancelled run leaves for later runs");
         }
         Ok(true)
     }
 
-    pub(super) async fn run_row(&self, run_id: RunId) -> Result<RunRow, FleetError> {
-        self.inner
-            .store
-            .run(run_id)
-            .await?
-            .ok_or_else(|| FleetError::UnknownRun(run_id))
-    }
-
-    pub async fn runs(&self) -> Result<Vec<RunRow>, FleetError> {
-        Ok(self.inner.store.runs().await?)
+    pub async fn all(&self) -> Result<Vec<RunRow>, FleetError> {
+        Ok(self.ground.store().runs().await?)
     }
 
     /// Up to `limit` runs in `order` after `cursor`: the run list, without reading specs.
@@ -232,13 +241,17 @@ impl Fleet {
         cursor: Option<RunCursor>,
         limit: u32,
     ) -> Result<Vec<RunListing>, FleetError> {
-        Ok(self.inner.store.run_listing(order, cursor, limit).await?)
+        Ok(self
+            .ground
+            .store()
+            .run_listing(order, cursor, limit)
+            .await?)
     }
 
     /// The validated spec a run was submitted with, as the JSON stored with it.
     pub async fn run_spec_json(&self, run_id: RunId) -> Result<String, FleetError> {
-        self.inner
-            .store
+        self.ground
+            .store()
             .spec_json(run_id)
             .await?
             .ok_or(FleetError::UnknownRun(run_id))
@@ -251,143 +264,14 @@ impl Fleet {
         limit: u32,
     ) -> Result<Vec<RunRow>, FleetError> {
         Ok(self
-            .inner
-            .store
+            .ground
+            .store()
             .runs_page_newest_first(offset, limit)
             .await?)
     }
 
     /// One run's row.
     pub async fn run(&self, run_id: RunId) -> Result<RunRow, FleetError> {
-        self.run_row(run_id).await
-    }
-
-    /// Finishes every run whose jobs have all ended but which is not finished: its finish
-    /// failed (a full disk, a report that could not be made) or the coordinator died between
-    /// the last job's end and the run's. The reaper calls it on every tick, so a run is
-    /// finished once the cause is gone, also after a restart. Returns how many it finished;
-    /// a failure is logged and left for the next tick.
-    pub async fn finish_stranded_runs(&self) -> Result<usize, FleetError> {
-        let stranded = self.inner.store.runs_with_every_job_finished().await?;
-        let mut finished = 0;
-        for run_id in stranded {
-            info!(run_id = %run_id, "every job of the run has ended but the run has not: finishing it");
-            if self.finish_run_if_complete(run_id).await.is_ok() {
-                finished += 1;
-            }
-        }
-        Ok(finished)
-    }
-
-    /// Finishes a run whose jobs have all ended: stores its state and exit code. One task
-    /// finishes a run at a time (another asking meanwhile returns at once); a failure is
-    /// logged as an error (the reaper retries it: [`Fleet::finish_stranded_runs`]).
-    pub(super) async fn finish_run_if_complete(&self, run_id: RunId) -> Result<(), FleetError> {
-        let Some(_claim) = FinishClaim::take(&self.inner.finishing, run_id) else {
-            return Ok(());
-        };
-        let finished = self.finish_run_now(run_id).await;
-        if let Err(err) = &finished {
-            error!(run_id = %run_id, error = %err, "finishing the run failed; the reaper retries it");
-        }
-        finished
-    }
-
-    async fn finish_run_now(&self, run_id: RunId) -> Result<(), FleetError> {
-        let run = self.run_row(run_id).await?;
-        if run.state.is_finished() {
-            return Ok(());
-        }
-        let jobs = self.inner.store.jobs_of_run(run_id).await?;
-        if !jobs.iter().all(|j| j.state.is_finished()) {
-            return Ok(());
-        }
-        let state = if jobs.iter().all(|j| j.state == JobState::Done) {
-            RunState::Done
-        } else if jobs.iter().any(|j| j.state == JobState::Cancelled) {
-            RunState::Cancelled
-        } else {
-            RunState::Failed
-        };
-        // One pass: the exit code is derived once, from the report as it reads in the final
-        // state (compared with the earlier comparable runs: the parity ratchet can fail it),
-        // and stored with that state, what the run leaves for later runs and the report as
-        // it is served from now on (`served_reports`). A comparison that fails fails the
-        // finish: an exit code without the ratchet would be wrong.
-        let basis = self.inner.store.report_basis().await?;
-        let report = self.report_as(run_id, Some(state)).await?;
-        let results = results_for_later_runs(&report);
-        let alerts = self.finished_run_alerts(&report);
-        let (exit_code, cells_done) = (report.exit_code, report.cells.len() as u32);
-        let json = tokio::task::spawn_blocking(move || report_to_json(&report))
-            .await
-            .map_err(|err| crate::CoordinatorError::Internal(format!("report to JSON: {err}")))?;
-        let served = Some(ReportToStore {
-            json,
-            basis,
-            now_ms: self.now_ms(),
-        });
-        self.inner
-            .store
-            .finish_run(
-                run_id,
-                crate::store::RunFinish {
-                    state,
-                    exit_code,
-                    now_ms: self.now_ms(),
-                    results,
-                    report: served,
-                    alerts,
-                },
-            )
-            .await?;
-        self.inner.alert_delivery.alert_queued();
-        info!(run_id = %run_id, state = state.as_str(), exit_code, "run finished");
-        let mut finished = RunProgress::new(
-            run_id,
-            jobs.first().map(|j| j.job_id),
-            state.as_str(),
-            "finished",
-        );
-        finished.exit_code = Some(exit_code);
-        finished.cells_done = cells_done;
-        finished.cells_total = run.spec.cell_count() as u32;
-        self.publish(finished);
-        Ok(())
-    }
-}
-
-/// The runs a task is finishing now (`finish_run_if_complete`), taken only here.
-#[derive(Default)]
-pub(super) struct FinishingRuns {
-    runs: std::sync::Mutex<std::collections::HashSet<RunId>>,
-}
-
-impl FinishingRuns {
-    fn runs(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<RunId>> {
-        self.runs.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// A run being finished by one task; dropped when that task is done with it.
-struct FinishClaim<'f> {
-    finishing: &'f FinishingRuns,
-    run_id: RunId,
-}
-
-impl<'f> FinishClaim<'f> {
-    fn take(finishing: &'f FinishingRuns, run_id: RunId) -> Option<FinishClaim<'f>> {
-        finishing
-            .runs()
-            .insert(run_id)
-            // `then`, not `then_some`: a claim made and dropped when the run is taken would
-            // free the other task's claim.
-            .then(|| FinishClaim { finishing, run_id })
-    }
-}
-
-impl Drop for FinishClaim<'_> {
-    fn drop(&mut self) {
-        self.finishing.runs().remove(&self.run_id);
+        self.ground.run_row(run_id).await
     }
 }

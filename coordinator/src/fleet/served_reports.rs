@@ -10,8 +10,8 @@ use abfleet_core::report::Report;
 use abfleet_core::RunId;
 use tracing::warn;
 
-use super::Fleet;
 use super::FleetError;
+use super::Reports;
 use crate::store::{ReportToStore, StoredReport};
 
 /// A report as a read found it.
@@ -25,7 +25,7 @@ enum Served {
     },
 }
 
-impl Fleet {
+impl Reports {
     /// The run's report as JSON (compact; `Report::from_json` reads it).
     pub async fn report_json(&self, run_id: RunId) -> Result<String, FleetError> {
         let json = match self.served(run_id).await? {
@@ -37,7 +37,7 @@ impl Fleet {
         };
         // Alerts are sent after the report is kept: they join it as it is served. A run
         // without any (most) costs one indexed read and no decoding.
-        let sent = self.notifications_of(run_id).await?;
+        let sent = self.ground.store().notifications_of(run_id).await?;
         if sent.is_empty() {
             return Ok(json);
         }
@@ -60,12 +60,12 @@ impl Fleet {
             })?,
             Served::Assembled { report, .. } => *report,
         };
-        report.notifications = self.notifications_of(run_id).await?;
+        report.notifications = self.ground.store().notifications_of(run_id).await?;
         Ok(report)
     }
 
     async fn served(&self, run_id: RunId) -> Result<Served, FleetError> {
-        let (finished, basis) = match self.inner.store.stored_report(run_id).await? {
+        let (finished, basis) = match self.ground.store().stored_report(run_id).await? {
             None => return Err(FleetError::UnknownRun(run_id)),
             Some(StoredReport::Stored(json)) => return Ok(Served::Stored(json)),
             Some(StoredReport::Missing { finished, basis }) => (finished, basis),
@@ -78,10 +78,10 @@ impl Fleet {
         let keep = ReportToStore {
             json: json.clone(),
             basis,
-            now_ms: self.now_ms(),
+            now_ms: self.ground.now_ms(),
         };
         // Served whether or not it could be kept: kept, the next read is one row.
-        if let Err(err) = self.inner.store.store_report(run_id, keep).await {
+        if let Err(err) = self.ground.store().store_report(run_id, keep).await {
             warn!(run_id = %run_id, error = %err, "failed to keep the assembled report; it is assembled again next time");
         }
         Ok(Served::Assembled {

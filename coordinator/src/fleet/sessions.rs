@@ -13,20 +13,53 @@ use abfleet_core::{AgentId, JobId};
 use tracing::{info, warn};
 
 use super::session_table::SessionSender;
-use super::Fleet;
+use std::sync::Arc;
+
+use super::session_table::SessionTable;
+use super::state::Ground;
 use super::FleetError;
+use super::{Alerts, Finishing};
 use crate::store::AgentRow;
 
 /// The largest inventory (as JSON) an agent may register: listings carry every agent's, and
 /// a client decodes at most 4 MiB per message.
 pub const MAX_INVENTORY_BYTES: usize = 256 * 1024;
 
-impl Fleet {
-    pub async fn register(
+/// Scheduling: agents and their sessions, leases, dispatch, when agents last spoke. Owns
+/// the session table and the heartbeats not yet written; ends a job through `finishing`
+/// and tells `alerts` when an agent is lost.
+#[derive(Clone)]
+pub struct Scheduling {
+    pub(super) ground: Ground,
+    pub(super) finishing: Finishing,
+    pub(super) alerts: Alerts,
+    /// Open sessions and who waits for a job (`session_table`).
+    pub(super) sessions: Arc<SessionTable>,
+    /// Heartbeats not yet written to the store (`heartbeats`).
+    pub(super) heard: Arc<std::sync::Mutex<super::heartbeats::Heard>>,
+}
+
+impl Scheduling {
+    pub(super) fn new(ground: Ground, finishing: Finishing, alerts: Alerts) -> Scheduling {
+        Scheduling {
+            ground,
+            finishing,
+            alerts,
+            sessions: Default::default(),
+            heard: Default::default(),
+        }
+    }
+}
+
+impl Scheduling {
+    /// Registers (or re-registers) an agent with its inventory; returns the inventory it
+    /// registered with before, if it did (the toolchain watch compares the two:
+    /// [`Fleet::register`](super::Fleet::register) does both).
+    pub(super) async fn register(
         &self,
         agent_id: AgentId,
         inventory: &Inventory,
-    ) -> Result<(), FleetError> {
+    ) -> Result<Option<Inventory>, FleetError> {
         let bytes = serde_json::to_vec(inventory).map_or(0, |json| json.len());
         if bytes > MAX_INVENTORY_BYTES {
             return Err(FleetError::InventoryTooLarge {
@@ -36,16 +69,14 @@ impl Fleet {
             });
         }
         let earlier = self
-            .inner
-            .store
-            .upsert_agent(agent_id, inventory, self.now_ms())
+            .ground
+            .store()
+            .upsert_agent(agent_id, inventory, self.ground.now_ms())
             .await?;
         self.registered(agent_id);
         info!(agent_id = %agent_id, host = %inventory.hostname, "agent registered");
-        super::metrics::Counters::add(&self.inner.counters.registrations, 1);
-        self.watch_toolchains(agent_id, inventory, earlier.as_ref())
-            .await;
-        Ok(())
+        super::metrics::Counters::add(&self.ground.counters().registrations, 1);
+        Ok(earlier)
     }
 
     /// Opens a session for an agent; returns its number (to close the right one later).
@@ -60,11 +91,14 @@ impl Fleet {
         sender: SessionSender,
         certificate: Option<abfleet_core::certs::CertificateId>,
     ) -> Result<(u64, tokio::sync::oneshot::Receiver<String>), FleetError> {
-        let lost_after = self.inner.config.agent_lost_after.as_millis() as i64;
-        let opened =
-            self.inner
-                .sessions
-                .open(agent_id, sender, certificate, self.now_ms(), lost_after);
+        let lost_after = self.ground.config().agent_lost_after.as_millis() as i64;
+        let opened = self.sessions.open(
+            agent_id,
+            sender,
+            certificate,
+            self.ground.now_ms(),
+            lost_after,
+        );
         if opened.is_err() {
             warn!(agent_id = %agent_id, "refused a second session under a live agent's id");
         }
@@ -73,12 +107,12 @@ impl Fleet {
 
     /// The agent spoke on its session.
     pub(super) fn touch_session(&self, agent_id: AgentId) {
-        self.inner.sessions.touch(agent_id, self.now_ms());
+        self.sessions.touch(agent_id, self.ground.now_ms());
     }
 
     /// The agent closed its session (its stream ended cleanly). Unless the agent opens another
     /// within `agent_lost_after`, the job it holds is requeued then, without waiting for its
-    /// lease. (A broken session is [`Fleet::session_broke`]; a silent network partition
+    /// lease. (A broken session is [`Scheduling::session_broke`]; a silent network partition
     /// closes nothing, and there the lease decides.)
     pub fn close_session(&self, agent_id: AgentId, number: u64) {
         if self.remove_session(agent_id, number) {
@@ -102,9 +136,9 @@ impl Fleet {
             return Ok(());
         }
         warn!(agent_id = %agent_id, why, "agent session broke; requeueing its jobs now");
-        let max_attempts = self.inner.config.max_attempts;
+        let max_attempts = self.ground.config().max_attempts;
         let mut released = false;
-        for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
+        for job in self.ground.store().jobs_in_state(JobState::Leased).await? {
             if job.agent_id != Some(agent_id) {
                 continue;
             }
@@ -136,7 +170,7 @@ impl Fleet {
         job_id: JobId,
         attempt: u32,
     ) -> Result<(), FleetError> {
-        let Some(job) = self.inner.store.job(job_id).await? else {
+        let Some(job) = self.ground.store().job(job_id).await? else {
             return Ok(());
         };
         if job.state != JobState::Leased || job.agent_id != Some(agent_id) || job.attempt != attempt
@@ -155,20 +189,20 @@ impl Fleet {
     /// went (the reaper's `agent_lost_after` counts from then). False when a newer session
     /// replaced it.
     fn remove_session(&self, agent_id: AgentId, number: u64) -> bool {
-        self.inner.sessions.remove(agent_id, number, self.now_ms())
+        self.sessions.remove(agent_id, number, self.ground.now_ms())
     }
 
     /// Agents whose session closed at least `agent_lost_after` ago and who have not opened
     /// another: how long ago, in milliseconds.
     pub(super) fn gone_agents(&self) -> HashMap<AgentId, i64> {
-        let grace = self.inner.config.agent_lost_after.as_millis() as i64;
-        self.inner.sessions.gone(self.now_ms(), grace)
+        let grace = self.ground.config().agent_lost_after.as_millis() as i64;
+        self.sessions.gone(self.ground.now_ms(), grace)
     }
 
     /// Queues a message on the agent's session (never dropped for want of room). False, and
     /// logged, when the agent has no open session: it learns on its next heartbeat or ready.
     pub(super) fn send(&self, agent_id: AgentId, message: OutgoingMessage) -> bool {
-        self.inner.sessions.send(agent_id, message)
+        self.sessions.send(agent_id, message)
     }
 
     /// The agent is idle. Any job still leased to it is not running anywhere (the agent
@@ -176,7 +210,7 @@ impl Fleet {
     pub async fn ready(&self, agent_id: AgentId) -> Result<(), FleetError> {
         self.touch_session(agent_id);
         self.touch_agent(agent_id).await?;
-        for job in self.inner.store.jobs_in_state(JobState::Leased).await? {
+        for job in self.ground.store().jobs_in_state(JobState::Leased).await? {
             if job.agent_id == Some(agent_id) {
                 warn!(agent_id = %agent_id, job_id = %job.job_id, "agent is idle but held a lease; requeueing");
                 self.release(
@@ -187,18 +221,18 @@ impl Fleet {
                 .await?;
             }
         }
-        self.inner.sessions.wait_for_job(agent_id);
+        self.sessions.wait_for_job(agent_id);
         self.dispatch().await
     }
 
     /// Offers queued jobs to waiting agents, oldest job first.
     pub(super) async fn dispatch(&self) -> Result<(), FleetError> {
-        let _guard = self.inner.sessions.dispatching().await;
-        let queued = self.inner.store.jobs_in_state(JobState::Queued).await?;
+        let _guard = self.sessions.dispatching().await;
+        let queued = self.ground.store().jobs_in_state(JobState::Queued).await?;
         if queued.is_empty() {
             return Ok(());
         }
-        let agents = self.inner.store.agents().await?;
+        let agents = self.ground.store().agents().await?;
         // A draining agent finishes what it runs and is offered nothing new.
         let draining: Vec<AgentId> = agents
             .iter()
@@ -215,7 +249,7 @@ impl Fleet {
             })
             .collect();
         for job in queued {
-            let waiting = self.inner.sessions.longest_waiting(|id| {
+            let waiting = self.sessions.longest_waiting(|id| {
                 job.pinned_agent.is_none_or(|pinned| pinned == id)
                     && !draining.contains(&id)
                     && job.generation.as_ref().is_none_or(|key| {
@@ -227,33 +261,39 @@ impl Fleet {
                 continue;
             };
             let Some(attempt) = self
-                .inner
-                .store
-                .lease_job(job.job_id, agent_id, self.lease_expiry(), self.now_ms())
+                .ground
+                .store()
+                .lease_job(
+                    job.job_id,
+                    agent_id,
+                    self.ground.lease_expiry(),
+                    self.ground.now_ms(),
+                )
                 .await?
             else {
                 continue;
             };
-            let spec = SpecJson::stored(self.run_spec_json(job.run_id).await?);
-            let next_seq = self.inner.store.event_count(job.job_id, attempt).await?;
-            let kept_cells = self.inner.store.kept_cells(job.job_id, attempt).await?;
+            let spec_json = self.ground.store().spec_json(job.run_id).await?;
+            let spec = SpecJson::stored(spec_json.ok_or(FleetError::UnknownRun(job.run_id))?);
+            let next_seq = self.ground.store().event_count(job.job_id, attempt).await?;
+            let kept_cells = self.ground.store().kept_cells(job.job_id, attempt).await?;
             let offer = JobOffer {
                 job_id: job.job_id,
                 run_id: job.run_id,
                 attempt,
                 spec,
-                lease: self.inner.config.lease,
+                lease: self.ground.config().lease,
                 next_seq,
                 generation: job.generation.clone(),
                 kept_cells,
             };
-            let sent = self.inner.sessions.offer(agent_id, offer);
+            let sent = self.sessions.offer(agent_id, offer);
             if sent {
-                super::metrics::Counters::add(&self.inner.counters.offers, 1);
+                super::metrics::Counters::add(&self.ground.counters().offers, 1);
             }
             if sent {
                 info!(job_id = %job.job_id, agent_id = %agent_id, attempt, "job leased");
-                self.publish(RunProgress::new(
+                self.ground.publish(RunProgress::new(
                     job.run_id,
                     Some(job.job_id),
                     "running",
@@ -272,7 +312,7 @@ impl Fleet {
     /// is offered no new one. Kept in the store, so a restarted coordinator or agent stays
     /// drained. Returns the agent's state afterwards.
     pub async fn drain(&self, agent_id: AgentId, resume: bool) -> Result<AgentState, FleetError> {
-        if !self.inner.store.set_draining(agent_id, !resume).await? {
+        if !self.ground.store().set_draining(agent_id, !resume).await? {
             return Err(FleetError::UnknownAgent(agent_id));
         }
         info!(agent_id = %agent_id, resume, "agent drain changed");
@@ -287,21 +327,36 @@ impl Fleet {
             .map_or(AgentState::Lost, |(_, state, _)| state))
     }
 
+    /// Ends every open session whose certificate `why_end` gives a reason for (a
+    /// revocation), sending the agent that reason; the agents whose sessions ended.
+    pub(super) fn end_sessions_where(
+        &self,
+        why_end: impl Fn(&abfleet_core::certs::CertificateId) -> Option<String>,
+    ) -> Vec<AgentId> {
+        self.sessions.end_where(why_end)
+    }
+
+    /// Agents with an open session now.
+    pub(super) fn connected_sessions(&self) -> usize {
+        self.sessions.connected()
+    }
+
     /// Agents with their state: busy (holds a lease), lost (silent too long), draining (busy,
     /// offered nothing once done), drained (idle, offered nothing), idle.
     pub async fn agents(&self) -> Result<Vec<(AgentRow, AgentState, Option<JobId>)>, FleetError> {
         self.agents_page(0, u32::MAX).await
     }
 
-    /// A page of [`Fleet::agents`]: up to `limit` from position `offset`.
+    /// A page of [`Scheduling::agents`]: up to `limit` from position `offset`.
     pub async fn agents_page(
         &self,
         offset: u64,
         limit: u32,
     ) -> Result<Vec<(AgentRow, AgentState, Option<JobId>)>, FleetError> {
-        let leased = self.inner.store.jobs_in_state(JobState::Leased).await?;
-        let lost_before = self.now_ms() - self.inner.config.agent_lost_after.as_millis() as i64;
-        let agents = self.inner.store.agents_page(offset, limit).await?;
+        let leased = self.ground.store().jobs_in_state(JobState::Leased).await?;
+        let lost_before =
+            self.ground.now_ms() - self.ground.config().agent_lost_after.as_millis() as i64;
+        let agents = self.ground.store().agents_page(offset, limit).await?;
         Ok(agents
             .into_iter()
             .map(|mut agent| {

@@ -1,17 +1,20 @@
-//! The fleet handle and what it shares: the store, the clock, the timing knobs, the progress
-//! channel, and each concern's own memory — a type of that concern's module whose fields and
-//! locks only it can touch (`session_table` for scheduling, `intake_memory`, the certificate
-//! cache, the runs being finished, the alert delivery's state). Every other module of
-//! `fleet` adds methods to [`Fleet`] over this state.
+//! The fleet handle, its concerns, and what they share ([`Ground`]: the store, the clock,
+//! the timing knobs, the progress channel, the counters). Each concern is a handle of its
+//! own module with its own memory; [`Fleet`] builds them, lowest first, and hands them out.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use abfleet_core::progress::RunProgress;
 use tokio::sync::broadcast;
 
+use abfleet_core::{JobId, RunId};
+
+use super::{
+    Alerts, Finishing, FleetError, Intake, PullRequests, Reports, Runs, Scheduling, Triggers, Trust,
+};
 use crate::clock::{Clock, SystemClock};
-use crate::store::Store;
+use crate::store::{JobRow, RunRow, Store};
 
 /// Timing knobs of the coordinator.
 #[derive(Debug, Clone)]
@@ -65,40 +68,101 @@ impl Default for CoordinatorConfig {
     }
 }
 
-pub(super) struct Inner {
-    pub(super) store: Store,
+/// What every concern shares: the store, the clock, the timing knobs, the progress channel
+/// and the counters. Cheap to clone; holds no concern's memory.
+#[derive(Clone)]
+pub(super) struct Ground(Arc<GroundState>);
+
+struct GroundState {
+    store: Store,
     /// Every "now" of the state machine (leases, heartbeats, timestamps) comes from here.
-    pub(super) clock: Arc<dyn Clock>,
-    pub(super) config: CoordinatorConfig,
-    /// Open sessions and who waits for a job (scheduling's memory, `session_table`).
-    pub(super) sessions: super::session_table::SessionTable,
-    pub(super) progress: broadcast::Sender<RunProgress>,
-    /// Agent id → the certificate name it is bound to (`certificates`).
-    pub(super) certificates: super::certificates::CertificateCache,
-    /// Revoked certificates (`revocations`), shared with the servers' checks.
-    pub(super) deny_list: super::revocations::DenyList,
-    pub(super) counters: super::metrics::Counters,
-    /// Held from a trigger's debounce check to its record, so two deliveries for one tag
-    /// never both start a run.
-    pub(super) triggers: tokio::sync::Mutex<()>,
-    /// What intake keeps per job still taking events (`intake_memory`).
-    pub(super) intake: super::intake_memory::IntakeMemory,
-    /// Heartbeats not yet written to the store (see `heartbeats`).
-    pub(super) heard: Mutex<super::heartbeats::Heard>,
-    /// Reports assembled at once, one per core and at most four: each holds its run's
-    /// decoded events, and runs finishing together queue here instead of all being in
-    /// memory at once.
-    pub(super) assembling: tokio::sync::Semaphore,
-    /// Runs a task is finishing now (`runs::finish_run_if_complete`).
-    pub(super) finishing: super::runs::FinishingRuns,
-    /// The alert delivery task's wake-up and HTTP clients (`notifications`).
-    pub(super) alert_delivery: super::notifications::AlertDelivery,
+    clock: Arc<dyn Clock>,
+    config: CoordinatorConfig,
+    progress: broadcast::Sender<RunProgress>,
+    counters: super::metrics::Counters,
 }
 
-/// A cheap handle on the coordinator's state.
+impl Ground {
+    fn new(store: Store, config: CoordinatorConfig, clock: Arc<dyn Clock>) -> Ground {
+        let (progress, _) = broadcast::channel(1024);
+        Ground(Arc::new(GroundState {
+            store,
+            clock,
+            config,
+            progress,
+            counters: Default::default(),
+        }))
+    }
+
+    pub(super) fn store(&self) -> &Store {
+        &self.0.store
+    }
+
+    pub(super) fn config(&self) -> &CoordinatorConfig {
+        &self.0.config
+    }
+
+    pub(super) fn counters(&self) -> &super::metrics::Counters {
+        &self.0.counters
+    }
+
+    /// Unix milliseconds now, by the fleet's clock.
+    pub(super) fn now_ms(&self) -> i64 {
+        self.0.clock.now_ms()
+    }
+
+    /// When a lease taken or renewed now expires.
+    pub(super) fn lease_expiry(&self) -> i64 {
+        self.now_ms() + self.0.config.lease.as_millis() as i64
+    }
+
+    /// Tells watchers (`abfleet follow`, the web view, the pull request poster).
+    pub(super) fn publish(&self, update: RunProgress) {
+        let _ = self.0.progress.send(update);
+    }
+
+    pub(super) fn subscribe(&self) -> broadcast::Receiver<RunProgress> {
+        self.0.progress.subscribe()
+    }
+
+    /// Whether anyone listens to progress (publishing costs nothing then).
+    pub(super) fn has_watchers(&self) -> bool {
+        self.0.progress.receiver_count() > 0
+    }
+
+    pub(super) async fn run_row(&self, run_id: RunId) -> Result<RunRow, FleetError> {
+        self.0
+            .store
+            .run(run_id)
+            .await?
+            .ok_or(FleetError::UnknownRun(run_id))
+    }
+
+    pub(super) async fn job_row(&self, job_id: JobId) -> Result<JobRow, FleetError> {
+        self.0
+            .store
+            .job(job_id)
+            .await?
+            .ok_or(FleetError::UnknownJob(job_id))
+    }
+}
+
+/// The coordinator's state machine, one handle per concern. Each concern owns its memory
+/// and its locks and holds the lower concerns it calls as fields, so who calls whom is
+/// written in the types (lowest first): reports, alerts, finishing, scheduling, trust,
+/// intake, runs, pull requests, triggers. Cheap to clone.
 #[derive(Clone)]
 pub struct Fleet {
-    pub(super) inner: Arc<Inner>,
+    pub(super) ground: Ground,
+    reports: Reports,
+    alerts: Alerts,
+    finishing: Finishing,
+    scheduling: Scheduling,
+    trust: Trust,
+    intake: Intake,
+    runs: Runs,
+    pull_requests: PullRequests,
+    triggers: Triggers,
 }
 
 impl Fleet {
@@ -109,43 +173,104 @@ impl Fleet {
 
     /// A fleet whose time comes from `clock` (tests pass a [`ManualClock`](crate::ManualClock)).
     pub fn with_clock(store: Store, config: CoordinatorConfig, clock: Arc<dyn Clock>) -> Fleet {
-        let (progress, _) = broadcast::channel(1024);
+        let ground = Ground::new(store, config, clock);
+        let reports = Reports::new(ground.clone());
+        let alerts = Alerts::new(ground.clone());
+        let finishing = Finishing::new(ground.clone(), reports.clone(), alerts.clone());
+        let scheduling = Scheduling::new(ground.clone(), finishing.clone(), alerts.clone());
+        let trust = Trust::new(ground.clone(), scheduling.clone());
+        let intake = Intake::new(ground.clone(), scheduling.clone(), finishing.clone());
+        let runs = Runs::new(ground.clone(), scheduling.clone(), reports.clone());
+        let pull_requests = PullRequests::new(ground.clone(), reports.clone());
+        let triggers = Triggers::new(ground.clone(), runs.clone(), pull_requests.clone());
         Fleet {
-            inner: Arc::new(Inner {
-                store,
-                clock,
-                config,
-                sessions: Default::default(),
-                progress,
-                certificates: Default::default(),
-                deny_list: Default::default(),
-                counters: Default::default(),
-                triggers: tokio::sync::Mutex::new(()),
-                intake: Default::default(),
-                heard: Mutex::new(Default::default()),
-                assembling: tokio::sync::Semaphore::new(
-                    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4)),
-                ),
-                finishing: Default::default(),
-                alert_delivery: Default::default(),
-            }),
+            ground,
+            reports,
+            alerts,
+            finishing,
+            scheduling,
+            trust,
+            intake,
+            runs,
+            pull_requests,
+            triggers,
         }
     }
 
     pub fn store(&self) -> &Store {
-        &self.inner.store
+        self.ground.store()
     }
 
     pub fn config(&self) -> &CoordinatorConfig {
-        &self.inner.config
+        self.ground.config()
     }
 
     /// Unix milliseconds now, by the fleet's clock.
     pub(crate) fn now_ms(&self) -> i64 {
-        self.inner.clock.now_ms()
+        self.ground.now_ms()
     }
 
-    pub(super) fn lease_expiry(&self) -> i64 {
-        self.now_ms() + self.inner.config.lease.as_millis() as i64
+    /// Progress of every run, as it happens.
+    pub fn subscribe(&self) -> broadcast::Receiver<RunProgress> {
+        self.ground.subscribe()
+    }
+
+    /// Reports: made from the store, served, snapshots of progress, bisects, history.
+    pub fn reports(&self) -> &Reports {
+        &self.reports
+    }
+
+    /// Alerts: queued when runs finish or agents are lost, and their delivery.
+    pub fn alerts(&self) -> &Alerts {
+        &self.alerts
+    }
+
+    /// Runs whose jobs have all ended, finished.
+    pub fn finishing(&self) -> &Finishing {
+        &self.finishing
+    }
+
+    /// Agents, their sessions, leases and dispatch.
+    pub fn scheduling(&self) -> &Scheduling {
+        &self.scheduling
+    }
+
+    /// Which certificate speaks for which agent, and the deny list.
+    pub fn trust(&self) -> &Trust {
+        &self.trust
+    }
+
+    /// Events from agents, stored once.
+    pub fn intake(&self) -> &Intake {
+        &self.intake
+    }
+
+    /// Submitting, cancelling and listing runs.
+    pub fn runs(&self) -> &Runs {
+        &self.runs
+    }
+
+    /// Pull requests hearing their runs' answers.
+    pub fn pull_requests(&self) -> &PullRequests {
+        &self.pull_requests
+    }
+
+    /// Triggers, the milestone spec, the toolchain watch.
+    pub fn triggers(&self) -> &Triggers {
+        &self.triggers
+    }
+
+    /// Registers an agent (scheduling) and looks at what its toolchains did since it last
+    /// registered (triggers: a moved toolchain starts a retuning run).
+    pub async fn register(
+        &self,
+        agent_id: abfleet_core::AgentId,
+        inventory: &abfleet_core::inventory::Inventory,
+    ) -> Result<(), FleetError> {
+        let earlier = self.scheduling.register(agent_id, inventory).await?;
+        self.triggers
+            .watch_toolchains(agent_id, inventory, earlier.as_ref())
+            .await;
+        Ok(())
     }
 }

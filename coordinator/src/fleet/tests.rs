@@ -78,7 +78,10 @@ impl Harness {
         let agent = AgentId::new_random();
         fleet.register(agent, &inventory()).await.unwrap();
         let (sender, session) = mpsc::unbounded_channel();
-        let (session_number, _) = fleet.open_session(agent, sender, None).unwrap();
+        let (session_number, _) = fleet
+            .scheduling()
+            .open_session(agent, sender, None)
+            .unwrap();
         let progress = fleet.subscribe();
         Harness {
             fleet,
@@ -93,7 +96,7 @@ impl Harness {
 
     /// The agent says it is idle and takes the offer that follows.
     async fn ready_and_take_offer(&mut self) -> JobOffer<SpecJson> {
-        self.fleet.ready(self.agent).await.unwrap();
+        self.fleet.scheduling().ready(self.agent).await.unwrap();
         match self.session.try_recv() {
             Ok(SessionMessage::Offer(offer)) => *offer,
             other => panic!("expected an offer, got {other:?}"),
@@ -103,11 +106,16 @@ impl Harness {
     /// The agent's connection breaks and it opens a new session at once (a network blip).
     async fn break_and_reconnect(&mut self) {
         self.fleet
+            .scheduling()
             .session_broke(self.agent, self.session_number, "reset")
             .await
             .unwrap();
         let (sender, session) = mpsc::unbounded_channel();
-        let (number, _) = self.fleet.open_session(self.agent, sender, None).unwrap();
+        let (number, _) = self
+            .fleet
+            .scheduling()
+            .open_session(self.agent, sender, None)
+            .unwrap();
         (self.session, self.session_number) = (session, number);
     }
 
@@ -144,6 +152,7 @@ impl Harness {
             },
         };
         self.fleet
+            .intake()
             .push_events(self.agent, offer.job_id, offer.attempt, vec![done])
             .await
             .unwrap()
@@ -158,10 +167,11 @@ impl Harness {
 #[tokio::test]
 async fn a_submitted_job_is_offered_to_the_waiting_agent_and_done_finishes_the_run() {
     let mut h = Harness::new(3).await;
-    h.fleet.ready(h.agent).await.unwrap();
+    h.fleet.scheduling().ready(h.agent).await.unwrap();
     let spec = spec();
     let run_id = h
         .fleet
+        .runs()
         .submit(spec.clone(), "manual", "test")
         .await
         .unwrap();
@@ -188,7 +198,7 @@ async fn a_submitted_job_is_offered_to_the_waiting_agent_and_done_finishes_the_r
     );
 
     assert_eq!(h.done(&offer, 0, JobOutcome::Completed).await, vec![0]);
-    let report = h.fleet.report(run_id).await.unwrap();
+    let report = h.fleet.reports().report(run_id).await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Done);
     assert_eq!(
         h.run_state(run_id).await,
@@ -198,7 +208,7 @@ async fn a_submitted_job_is_offered_to_the_waiting_agent_and_done_finishes_the_r
     assert_eq!(last.exit_code, Some(report.exit_code));
     assert_eq!(last.state, "done");
     assert_eq!(
-        h.fleet.snapshot(run_id).await.unwrap().exit_code,
+        h.fleet.reports().snapshot(run_id).await.unwrap().exit_code,
         Some(report.exit_code)
     );
 }
@@ -206,7 +216,12 @@ async fn a_submitted_job_is_offered_to_the_waiting_agent_and_done_finishes_the_r
 #[tokio::test]
 async fn a_queued_job_waits_until_an_agent_is_ready() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     h.no_message();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
     let offer = h.ready_and_take_offer().await;
@@ -216,11 +231,16 @@ async fn a_queued_job_waits_until_an_agent_is_ready() {
 #[tokio::test]
 async fn a_lease_expires_only_after_its_duration_and_the_job_is_requeued() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let first = h.ready_and_take_offer().await;
 
     h.clock.advance(LEASE);
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(
         h.job_state(run_id).await,
         JobState::Leased,
@@ -228,7 +248,7 @@ async fn a_lease_expires_only_after_its_duration_and_the_job_is_requeued() {
     );
 
     h.clock.advance(Duration::from_millis(1));
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
     assert_eq!(h.run_state(run_id).await, (RunState::Running, None));
     let job = h.fleet.store().job(first.job_id).await.unwrap().unwrap();
@@ -244,7 +264,7 @@ async fn the_last_heartbeat_of_a_fleet_that_falls_quiet_is_written_by_the_reaper
     use crate::clock::Clock;
     let h = Harness::new(3).await;
     let stored = || async { h.fleet.store().agents().await.unwrap()[0].last_heartbeat_ms };
-    h.fleet.heartbeat(h.agent, None).await.unwrap();
+    h.fleet.scheduling().heartbeat(h.agent, None).await.unwrap();
     let first = h.clock.now_ms();
     assert_eq!(
         stored().await,
@@ -252,38 +272,45 @@ async fn the_last_heartbeat_of_a_fleet_that_falls_quiet_is_written_by_the_reaper
         "the first heartbeat is written at once"
     );
     h.clock.advance(Duration::from_millis(500));
-    h.fleet.heartbeat(h.agent, None).await.unwrap();
+    h.fleet.scheduling().heartbeat(h.agent, None).await.unwrap();
     let last = h.clock.now_ms();
-    h.fleet.write_heard().await.unwrap();
+    h.fleet.scheduling().write_heard().await.unwrap();
     assert_eq!(stored().await, first, "held in memory under a second");
     // No heartbeat follows: the reaper's tick writes it.
     h.clock.advance(Duration::from_millis(600));
-    h.fleet.write_heard().await.unwrap();
+    h.fleet.scheduling().write_heard().await.unwrap();
     assert_eq!(stored().await, last);
 }
 
 #[tokio::test]
 async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     for _ in 0..4 {
         h.clock.advance(LEASE / 2);
         h.fleet
+            .scheduling()
             .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
             .await
             .unwrap();
-        h.fleet.reap_expired_leases().await.unwrap();
+        h.fleet.scheduling().reap_expired_leases().await.unwrap();
         assert_eq!(h.job_state(run_id).await, JobState::Leased);
     }
     h.no_message();
     h.clock.advance(LEASE + Duration::from_millis(1));
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
 
     // Nobody took the job: the agent that comes back (cut off longer than its lease) gets
     // the lease back and the same attempt goes on.
     h.fleet
+        .scheduling()
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
         .unwrap();
@@ -295,17 +322,21 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
     // Once another agent has taken the job, the old attempt learns it lost the lease, and
     // its events are refused.
     h.clock.advance(LEASE + Duration::from_millis(1));
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     let other = AgentId::new_random();
     h.fleet.register(other, &inventory()).await.unwrap();
     let (sender, mut other_session) = mpsc::unbounded_channel();
-    h.fleet.open_session(other, sender, None).unwrap();
-    h.fleet.ready(other).await.unwrap();
+    h.fleet
+        .scheduling()
+        .open_session(other, sender, None)
+        .unwrap();
+    h.fleet.scheduling().ready(other).await.unwrap();
     match other_session.try_recv() {
         Ok(SessionMessage::Offer(second)) => assert_eq!(second.attempt, 2),
         other => panic!("expected an offer, got {other:?}"),
     }
     h.fleet
+        .scheduling()
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
         .unwrap();
@@ -317,6 +348,7 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
     }
     let late = h
         .fleet
+        .intake()
         .push_events(h.agent, offer.job_id, 1, vec![cell(0, 0)])
         .await;
     assert!(
@@ -328,15 +360,21 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
 #[tokio::test]
 async fn a_resumed_attempt_is_offered_the_cells_earlier_attempts_stored() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let first = h.ready_and_take_offer().await;
     assert!(first.kept_cells.is_empty());
     h.fleet
+        .intake()
         .push_events(h.agent, first.job_id, 1, vec![cell(0, 0), cell(2, 1)])
         .await
         .unwrap();
     h.clock.advance(LEASE + Duration::from_millis(1));
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     let second = h.ready_and_take_offer().await;
     assert_eq!(second.attempt, 2);
     assert_eq!(
@@ -344,11 +382,12 @@ async fn a_resumed_attempt_is_offered_the_cells_earlier_attempts_stored() {
         vec![0, 2]
     );
     h.fleet
+        .intake()
         .push_events(h.agent, second.job_id, 2, vec![cell(1, 0)])
         .await
         .unwrap();
     // The agent restarts: attempt 3 keeps what both earlier attempts stored.
-    h.fleet.ready(h.agent).await.unwrap();
+    h.fleet.scheduling().ready(h.agent).await.unwrap();
     let third = match h.session.try_recv() {
         Ok(SessionMessage::Offer(offer)) => *offer,
         other => panic!("expected an offer, got {other:?}"),
@@ -358,7 +397,7 @@ async fn a_resumed_attempt_is_offered_the_cells_earlier_attempts_stored() {
         third.kept_cells.into_iter().collect::<Vec<_>>(),
         vec![0, 1, 2]
     );
-    let report = h.fleet.report(run_id).await.unwrap();
+    let report = h.fleet.reports().report(run_id).await.unwrap();
     let lines: Vec<String> = report.attempt_history.iter().map(|a| a.line()).collect();
     assert_eq!(lines.len(), 3, "{lines:?}");
     assert!(
@@ -383,12 +422,17 @@ async fn a_resumed_attempt_is_offered_the_cells_earlier_attempts_stored() {
 #[tokio::test]
 async fn a_job_that_loses_every_attempt_fails_the_run_as_agent_lost() {
     let mut h = Harness::new(2).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     for attempt in 1..=2 {
         let offer = h.ready_and_take_offer().await;
         assert_eq!(offer.attempt, attempt);
         h.clock.advance(LEASE + Duration::from_millis(1));
-        h.fleet.reap_expired_leases().await.unwrap();
+        h.fleet.scheduling().reap_expired_leases().await.unwrap();
     }
     assert_eq!(h.job_state(run_id).await, JobState::Failed);
     let job = &h.fleet.store().jobs_of_run(run_id).await.unwrap()[0];
@@ -404,18 +448,23 @@ async fn a_job_that_loses_every_attempt_fails_the_run_as_agent_lost() {
     assert_eq!(state, RunState::Failed);
     assert_eq!(
         exit_code,
-        Some(h.fleet.report(run_id).await.unwrap().exit_code)
+        Some(h.fleet.reports().report(run_id).await.unwrap().exit_code)
     );
     assert!(h.last_progress().is_finished());
     // Nothing is left to offer.
-    h.fleet.ready(h.agent).await.unwrap();
+    h.fleet.scheduling().ready(h.agent).await.unwrap();
     h.no_message();
 }
 
 #[tokio::test]
 async fn an_agent_that_comes_back_idle_gets_its_job_requeued_at_once() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let first = h.ready_and_take_offer().await;
     // No time passes: the restart, not the lease, frees the job, and it is offered again.
     let second = h.ready_and_take_offer().await;
@@ -430,18 +479,25 @@ async fn an_agent_that_comes_back_idle_gets_its_job_requeued_at_once() {
 #[tokio::test]
 async fn a_job_whose_agent_closed_its_session_and_stayed_away_is_requeued_before_the_lease_ends() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
-    h.fleet.close_session(h.agent, h.session_number);
+    h.fleet
+        .scheduling()
+        .close_session(h.agent, h.session_number);
     h.clock.advance(Duration::from_secs(9));
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(
         h.job_state(run_id).await,
         JobState::Leased,
         "within the grace"
     );
     h.clock.advance(Duration::from_secs(1));
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(
         h.job_state(run_id).await,
         JobState::Queued,
@@ -455,8 +511,12 @@ async fn a_job_whose_agent_closed_its_session_and_stayed_away_is_requeued_before
     );
     // It comes back while nobody has taken the job: the same attempt goes on.
     let (sender, _session) = mpsc::unbounded_channel();
-    h.fleet.open_session(h.agent, sender, None).unwrap();
     h.fleet
+        .scheduling()
+        .open_session(h.agent, sender, None)
+        .unwrap();
+    h.fleet
+        .scheduling()
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
         .unwrap();
@@ -474,9 +534,15 @@ async fn a_job_whose_agent_closed_its_session_and_stayed_away_is_requeued_before
 #[tokio::test]
 async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt() {
     let mut h = Harness::new(2).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     h.fleet
+        .scheduling()
         .session_broke(h.agent, h.session_number, "connection reset")
         .await
         .unwrap();
@@ -490,8 +556,13 @@ async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt
     );
     // It was only the connection: the agent comes back and its attempt goes on.
     let (sender, _session) = mpsc::unbounded_channel();
-    let (number, _revoked) = h.fleet.open_session(h.agent, sender, None).unwrap();
+    let (number, _revoked) = h
+        .fleet
+        .scheduling()
+        .open_session(h.agent, sender, None)
+        .unwrap();
     h.fleet
+        .scheduling()
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
         .unwrap();
@@ -500,21 +571,27 @@ async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt
 
     // The last attempt (2 of 2): a broken session leaves it leased until the grace is over.
     h.fleet
+        .scheduling()
         .session_broke(h.agent, number, "reset")
         .await
         .unwrap();
     let (sender, session) = mpsc::unbounded_channel();
-    let (number, _revoked) = h.fleet.open_session(h.agent, sender, None).unwrap();
+    let (number, _revoked) = h
+        .fleet
+        .scheduling()
+        .open_session(h.agent, sender, None)
+        .unwrap();
     (h.session, h.session_number) = (session, number);
     let last = h.ready_and_take_offer().await;
     assert_eq!((last.job_id, last.attempt), (offer.job_id, 2));
     h.fleet
+        .scheduling()
         .session_broke(h.agent, h.session_number, "reset")
         .await
         .unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
     h.clock.advance(Duration::from_secs(10));
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Failed);
 }
 
@@ -525,18 +602,25 @@ async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt
 #[tokio::test]
 async fn a_lease_given_back_by_one_call_of_the_agent_is_held_for_its_other_call() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     h.break_and_reconnect().await;
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
     // The heartbeat's call gives the lease back; the upload's, a moment later, finds it held.
     assert!(h
         .fleet
+        .scheduling()
         .reclaim_lapsed(offer.job_id, h.agent, offer.attempt)
         .await
         .unwrap());
     assert!(h
         .fleet
+        .scheduling()
         .reclaim_lapsed(offer.job_id, h.agent, offer.attempt)
         .await
         .unwrap());
@@ -544,11 +628,13 @@ async fn a_lease_given_back_by_one_call_of_the_agent_is_held_for_its_other_call(
     let other = AgentId::new_random();
     assert!(!h
         .fleet
+        .scheduling()
         .reclaim_lapsed(offer.job_id, other, offer.attempt)
         .await
         .unwrap());
     assert!(!h
         .fleet
+        .scheduling()
         .reclaim_lapsed(offer.job_id, h.agent, offer.attempt + 1)
         .await
         .unwrap());
@@ -561,7 +647,12 @@ async fn a_lease_given_back_by_one_call_of_the_agent_is_held_for_its_other_call(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_heartbeat_and_an_upload_arriving_together_after_a_reconnect_both_keep_the_attempt() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     for seq in 0..40u64 {
         h.break_and_reconnect().await;
@@ -575,8 +666,10 @@ async fn a_heartbeat_and_an_upload_arriving_together_after_a_reconnect_both_keep
         };
         let (beat, pushed) = tokio::join!(
             h.fleet
+                .scheduling()
                 .heartbeat(h.agent, Some((offer.job_id, offer.attempt))),
             h.fleet
+                .intake()
                 .push_events(h.agent, offer.job_id, offer.attempt, vec![log]),
         );
         beat.unwrap();
@@ -619,9 +712,15 @@ async fn a_lost_agent_queues_one_alert_per_attempt_for_the_endpoints_that_take_i
         ..CoordinatorConfig::default()
     })
     .await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     h.fleet
+        .scheduling()
         .session_broke(h.agent, h.session_number, "connection reset")
         .await
         .unwrap();
@@ -642,6 +741,7 @@ async fn a_lost_agent_queues_one_alert_per_attempt_for_the_endpoints_that_take_i
     );
     // The same loss seen again (the reaper after the grace) queues nothing new.
     h.fleet
+        .alerts()
         .alert_agent_lost(run_id, offer.job_id, 1, "lease expired")
         .await;
     assert_eq!(
@@ -658,24 +758,37 @@ async fn a_lost_agent_queues_one_alert_per_attempt_for_the_endpoints_that_take_i
 #[tokio::test]
 async fn an_agent_that_reconnects_within_agent_lost_after_keeps_its_job() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
-    h.fleet.close_session(h.agent, h.session_number);
+    h.fleet
+        .scheduling()
+        .close_session(h.agent, h.session_number);
     h.clock.advance(Duration::from_secs(4));
     let (sender, _session) = mpsc::unbounded_channel();
-    h.fleet.open_session(h.agent, sender, None).unwrap();
     h.fleet
+        .scheduling()
+        .open_session(h.agent, sender, None)
+        .unwrap();
+    h.fleet
+        .scheduling()
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
         .unwrap();
     // An old session's late close changes nothing.
-    h.fleet.close_session(h.agent, h.session_number);
+    h.fleet
+        .scheduling()
+        .close_session(h.agent, h.session_number);
     h.clock.advance(Duration::from_secs(20));
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
     // Only the lease decides for an agent whose session stays open but silent.
     h.clock.advance(LEASE);
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
     let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
     assert!(job.error.unwrap().contains("lease of attempt 1 expired"));
@@ -684,9 +797,14 @@ async fn an_agent_that_reconnects_within_agent_lost_after_keeps_its_job() {
 #[tokio::test]
 async fn cancelling_a_run_tells_the_agent_and_ends_the_run_as_cancelled() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
-    assert!(h.fleet.cancel(run_id, "by test").await.unwrap());
+    assert!(h.fleet.runs().cancel(run_id, "by test").await.unwrap());
     match h.session.try_recv() {
         Ok(SessionMessage::Cancel { job_id, reason }) => {
             assert_eq!((job_id, reason.as_str()), (offer.job_id, "by test"));
@@ -700,7 +818,7 @@ async fn cancelling_a_run_tells_the_agent_and_ends_the_run_as_cancelled() {
     assert_eq!(h.job_state(run_id).await, JobState::Cancelled);
     assert_eq!(h.last_progress().exit_code, Some(exit::CANCELLED));
     assert!(
-        !h.fleet.cancel(run_id, "again").await.unwrap(),
+        !h.fleet.runs().cancel(run_id, "again").await.unwrap(),
         "already over"
     );
 
@@ -719,6 +837,7 @@ async fn cancelling_a_run_tells_the_agent_and_ends_the_run_as_cancelled() {
     };
     let refused = h
         .fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, vec![late])
         .await
         .unwrap_err();
@@ -731,7 +850,7 @@ async fn cancelling_a_run_tells_the_agent_and_ends_the_run_as_cancelled() {
     );
     // A lease that was cancelled never expires into a requeue.
     h.clock.advance(LEASE * 2);
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Cancelled);
 }
 
@@ -740,21 +859,27 @@ async fn cancelling_a_run_tells_the_agent_and_ends_the_run_as_cancelled() {
 #[tokio::test]
 async fn a_cancel_is_delivered_behind_more_messages_than_the_old_channel_held() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let first = h.ready_and_take_offer().await;
     h.clock.advance(LEASE * 2);
-    h.fleet.reap_expired_leases().await.unwrap();
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     let second = h.ready_and_take_offer().await;
     assert_eq!((second.job_id, second.attempt), (first.job_id, 2));
     // The agent never reads its session while it heartbeats its old attempt: each heartbeat
     // is answered with a lost lease, far more than 64 of them queue up.
     for _ in 0..200 {
         h.fleet
+            .scheduling()
             .heartbeat(h.agent, Some((first.job_id, first.attempt)))
             .await
             .unwrap();
     }
-    assert!(h.fleet.cancel(run_id, "by test").await.unwrap());
+    assert!(h.fleet.runs().cancel(run_id, "by test").await.unwrap());
     let mut lost = 0;
     loop {
         match h.session.try_recv() {
@@ -781,11 +906,20 @@ async fn an_agent_silent_longer_than_agent_lost_after_is_listed_as_lost() {
         AgentState,
         Option<abfleet_core::JobId>,
     )>| agents[0].1;
-    assert_eq!(state(h.fleet.agents().await.unwrap()), AgentState::Idle);
+    assert_eq!(
+        state(h.fleet.scheduling().agents().await.unwrap()),
+        AgentState::Idle
+    );
     h.clock.advance(Duration::from_secs(11));
-    assert_eq!(state(h.fleet.agents().await.unwrap()), AgentState::Lost);
-    h.fleet.heartbeat(h.agent, None).await.unwrap();
-    assert_eq!(state(h.fleet.agents().await.unwrap()), AgentState::Idle);
+    assert_eq!(
+        state(h.fleet.scheduling().agents().await.unwrap()),
+        AgentState::Lost
+    );
+    h.fleet.scheduling().heartbeat(h.agent, None).await.unwrap();
+    assert_eq!(
+        state(h.fleet.scheduling().agents().await.unwrap()),
+        AgentState::Idle
+    );
 }
 
 fn build(toolchain: &str) -> JobEventPayload {
@@ -805,7 +939,12 @@ impl Harness {
     /// A run of the demo spec that builds the fork with `toolchain` and ends as `outcome`.
     async fn run_with_toolchain(&mut self, toolchain: &str, outcome: JobOutcome) -> RunId {
         self.clock.advance(Duration::from_secs(60));
-        let run_id = self.fleet.submit(spec(), "manual", "test").await.unwrap();
+        let run_id = self
+            .fleet
+            .runs()
+            .submit(spec(), "manual", "test")
+            .await
+            .unwrap();
         let offer = self.ready_and_take_offer().await;
         let events = vec![
             StoredEvent {
@@ -823,6 +962,7 @@ impl Harness {
             },
         ];
         self.fleet
+            .intake()
             .push_events(self.agent, offer.job_id, offer.attempt, events)
             .await
             .unwrap();
@@ -838,7 +978,11 @@ async fn a_report_compares_each_generation_with_the_latest_earlier_finished_run(
     let third = h.run_with_toolchain("cc 14", JobOutcome::Completed).await;
     // A run still going leaves nothing for later runs, whatever it built.
     h.clock.advance(Duration::from_secs(60));
-    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     let build_only = StoredEvent {
         seq: 0,
@@ -846,20 +990,21 @@ async fn a_report_compares_each_generation_with_the_latest_earlier_finished_run(
         payload: build("cc 99"),
     };
     h.fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, vec![build_only])
         .await
         .unwrap();
 
-    let report = h.fleet.report(first).await.unwrap();
+    let report = h.fleet.reports().report(first).await.unwrap();
     assert_eq!(report.generations[0].previous_run, None);
 
-    let report = h.fleet.report(second).await.unwrap();
+    let report = h.fleet.reports().report(second).await.unwrap();
     let section = &report.generations[0];
     assert_eq!(section.previous_run, Some(first.to_string()));
     assert_eq!(section.previous_toolchain["fork"], "cc 12");
     assert_eq!(section.toolchain_changes(), vec!["fork: `cc 12` → `cc 13`"]);
 
-    let report = h.fleet.report(third).await.unwrap();
+    let report = h.fleet.reports().report(third).await.unwrap();
     assert_eq!(report.generations[0].previous_run, Some(second.to_string()));
 
     let latest = h
@@ -888,7 +1033,7 @@ async fn runs_finished_before_the_results_table_are_recorded_when_a_report_needs
         )
         .unwrap();
     }
-    let report = h.fleet.report(second).await.unwrap();
+    let report = h.fleet.reports().report(second).await.unwrap();
     assert_eq!(report.generations[0].previous_run, Some(first.to_string()));
     assert_eq!(report.generations[0].previous_toolchain["fork"], "cc 12");
     // The earlier run is recorded now; the one reported on is before nothing it needed.
@@ -908,9 +1053,14 @@ async fn runs_finished_before_the_results_table_are_recorded_when_a_report_needs
 async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs() {
     let mut h = Harness::new(3).await;
     h.clock.advance(Duration::from_secs(60));
-    let cancelled = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let cancelled = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
-    h.fleet.cancel(cancelled, "by test").await.unwrap();
+    h.fleet.runs().cancel(cancelled, "by test").await.unwrap();
     assert!(matches!(
         h.session.try_recv(),
         Ok(SessionMessage::Cancel { .. })
@@ -921,6 +1071,7 @@ async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs(
         payload: build("cc 12"),
     };
     h.fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, vec![late])
         .await
         .unwrap();
@@ -929,7 +1080,7 @@ async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs(
     let unrecorded = || async { store.unrecorded_runs_of(None).await.unwrap() };
     assert_eq!(unrecorded().await, vec![cancelled]);
     let later = h.run_with_toolchain("cc 13", JobOutcome::Completed).await;
-    let report = h.fleet.report(later).await.unwrap();
+    let report = h.fleet.reports().report(later).await.unwrap();
     assert_eq!(
         report.generations[0].previous_run,
         Some(cancelled.to_string())
@@ -943,13 +1094,18 @@ async fn the_state_machine_says_which_run_or_lease_is_wrong() {
     let mut h = Harness::new(3).await;
     let unknown = RunId::new_random();
     assert!(matches!(
-        h.fleet.report(unknown).await,
+        h.fleet.reports().report(unknown).await,
         Err(super::FleetError::UnknownRun(id)) if id == unknown
     ));
-    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     let stale = h
         .fleet
+        .intake()
         .push_events(
             h.agent,
             offer.job_id,
@@ -1010,11 +1166,16 @@ fn cell(index: u32, seq: u64) -> StoredEvent {
 #[tokio::test]
 async fn sequence_numbers_above_i64_max_are_refused_and_nothing_of_the_batch_is_stored() {
     let mut h = Harness::new(3).await;
-    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     let huge = 1u64 << 63;
     let pushed = h
         .fleet
+        .intake()
         .push_events(
             h.agent,
             offer.job_id,
@@ -1034,6 +1195,7 @@ async fn sequence_numbers_above_i64_max_are_refused_and_nothing_of_the_batch_is_
     // stored contiguously), which names what is missing.
     let pushed = h
         .fleet
+        .intake()
         .push_events(
             h.agent,
             offer.job_id,
@@ -1055,10 +1217,16 @@ async fn a_job_over_its_event_limit_fails_with_the_limit_named_and_stores_nothin
         ..CoordinatorConfig::default()
     })
     .await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     let acked = h
         .fleet
+        .intake()
         .push_events(
             h.agent,
             offer.job_id,
@@ -1080,6 +1248,7 @@ async fn a_job_over_its_event_limit_fails_with_the_limit_named_and_stores_nothin
         .collect();
     match h
         .fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, logs)
         .await
     {
@@ -1103,12 +1272,17 @@ async fn a_job_over_its_event_limit_fails_with_the_limit_named_and_stores_nothin
 #[tokio::test]
 async fn a_cell_index_outside_the_spec_is_refused_naming_the_index_and_the_count() {
     let mut h = Harness::new(3).await;
-    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     let count = spec().cell_count();
     for index in [count as u32, 99_999] {
         let pushed = h
             .fleet
+            .intake()
             .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(index, 0)])
             .await;
         match pushed {
@@ -1122,6 +1296,7 @@ async fn a_cell_index_outside_the_spec_is_refused_naming_the_index_and_the_count
     assert_eq!(h.fleet.store().cell_count(offer.job_id).await.unwrap(), 0);
     let last = count as u32 - 1;
     h.fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(last, 0)])
         .await
         .unwrap();
@@ -1130,7 +1305,12 @@ async fn a_cell_index_outside_the_spec_is_refused_naming_the_index_and_the_count
 #[tokio::test]
 async fn events_and_heartbeats_for_another_agents_lease_are_refused() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     let intruder = AgentId::new_random();
     h.fleet.register(intruder, &inventory()).await.unwrap();
@@ -1144,6 +1324,7 @@ async fn events_and_heartbeats_for_another_agents_lease_are_refused() {
     };
     let pushed = h
         .fleet
+        .intake()
         .push_events(intruder, offer.job_id, offer.attempt, vec![forged])
         .await;
     assert!(
@@ -1152,6 +1333,7 @@ async fn events_and_heartbeats_for_another_agents_lease_are_refused() {
     );
     let beat = h
         .fleet
+        .scheduling()
         .heartbeat(intruder, Some((offer.job_id, offer.attempt)))
         .await;
     assert!(
@@ -1183,15 +1365,26 @@ async fn dispatch_offers_to_the_agent_idle_the_longest_not_the_smallest_id() {
     };
     h.fleet.register(other, &inventory()).await.unwrap();
     let (sender, mut other_session) = mpsc::unbounded_channel();
-    h.fleet.open_session(other, sender, None).unwrap();
-    h.fleet.ready(h.agent).await.unwrap();
-    h.fleet.ready(other).await.unwrap();
+    h.fleet
+        .scheduling()
+        .open_session(other, sender, None)
+        .unwrap();
+    h.fleet.scheduling().ready(h.agent).await.unwrap();
+    h.fleet.scheduling().ready(other).await.unwrap();
     // A repeated "ready" does not move an agent to the back, nor to the front.
-    h.fleet.ready(other).await.unwrap();
-    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.fleet.scheduling().ready(other).await.unwrap();
+    h.fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     assert!(matches!(h.session.try_recv(), Ok(SessionMessage::Offer(_))));
     assert!(other_session.try_recv().is_err());
-    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     assert!(matches!(
         other_session.try_recv(),
         Ok(SessionMessage::Offer(_))
@@ -1211,17 +1404,26 @@ async fn an_inventory_over_the_limit_is_refused_at_register() {
         }
         other => panic!("expected InventoryTooLarge, got {other:?}"),
     }
-    assert_eq!(h.fleet.agents().await.unwrap().len(), 1, "nothing stored");
+    assert_eq!(
+        h.fleet.scheduling().agents().await.unwrap().len(),
+        1,
+        "nothing stored"
+    );
 }
 
 #[tokio::test]
 async fn a_second_session_under_a_live_agents_id_is_refused_and_its_job_survives() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     for _ in 0..3 {
         let (sender, _intruder) = mpsc::unbounded_channel();
-        let opened = h.fleet.open_session(h.agent, sender, None);
+        let opened = h.fleet.scheduling().open_session(h.agent, sender, None);
         assert!(
             matches!(opened, Err(super::FleetError::AgentConnected(id)) if id == h.agent),
             "{opened:?}"
@@ -1231,7 +1433,7 @@ async fn a_second_session_under_a_live_agents_id_is_refused_and_its_job_survives
     let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
     assert_eq!(job.attempt, 1, "never requeued");
     // The victim's session is still the one messages go to.
-    h.fleet.cancel(run_id, "by test").await.unwrap();
+    h.fleet.runs().cancel(run_id, "by test").await.unwrap();
     assert!(matches!(
         h.session.try_recv(),
         Ok(SessionMessage::Cancel { .. })
@@ -1243,26 +1445,40 @@ async fn a_session_silent_past_agent_lost_after_may_be_replaced_by_the_restarted
     let h = Harness::new(3).await;
     h.clock.advance(Duration::from_secs(11));
     let (sender, _new) = mpsc::unbounded_channel();
-    h.fleet.open_session(h.agent, sender, None).unwrap();
+    h.fleet
+        .scheduling()
+        .open_session(h.agent, sender, None)
+        .unwrap();
 }
 
 #[tokio::test]
 async fn a_draining_agent_keeps_its_job_and_is_offered_nothing_until_resumed() {
     let mut h = Harness::new(3).await;
-    let first = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let first = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     assert_eq!(
-        h.fleet.drain(h.agent, false).await.unwrap(),
+        h.fleet.scheduling().drain(h.agent, false).await.unwrap(),
         AgentState::Draining
     );
-    let second = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let second = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     h.done(&offer, 0, JobOutcome::Completed).await;
     assert_eq!(h.run_state(first).await.0, RunState::Done);
-    h.fleet.ready(h.agent).await.unwrap();
+    h.fleet.scheduling().ready(h.agent).await.unwrap();
     h.no_message();
     assert_eq!(h.job_state(second).await, JobState::Queued);
     let states: Vec<AgentState> = h
         .fleet
+        .scheduling()
         .agents()
         .await
         .unwrap()
@@ -1271,14 +1487,18 @@ async fn a_draining_agent_keeps_its_job_and_is_offered_nothing_until_resumed() {
         .collect();
     assert_eq!(states, vec![AgentState::Drained]);
     assert_eq!(
-        h.fleet.drain(h.agent, true).await.unwrap(),
+        h.fleet.scheduling().drain(h.agent, true).await.unwrap(),
         AgentState::Busy
     );
     match h.session.try_recv() {
         Ok(SessionMessage::Offer(next)) => assert_eq!(next.run_id, second),
         other => panic!("expected an offer, got {other:?}"),
     }
-    let unknown = h.fleet.drain(AgentId::new_random(), false).await;
+    let unknown = h
+        .fleet
+        .scheduling()
+        .drain(AgentId::new_random(), false)
+        .await;
     assert!(
         matches!(unknown, Err(super::FleetError::UnknownAgent(_))),
         "{unknown:?}"
@@ -1296,7 +1516,12 @@ mod served_reports;
 #[tokio::test]
 async fn a_run_whose_finish_was_lost_is_finished_by_the_reapers_pass() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     // What the crash leaves: the job ended, the run not.
     let db = rusqlite::Connection::open(h.fleet.store().path()).unwrap();
@@ -1307,15 +1532,20 @@ async fn a_run_whose_finish_was_lost_is_finished_by_the_reapers_pass() {
     .unwrap();
     drop(db);
     assert_eq!(h.run_state(run_id).await, (RunState::Running, None));
-    let working = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let working = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
 
-    assert_eq!(h.fleet.finish_stranded_runs().await.unwrap(), 1);
+    assert_eq!(h.fleet.finishing().finish_stranded_runs().await.unwrap(), 1);
     let (state, exit_code) = h.run_state(run_id).await;
     assert_eq!(state, RunState::Done);
-    let report = h.fleet.report(run_id).await.unwrap();
+    let report = h.fleet.reports().report(run_id).await.unwrap();
     assert_eq!(exit_code, Some(report.exit_code));
     assert_eq!(h.last_progress().exit_code, Some(report.exit_code));
     // Nothing left to finish; the queued run is not touched.
-    assert_eq!(h.fleet.finish_stranded_runs().await.unwrap(), 0);
+    assert_eq!(h.fleet.finishing().finish_stranded_runs().await.unwrap(), 0);
     assert_eq!(h.run_state(working).await.0, RunState::Queued);
 }

@@ -21,7 +21,7 @@ use abfleet_core::AgentId;
 use tracing::{info, warn};
 
 use super::triggers::spec_file;
-use super::{Fleet, FleetError, TriggerOutcome, TriggerRequest};
+use super::{FleetError, TriggerOutcome, TriggerRequest, Triggers};
 use crate::store::toolchain_fingerprint;
 
 /// What a generation's toolchain moved from, as the watcher found it.
@@ -31,7 +31,7 @@ struct ToolchainMove {
     since_agent: Option<String>,
 }
 
-impl Fleet {
+impl Triggers {
     /// Remembers each generation's toolchain of `inventory`, and starts a retuning run for
     /// each whose toolchain is new to its key. `earlier`: the agent's previous registration.
     /// Failures are logged, never the registration's.
@@ -82,13 +82,13 @@ impl Fleet {
             return Ok(None);
         }
         let known = self
-            .inner
-            .store
+            .ground
+            .store()
             .record_generation_toolchain(
                 &generation.key,
                 &generation.toolchain,
                 agent_id,
-                self.now_ms(),
+                self.ground.now_ms(),
             )
             .await?;
         if known.known {
@@ -135,7 +135,7 @@ impl Fleet {
         generation: &Generation,
         moved: &ToolchainMove,
     ) -> Result<Option<TriggerOutcome>, FleetError> {
-        let config = &self.inner.config;
+        let config = &self.ground.config();
         let (spec, origin, followed) = match (&config.retune_spec, &config.milestone_spec) {
             (Some(path), _) => {
                 let (spec, origin) = spec_file(path.clone()).await?;
@@ -190,7 +190,7 @@ impl Fleet {
             // the compiler (docs/sweeps.md).
             self.start_sweep(
                 &request,
-                self.now_ms(),
+                self.ground.now_ms(),
                 Some((&generation.key, &generation.backend)),
                 None,
             )

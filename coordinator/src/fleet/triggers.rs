@@ -15,7 +15,10 @@ use abfleet_core::spec::{JobSpec, SourceSpec};
 use abfleet_core::RunId;
 use tracing::info;
 
-use super::{Fleet, FleetError};
+use std::sync::Arc;
+
+use super::state::Ground;
+use super::{FleetError, PullRequests, Runs};
 use crate::git_url::same_repository_url;
 use crate::store::{TriggerRow, UpstreamPin};
 use crate::watcher::release_version;
@@ -73,22 +76,46 @@ impl TriggerOutcome {
     }
 }
 
-impl Fleet {
+/// Triggers: reasons to run (release, tag, toolchain bump, pull request), the milestone
+/// spec, debounce, and the toolchain watch. Starts runs through `runs`, asks pull requests'
+/// heads through `pull_requests`.
+#[derive(Clone)]
+pub struct Triggers {
+    pub(super) ground: Ground,
+    pub(super) runs: Runs,
+    pub(super) pull_requests: PullRequests,
+    /// Held from a trigger's debounce check to its record, so two deliveries for one tag
+    /// never both start a run.
+    pub(super) one_at_a_time: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Triggers {
+    pub(super) fn new(ground: Ground, runs: Runs, pull_requests: PullRequests) -> Triggers {
+        Triggers {
+            ground,
+            runs,
+            pull_requests,
+            one_at_a_time: Default::default(),
+        }
+    }
+}
+
+impl Triggers {
     /// Starts a run for `request`, or records it as debounced into the run an earlier
     /// trigger of its reason and key started within the window.
     pub async fn trigger(&self, request: TriggerRequest) -> Result<TriggerOutcome, FleetError> {
-        let _one_at_a_time = self.inner.triggers.lock().await;
-        let now_ms = self.now_ms();
+        let _one_at_a_time = self.one_at_a_time.lock().await;
+        let now_ms = self.ground.now_ms();
         if let Some(key) = &request.debounce_key {
-            let window_ms = self.inner.config.trigger_debounce.as_millis() as i64;
+            let window_ms = self.ground.config().trigger_debounce.as_millis() as i64;
             let since_ms = if request.once {
                 i64::MIN
             } else {
                 now_ms - window_ms
             };
             if let Some(run_id) = self
-                .inner
-                .store
+                .ground
+                .store()
                 .debounce_target_of(&debounce_reasons(&request.reason), key, since_ms)
                 .await?
             {
@@ -123,7 +150,7 @@ impl Fleet {
             note.push_str(&followed.note());
         }
         let pull_request_head = match &request.pull_request {
-            Some(pull_request) => Some(self.pull_request_head(pull_request).await?),
+            Some(pull_request) => Some(self.pull_requests.pull_request_head(pull_request).await?),
             None => None,
         };
         if let Some(rev) = request.fork_rev.as_ref().or(pull_request_head.as_ref()) {
@@ -133,10 +160,13 @@ impl Fleet {
             })?;
         }
         let run_id = self
+            .runs
             .submit_noted(spec, &request.reason, Some(&note), &origin)
             .await?;
         if let (Some(pull_request), Some(head)) = (&request.pull_request, &pull_request_head) {
-            self.record_pull_request(run_id, pull_request, head).await?;
+            self.pull_requests
+                .record_pull_request(run_id, pull_request, head)
+                .await?;
         }
         let started = TriggerRequest {
             note,
@@ -147,8 +177,8 @@ impl Fleet {
             if let (Some(tag), Some(url)) = (&request.upstream_rev, &upstream_url) {
                 if release_version(tag).is_some() {
                     // The pin moves deliberately: later milestone runs follow this tag.
-                    self.inner
-                        .store
+                    self.ground
+                        .store()
                         .record_upstream_pin(url, tag, run_id, &request.note, now_ms)
                         .await?;
                 }
@@ -175,7 +205,7 @@ impl Fleet {
         narrowed: Option<(&str, &str)>,
         fork: Option<(&str, &str)>,
     ) -> Result<(), FleetError> {
-        let Some(path) = self.inner.config.sweep_spec.clone() else {
+        let Some(path) = self.ground.config().sweep_spec.clone() else {
             return Ok(());
         };
         let shown = path.display().to_string();
@@ -217,6 +247,7 @@ impl Fleet {
             _ => spec,
         };
         let run_id = self
+            .runs
             .submit_noted(spec, &request.reason, Some(&request.note), &shown)
             .await?;
         info!(run_id = %run_id, reason = %request.reason, "toolchain bump: sweep started");
@@ -235,8 +266,8 @@ impl Fleet {
     /// pin. A file pin that is not a release tag (a commit, a branch) is never moved.
     pub(super) async fn milestone_run_spec(&self) -> Result<MilestoneSpec, FleetError> {
         let path = self
-            .inner
-            .config
+            .ground
+            .config()
             .milestone_spec
             .clone()
             .ok_or(FleetError::NoMilestoneSpec)?;
@@ -248,8 +279,8 @@ impl Fleet {
             return Ok(MilestoneSpec::as_written(spec, origin));
         };
         let newest = self
-            .inner
-            .store
+            .ground
+            .store()
             .upstream_pins(url)
             .await?
             .into_iter()
@@ -345,7 +376,7 @@ pub(super) async fn spec_file(path: std::path::PathBuf) -> Result<(JobSpec, Stri
     }
 }
 
-impl Fleet {
+impl Triggers {
     async fn record(
         &self,
         request: &TriggerRequest,
@@ -353,8 +384,8 @@ impl Fleet {
         run_id: RunId,
         debounced: bool,
     ) -> Result<(), FleetError> {
-        self.inner
-            .store
+        self.ground
+            .store()
             .insert_trigger(TriggerRow {
                 reason: request.reason.clone(),
                 debounce_key: request.debounce_key.clone(),

@@ -52,6 +52,7 @@ pub(super) async fn runs(State(fleet): State<Fleet>, RawQuery(raw): RawQuery) ->
     };
     // One more than asked for says whether another page follows.
     let rows = match fleet
+        .runs()
         .runs_page_newest_first(page.offset, page.limit + 1)
         .await
     {
@@ -94,7 +95,7 @@ pub(super) async fn report(State(fleet): State<Fleet>, Path(run_id): Path<String
         Ok(id) => id,
         Err((status, message)) => return json_error(status, &message),
     };
-    match fleet.report(run_id).await {
+    match fleet.reports().report(run_id).await {
         Ok(report) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],
@@ -110,7 +111,11 @@ pub(super) async fn agents(State(fleet): State<Fleet>, RawQuery(raw): RawQuery) 
         Ok(page) => page,
         Err((status, message)) => return json_error(status, &message),
     };
-    let rows = match fleet.agents_page(page.offset, page.limit + 1).await {
+    let rows = match fleet
+        .scheduling()
+        .agents_page(page.offset, page.limit + 1)
+        .await
+    {
         Ok(rows) => rows,
         Err(err) => return json_error(fleet_status(&err), &err.to_string()),
     };
@@ -145,7 +150,7 @@ pub(super) async fn history(State(fleet): State<Fleet>, RawQuery(raw): RawQuery)
         );
     }
     let (generation, workload) = (query.generation.clone(), query.workload.clone());
-    match fleet.history(query).await {
+    match fleet.reports().history(query).await {
         Ok(points) => json_response(
             StatusCode::OK,
             &json!({ "generation": generation, "workload": workload, "points": points }),

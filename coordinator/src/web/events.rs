@@ -22,7 +22,7 @@ pub(super) async fn run_events(State(fleet): State<Fleet>, Path(run_id): Path<St
     };
     // Subscribe before the snapshot, so nothing between the two is missed.
     let mut updates = fleet.subscribe();
-    let snapshot = match fleet.snapshot(run_id).await {
+    let snapshot = match fleet.reports().snapshot(run_id).await {
         Ok(snapshot) => snapshot,
         Err(err) => return json_error(fleet_status(&err), &err.to_string()),
     };
@@ -44,7 +44,7 @@ pub(super) async fn run_events(State(fleet): State<Fleet>, Path(run_id): Path<St
                 Err(RecvError::Closed) => return,
             };
             // The update says what happened; the store says how far the whole run is.
-            let Ok(now) = fleet.snapshot(run_id).await else {
+            let Ok(now) = fleet.reports().snapshot(run_id).await else {
                 return;
             };
             let mut event = update;

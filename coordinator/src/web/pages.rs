@@ -29,6 +29,7 @@ pub(super) async fn runs(State(fleet): State<Fleet>, RawQuery(raw): RawQuery) ->
         Err((status, message)) => return text_error(status, &message),
     };
     let rows = match fleet
+        .runs()
         .runs_page_newest_first(page.offset, page.limit + 1)
         .await
     {
@@ -64,7 +65,7 @@ pub(super) async fn run(State(fleet): State<Fleet>, Path(run_id): Path<String>) 
         Err(err) => return text_error(fleet_status(&err), &err.to_string()),
     };
     let report = if view.exit_code.is_some() {
-        match fleet.report(run_id).await {
+        match fleet.reports().report(run_id).await {
             Ok(report) => Some(report),
             Err(err) => return text_error(fleet_status(&err), &err.to_string()),
         }
@@ -86,7 +87,7 @@ pub(super) async fn report_body(
         Ok(id) => id,
         Err((status, message)) => return text_error(status, &message),
     };
-    match fleet.report(run_id).await {
+    match fleet.reports().report(run_id).await {
         Ok(report) => html_response(
             StatusCode::OK,
             abfleet_html::render_report_fragment(&run_id.to_string(), &report),
@@ -96,7 +97,7 @@ pub(super) async fn report_body(
 }
 
 pub(super) async fn fleet(State(fleet): State<Fleet>) -> Response {
-    match fleet.agents().await {
+    match fleet.scheduling().agents().await {
         Ok(rows) => {
             let agents: Vec<_> = rows.into_iter().map(agent_view).collect();
             html_response(StatusCode::OK, abfleet_html::render_agents_page(&agents))
@@ -120,7 +121,7 @@ pub(super) async fn history(State(fleet): State<Fleet>, RawQuery(raw): RawQuery)
         points: Vec::new(),
     };
     if !page.generation.is_empty() && !page.workload.is_empty() {
-        match fleet.history(query).await {
+        match fleet.reports().history(query).await {
             Ok(points) => page.points = points,
             Err(err) => return text_error(fleet_status(&err), &err.to_string()),
         }

@@ -108,10 +108,11 @@ pub async fn serve_web_tls_with(
         .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
     info!(%addr, "web view on https (mutual TLS: operator or viewer certificates)");
     fleet
+        .trust()
         .load_deny_list()
         .await
         .map_err(|err| CoordinatorError::Internal(format!("reading the deny list: {err}")))?;
-    let deny_list = fleet.deny_list();
+    let deny_list = fleet.trust().deny_list();
     let app = super::router(fleet);
     let mut connections = tokio::task::JoinSet::new();
     let mut cap = ConnectionCap::new(limits.max_connections, "web view");

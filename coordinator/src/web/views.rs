@@ -13,7 +13,7 @@ use crate::store::{AgentRow, RunRow};
 
 /// A run's row and where it stands now.
 pub(super) async fn run_view(fleet: &Fleet, run: RunRow) -> Result<RunView, FleetError> {
-    let progress = fleet.snapshot_of(&run).await?;
+    let progress = fleet.reports().snapshot_of(&run).await?;
     Ok(RunView {
         run_id: run.run_id.to_string(),
         name: run.name,
@@ -30,7 +30,7 @@ pub(super) async fn run_view(fleet: &Fleet, run: RunRow) -> Result<RunView, Flee
 }
 
 pub(super) async fn run_view_of(fleet: &Fleet, run_id: RunId) -> Result<RunView, FleetError> {
-    let run = fleet.run(run_id).await?;
+    let run = fleet.runs().run(run_id).await?;
     run_view(fleet, run).await
 }
 

@@ -27,7 +27,12 @@ fn edited(
 #[tokio::test]
 async fn a_fabricated_cell_is_stored_rejected_and_named_in_the_report_with_its_agent() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     let count = spec().cell_count() as u32;
     let mut events = vec![
@@ -43,12 +48,13 @@ async fn a_fabricated_cell_is_stored_rejected_and_named_in_the_report_with_its_a
         events.push(cell(index, u64::from(index)));
     }
     h.fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, events)
         .await
         .unwrap();
     h.done(&offer, u64::from(count), JobOutcome::Completed)
         .await;
-    let report = h.fleet.report(run_id).await.unwrap();
+    let report = h.fleet.reports().report(run_id).await.unwrap();
     assert_eq!(report.cells.len(), count as usize);
     let agent = h.agent.to_string();
     for cell in &report.cells {
@@ -85,14 +91,20 @@ async fn a_fabricated_cell_is_stored_rejected_and_named_in_the_report_with_its_a
 #[tokio::test]
 async fn a_second_report_of_a_cell_in_one_attempt_is_refused_with_its_batch() {
     let mut h = Harness::new(3).await;
-    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     h.fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(0, 0)])
         .await
         .unwrap();
     let refused = h
         .fleet
+        .intake()
         .push_events(
             h.agent,
             offer.job_id,
@@ -113,6 +125,7 @@ async fn a_second_report_of_a_cell_in_one_attempt_is_refused_with_its_batch() {
     // A re-send of the stored event is still just acknowledged.
     let acked = h
         .fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(0, 0)])
         .await
         .unwrap();

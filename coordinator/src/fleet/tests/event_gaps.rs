@@ -13,16 +13,23 @@ use crate::fleet::FleetError;
 #[tokio::test]
 async fn a_batch_after_a_gap_is_refused_whole_naming_the_missing_events() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     let (job, attempt) = (offer.job_id, offer.attempt);
     h.fleet
+        .intake()
         .push_events(h.agent, job, attempt, vec![cell(0, 0), cell(1, 1)])
         .await
         .unwrap();
     // Events 2 and 3 were acknowledged by the store that the backup replaced.
     let refused = h
         .fleet
+        .intake()
         .push_events(h.agent, job, attempt, vec![cell(2, 4)])
         .await
         .unwrap_err();
@@ -41,6 +48,7 @@ async fn a_batch_after_a_gap_is_refused_whole_naming_the_missing_events() {
     // The agent still held them (in its spool file): sent in order, all of it is stored.
     let stored = h
         .fleet
+        .intake()
         .push_events(
             h.agent,
             job,
@@ -51,25 +59,36 @@ async fn a_batch_after_a_gap_is_refused_whole_naming_the_missing_events() {
         .unwrap();
     assert_eq!(stored, vec![2, 3, 4]);
     // Nothing the store has is called lost: the batch goes on as usual.
-    h.fleet.events_lost(h.agent, job, attempt, 5).await.unwrap();
+    h.fleet
+        .intake()
+        .events_lost(h.agent, job, attempt, 5)
+        .await
+        .unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
 }
 
 #[tokio::test]
 async fn events_the_agent_no_longer_holds_redo_the_attempt_keeping_the_stored_cells() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     let (job, attempt) = (offer.job_id, offer.attempt);
     let count = spec().cell_count() as u32;
     assert!(count >= 3, "the spec has {count} cells");
     h.fleet
+        .intake()
         .push_events(h.agent, job, attempt, vec![cell(0, 0)])
         .await
         .unwrap();
     // Cell 1 (event 1) was acknowledged and lost with the restore; cell 2 comes next.
     let missing = h
         .fleet
+        .intake()
         .push_events(h.agent, job, attempt, vec![cell(2, 2)])
         .await
         .unwrap_err();
@@ -83,6 +102,7 @@ async fn events_the_agent_no_longer_holds_redo_the_attempt_keeping_the_stored_ce
     ));
     let redone = h
         .fleet
+        .intake()
         .events_lost(h.agent, job, attempt, 2)
         .await
         .unwrap_err();
@@ -99,6 +119,7 @@ async fn events_the_agent_no_longer_holds_redo_the_attempt_keeping_the_stored_ce
     // The old attempt cannot take its lease back: not by events, not by a heartbeat.
     let late = h
         .fleet
+        .intake()
         .push_events(h.agent, job, attempt, vec![cell(1, 1)])
         .await
         .unwrap_err();
@@ -110,12 +131,13 @@ async fn events_the_agent_no_longer_holds_redo_the_attempt_keeping_the_stored_ce
         .map(|index| cell(index, u64::from(index - 1)))
         .collect();
     h.fleet
+        .intake()
         .push_events(h.agent, job, next.attempt, events)
         .await
         .unwrap();
     h.done(&next, u64::from(count - 1), JobOutcome::Completed)
         .await;
-    let report = h.fleet.report(run_id).await.unwrap();
+    let report = h.fleet.reports().report(run_id).await.unwrap();
     let indexes: Vec<u32> = report.cells.iter().map(|c| c.index).collect();
     assert_eq!(indexes, (0..count).collect::<Vec<_>>(), "every cell once");
     let lines: Vec<String> = report.attempt_history.iter().map(|a| a.line()).collect();

@@ -24,16 +24,23 @@ async fn a_revocation_ends_the_live_session_requeues_its_job_and_refuses_the_cer
     let thief = AgentId::new_random();
     h.fleet.register(thief, &inventory()).await.unwrap();
     h.fleet
+        .trust()
         .bind_agent_certificate(thief, "bench-7", &stolen.identity.certificate)
         .await
         .unwrap();
     let (sender, mut session) = mpsc::unbounded_channel();
     let (_, mut ended) = h
         .fleet
+        .scheduling()
         .open_session(thief, sender, Some(stolen.identity.certificate.clone()))
         .unwrap();
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
-    h.fleet.ready(thief).await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
+    h.fleet.scheduling().ready(thief).await.unwrap();
     let Ok(SessionMessage::Offer(offer)) = session.try_recv() else {
         panic!("the agent with the certificate was offered nothing");
     };
@@ -41,6 +48,7 @@ async fn a_revocation_ends_the_live_session_requeues_its_job_and_refuses_the_cer
 
     let outcome = h
         .fleet
+        .trust()
         .revoke_certificate(
             RevokeTarget::Certificate(stolen.clone()),
             "the key of bench-7 was copied off the host",
@@ -66,16 +74,20 @@ async fn a_revocation_ends_the_live_session_requeues_its_job_and_refuses_the_cer
     assert_eq!(retry.attempt, offer.attempt + 1);
     // The certificate is refused from now on; a re-issued one of the same name is not.
     assert!(matches!(
-        h.fleet.check_not_revoked(&stolen.identity.certificate),
+        h.fleet
+            .trust()
+            .check_not_revoked(&stolen.identity.certificate),
         Err(FleetError::Revoked(_))
     ));
     let reissued = agent_certificate("bench-7");
     h.fleet
+        .trust()
         .check_not_revoked(&reissued.identity.certificate)
         .unwrap();
     // Revoking it again changes nothing and says so.
     let again = h
         .fleet
+        .trust()
         .revoke_certificate(RevokeTarget::Certificate(stolen), "twice", "operator/ops")
         .await
         .unwrap();
@@ -90,6 +102,7 @@ async fn a_serial_or_fingerprint_as_typed_is_resolved_against_the_agents_certifi
     let agent = AgentId::new_random();
     h.fleet.register(agent, &inventory()).await.unwrap();
     h.fleet
+        .trust()
         .bind_agent_certificate(agent, "bench-8", &seen.identity.certificate)
         .await
         .unwrap();
@@ -106,6 +119,7 @@ async fn a_serial_or_fingerprint_as_typed_is_resolved_against_the_agents_certifi
         .join(":");
     let outcome = h
         .fleet
+        .trust()
         .revoke_certificate(RevokeTarget::Named(typed), "retired host", "loopback")
         .await
         .unwrap();
@@ -116,15 +130,15 @@ async fn a_serial_or_fingerprint_as_typed_is_resolved_against_the_agents_certifi
         serial: seen.identity.certificate.serial.clone(),
         fingerprint: String::new(),
     };
-    assert!(h.fleet.check_not_revoked(&by_serial).is_err());
+    assert!(h.fleet.trust().check_not_revoked(&by_serial).is_err());
     // A restarted coordinator (a new fleet on the same store) loads the list.
     let reopened = super::super::Fleet::new(
         crate::store::Store::open(h._dir.path()).unwrap(),
         Default::default(),
     );
-    reopened.check_not_revoked(&by_serial).unwrap();
-    reopened.load_deny_list().await.unwrap();
-    assert!(reopened.check_not_revoked(&by_serial).is_err());
+    reopened.trust().check_not_revoked(&by_serial).unwrap();
+    reopened.trust().load_deny_list().await.unwrap();
+    assert!(reopened.trust().check_not_revoked(&by_serial).is_err());
     // Nonsense and an empty reason are refused, saying what to pass.
     for (named, reason, needle) in [
         ("bench-8", "x", "neither a certificate serial nor"),
@@ -132,6 +146,7 @@ async fn a_serial_or_fingerprint_as_typed_is_resolved_against_the_agents_certifi
     ] {
         let err = h
             .fleet
+            .trust()
             .revoke_certificate(RevokeTarget::Named(named.into()), reason, "loopback")
             .await
             .unwrap_err();
@@ -152,6 +167,7 @@ async fn one_certificate_brings_at_most_the_cap_of_new_agent_ids_an_hour() {
     for _ in 0..most {
         let id = AgentId::new_random();
         h.fleet
+            .trust()
             .bind_agent_certificate(id, "bench-9", &certificate)
             .await
             .unwrap();
@@ -159,6 +175,7 @@ async fn one_certificate_brings_at_most_the_cap_of_new_agent_ids_an_hour() {
     }
     let err = h
         .fleet
+        .trust()
         .bind_agent_certificate(AgentId::new_random(), "bench-9", &certificate)
         .await
         .unwrap_err();
@@ -168,10 +185,12 @@ async fn one_certificate_brings_at_most_the_cap_of_new_agent_ids_an_hour() {
     );
     // An id it already has registers again; another certificate is not affected.
     h.fleet
+        .trust()
         .bind_agent_certificate(ids[0], "bench-9", &certificate)
         .await
         .unwrap();
     h.fleet
+        .trust()
         .bind_agent_certificate(
             AgentId::new_random(),
             "bench-10",
@@ -183,6 +202,7 @@ async fn one_certificate_brings_at_most_the_cap_of_new_agent_ids_an_hour() {
     h.clock
         .advance(super::super::certificates::AGENT_ID_WINDOW + std::time::Duration::from_secs(1));
     h.fleet
+        .trust()
         .bind_agent_certificate(AgentId::new_random(), "bench-9", &certificate)
         .await
         .unwrap();
@@ -214,6 +234,7 @@ async fn a_fingerprint_with_a_leading_zero_revokes_its_certificate() {
         .map(|pair| std::str::from_utf8(pair).unwrap().to_uppercase())
         .collect();
     h.fleet
+        .trust()
         .revoke_certificate(
             RevokeTarget::Named(typed.join(":")),
             "dashboard retired",
@@ -223,12 +244,12 @@ async fn a_fingerprint_with_a_leading_zero_revokes_its_certificate() {
         .unwrap();
     assert!(
         matches!(
-            h.fleet.check_not_revoked(&certificate),
+            h.fleet.trust().check_not_revoked(&certificate),
             Err(FleetError::Revoked(_))
         ),
         "{}",
         certificate.fingerprint
     );
     let other = agent_certificate("bench-1").identity.certificate;
-    assert!(h.fleet.check_not_revoked(&other).is_ok());
+    assert!(h.fleet.trust().check_not_revoked(&other).is_ok());
 }

@@ -56,11 +56,11 @@ async fn a_finished_runs_report_is_kept_with_its_state_and_served_as_assembled()
     let second = h.run_with_toolchain("cc 13", JobOutcome::Completed).await;
     let kept = h.kept_report(second).await;
     // The same report a fresh assembly makes, the previous run included.
-    assert_eq!(kept, h.fleet.fresh_report(second).await.unwrap());
+    assert_eq!(kept, h.fleet.reports().fresh_report(second).await.unwrap());
     assert_eq!(kept.generations[0].previous_run, Some(first.to_string()));
-    assert_eq!(h.fleet.report(second).await.unwrap(), kept);
+    assert_eq!(h.fleet.reports().report(second).await.unwrap(), kept);
     assert_eq!(
-        Report::from_json(&h.fleet.report_json(second).await.unwrap()).unwrap(),
+        Report::from_json(&h.fleet.reports().report_json(second).await.unwrap()).unwrap(),
         kept
     );
     // The run's exit code is the kept report's.
@@ -74,19 +74,32 @@ async fn a_finished_runs_report_is_kept_with_its_state_and_served_as_assembled()
 #[tokio::test]
 async fn a_run_still_going_is_assembled_at_each_read_and_never_kept() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     h.fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(0, 0)])
         .await
         .unwrap();
-    assert_eq!(h.fleet.report(run_id).await.unwrap().cells.len(), 1);
+    assert_eq!(
+        h.fleet.reports().report(run_id).await.unwrap().cells.len(),
+        1
+    );
     assert!(!h.kept(run_id).await);
     h.fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(1, 1)])
         .await
         .unwrap();
-    assert_eq!(h.fleet.report(run_id).await.unwrap().cells.len(), 2);
+    assert_eq!(
+        h.fleet.reports().report(run_id).await.unwrap().cells.len(),
+        2
+    );
     h.done(&offer, 2, JobOutcome::Completed).await;
     assert_eq!(h.kept_report(run_id).await.cells.len(), 2);
 }
@@ -95,7 +108,12 @@ async fn a_run_still_going_is_assembled_at_each_read_and_never_kept() {
 async fn a_bisect_recorded_while_the_run_goes_on_is_in_the_report_it_finishes_with() {
     use abfleet_core::bisect::{BisectRecord, Bisection, Commit};
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     let commit = |id: &str| Commit {
         id: id.into(),
@@ -106,21 +124,31 @@ async fn a_bisect_recorded_while_the_run_goes_on_is_in_the_report_it_finishes_wi
         recorded: String::new(),
         bisection: Bisection::new(vec![commit("c1"), commit("c2")]).unwrap(),
     };
-    h.fleet.record_bisect(run_id, record).await.unwrap();
+    h.fleet
+        .reports()
+        .record_bisect(run_id, record)
+        .await
+        .unwrap();
     h.done(&offer, 0, JobOutcome::Completed).await;
     let kept = h.kept_report(run_id).await;
     assert_eq!(kept.bisects.len(), 1, "the kept report lost the bisect");
     assert_eq!(kept.bisects[0].what, "`psnr` on fixture `tiny`");
-    assert_eq!(kept, h.fleet.fresh_report(run_id).await.unwrap());
+    assert_eq!(kept, h.fleet.reports().fresh_report(run_id).await.unwrap());
 }
 
 #[tokio::test]
 async fn an_earlier_run_finishing_later_is_in_the_later_runs_report() {
     let mut h = Harness::new(3).await;
     h.clock.advance(Duration::from_secs(60));
-    let earlier = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let earlier = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let earlier_offer = h.ready_and_take_offer().await;
     h.fleet
+        .intake()
         .push_events(
             h.agent,
             earlier_offer.job_id,
@@ -131,17 +159,26 @@ async fn an_earlier_run_finishing_later_is_in_the_later_runs_report() {
         .unwrap();
     // A second agent runs a later run of the same spec to its end first.
     h.clock.advance(Duration::from_secs(60));
-    let later = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let later = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let other = AgentId::new_random();
     h.fleet.register(other, &inventory()).await.unwrap();
     let (sender, mut other_session) = mpsc::unbounded_channel();
-    h.fleet.open_session(other, sender, None).unwrap();
-    h.fleet.ready(other).await.unwrap();
+    h.fleet
+        .scheduling()
+        .open_session(other, sender, None)
+        .unwrap();
+    h.fleet.scheduling().ready(other).await.unwrap();
     let Ok(SessionMessage::Offer(later_offer)) = other_session.try_recv() else {
         panic!("the second agent was offered nothing");
     };
     assert_eq!(later_offer.run_id, later);
     h.fleet
+        .intake()
         .push_events(
             other,
             later_offer.job_id,
@@ -155,7 +192,7 @@ async fn an_earlier_run_finishing_later_is_in_the_later_runs_report() {
     // and the next read compares the later run with it.
     h.done(&earlier_offer, 1, JobOutcome::Completed).await;
     assert!(!h.kept(later).await);
-    let report = h.fleet.report(later).await.unwrap();
+    let report = h.fleet.reports().report(later).await.unwrap();
     assert_eq!(
         report.generations[0].previous_run,
         Some(earlier.to_string())
@@ -167,14 +204,20 @@ async fn an_earlier_run_finishing_later_is_in_the_later_runs_report() {
 #[tokio::test]
 async fn late_events_of_a_cancelled_run_are_in_its_report_after_it_was_read() {
     let mut h = Harness::new(3).await;
-    let run_id = h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     h.fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(0, 0)])
         .await
         .unwrap();
-    h.fleet.cancel(run_id, "by test").await.unwrap();
-    let read = h.fleet.report(run_id).await.unwrap();
+    h.fleet.runs().cancel(run_id, "by test").await.unwrap();
+    let read = h.fleet.reports().report(run_id).await.unwrap();
     assert_eq!((read.status.as_str(), read.cells.len()), ("cancelled", 1));
     assert!(
         h.kept(run_id).await,
@@ -182,10 +225,11 @@ async fn late_events_of_a_cancelled_run_are_in_its_report_after_it_was_read() {
     );
     // The agent uploads what it measured before it heard of the cancel.
     h.fleet
+        .intake()
         .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(1, 1)])
         .await
         .unwrap();
-    let report = h.fleet.report(run_id).await.unwrap();
+    let report = h.fleet.reports().report(run_id).await.unwrap();
     assert_eq!(report.cells.len(), 2);
     assert_eq!(report.exit_code, abfleet_core::exit::CANCELLED);
 }
@@ -196,7 +240,11 @@ async fn late_events_of_a_cancelled_run_are_in_its_report_after_it_was_read() {
 #[tokio::test]
 async fn a_cell_body_the_coordinator_cannot_read_is_refused_with_its_batch() {
     let mut h = Harness::new(3).await;
-    h.fleet.submit(spec(), "manual", "test").await.unwrap();
+    h.fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
     let offer = h.ready_and_take_offer().await;
     let spec = spec();
     // What a newer agent might send: the header intake reads, a body of another shape.
@@ -212,6 +260,7 @@ async fn a_cell_body_the_coordinator_cannot_read_is_refused_with_its_batch() {
     let unreadable = IncomingEvent::parse(1, 0, body).unwrap();
     let refused = h
         .fleet
+        .intake()
         .push_events(
             h.agent,
             offer.job_id,
@@ -231,27 +280,31 @@ async fn a_cell_body_the_coordinator_cannot_read_is_refused_with_its_batch() {
 async fn heartbeats_are_written_together_and_listed_before_they_are() {
     let h = Harness::new(3).await;
     let stored_ms = || async { h.fleet.store().agents().await.unwrap()[0].last_heartbeat_ms };
-    let listed_ms = || async { h.fleet.agents().await.unwrap()[0].0.last_heartbeat_ms };
+    let listed_ms = || async {
+        h.fleet.scheduling().agents().await.unwrap()[0]
+            .0
+            .last_heartbeat_ms
+    };
     let registered = stored_ms().await;
     // The first heartbeat after registration is due (over a second since nothing was
     // written): written at once.
     h.clock.advance(Duration::from_secs(2));
-    h.fleet.heartbeat(h.agent, None).await.unwrap();
+    h.fleet.scheduling().heartbeat(h.agent, None).await.unwrap();
     let first = stored_ms().await;
     assert_eq!(first, registered + 2_000);
     // Within the second after a write, heartbeats wait in memory; listings see them.
     h.clock.advance(Duration::from_millis(400));
-    h.fleet.heartbeat(h.agent, None).await.unwrap();
+    h.fleet.scheduling().heartbeat(h.agent, None).await.unwrap();
     assert_eq!(stored_ms().await, first);
     assert_eq!(listed_ms().await, first + 400);
     // The next one due writes every waiting heartbeat.
     h.clock.advance(Duration::from_millis(700));
-    h.fleet.heartbeat(h.agent, None).await.unwrap();
+    h.fleet.scheduling().heartbeat(h.agent, None).await.unwrap();
     assert_eq!(stored_ms().await, first + 1_100);
     // An agent the store does not know is still refused at once.
     let stranger = AgentId::new_random();
     assert!(matches!(
-        h.fleet.heartbeat(stranger, None).await,
+        h.fleet.scheduling().heartbeat(stranger, None).await,
         Err(crate::FleetError::NotRegistered(id)) if id == stranger
     ));
 }
