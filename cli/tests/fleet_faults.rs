@@ -62,7 +62,7 @@ fn spawn_coordinator(port: u16, data_dir: &Path) -> Process {
 
 /// The events of one attempt have sequence numbers 0..n: no gap, no duplicate.
 async fn assert_events_contiguous(store: &Store, job_id: JobId, attempt: u32) {
-    let events = store.events(job_id, attempt).await.unwrap();
+    let events = store.events().of_attempt(job_id, attempt).await.unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>());
 }
@@ -86,7 +86,7 @@ fn spool_holds_a_cell(work_dir: &Path) -> bool {
 
 /// The only job of a run.
 async fn only_job(store: &Store, run_id: &str) -> JobId {
-    let jobs = store.jobs_of_run(run_id.parse().unwrap()).await.unwrap();
+    let jobs = store.jobs().of_run(run_id.parse().unwrap()).await.unwrap();
     assert_eq!(jobs.len(), 1);
     jobs[0].job_id
 }
@@ -95,14 +95,22 @@ async fn only_job(store: &Store, run_id: &str) -> JobId {
 async fn wait_for_a_stored_cell(store: &Store, job_id: JobId) {
     wait_until(Duration::from_secs(180), "the first stored cell", || {
         let store = store.clone();
-        async move { (!store.stored_cells(job_id).await.unwrap().is_empty()).then_some(()) }
+        async move {
+            (!store
+                .events()
+                .stored_cells(job_id)
+                .await
+                .unwrap()
+                .is_empty())
+            .then_some(())
+        }
     })
     .await;
 }
 
 /// Every cell index of the job stored exactly once, across all its attempts.
 async fn assert_each_cell_stored_once(store: &Store, job_id: JobId, cells: u32) {
-    let stored = store.stored_cells(job_id).await.unwrap();
+    let stored = store.events().stored_cells(job_id).await.unwrap();
     let mut indexes: Vec<u32> = stored.iter().map(|(_, index)| *index).collect();
     indexes.sort_unstable();
     assert_eq!(
@@ -136,12 +144,13 @@ async fn a_killed_agents_job_resumes_elsewhere_keeping_the_cells_already_stored(
     let _rescuer = TestAgent::start(&coordinator.url(), &tmp.path().join("rescuer"));
     wait_until(Duration::from_secs(60), "the rescuer to register", || {
         let store = store.clone();
-        async move { (store.agents().await.unwrap().len() == 2).then_some(()) }
+        async move { (store.agents().all().await.unwrap().len() == 2).then_some(()) }
     })
     .await;
     doomed.kill();
     let killed_at = Instant::now();
     let at_kill: Vec<u32> = store
+        .events()
         .stored_cells(job_id)
         .await
         .unwrap()
@@ -159,7 +168,7 @@ async fn a_killed_agents_job_resumes_elsewhere_keeping_the_cells_already_stored(
     let requeued_after = wait_until(Duration::from_secs(90), "attempt 2 to be leased", || {
         let store = store.clone();
         async move {
-            let job = store.job(job_id).await.unwrap().unwrap();
+            let job = store.jobs().job(job_id).await.unwrap().unwrap();
             (job.attempt >= 2).then(|| killed_at.elapsed())
         }
     })
@@ -241,7 +250,7 @@ async fn a_coordinator_killed_mid_run_restarts_on_its_data_dir_and_the_run_compl
 
     wait_for_a_stored_cell(&store, job_id).await;
     coordinator.kill();
-    let at_kill = store.stored_cells(job_id).await.unwrap();
+    let at_kill = store.events().stored_cells(job_id).await.unwrap();
     assert!(at_kill.len() < 4, "the run must be part-way: {at_kill:?}");
     // The agent keeps timing; what it measures waits in its spool.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -346,7 +355,7 @@ async fn an_outage_longer_than_the_lease_gives_the_lease_back_when_nobody_took_t
     wait_until(Duration::from_secs(30), "the lease to lapse", || {
         let store = store.clone();
         async move {
-            let job = store.job(job_id).await.unwrap().unwrap();
+            let job = store.jobs().job(job_id).await.unwrap().unwrap();
             (job.state == abfleet_core::lifecycle::JobState::Queued).then_some(())
         }
     })
@@ -402,6 +411,7 @@ async fn an_outage_longer_than_the_lease_while_another_agent_takes_the_job_repea
     wait_for_a_stored_cell(&store, job_id).await;
     proxy.outage();
     let before_outage: Vec<u32> = store
+        .events()
         .stored_cells(job_id)
         .await
         .unwrap()
@@ -412,7 +422,7 @@ async fn an_outage_longer_than_the_lease_while_another_agent_takes_the_job_repea
     let _other = TestAgent::start(&coordinator.url(), &tmp.path().join("other"));
     wait_until(Duration::from_secs(30), "attempt 2 to be leased", || {
         let store = store.clone();
-        async move { (store.job(job_id).await.unwrap().unwrap().attempt == 2).then_some(()) }
+        async move { (store.jobs().job(job_id).await.unwrap().unwrap().attempt == 2).then_some(()) }
     })
     .await;
     // Still cut off, it goes on measuring attempt 1 into its spool.
@@ -694,7 +704,7 @@ async fn soak_three_agents_twelve_runs_random_sigkills_lose_and_repeat_no_cell()
     for run_id in &run_ids {
         let report = report(&mut client, run_id).await;
         let job_id = only_job(&store, run_id).await;
-        let stored = store.stored_cells(job_id).await.unwrap();
+        let stored = store.events().stored_cells(job_id).await.unwrap();
         let mut indexes: Vec<u32> = stored.iter().map(|(_, i)| *i).collect();
         indexes.sort_unstable();
         let distinct = {
@@ -790,15 +800,21 @@ async fn a_restore_while_the_agent_works_stores_every_cell_once() {
 
     wait_for_a_stored_cell(&store, job_id).await;
     copy_store(&data_dir, &backup_dir);
-    let at_backup = store.stored_cells(job_id).await.unwrap().len();
-    let events_at_backup = store.events(job_id, 1).await.unwrap().len();
+    let at_backup = store.events().stored_cells(job_id).await.unwrap().len();
+    let events_at_backup = store.events().of_attempt(job_id, 1).await.unwrap().len();
     // More is acknowledged after the backup: what the restore will lose.
-    wait_until(Duration::from_secs(180), "a cell stored after the backup", || {
-        let store = store.clone();
-        async move { (store.stored_cells(job_id).await.unwrap().len() > at_backup).then_some(()) }
-    })
+    wait_until(
+        Duration::from_secs(180),
+        "a cell stored after the backup",
+        || {
+            let store = store.clone();
+            async move {
+                (store.events().stored_cells(job_id).await.unwrap().len() > at_backup).then_some(())
+            }
+        },
+    )
     .await;
-    let events_at_kill = store.events(job_id, 1).await.unwrap().len();
+    let events_at_kill = store.events().of_attempt(job_id, 1).await.unwrap().len();
     drop(store);
     coordinator.kill();
     assert!(

@@ -109,7 +109,7 @@ async fn a_fleet_run_fans_out_one_job_per_generation_with_one_report_section_eac
         report.generations.iter().map(|g| g.key.clone()).collect();
     assert_eq!(keys, expected_keys, "one section per generation");
     let store = Store::open(&tmp.path().join("data")).unwrap();
-    let jobs = store.jobs_of_run(run_id.parse().unwrap()).await.unwrap();
+    let jobs = store.jobs().of_run(run_id.parse().unwrap()).await.unwrap();
     assert_eq!(
         jobs.len(),
         expected_keys.len(),

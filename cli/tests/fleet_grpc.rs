@@ -176,13 +176,13 @@ async fn an_agent_that_loses_its_coordinator_mid_job_resends_and_each_cell_is_st
     assert_eq!(report.cells.len(), 4);
     assert_eq!(report.exit_code, 0, "{:?}", report.errors);
     let store = Store::open(&data_dir).unwrap();
-    let job_id = store.jobs_of_run(run_id.parse().unwrap()).await.unwrap()[0].job_id;
+    let job_id = store.jobs().of_run(run_id.parse().unwrap()).await.unwrap()[0].job_id;
     assert_eq!(
-        store.cell_count(job_id).await.unwrap(),
+        store.events().cell_count(job_id).await.unwrap(),
         4,
         "every cell stored exactly once"
     );
-    let events = store.events(job_id, 1).await.unwrap();
+    let events = store.events().of_attempt(job_id, 1).await.unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(
         seqs,
@@ -275,7 +275,8 @@ async fn a_resent_sequence_number_is_acknowledged_and_ignored() {
     assert_eq!(again.acked, vec![1, 2]);
     let store = Store::open(&tmp.path().join("data")).unwrap();
     let events: Vec<StoredEvent> = store
-        .events(offer.job_id.parse().unwrap(), offer.attempt)
+        .events()
+        .of_attempt(offer.job_id.parse().unwrap(), offer.attempt)
         .await
         .unwrap();
     assert_eq!(

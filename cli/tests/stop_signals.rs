@@ -73,10 +73,18 @@ async fn sigterm_stops_the_agent_and_the_coordinator_cleanly() {
     );
     let run_id = submit(&mut client, &spec).await;
     let store = Store::open(&data_dir).unwrap();
-    let job_id = store.jobs_of_run(run_id.parse().unwrap()).await.unwrap()[0].job_id;
+    let job_id = store.jobs().of_run(run_id.parse().unwrap()).await.unwrap()[0].job_id;
     wait_until(Duration::from_secs(180), "a stored cell", || {
         let store = store.clone();
-        async move { (!store.stored_cells(job_id).await.unwrap().is_empty()).then_some(()) }
+        async move {
+            (!store
+                .events()
+                .stored_cells(job_id)
+                .await
+                .unwrap()
+                .is_empty())
+            .then_some(())
+        }
     })
     .await;
 
@@ -87,10 +95,10 @@ async fn sigterm_stops_the_agent_and_the_coordinator_cleanly() {
         stderr.contains("abfleet agent: SIGTERM, stopping"),
         "{stderr}"
     );
-    let measured_first = store.stored_cells(job_id).await.unwrap();
+    let measured_first = store.events().stored_cells(job_id).await.unwrap();
     assert!(!measured_first.is_empty());
     // Handed back, not cancelled: queued again the moment the agent left.
-    let job = store.job(job_id).await.unwrap().unwrap();
+    let job = store.jobs().job(job_id).await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Queued, "{job:?}");
     assert!(
         job.error
@@ -111,7 +119,7 @@ async fn sigterm_stops_the_agent_and_the_coordinator_cleanly() {
     let run = wait_until(Duration::from_secs(300), "the run finished", || {
         let store = store.clone();
         async move {
-            let run = store.run(run_id).await.unwrap().unwrap();
+            let run = store.runs().run(run_id).await.unwrap().unwrap();
             (run.state != RunState::Running && run.state != RunState::Queued).then_some(run)
         }
     })
@@ -121,7 +129,7 @@ async fn sigterm_stops_the_agent_and_the_coordinator_cleanly() {
         (RunState::Done, Some(0)),
         "{run:?}"
     );
-    let kept = store.stored_cells(job_id).await.unwrap();
+    let kept = store.events().stored_cells(job_id).await.unwrap();
     let mut indexes: Vec<u32> = kept.iter().map(|(_, index)| *index).collect();
     indexes.sort();
     assert_eq!(indexes, [0, 1, 2, 3], "each cell once: {kept:?}");
@@ -143,7 +151,7 @@ async fn sigterm_stops_the_agent_and_the_coordinator_cleanly() {
     );
     // Everything stored before the stops is there after them.
     let store = Store::open(&data_dir).unwrap();
-    assert_eq!(store.stored_cells(job_id).await.unwrap(), kept);
+    assert_eq!(store.events().stored_cells(job_id).await.unwrap(), kept);
 }
 
 /// Ctrl-C on `submit --wait` stops following, not the run: exit 8 (not 130, which means

@@ -248,11 +248,16 @@ async fn a_sweep_runs_end_to_end_and_reports_best_default_verdict_and_intervals(
     // and no build comes after it.
     let store = Store::open(&tmp.path().join("data")).unwrap();
     let jobs = store
-        .jobs_of_run(report.run_id.parse().unwrap())
+        .jobs()
+        .of_run(report.run_id.parse().unwrap())
         .await
         .unwrap();
     assert_eq!(jobs.len(), 1);
-    let events = store.events(jobs[0].job_id, jobs[0].attempt).await.unwrap();
+    let events = store
+        .events()
+        .of_attempt(jobs[0].job_id, jobs[0].attempt)
+        .await
+        .unwrap();
     let builds: Vec<usize> = events
         .iter()
         .enumerate()

@@ -550,7 +550,13 @@ async fn a_tag_seen_by_webhooks_and_the_upstream_watcher_is_one_run() {
     );
     let runs = hooked.runs().await;
     assert_eq!(runs.len(), 2);
-    let triggers = hooked.fleet.store().list_triggers().await.unwrap();
+    let triggers = hooked
+        .fleet
+        .store()
+        .triggers()
+        .list_triggers()
+        .await
+        .unwrap();
     let recorded: Vec<(&str, &str, bool)> = triggers
         .iter()
         .map(|t| {
@@ -724,7 +730,17 @@ async fn a_replayed_delivery_is_ignored_even_after_a_restart() {
         text.contains("this signed body was already received"),
         "{text}"
     );
-    assert_eq!(hooked.fleet.store().list_triggers().await.unwrap().len(), 1);
+    assert_eq!(
+        hooked
+            .fleet
+            .store()
+            .triggers()
+            .list_triggers()
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     hooked.stop().await;
 
     // Restarted: the store still knows the id (the answer is a replay's, not a debounce's).
@@ -783,7 +799,13 @@ async fn deliveries_for_one_tag_within_the_window_start_one_run() {
     assert_eq!(hooked.runs().await.len(), 2);
 
     // Every trigger is recorded, the debounced one with the run it went into.
-    let triggers = hooked.fleet.store().list_triggers().await.unwrap();
+    let triggers = hooked
+        .fleet
+        .store()
+        .triggers()
+        .list_triggers()
+        .await
+        .unwrap();
     let recorded: Vec<(String, bool, String)> = triggers
         .iter()
         .map(|t| {
@@ -950,7 +972,12 @@ async fn the_upstream_watcher_runs_a_new_release_tag_with_the_pin_moved() {
     wait_until(Duration::from_secs(30), "the watcher's first poll", || {
         let (fleet, url) = (fleet.clone(), url.clone());
         async move {
-            let known = fleet.store().known_upstream_tags(&url).await.unwrap();
+            let known = fleet
+                .store()
+                .triggers()
+                .known_upstream_tags(&url)
+                .await
+                .unwrap();
             known.contains("v1.0.0").then_some(())
         }
     })
@@ -989,7 +1016,12 @@ async fn the_upstream_watcher_runs_a_new_release_tag_with_the_pin_moved() {
         || {
             let (fleet, url) = (fleet.clone(), url.clone());
             async move {
-                let known = fleet.store().known_upstream_tags(&url).await.unwrap();
+                let known = fleet
+                    .store()
+                    .triggers()
+                    .known_upstream_tags(&url)
+                    .await
+                    .unwrap();
                 (known.len() == 4).then_some(())
             }
         },

@@ -75,7 +75,7 @@ pub async fn serve_http_with(
         info!(%addr, "GitHub webhooks on POST /hooks/github (signed deliveries only)");
         // Delivery ids are kept to ignore replays; GitHub redelivers only recent ones.
         let before_ms = fleet.now_ms() - crate::store::DELIVERY_MEMORY_MS;
-        match fleet.store().prune_deliveries(before_ms).await {
+        match fleet.store().triggers().prune_deliveries(before_ms).await {
             Ok(0) => {}
             Ok(pruned) => info!(pruned, "forgot webhook deliveries older than 30 days"),
             Err(err) => warn!(%err, "failed to prune old webhook deliveries"),
@@ -119,7 +119,7 @@ async fn metrics(State(fleet): State<Fleet>) -> Response {
 }
 
 async fn healthz(State(fleet): State<Fleet>) -> Response {
-    match fleet.store().count_runs_by_state().await {
+    match fleet.store().runs().count_by_state().await {
         Ok(_) => (StatusCode::OK, "ok\n").into_response(),
         Err(err) => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -168,7 +168,11 @@ async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: B
     };
     let store = state.fleet.store();
     let now_ms = state.fleet.now_ms();
-    match store.remember_delivery(&delivery, &event, now_ms).await {
+    match store
+        .triggers()
+        .remember_delivery(&delivery, &event, now_ms)
+        .await
+    {
         Ok(true) => {}
         Ok(false) => {
             info!(%delivery, %event, "webhook delivery replayed; ignored");
@@ -182,7 +186,11 @@ async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: B
     // The delivery id is not signed: the same signed body under a new id is a replay too.
     // Kept beside the ids (and pruned with them), under a key no GitHub id can take.
     let body_key = crate::webhook::body_replay_key(&body);
-    match store.remember_delivery(&body_key, &event, now_ms).await {
+    match store
+        .triggers()
+        .remember_delivery(&body_key, &event, now_ms)
+        .await
+    {
         Ok(true) => {}
         Ok(false) => {
             info!(%delivery, %event, "webhook body replayed under a new delivery id; ignored");
@@ -194,7 +202,7 @@ async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: B
             );
         }
         Err(err) => {
-            let _ = store.forget_delivery(&delivery).await;
+            let _ = store.triggers().forget_delivery(&delivery).await;
             return reply(StatusCode::SERVICE_UNAVAILABLE, &err.to_string());
         }
     }
@@ -202,7 +210,7 @@ async fn github_hook(State(state): State<HttpState>, headers: HeaderMap, body: B
     if !response.status().is_success() {
         // Not handled: a redelivery (after the fix) is handled, not taken for a replay.
         for key in [&delivery, &body_key] {
-            if let Err(err) = store.forget_delivery(key).await {
+            if let Err(err) = store.triggers().forget_delivery(key).await {
                 warn!(%delivery, %err, "failed to forget an unhandled webhook delivery");
             }
         }

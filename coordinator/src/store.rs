@@ -2,10 +2,20 @@
 //! under the data directory. Every state change is one transaction, so a coordinator killed
 //! at any point restarts into a consistent store. The store knows rows, not scheduling policy. Its schema
 //! is versioned: [`migrations`] brings any data directory abfleet ever made up to date on open.
+//!
+//! [`Store`] opens the file and runs closures on its connections; the queries are typed
+//! repositories, one per concern and file, each a view borrowed from the store
+//! (`store.runs()`, `store.jobs()`, `store.events()`, `store.agents()`,
+//! `store.certificates()`, `store.reports()`, `store.triggers()`, `store.notifications()`,
+//! `store.pull_requests()`). What several repositories share (row readers, `select_jobs`,
+//! `insert_batch`, the lease view) stays here.
 
+mod agents;
 mod bisects;
 mod certificates;
+mod events;
 mod incoming;
+mod jobs;
 mod listing;
 mod migrations;
 mod notifications;
@@ -13,15 +23,21 @@ mod previous;
 mod pull_request_reports;
 mod report_inputs;
 mod reports;
+mod runs;
 mod triggers;
-pub use certificates::{AgentCertificate, Binding, Revocation};
+pub use agents::AgentRecords;
+pub use certificates::{AgentCertificate, Binding, CertificateRecords, Revocation};
+pub use events::EventRecords;
 pub use incoming::{EventHeader, IncomingEvent};
+pub use jobs::JobRecords;
 pub use listing::{RunCursor, RunListing, RunOrder};
-pub use notifications::{Attempt, DueNotification, NewNotification};
-pub use pull_request_reports::{Posted, PullRequestReport};
-pub use reports::{ReportToStore, StoredReport};
+pub use notifications::{Attempt, DueNotification, NewNotification, NotificationRecords};
+pub use pull_request_reports::{Posted, PullRequestRecords, PullRequestReport};
+pub use reports::{ReportRecords, ReportToStore, StoredReport};
+pub use runs::RunRecords;
 pub use triggers::{
-    toolchain_fingerprint, KnownToolchains, TriggerRow, UpstreamPin, DELIVERY_MEMORY_MS,
+    toolchain_fingerprint, KnownToolchains, TriggerRecords, TriggerRow, UpstreamPin,
+    DELIVERY_MEMORY_MS,
 };
 
 use std::collections::BTreeSet;
@@ -307,106 +323,6 @@ impl Store {
         .map_err(|err| CoordinatorError::Internal(format!("store task failed: {err}")))?
     }
 
-    pub async fn insert_run(
-        &self,
-        run_id: RunId,
-        spec: &JobSpec,
-        trigger: &str,
-        spec_origin: &str,
-        jobs: Vec<NewJob>,
-        now_ms: i64,
-    ) -> Result<(), CoordinatorError> {
-        self.insert_noted_run(run_id, spec, trigger, None, spec_origin, jobs, now_ms)
-            .await
-    }
-
-    /// [`Store::insert_run`] with the trigger's note (`runs.trigger_note`).
-    #[allow(clippy::too_many_arguments)]
-    pub async fn insert_noted_run(
-        &self,
-        run_id: RunId,
-        spec: &JobSpec,
-        trigger: &str,
-        trigger_note: Option<&str>,
-        spec_origin: &str,
-        jobs: Vec<NewJob>,
-        now_ms: i64,
-    ) -> Result<(), CoordinatorError> {
-        let spec_json = spec.to_json();
-        let name = spec.name.clone();
-        let trigger = trigger.to_string();
-        let trigger_note = trigger_note.map(str::to_string);
-        let spec_origin = spec_origin.to_string();
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            tx.execute(
-                "INSERT INTO runs (run_id, name, trigger, trigger_note, spec_json, spec_origin, state, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![run_id, name, trigger, trigger_note, spec_json, spec_origin, RunState::Queued, now_ms],
-            )?;
-            for job in jobs {
-                tx.execute(
-                    "INSERT INTO jobs (job_id, run_id, state, attempt, created_ms, generation, pinned_agent) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
-                    params![
-                        job.job_id,
-                        run_id,
-                        JobState::Queued,
-                        now_ms,
-                        job.generation,
-                        job.pinned_agent
-                    ],
-                )?;
-            }
-            tx.commit()?;
-            Ok(())
-        })
-        .await
-    }
-
-    pub async fn run(&self, run_id: RunId) -> Result<Option<RunRow>, CoordinatorError> {
-        self.with(move |conn| {
-            let mut stmt = conn.prepare(&format!("{SELECT_RUNS} WHERE run_id = ?1"))?;
-            let rows = stmt.query_map(params![run_id], run_row)?;
-            Ok(rows.map(|row| row?).collect::<Result<Vec<_>, _>>()?.pop())
-        })
-        .await
-    }
-
-    /// Every run, oldest first.
-    pub async fn runs(&self) -> Result<Vec<RunRow>, CoordinatorError> {
-        self.with(move |conn| {
-            let mut stmt = conn.prepare(&format!("{SELECT_RUNS} ORDER BY created_ms, run_id"))?;
-            let rows = stmt.query_map([], run_row)?;
-            rows.map(|row| row?).collect()
-        })
-        .await
-    }
-
-    /// Up to `limit` runs from position `offset`, newest first (the web view's order).
-    pub async fn runs_page_newest_first(
-        &self,
-        offset: u64,
-        limit: u32,
-    ) -> Result<Vec<RunRow>, CoordinatorError> {
-        self.read(move |conn| {
-            let mut stmt = conn.prepare(&format!(
-                "{SELECT_RUNS} ORDER BY created_ms DESC, run_id DESC LIMIT ?1 OFFSET ?2"
-            ))?;
-            let rows = stmt.query_map(params![i64::from(limit), offset as i64], run_row)?;
-            rows.map(|row| row?).collect()
-        })
-        .await
-    }
-
-    /// How many jobs are in each state.
-    pub async fn count_jobs_by_state(&self) -> Result<Vec<(String, u64)>, CoordinatorError> {
-        self.count_by_state("jobs").await
-    }
-
-    /// How many runs are in each state.
-    pub async fn count_runs_by_state(&self) -> Result<Vec<(String, u64)>, CoordinatorError> {
-        self.count_by_state("runs").await
-    }
-
     async fn count_by_state(
         &self,
         table: &'static str,
@@ -419,635 +335,6 @@ impl Store {
                 Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)? as u64))
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
-    }
-
-    /// Events stored for a job, all attempts.
-    pub async fn count_events(&self, job_id: JobId) -> Result<u64, CoordinatorError> {
-        self.with(move |conn| {
-            let n: i64 = conn.query_row(
-                "SELECT COUNT(*) FROM events WHERE job_id = ?1",
-                params![job_id],
-                |row| row.get(0),
-            )?;
-            Ok(n as u64)
-        })
-        .await
-    }
-
-    pub async fn jobs_of_run(&self, run_id: RunId) -> Result<Vec<JobRow>, CoordinatorError> {
-        self.with(move |conn| select_jobs(conn, "run_id = ?1", params![run_id]))
-            .await
-    }
-
-    pub async fn job(&self, job_id: JobId) -> Result<Option<JobRow>, CoordinatorError> {
-        self.with(move |conn| Ok(select_jobs(conn, "job_id = ?1", params![job_id])?.pop()))
-            .await
-    }
-
-    /// Runs not finished although every job of theirs has (and they have one): the finish
-    /// failed (a full disk, a failed report) or the coordinator died before it. The reaper
-    /// finishes them (`Finishing::finish_stranded_runs`).
-    pub async fn runs_with_every_job_finished(&self) -> Result<Vec<RunId>, CoordinatorError> {
-        self.with(|conn| {
-            let mut statement = conn.prepare(
-                "SELECT r.run_id FROM runs r
-                 WHERE r.state NOT IN (?1, ?2, ?3)
-                   AND EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = r.run_id)
-                   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.run_id = r.run_id
-                                   AND j.state NOT IN (?4, ?5, ?6))
-                 ORDER BY r.created_ms",
-            )?;
-            let finished = params![
-                RunState::Done,
-                RunState::Failed,
-                RunState::Cancelled,
-                JobState::Done,
-                JobState::Failed,
-                JobState::Cancelled
-            ];
-            let ids = statement
-                .query_map(finished, |row| row.get::<_, RunId>(0))?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(ids)
-        })
-        .await
-    }
-
-    /// Jobs in a state, oldest first.
-    pub async fn jobs_in_state(&self, state: JobState) -> Result<Vec<JobRow>, CoordinatorError> {
-        self.with(move |conn| select_jobs(conn, "state = ?1", params![state]))
-            .await
-    }
-
-    /// Leases a queued job to an agent: a new attempt begins, recorded in `attempts` with
-    /// the cells earlier attempts stored (which it keeps; [`Store::kept_cells`]). `None` when
-    /// the job is no longer queued (someone else took it).
-    pub async fn lease_job(
-        &self,
-        job_id: JobId,
-        agent_id: AgentId,
-        lease_expires_ms: i64,
-        now_ms: i64,
-    ) -> Result<Option<u32>, CoordinatorError> {
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            let changed = tx.execute(
-                "UPDATE jobs SET state = ?4, attempt = attempt + 1, agent_id = ?2, lease_expires_ms = ?3 WHERE job_id = ?1 AND state = ?5",
-                params![
-                    job_id,
-                    agent_id,
-                    lease_expires_ms,
-                    JobState::Leased,
-                    JobState::Queued
-                ],
-            )?;
-            if changed == 0 {
-                return Ok(None);
-            }
-            let attempt: u32 = tx.query_row(
-                "SELECT attempt FROM jobs WHERE job_id = ?1",
-                params![job_id],
-                |row| row.get(0),
-            )?;
-            let kept: Vec<u32> = {
-                let mut stmt = tx.prepare(
-                    "SELECT DISTINCT cell_index FROM cells WHERE job_id = ?1 AND attempt < ?2 ORDER BY cell_index",
-                )?;
-                let rows = stmt.query_map(params![job_id, attempt], |row| row.get(0))?;
-                rows.collect::<Result<_, _>>()?
-            };
-            let kept_json = serde_json::to_string(&kept)
-                .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
-            tx.execute(
-                "INSERT OR REPLACE INTO attempts (job_id, attempt, agent_id, leased_ms, kept_cells_json) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![job_id, attempt, agent_id, now_ms, kept_json],
-            )?;
-            tx.execute(
-                "UPDATE runs SET state = ?2 WHERE run_id = (SELECT run_id FROM jobs WHERE job_id = ?1) AND state = ?3",
-                params![job_id, RunState::Running, RunState::Queued],
-            )?;
-            tx.commit()?;
-            Ok(Some(attempt))
-        })
-        .await
-    }
-
-    /// Extends the lease of a job that this agent holds at this attempt. `false` when it
-    /// does not hold it (expired, reassigned, finished).
-    pub async fn renew_lease(
-        &self,
-        job_id: JobId,
-        agent_id: AgentId,
-        attempt: u32,
-        lease_expires_ms: i64,
-    ) -> Result<bool, CoordinatorError> {
-        self.with(move |conn| {
-            let changed = conn.execute(
-                "UPDATE jobs SET lease_expires_ms = ?4 WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = ?5",
-                params![
-                    job_id,
-                    agent_id,
-                    attempt,
-                    lease_expires_ms,
-                    JobState::Leased
-                ],
-            )?;
-            Ok(changed == 1)
-        })
-        .await
-    }
-
-    /// The cells an attempt keeps from earlier attempts (stored before it was leased), in
-    /// index order; empty for an attempt leased before the store kept attempts.
-    pub async fn kept_cells(
-        &self,
-        job_id: JobId,
-        attempt: u32,
-    ) -> Result<BTreeSet<u32>, CoordinatorError> {
-        self.with(move |conn| {
-            let json: Option<String> = conn
-                .query_row(
-                    "SELECT kept_cells_json FROM attempts WHERE job_id = ?1 AND attempt = ?2",
-                    params![job_id, attempt],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            kept_cells_of(&job_id, attempt, json.as_deref())
-        })
-        .await
-    }
-
-    /// Gives a lapsed lease back to the agent that held it: the job was requeued when the
-    /// lease expired, but no other agent has taken it, so the same attempt goes on and its
-    /// events are still accepted. Asked twice at once (an agent's heartbeat and its upload
-    /// after a reconnect), the second finds the lease already the agent's
-    /// ([`LapsedLease::AlreadyHeld`]), which is no refusal.
-    pub async fn reclaim_lapsed_lease(
-        &self,
-        job_id: JobId,
-        agent_id: AgentId,
-        attempt: u32,
-        lease_expires_ms: i64,
-    ) -> Result<LapsedLease, CoordinatorError> {
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            let changed = tx.execute(
-                "UPDATE jobs SET state = ?5, lease_expires_ms = ?4, error = NULL WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = ?6",
-                params![
-                    job_id,
-                    agent_id,
-                    attempt,
-                    lease_expires_ms,
-                    JobState::Leased,
-                    JobState::Queued
-                ],
-            )?;
-            let found = if changed == 1 {
-                tx.execute(
-                    "UPDATE attempts SET end_reason = NULL WHERE job_id = ?1 AND attempt = ?2",
-                    params![job_id, attempt],
-                )?;
-                LapsedLease::GivenBack
-            } else {
-                let held: Option<i64> = tx
-                    .query_row(
-                        "SELECT 1 FROM jobs WHERE job_id = ?1 AND agent_id = ?2 AND attempt = ?3 AND state = ?4",
-                        params![
-                            job_id,
-                            agent_id,
-                            attempt,
-                            JobState::Leased
-                        ],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
-                if held.is_some() {
-                    LapsedLease::AlreadyHeld
-                } else {
-                    LapsedLease::Refused
-                }
-            };
-            tx.commit()?;
-            Ok(found)
-        })
-        .await
-    }
-
-    /// Puts a leased job back in the queue (its lease expired or its agent came back idle),
-    /// or fails it when it has used up its attempts.
-    pub async fn release_job(
-        &self,
-        job_id: JobId,
-        max_attempts: u32,
-        reason: String,
-    ) -> Result<JobState, CoordinatorError> {
-        self.release(job_id, max_attempts, reason, Reclaim::Allowed)
-            .await
-    }
-
-    /// [`Store::release_job`] for an attempt that must not go on: its holder cannot take the
-    /// lease back ([`Store::reclaim_lapsed_lease`]), so the next lease is a new attempt.
-    pub async fn end_attempt_for_good(
-        &self,
-        job_id: JobId,
-        max_attempts: u32,
-        reason: String,
-    ) -> Result<JobState, CoordinatorError> {
-        self.release(job_id, max_attempts, reason, Reclaim::Refused)
-            .await
-    }
-
-    async fn release(
-        &self,
-        job_id: JobId,
-        max_attempts: u32,
-        reason: String,
-        reclaim: Reclaim,
-    ) -> Result<JobState, CoordinatorError> {
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            let attempt: u32 = tx.query_row(
-                "SELECT attempt FROM jobs WHERE job_id = ?1",
-                params![job_id],
-                |row| row.get(0),
-            )?;
-            let state = if attempt >= max_attempts {
-                JobState::Failed
-            } else {
-                JobState::Queued
-            };
-            let error = if state == JobState::Failed {
-                format!("{reason}; gave up after {attempt} attempt(s)")
-            } else {
-                reason
-            };
-            tx.execute(
-                "UPDATE jobs SET state = ?2, lease_expires_ms = NULL, error = ?3 WHERE job_id = ?1 AND state = ?4",
-                params![job_id, state, error, JobState::Leased],
-            )?;
-            end_attempt(&tx, job_id, attempt, &error)?;
-            if reclaim == Reclaim::Refused {
-                // The attempts table keeps who held it; the job row names no holder to give
-                // the lease back to.
-                tx.execute(
-                    "UPDATE jobs SET agent_id = NULL WHERE job_id = ?1 AND state = ?2",
-                    params![job_id, JobState::Queued],
-                )?;
-            }
-            tx.commit()?;
-            Ok(state)
-        })
-        .await
-    }
-
-    /// The next sequence number the store expects for an attempt: one past the largest
-    /// stored (events are stored contiguously from 0).
-    pub async fn next_event_seq(
-        &self,
-        job_id: JobId,
-        attempt: u32,
-    ) -> Result<u64, CoordinatorError> {
-        self.with(move |conn| {
-            let next: i64 = conn.query_row(
-                "SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE job_id = ?1 AND attempt = ?2",
-                params![job_id, attempt],
-                |row| row.get(0),
-            )?;
-            Ok(next as u64)
-        })
-        .await
-    }
-
-    /// Intake's one trip to the store per batch: in one transaction, the job as it is now
-    /// (its lease, its run's state), and — when `agent_id` holds the lease at `attempt` and
-    /// the batch keeps the job within `limit` events (`stored` so far) — the batch stored,
-    /// ignoring sequence numbers already stored: new events while the job is leased, or
-    /// cancelled and the attempt has not sent its `done` yet (its agent's last events), only
-    /// re-sends after that; a `Done` event finishes the job in the same transaction. `None`
-    /// for an unknown job.
-    pub async fn append_batch(
-        &self,
-        job_id: JobId,
-        attempt: u32,
-        agent_id: AgentId,
-        events: Vec<IncomingEvent>,
-        (stored, limit): (u64, u64),
-    ) -> Result<Option<BatchOutcome>, CoordinatorError> {
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            let Some(job) = lease_view(&tx, job_id)? else {
-                return Ok(None);
-            };
-            let holder = job.attempt == attempt
-                && job.agent_id == Some(agent_id)
-                && job.state != JobState::Queued;
-            if !holder {
-                return Ok(Some(BatchOutcome::NotHolder { job, events }));
-            }
-            if stored + events.len() as u64 > limit {
-                return Ok(Some(BatchOutcome::OverLimit(job)));
-            }
-            let accept_new = match job.state {
-                JobState::Leased => true,
-                JobState::Cancelled => !done_stored(&tx, job_id, attempt)?,
-                _ => false,
-            };
-            let outcome = insert_batch(&tx, job_id, attempt, events, accept_new)?;
-            if job.run_state.is_finished() && !outcome.new_events.is_empty() {
-                // A cancelled run's agent still uploads its last events: what the run leaves
-                // for later runs is recorded again when a report or a history next needs it
-                // (once, however many batches arrive), and the reports kept so far are stale.
-                previous::record_results_again(&tx, job.run_id)?;
-            }
-            tx.commit()?;
-            Ok(Some(BatchOutcome::Stored { outcome, job }))
-        })
-        .await
-    }
-
-    /// How many events of this attempt are stored (the next expected sequence number when
-    /// they are contiguous from 0).
-    pub async fn event_count(&self, job_id: JobId, attempt: u32) -> Result<u64, CoordinatorError> {
-        self.with(move |conn| {
-            let count: i64 = conn.query_row(
-                "SELECT COUNT(*) FROM events WHERE job_id = ?1 AND attempt = ?2",
-                params![job_id, attempt],
-                |row| row.get(0),
-            )?;
-            Ok(count as u64)
-        })
-        .await
-    }
-
-    /// Events of one attempt in sequence order.
-    pub async fn events(
-        &self,
-        job_id: JobId,
-        attempt: u32,
-    ) -> Result<Vec<StoredEvent>, CoordinatorError> {
-        self.with(move |conn| {
-            let mut stmt = conn.prepare(
-                "SELECT seq, at_ms, payload_json FROM events WHERE job_id = ?1 AND attempt = ?2 ORDER BY seq",
-            )?;
-            let rows = stmt.query_map(params![job_id, attempt], |row| {
-                Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?))
-            })?;
-            let mut events = Vec::new();
-            for row in rows {
-                let (seq, at_ms, payload_json) = row?;
-                let payload = JobEventPayload::from_json(&payload_json).map_err(|err| {
-                    CoordinatorError::Corrupt(format!(
-                        "event {seq} of job {job_id} does not parse: {err}"
-                    ))
-                })?;
-                events.push(StoredEvent {
-                    seq: seq as u64,
-                    at_ms,
-                    payload,
-                });
-            }
-            Ok(events)
-        })
-        .await
-    }
-
-    /// Number of stored cells of a job across attempts, and of its latest attempt.
-    pub async fn cell_count(&self, job_id: JobId) -> Result<u64, CoordinatorError> {
-        self.with(move |conn| {
-            let count: i64 = conn.query_row(
-                "SELECT COUNT(*) FROM cells WHERE job_id = ?1 AND attempt = (SELECT attempt FROM jobs WHERE job_id = ?1)",
-                params![job_id],
-                |row| row.get(0),
-            )?;
-            Ok(count as u64)
-        })
-        .await
-    }
-
-    /// Every stored cell of a job across its attempts, as `(attempt, cell index)` in that
-    /// order: what "each cell stored exactly once" is checked against.
-    pub async fn stored_cells(&self, job_id: JobId) -> Result<Vec<(u32, u32)>, CoordinatorError> {
-        self.with(move |conn| {
-            let mut stmt = conn.prepare(
-                "SELECT attempt, cell_index FROM cells WHERE job_id = ?1 ORDER BY attempt, cell_index",
-            )?;
-            let rows = stmt.query_map(params![job_id], |row| {
-                Ok((row.get::<_, u32>(0)?, row.get::<_, u32>(1)?))
-            })?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
-        .await
-    }
-
-    /// Ends a run before any job ran (nothing matched its targets); it leaves nothing for
-    /// later runs.
-    pub async fn fail_run(
-        &self,
-        run_id: RunId,
-        error: String,
-        exit_code: i32,
-        now_ms: i64,
-    ) -> Result<(), CoordinatorError> {
-        self.with(move |conn| {
-            conn.execute(
-                "UPDATE runs SET state = ?5, error = ?2, exit_code = ?3, finished_ms = ?4, results_recorded = 1 WHERE run_id = ?1",
-                params![run_id, error, exit_code, now_ms, RunState::Failed],
-            )?;
-            Ok(())
-        })
-        .await
-    }
-
-    /// Marks a run cancelled and every unfinished job of it too, in one transaction.
-    /// Returns the jobs that were leased (their agents must be told).
-    pub async fn cancel_run(
-        &self,
-        run_id: RunId,
-        reason: String,
-        now_ms: i64,
-    ) -> Result<Vec<JobRow>, CoordinatorError> {
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            let leased = select_jobs(
-                &tx,
-                "run_id = ?1 AND state = ?2",
-                params![run_id, JobState::Leased],
-            )?;
-            for job in &leased {
-                end_attempt(&tx, job.job_id, job.attempt, &reason)?;
-            }
-            tx.execute(
-                "UPDATE jobs SET state = ?3, lease_expires_ms = NULL, error = ?2 WHERE run_id = ?1 AND state IN (?4, ?5)",
-                params![
-                    run_id,
-                    reason,
-                    JobState::Cancelled,
-                    JobState::Queued,
-                    JobState::Leased
-                ],
-            )?;
-            tx.execute(
-                "UPDATE runs SET state = ?3, exit_code = ?4, finished_ms = ?2 WHERE run_id = ?1 AND state IN (?5, ?6)",
-                params![
-                    run_id,
-                    now_ms,
-                    RunState::Cancelled,
-                    abfleet_core::exit::CANCELLED,
-                    RunState::Queued,
-                    RunState::Running
-                ],
-            )?;
-            tx.commit()?;
-            Ok(leased)
-        })
-        .await
-    }
-
-    /// Records an agent's inventory; returns the one it registered with before, if any (an
-    /// unreadable earlier one counts as none).
-    pub async fn upsert_agent(
-        &self,
-        agent_id: AgentId,
-        inventory: &Inventory,
-        now_ms: i64,
-    ) -> Result<Option<Inventory>, CoordinatorError> {
-        let inventory_json = serde_json::to_string(inventory)
-            .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            let earlier: Option<String> = tx
-                .query_row(
-                    "SELECT inventory_json FROM agents WHERE agent_id = ?1",
-                    params![agent_id],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            tx.execute(
-                "INSERT INTO agents (agent_id, inventory_json, registered_ms, last_heartbeat_ms) VALUES (?1, ?2, ?3, ?3)
-                 ON CONFLICT(agent_id) DO UPDATE SET inventory_json = excluded.inventory_json, last_heartbeat_ms = excluded.last_heartbeat_ms",
-                params![agent_id, inventory_json, now_ms],
-            )?;
-            tx.commit()?;
-            Ok(earlier.and_then(|json| serde_json::from_str(&json).ok()))
-        })
-        .await
-    }
-
-    /// Records that the agent spoke; false when no agent of that id is registered.
-    pub async fn touch_agent(
-        &self,
-        agent_id: AgentId,
-        now_ms: i64,
-    ) -> Result<bool, CoordinatorError> {
-        self.with(move |conn| {
-            let changed = conn.execute(
-                "UPDATE agents SET last_heartbeat_ms = ?2 WHERE agent_id = ?1",
-                params![agent_id, now_ms],
-            )?;
-            Ok(changed > 0)
-        })
-        .await
-    }
-
-    /// Records when each agent last spoke, all in one transaction (agents the store does not
-    /// know are skipped).
-    pub async fn touch_agents(&self, heard: Vec<(AgentId, i64)>) -> Result<(), CoordinatorError> {
-        if heard.is_empty() {
-            return Ok(());
-        }
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            {
-                let mut stmt = tx.prepare_cached(
-                    "UPDATE agents SET last_heartbeat_ms = MAX(last_heartbeat_ms, ?2) WHERE agent_id = ?1",
-                )?;
-                for (agent_id, at_ms) in heard {
-                    stmt.execute(params![agent_id, at_ms])?;
-                }
-            }
-            tx.commit()?;
-            Ok(())
-        })
-        .await
-    }
-
-    pub async fn agents(&self) -> Result<Vec<AgentRow>, CoordinatorError> {
-        self.agents_page(0, u32::MAX).await
-    }
-
-    /// Up to `limit` agents from position `offset`, in registration order (a registration
-    /// again keeps its place, so paging by offset sees each agent once).
-    pub async fn agents_page(
-        &self,
-        offset: u64,
-        limit: u32,
-    ) -> Result<Vec<AgentRow>, CoordinatorError> {
-        self.read(move |conn| {
-            let mut stmt = conn.prepare(
-                "SELECT a.agent_id, a.inventory_json, a.last_heartbeat_ms, a.draining,
-                        c.cert_name, c.serial, c.fingerprint
-                 FROM agents a LEFT JOIN agent_certificates c ON c.agent_id = a.agent_id
-                 ORDER BY a.registered_ms, a.agent_id LIMIT ?1 OFFSET ?2",
-            )?;
-            let rows = stmt.query_map(params![i64::from(limit), offset as i64], |row| {
-                Ok((
-                    (
-                        row.get::<_, AgentId>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, i64>(2)?,
-                        row.get::<_, bool>(3)?,
-                    ),
-                    (
-                        row.get::<_, Option<String>>(4)?,
-                        row.get::<_, Option<String>>(5)?,
-                        row.get::<_, Option<String>>(6)?,
-                    ),
-                ))
-            })?;
-            let mut agents = Vec::new();
-            for row in rows {
-                let (
-                    (agent_id, inventory_json, last_heartbeat_ms, draining),
-                    (name, serial, fingerprint),
-                ) = row?;
-                let certificate = name.map(|name| {
-                    (
-                        name,
-                        abfleet_core::certs::CertificateId {
-                            serial: serial.unwrap_or_default(),
-                            fingerprint: fingerprint.unwrap_or_default(),
-                        },
-                    )
-                });
-                agents.push(AgentRow {
-                    certificate,
-                    agent_id,
-                    inventory: serde_json::from_str(&inventory_json).map_err(|err| {
-                        CoordinatorError::Corrupt(format!("inventory of agent {agent_id}: {err}"))
-                    })?,
-                    last_heartbeat_ms,
-                    draining,
-                });
-            }
-            Ok(agents)
-        })
-        .await
-    }
-
-    /// Marks an agent draining (or not); `false` when no such agent registered.
-    pub async fn set_draining(
-        &self,
-        agent_id: AgentId,
-        draining: bool,
-    ) -> Result<bool, CoordinatorError> {
-        self.with(move |conn| {
-            let changed = conn.execute(
-                "UPDATE agents SET draining = ?2 WHERE agent_id = ?1",
-                params![agent_id, draining],
-            )?;
-            Ok(changed == 1)
         })
         .await
     }
@@ -1361,6 +648,7 @@ mod tests {
     ) -> AppendOutcome {
         let events = events.into_iter().map(Into::into).collect();
         match store
+            .events()
             .append_batch(job_id, attempt, agent_id, events, (0, u64::MAX))
             .await
             .unwrap()
@@ -1377,7 +665,8 @@ mod tests {
         let (run_id, job) = (RunId::new_random(), NewJob::any());
         let job_id = job.job_id;
         store
-            .insert_run(run_id, spec, trigger, "test", vec![job], 1)
+            .runs()
+            .insert(run_id, spec, trigger, "test", vec![job], 1)
             .await
             .unwrap();
         (run_id, job_id, AgentId::new_random())
@@ -1402,14 +691,14 @@ mod tests {
             })
             .await
             .unwrap();
-        let err = store.run(run_id).await.unwrap_err();
+        let err = store.runs().run(run_id).await.unwrap_err();
         assert!(matches!(err, CoordinatorError::Corrupt(_)), "{err:?}");
         let text = err.to_string();
         assert!(
             text.contains("`paused` is not a run state") && text.contains("queued"),
             "{text}"
         );
-        let err = store.job(job_id).await.unwrap_err().to_string();
+        let err = store.jobs().job(job_id).await.unwrap_err().to_string();
         assert!(err.contains("`nobody` is not a valid agent id"), "{err}");
     }
 
@@ -1419,6 +708,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let (_, job_id, agent_id) = queued_run(&store, &spec(), "manual").await;
         let attempt = store
+            .jobs()
             .lease_job(job_id, agent_id, 10_000, 1)
             .await
             .unwrap()
@@ -1430,7 +720,10 @@ mod tests {
         let again = append(&store, job_id, attempt, agent_id, vec![log(1), log(2)]).await;
         assert_eq!(again.acked, vec![1, 2]);
         assert_eq!(again.new_events.len(), 1);
-        assert_eq!(store.event_count(job_id, attempt).await.unwrap(), 3);
+        assert_eq!(
+            store.events().event_count(job_id, attempt).await.unwrap(),
+            3
+        );
     }
 
     #[tokio::test]
@@ -1441,6 +734,7 @@ mod tests {
             let store = Store::open(dir.path()).unwrap();
             let (run_id, job_id, agent_id) = queued_run(&store, &spec, "release").await;
             let attempt = store
+                .jobs()
                 .lease_job(job_id, agent_id, 10_000, 1)
                 .await
                 .unwrap()
@@ -1457,9 +751,9 @@ mod tests {
             (run_id, job_id)
         };
         let store = Store::open(dir.path()).unwrap();
-        let job = store.job(job_id).await.unwrap().unwrap();
+        let job = store.jobs().job(job_id).await.unwrap().unwrap();
         assert_eq!(job.state, JobState::Done);
-        let run = store.run(run_id).await.unwrap().unwrap();
+        let run = store.runs().run(run_id).await.unwrap().unwrap();
         assert_eq!(run.trigger, "release");
         assert_eq!(run.spec, spec);
     }
@@ -1470,14 +764,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let (_, job_id, agent_id) = queued_run(&store, &spec(), "manual").await;
-        store.lease_job(job_id, agent_id, 10, 1).await.unwrap();
         store
+            .jobs()
+            .lease_job(job_id, agent_id, 10, 1)
+            .await
+            .unwrap();
+        store
+            .jobs()
             .release_job(job_id, 3, "agent restarted".into())
             .await
             .unwrap();
         // Between the intake's read (attempt 1, leased) and its write, attempt 2 was leased.
-        store.lease_job(job_id, agent_id, 10, 2).await.unwrap();
+        store
+            .jobs()
+            .lease_job(job_id, agent_id, 10, 2)
+            .await
+            .unwrap();
         let late = store
+            .events()
             .append_batch(job_id, 1, agent_id, vec![log(0).into()], (0, u64::MAX))
             .await;
         assert!(
@@ -1487,7 +791,7 @@ mod tests {
             ),
             "{late:?}"
         );
-        assert_eq!(store.event_count(job_id, 1).await.unwrap(), 0);
+        assert_eq!(store.events().event_count(job_id, 1).await.unwrap(), 0);
     }
 
     #[tokio::test]
@@ -1495,30 +799,44 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let (_, job_id, agent_id) = queued_run(&store, &spec(), "manual").await;
-        store.lease_job(job_id, agent_id, 10, 1).await.unwrap();
+        store
+            .jobs()
+            .lease_job(job_id, agent_id, 10, 1)
+            .await
+            .unwrap();
         assert_eq!(
             store
+                .jobs()
                 .release_job(job_id, 2, "lease expired".into())
                 .await
                 .unwrap(),
             JobState::Queued
         );
         assert_eq!(
-            store.lease_job(job_id, agent_id, 10, 1).await.unwrap(),
+            store
+                .jobs()
+                .lease_job(job_id, agent_id, 10, 1)
+                .await
+                .unwrap(),
             Some(2)
         );
         assert!(
-            !store.renew_lease(job_id, agent_id, 1, 20).await.unwrap(),
+            !store
+                .jobs()
+                .renew_lease(job_id, agent_id, 1, 20)
+                .await
+                .unwrap(),
             "a stale attempt cannot renew"
         );
         assert_eq!(
             store
+                .jobs()
                 .release_job(job_id, 2, "lease expired".into())
                 .await
                 .unwrap(),
             JobState::Failed
         );
-        let job = store.job(job_id).await.unwrap().unwrap();
+        let job = store.jobs().job(job_id).await.unwrap().unwrap();
         assert!(job.error.unwrap().contains("gave up after 2 attempt(s)"));
     }
 }

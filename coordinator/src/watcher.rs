@@ -130,7 +130,7 @@ pub async fn poll_upstream_once(fleet: &Fleet) -> Result<PollOutcome, WatchError
     };
     let tags = ls_remote_tags(url).await?;
     let store = fleet.store();
-    let known = store.known_upstream_tags(url).await?;
+    let known = store.triggers().known_upstream_tags(url).await?;
     let baseline = known.is_empty();
     let new: Vec<(String, String)> = tags
         .into_iter()
@@ -195,7 +195,10 @@ pub async fn poll_upstream_once(fleet: &Fleet) -> Result<PollOutcome, WatchError
         }
     }
     // Recorded after triggering: a poll that failed to trigger tries the tag again.
-    store.record_upstream_tags(url, new, fleet.now_ms()).await?;
+    store
+        .triggers()
+        .record_upstream_tags(url, new, fleet.now_ms())
+        .await?;
     Ok(outcome)
 }
 

@@ -56,7 +56,7 @@ pub struct RunIntent<'a> {
 async fn wait_for_the_agent(fleet: &abfleet_coordinator::Fleet) -> Result<(), Failure> {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        if !fleet.store().agents().await.infra()?.is_empty() {
+        if !fleet.store().agents().all().await.infra()?.is_empty() {
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {

@@ -23,6 +23,7 @@ impl Reports {
             .map_err(|err| crate::error::CoordinatorError::Internal(err.to_string()))?;
         self.ground
             .store()
+            .reports()
             .record_bisect(run_id, now_ms, json)
             .await?;
         Ok(())
@@ -35,7 +36,7 @@ impl Reports {
         run_id: RunId,
     ) -> Result<Vec<BisectRecord>, FleetError> {
         let mut bisects = Vec::new();
-        for json in self.ground.store().bisects_of(run_id).await? {
+        for json in self.ground.store().reports().bisects_of(run_id).await? {
             match serde_json::from_str::<BisectRecord>(&json) {
                 Ok(record) => bisects.push(record),
                 Err(err) => warn!(run_id = %run_id, %err, "a stored bisect does not read"),

@@ -35,6 +35,7 @@ impl Intake {
             certificate: self
                 .ground
                 .store()
+                .certificates()
                 .certificate_of(agent_id)
                 .await?
                 .map(|bound| {

@@ -63,6 +63,7 @@ impl Trust {
         match self
             .ground
             .store()
+            .certificates()
             .bind_agent_certificate(agent_id, cert_name, certificate.clone(), now, cap)
             .await?
         {
@@ -94,6 +95,7 @@ impl Trust {
                 let bound = self
                     .ground
                     .store()
+                    .certificates()
                     .agent_certificate(agent_id)
                     .await?
                     .ok_or(FleetError::NotRegistered(agent_id))?;

@@ -290,7 +290,7 @@ async fn runs_compare_on_the_same_hardware_across_a_driver_bump_and_skip_failed_
         abfleet_core::parity::ParityRule::Ratchet
     );
     assert_eq!(report.exit_code, exit::PARITY_FAILED);
-    let run = f.fleet.store().run(grown).await.unwrap().unwrap();
+    let run = f.fleet.store().runs().run(grown).await.unwrap().unwrap();
     assert_eq!(
         run.exit_code,
         Some(exit::PARITY_FAILED),
@@ -346,7 +346,7 @@ async fn a_run_pinned_to_a_hardware_id_goes_only_to_an_agent_of_that_hardware() 
         .submit_on(spec(), BISECT_TRIGGER, None, "test", Some("hardware-b"))
         .await
         .unwrap();
-    let jobs = f.fleet.store().jobs_of_run(run).await.unwrap();
+    let jobs = f.fleet.store().jobs().of_run(run).await.unwrap();
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].pinned_agent, Some(agent_b));
     assert!(
@@ -364,7 +364,7 @@ async fn a_run_pinned_to_a_hardware_id_goes_only_to_an_agent_of_that_hardware() 
         .submit_on(spec(), BISECT_TRIGGER, None, "test", Some("hardware-z"))
         .await
         .unwrap();
-    let row = f.fleet.store().run(nowhere).await.unwrap().unwrap();
+    let row = f.fleet.store().runs().run(nowhere).await.unwrap().unwrap();
     assert_eq!(row.exit_code, Some(exit::NOT_CARRIED_OUT));
     let error = row.error.unwrap_or_default();
     assert!(

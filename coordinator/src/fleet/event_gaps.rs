@@ -29,7 +29,12 @@ impl Intake {
         if job.attempt != attempt || job.agent_id != Some(agent_id) {
             return Err(FleetError::LeaseLost { job_id, attempt });
         }
-        let first = self.ground.store().next_event_seq(job_id, attempt).await?;
+        let first = self
+            .ground
+            .store()
+            .events()
+            .next_event_seq(job_id, attempt)
+            .await?;
         if first >= lost_before || job.state.is_finished() {
             return Ok(());
         }
@@ -42,6 +47,7 @@ impl Intake {
         let state = self
             .ground
             .store()
+            .jobs()
             .end_attempt_for_good(job_id, self.ground.config().max_attempts, reason.clone())
             .await?;
         self.ground

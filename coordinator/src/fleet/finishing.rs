@@ -42,7 +42,12 @@ impl Finishing {
     /// finished once the cause is gone, also after a restart. Returns how many it finished;
     /// a failure is logged and left for the next tick.
     pub async fn finish_stranded_runs(&self) -> Result<usize, FleetError> {
-        let stranded = self.ground.store().runs_with_every_job_finished().await?;
+        let stranded = self
+            .ground
+            .store()
+            .runs()
+            .runs_with_every_job_finished()
+            .await?;
         let mut finished = 0;
         for run_id in stranded {
             info!(run_id = %run_id, "every job of the run has ended but the run has not: finishing it");
@@ -72,7 +77,7 @@ impl Finishing {
         if run.state.is_finished() {
             return Ok(());
         }
-        let jobs = self.ground.store().jobs_of_run(run_id).await?;
+        let jobs = self.ground.store().jobs().of_run(run_id).await?;
         if !jobs.iter().all(|j| j.state.is_finished()) {
             return Ok(());
         }
@@ -88,7 +93,7 @@ impl Finishing {
         // and stored with that state, what the run leaves for later runs and the report as
         // it is served from now on (`served_reports`). A comparison that fails fails the
         // finish: an exit code without the ratchet would be wrong.
-        let basis = self.ground.store().report_basis().await?;
+        let basis = self.ground.store().reports().report_basis().await?;
         let report = self.reports.report_as(run_id, Some(state)).await?;
         let results = results_for_later_runs(&report);
         let alerts = self.alerts.finished_run_alerts(&report);
@@ -103,6 +108,7 @@ impl Finishing {
         });
         self.ground
             .store()
+            .reports()
             .finish_run(
                 run_id,
                 crate::store::RunFinish {

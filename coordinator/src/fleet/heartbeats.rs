@@ -63,10 +63,10 @@ impl Scheduling {
             }
         };
         match due {
-            Some(batch) => self.ground.store().touch_agents(batch).await?,
+            Some(batch) => self.ground.store().agents().touch_all(batch).await?,
             None if self.heard().registered.contains(&agent_id) => {}
             None => {
-                if !self.ground.store().touch_agent(agent_id, now).await? {
+                if !self.ground.store().agents().touch(agent_id, now).await? {
                     return Err(FleetError::NotRegistered(agent_id));
                 }
                 self.heard().registered.insert(agent_id);
@@ -81,7 +81,7 @@ impl Scheduling {
     pub async fn write_heard(&self) -> Result<(), FleetError> {
         let due = self.heard().take_due(self.ground.now_ms());
         if let Some(batch) = due {
-            self.ground.store().touch_agents(batch).await?;
+            self.ground.store().agents().touch_all(batch).await?;
         }
         Ok(())
     }

@@ -16,6 +16,7 @@ impl Reports {
         for earlier in self
             .ground
             .store()
+            .reports()
             .unrecorded_runs_of(query.name.as_deref())
             .await?
         {
@@ -28,6 +29,7 @@ impl Reports {
         let snapshots = self
             .ground
             .store()
+            .reports()
             .generation_history(&query.generation, query.name.as_deref(), limit)
             .await?;
         Ok(history_points(

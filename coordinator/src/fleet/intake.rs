@@ -83,7 +83,7 @@ impl Intake {
         let mut events = events;
         let (outcome, job) = loop {
             let batch = match self.ground.store()
-                .append_batch(job_id, attempt, agent_id, events, (stored, limit))
+                .events().append_batch(job_id, attempt, agent_id, events, (stored, limit))
                 .await
             {
                 Err(CoordinatorError::RepeatedCell { seq, index, first_seq, .. }) => {
@@ -266,7 +266,7 @@ impl Intake {
         if let Some(n) = self.memory.events_stored(job_id) {
             return Ok(n);
         }
-        let n = self.ground.store().count_events(job_id).await?;
+        let n = self.ground.store().events().count_events(job_id).await?;
         self.memory.keep_events_stored(job_id, n);
         Ok(n)
     }

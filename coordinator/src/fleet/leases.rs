@@ -23,7 +23,7 @@ impl Scheduling {
         self.touch_session(agent_id);
         self.touch_agent(agent_id).await?;
         if let Some((job_id, attempt)) = running {
-            if let Some(job) = self.ground.store().job(job_id).await? {
+            if let Some(job) = self.ground.store().jobs().job(job_id).await? {
                 if job.attempt == attempt
                     && job.state == JobState::Leased
                     && job.agent_id.is_some_and(|holder| holder != agent_id)
@@ -40,11 +40,12 @@ impl Scheduling {
             let renewed = self
                 .ground
                 .store()
+                .jobs()
                 .renew_lease(job_id, agent_id, attempt, self.ground.lease_expiry())
                 .await?
                 || self.reclaim_lapsed(job_id, agent_id, attempt).await?;
             if !renewed {
-                let job = self.ground.store().job(job_id).await?;
+                let job = self.ground.store().jobs().job(job_id).await?;
                 // A job that finished or was cancelled by this attempt is not "lost".
                 let still_ours = job.as_ref().is_some_and(|j| {
                     j.attempt == attempt && j.agent_id == Some(agent_id) && j.state.is_finished()
@@ -82,11 +83,12 @@ impl Scheduling {
         let found = self
             .ground
             .store()
+            .jobs()
             .reclaim_lapsed_lease(job_id, agent_id, attempt, self.ground.lease_expiry())
             .await?;
         if found == LapsedLease::GivenBack {
             warn!(agent_id = %agent_id, job_id = %job_id, attempt, "the agent came back after its lease lapsed and nobody took the job: the attempt goes on");
-            if let Some(job) = self.ground.store().job(job_id).await? {
+            if let Some(job) = self.ground.store().jobs().job(job_id).await? {
                 self.ground.publish(RunProgress::new(
                     job.run_id,
                     Some(job_id),
@@ -122,6 +124,7 @@ impl Scheduling {
         let state = self
             .ground
             .store()
+            .jobs()
             .release_job(job_id, max_attempts, reason.clone())
             .await?;
         self.ground.publish(RunProgress::new(
@@ -161,6 +164,7 @@ impl Scheduling {
         let state = self
             .ground
             .store()
+            .jobs()
             .release_job(job_id, 0, reason.clone())
             .await?;
         self.ground.publish(RunProgress::new(
@@ -179,7 +183,13 @@ impl Scheduling {
         let now = self.ground.now_ms();
         let gone = self.gone_agents();
         let mut released = false;
-        for job in self.ground.store().jobs_in_state(JobState::Leased).await? {
+        for job in self
+            .ground
+            .store()
+            .jobs()
+            .in_state(JobState::Leased)
+            .await?
+        {
             let agent = job.agent_id.map(|a| a.to_string()).unwrap_or_default();
             let reason = if job.lease_expires_ms.is_some_and(|t| t < now) {
                 warn!(job_id = %job.job_id, agent_id = %agent, attempt = job.attempt, "lease expired");

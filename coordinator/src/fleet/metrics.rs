@@ -33,8 +33,8 @@ impl Fleet {
 
     /// Every metric, in Prometheus' text exposition format (version 0.0.4).
     pub async fn render_metrics(&self) -> Result<String, FleetError> {
-        let jobs = self.store().count_jobs_by_state().await?;
-        let runs = self.store().count_runs_by_state().await?;
+        let jobs = self.store().jobs().count_by_state().await?;
+        let runs = self.store().runs().count_by_state().await?;
         let agents = self.scheduling().agents().await?;
         let connected = self.scheduling().connected_sessions();
         let counters = self.ground.counters();

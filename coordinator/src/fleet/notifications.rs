@@ -96,7 +96,7 @@ impl Alerts {
         {
             return;
         }
-        let name = match self.ground.store().run(run_id).await {
+        let name = match self.ground.store().runs().run(run_id).await {
             Ok(Some(run)) => run.spec.name.clone(),
             _ => run_id.to_string(),
         };
@@ -112,6 +112,7 @@ impl Alerts {
         match self
             .ground
             .store()
+            .notifications()
             .queue_notifications(rows, self.ground.now_ms())
             .await
         {
@@ -130,6 +131,7 @@ impl Alerts {
         let due = self
             .ground
             .store()
+            .notifications()
             .due_notifications(self.ground.now_ms(), DELIVERY_BATCH)
             .await?;
         let mut sent = 0;
@@ -194,6 +196,7 @@ impl Alerts {
             }
             self.ground
                 .store()
+                .notifications()
                 .record_notification_attempt(alert.id, attempt, self.ground.now_ms())
                 .await?;
         }
@@ -206,7 +209,13 @@ impl Alerts {
             if let Err(err) = self.deliver_due_alerts().await {
                 error!(error = %err, "alert delivery failed; trying again shortly");
             }
-            let wait = match self.ground.store().next_notification_due_ms().await {
+            let wait = match self
+                .ground
+                .store()
+                .notifications()
+                .next_notification_due_ms()
+                .await
+            {
                 Ok(Some(due)) => (due - self.ground.now_ms()).clamp(0, 60_000) as u64,
                 Ok(None) => 60_000,
                 Err(_) => 5_000,

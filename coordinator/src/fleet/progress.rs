@@ -18,7 +18,7 @@ impl Reports {
     /// [`Reports::snapshot`] of a run row already read.
     pub async fn snapshot_of(&self, run: &RunRow) -> Result<RunProgress, FleetError> {
         let run_id = run.run_id;
-        let jobs = self.ground.store().jobs_of_run(run_id).await?;
+        let jobs = self.ground.store().jobs().of_run(run_id).await?;
         let mut snapshot = RunProgress::new(
             run_id,
             jobs.first().map(|j| j.job_id),
@@ -27,7 +27,8 @@ impl Reports {
         );
         snapshot.cells_total = run.spec.cell_count() as u32;
         for job in &jobs {
-            snapshot.cells_done += self.ground.store().cell_count(job.job_id).await? as u32;
+            snapshot.cells_done +=
+                self.ground.store().events().cell_count(job.job_id).await? as u32;
         }
         if run.state.is_finished() {
             snapshot.exit_code = Some(match run.exit_code {

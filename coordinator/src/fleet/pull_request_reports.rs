@@ -108,6 +108,7 @@ impl PullRequests {
         }
         self.ground
             .store()
+            .pull_requests()
             .record_pull_request_report(
                 run_id,
                 pull_request.repo.clone(),
@@ -128,6 +129,7 @@ impl PullRequests {
         for row in self
             .ground
             .store()
+            .pull_requests()
             .due_pull_request_reports(self.ground.now_ms())
             .await?
         {
@@ -159,6 +161,7 @@ impl PullRequests {
             };
             self.ground
                 .store()
+                .pull_requests()
                 .record_pull_request_post(row.run_id, posted, self.ground.now_ms())
                 .await?;
         }

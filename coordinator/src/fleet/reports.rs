@@ -80,6 +80,7 @@ impl Reports {
         let report = self.assembled(run_id).await?;
         self.ground
             .store()
+            .reports()
             .record_results(run_id, results_for_later_runs(&report))
             .await?;
         Ok(())
@@ -112,6 +113,7 @@ impl Reports {
         let (mut run, jobs) = self
             .ground
             .store()
+            .reports()
             .report_inputs(run_id)
             .await?
             .ok_or_else(|| FleetError::UnknownRun(run_id))?;
@@ -147,7 +149,13 @@ impl Reports {
     /// Runs of this run's spec name that finished under a coordinator without
     /// `generation_results` are recorded the first time a later report needs them, once.
     async fn record_unrecorded_runs_before(&self, run_id: RunId) -> Result<(), FleetError> {
-        for earlier in self.ground.store().unrecorded_runs_before(run_id).await? {
+        for earlier in self
+            .ground
+            .store()
+            .reports()
+            .unrecorded_runs_before(run_id)
+            .await?
+        {
             self.record_results_of(earlier).await?;
         }
         Ok(())
@@ -163,7 +171,7 @@ impl Reports {
         keys: &[String],
         created_ms: i64,
     ) -> Result<BTreeMap<String, EarlierRuns>, FleetError> {
-        let store = &self.ground.store();
+        let store = self.ground.store().reports();
         let mut earlier = BTreeMap::new();
         for key in keys {
             let runs = EarlierRuns {

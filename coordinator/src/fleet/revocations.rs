@@ -103,7 +103,7 @@ impl Trust {
         {
             return Ok(());
         }
-        let stored = self.ground.store().revocations().await?;
+        let stored = self.ground.store().certificates().revocations().await?;
         let count = stored.len();
         for revocation in stored {
             self.deny_list.insert(revocation);
@@ -124,8 +124,12 @@ impl Trust {
         &self,
     ) -> Result<(Vec<Revocation>, Vec<crate::store::AgentCertificate>), FleetError> {
         Ok((
-            self.ground.store().revocations().await?,
-            self.ground.store().agent_certificates().await?,
+            self.ground.store().certificates().revocations().await?,
+            self.ground
+                .store()
+                .certificates()
+                .agent_certificates()
+                .await?,
         ))
     }
 
@@ -173,6 +177,7 @@ impl Trust {
                 let known = self
                     .ground
                     .store()
+                    .certificates()
                     .agent_certificates()
                     .await?
                     .into_iter()
@@ -202,6 +207,7 @@ impl Trust {
         let added = self
             .ground
             .store()
+            .certificates()
             .revoke_certificate(revocation.clone())
             .await?;
         self.deny_list.insert(revocation.clone());
@@ -232,13 +238,25 @@ impl Trust {
     /// registration used a revoked certificate.
     async fn requeue_revoked_agents_jobs(&self, agents: &[AgentId]) -> Result<usize, FleetError> {
         let mut revoked_agents: Vec<AgentId> = agents.to_vec();
-        for bound in self.ground.store().agent_certificates().await? {
+        for bound in self
+            .ground
+            .store()
+            .certificates()
+            .agent_certificates()
+            .await?
+        {
             if self.deny_list.revoked(&bound.certificate).is_some() {
                 revoked_agents.push(bound.agent_id);
             }
         }
         let mut requeued = 0;
-        for job in self.ground.store().jobs_in_state(JobState::Leased).await? {
+        for job in self
+            .ground
+            .store()
+            .jobs()
+            .in_state(JobState::Leased)
+            .await?
+        {
             let Some(agent) = job.agent_id.filter(|a| revoked_agents.contains(a)) else {
                 continue;
             };

@@ -71,7 +71,8 @@ impl Runs {
         let (jobs, unmatched) = self.plan_jobs(&spec, hardware_id).await?;
         self.ground
             .store()
-            .insert_noted_run(
+            .runs()
+            .insert_noted(
                 run_id,
                 &spec,
                 trigger,
@@ -86,7 +87,8 @@ impl Runs {
             warn!(run_id = %run_id, %error, "no agent matches the run's targets");
             self.ground
                 .store()
-                .fail_run(
+                .runs()
+                .fail(
                     run_id,
                     error.clone(),
                     abfleet_core::exit::NOT_CARRIED_OUT,
@@ -205,7 +207,8 @@ impl Runs {
         let leased = self
             .ground
             .store()
-            .cancel_run(run_id, format!("cancelled: {reason}"), self.ground.now_ms())
+            .runs()
+            .cancel(run_id, format!("cancelled: {reason}"), self.ground.now_ms())
             .await?;
         for job in leased {
             if let Some(agent_id) = job.agent_id {
@@ -231,7 +234,7 @@ impl Runs {
     }
 
     pub async fn all(&self) -> Result<Vec<RunRow>, FleetError> {
-        Ok(self.ground.store().runs().await?)
+        Ok(self.ground.store().runs().all().await?)
     }
 
     /// Up to `limit` runs in `order` after `cursor`: the run list, without reading specs.
@@ -244,6 +247,7 @@ impl Runs {
         Ok(self
             .ground
             .store()
+            .runs()
             .run_listing(order, cursor, limit)
             .await?)
     }
@@ -252,6 +256,7 @@ impl Runs {
     pub async fn run_spec_json(&self, run_id: RunId) -> Result<String, FleetError> {
         self.ground
             .store()
+            .runs()
             .spec_json(run_id)
             .await?
             .ok_or(FleetError::UnknownRun(run_id))
@@ -266,7 +271,8 @@ impl Runs {
         Ok(self
             .ground
             .store()
-            .runs_page_newest_first(offset, limit)
+            .runs()
+            .page_newest_first(offset, limit)
             .await?)
     }
 

@@ -37,7 +37,12 @@ impl Reports {
         };
         // Alerts are sent after the report is kept: they join it as it is served. A run
         // without any (most) costs one indexed read and no decoding.
-        let sent = self.ground.store().notifications_of(run_id).await?;
+        let sent = self
+            .ground
+            .store()
+            .notifications()
+            .notifications_of(run_id)
+            .await?;
         if sent.is_empty() {
             return Ok(json);
         }
@@ -60,12 +65,17 @@ impl Reports {
             })?,
             Served::Assembled { report, .. } => *report,
         };
-        report.notifications = self.ground.store().notifications_of(run_id).await?;
+        report.notifications = self
+            .ground
+            .store()
+            .notifications()
+            .notifications_of(run_id)
+            .await?;
         Ok(report)
     }
 
     async fn served(&self, run_id: RunId) -> Result<Served, FleetError> {
-        let (finished, basis) = match self.ground.store().stored_report(run_id).await? {
+        let (finished, basis) = match self.ground.store().reports().stored_report(run_id).await? {
             None => return Err(FleetError::UnknownRun(run_id)),
             Some(StoredReport::Stored(json)) => return Ok(Served::Stored(json)),
             Some(StoredReport::Missing { finished, basis }) => (finished, basis),
@@ -81,7 +91,13 @@ impl Reports {
             now_ms: self.ground.now_ms(),
         };
         // Served whether or not it could be kept: kept, the next read is one row.
-        if let Err(err) = self.ground.store().store_report(run_id, keep).await {
+        if let Err(err) = self
+            .ground
+            .store()
+            .reports()
+            .store_report(run_id, keep)
+            .await
+        {
             warn!(run_id = %run_id, error = %err, "failed to keep the assembled report; it is assembled again next time");
         }
         Ok(Served::Assembled {

@@ -71,7 +71,8 @@ impl Scheduling {
         let earlier = self
             .ground
             .store()
-            .upsert_agent(agent_id, inventory, self.ground.now_ms())
+            .agents()
+            .upsert(agent_id, inventory, self.ground.now_ms())
             .await?;
         self.registered(agent_id);
         info!(agent_id = %agent_id, host = %inventory.hostname, "agent registered");
@@ -138,7 +139,13 @@ impl Scheduling {
         warn!(agent_id = %agent_id, why, "agent session broke; requeueing its jobs now");
         let max_attempts = self.ground.config().max_attempts;
         let mut released = false;
-        for job in self.ground.store().jobs_in_state(JobState::Leased).await? {
+        for job in self
+            .ground
+            .store()
+            .jobs()
+            .in_state(JobState::Leased)
+            .await?
+        {
             if job.agent_id != Some(agent_id) {
                 continue;
             }
@@ -170,7 +177,7 @@ impl Scheduling {
         job_id: JobId,
         attempt: u32,
     ) -> Result<(), FleetError> {
-        let Some(job) = self.ground.store().job(job_id).await? else {
+        let Some(job) = self.ground.store().jobs().job(job_id).await? else {
             return Ok(());
         };
         if job.state != JobState::Leased || job.agent_id != Some(agent_id) || job.attempt != attempt
@@ -210,7 +217,13 @@ impl Scheduling {
     pub async fn ready(&self, agent_id: AgentId) -> Result<(), FleetError> {
         self.touch_session(agent_id);
         self.touch_agent(agent_id).await?;
-        for job in self.ground.store().jobs_in_state(JobState::Leased).await? {
+        for job in self
+            .ground
+            .store()
+            .jobs()
+            .in_state(JobState::Leased)
+            .await?
+        {
             if job.agent_id == Some(agent_id) {
                 warn!(agent_id = %agent_id, job_id = %job.job_id, "agent is idle but held a lease; requeueing");
                 self.release(
@@ -228,11 +241,16 @@ impl Scheduling {
     /// Offers queued jobs to waiting agents, oldest job first.
     pub(super) async fn dispatch(&self) -> Result<(), FleetError> {
         let _guard = self.sessions.dispatching().await;
-        let queued = self.ground.store().jobs_in_state(JobState::Queued).await?;
+        let queued = self
+            .ground
+            .store()
+            .jobs()
+            .in_state(JobState::Queued)
+            .await?;
         if queued.is_empty() {
             return Ok(());
         }
-        let agents = self.ground.store().agents().await?;
+        let agents = self.ground.store().agents().all().await?;
         // A draining agent finishes what it runs and is offered nothing new.
         let draining: Vec<AgentId> = agents
             .iter()
@@ -263,6 +281,7 @@ impl Scheduling {
             let Some(attempt) = self
                 .ground
                 .store()
+                .jobs()
                 .lease_job(
                     job.job_id,
                     agent_id,
@@ -273,10 +292,20 @@ impl Scheduling {
             else {
                 continue;
             };
-            let spec_json = self.ground.store().spec_json(job.run_id).await?;
+            let spec_json = self.ground.store().runs().spec_json(job.run_id).await?;
             let spec = SpecJson::stored(spec_json.ok_or(FleetError::UnknownRun(job.run_id))?);
-            let next_seq = self.ground.store().event_count(job.job_id, attempt).await?;
-            let kept_cells = self.ground.store().kept_cells(job.job_id, attempt).await?;
+            let next_seq = self
+                .ground
+                .store()
+                .events()
+                .event_count(job.job_id, attempt)
+                .await?;
+            let kept_cells = self
+                .ground
+                .store()
+                .jobs()
+                .kept_cells(job.job_id, attempt)
+                .await?;
             let offer = JobOffer {
                 job_id: job.job_id,
                 run_id: job.run_id,
@@ -312,7 +341,13 @@ impl Scheduling {
     /// is offered no new one. Kept in the store, so a restarted coordinator or agent stays
     /// drained. Returns the agent's state afterwards.
     pub async fn drain(&self, agent_id: AgentId, resume: bool) -> Result<AgentState, FleetError> {
-        if !self.ground.store().set_draining(agent_id, !resume).await? {
+        if !self
+            .ground
+            .store()
+            .agents()
+            .set_draining(agent_id, !resume)
+            .await?
+        {
             return Err(FleetError::UnknownAgent(agent_id));
         }
         info!(agent_id = %agent_id, resume, "agent drain changed");
@@ -353,10 +388,15 @@ impl Scheduling {
         offset: u64,
         limit: u32,
     ) -> Result<Vec<(AgentRow, AgentState, Option<JobId>)>, FleetError> {
-        let leased = self.ground.store().jobs_in_state(JobState::Leased).await?;
+        let leased = self
+            .ground
+            .store()
+            .jobs()
+            .in_state(JobState::Leased)
+            .await?;
         let lost_before =
             self.ground.now_ms() - self.ground.config().agent_lost_after.as_millis() as i64;
-        let agents = self.ground.store().agents_page(offset, limit).await?;
+        let agents = self.ground.store().agents().page(offset, limit).await?;
         Ok(agents
             .into_iter()
             .map(|mut agent| {

@@ -133,6 +133,7 @@ impl Ground {
     pub(super) async fn run_row(&self, run_id: RunId) -> Result<RunRow, FleetError> {
         self.0
             .store
+            .runs()
             .run(run_id)
             .await?
             .ok_or(FleetError::UnknownRun(run_id))
@@ -141,6 +142,7 @@ impl Ground {
     pub(super) async fn job_row(&self, job_id: JobId) -> Result<JobRow, FleetError> {
         self.0
             .store
+            .jobs()
             .job(job_id)
             .await?
             .ok_or(FleetError::UnknownJob(job_id))

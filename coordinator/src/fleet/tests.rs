@@ -125,11 +125,18 @@ impl Harness {
     }
 
     async fn job_state(&self, run_id: RunId) -> JobState {
-        self.fleet.store().jobs_of_run(run_id).await.unwrap()[0].state
+        self.fleet.store().jobs().of_run(run_id).await.unwrap()[0].state
     }
 
     async fn run_state(&self, run_id: RunId) -> (RunState, Option<i32>) {
-        let run = self.fleet.store().run(run_id).await.unwrap().unwrap();
+        let run = self
+            .fleet
+            .store()
+            .runs()
+            .run(run_id)
+            .await
+            .unwrap()
+            .unwrap();
         (run.state, run.exit_code)
     }
 
@@ -191,7 +198,14 @@ async fn a_submitted_job_is_offered_to_the_waiting_agent_and_done_finishes_the_r
     );
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
     assert_eq!(h.run_state(run_id).await, (RunState::Running, None));
-    let lease = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let lease = h
+        .fleet
+        .store()
+        .jobs()
+        .job(offer.job_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         lease.lease_expires_ms,
         Some(h.clock_ms() + LEASE.as_millis() as i64)
@@ -251,7 +265,14 @@ async fn a_lease_expires_only_after_its_duration_and_the_job_is_requeued() {
     h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
     assert_eq!(h.run_state(run_id).await, (RunState::Running, None));
-    let job = h.fleet.store().job(first.job_id).await.unwrap().unwrap();
+    let job = h
+        .fleet
+        .store()
+        .jobs()
+        .job(first.job_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(job.error.unwrap().contains("lease of attempt 1 expired"));
     h.no_message();
 
@@ -263,7 +284,7 @@ async fn a_lease_expires_only_after_its_duration_and_the_job_is_requeued() {
 async fn the_last_heartbeat_of_a_fleet_that_falls_quiet_is_written_by_the_reaper_tick() {
     use crate::clock::Clock;
     let h = Harness::new(3).await;
-    let stored = || async { h.fleet.store().agents().await.unwrap()[0].last_heartbeat_ms };
+    let stored = || async { h.fleet.store().agents().all().await.unwrap()[0].last_heartbeat_ms };
     h.fleet.scheduling().heartbeat(h.agent, None).await.unwrap();
     let first = h.clock.now_ms();
     assert_eq!(
@@ -316,7 +337,14 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
         .unwrap();
     h.no_message();
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
-    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let job = h
+        .fleet
+        .store()
+        .jobs()
+        .job(offer.job_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((job.attempt, job.error), (1, None));
 
     // Once another agent has taken the job, the old attempt learns it lost the lease, and
@@ -435,7 +463,7 @@ async fn a_job_that_loses_every_attempt_fails_the_run_as_agent_lost() {
         h.fleet.scheduling().reap_expired_leases().await.unwrap();
     }
     assert_eq!(h.job_state(run_id).await, JobState::Failed);
-    let job = &h.fleet.store().jobs_of_run(run_id).await.unwrap()[0];
+    let job = &h.fleet.store().jobs().of_run(run_id).await.unwrap()[0];
     assert!(
         job.error
             .as_deref()
@@ -503,7 +531,14 @@ async fn a_job_whose_agent_closed_its_session_and_stayed_away_is_requeued_before
         JobState::Queued,
         "10 s, not the 30 s lease"
     );
-    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let job = h
+        .fleet
+        .store()
+        .jobs()
+        .job(offer.job_id)
+        .await
+        .unwrap()
+        .unwrap();
     let reason = job.error.unwrap();
     assert!(
         reason.contains("session closed 10.0 s ago") && reason.contains("attempt 1"),
@@ -520,7 +555,14 @@ async fn a_job_whose_agent_closed_its_session_and_stayed_away_is_requeued_before
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
         .unwrap();
-    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let job = h
+        .fleet
+        .store()
+        .jobs()
+        .job(offer.job_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (job.state, job.attempt, job.error),
         (JobState::Leased, 1, None)
@@ -548,7 +590,14 @@ async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt
         .unwrap();
     // No time passes.
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
-    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let job = h
+        .fleet
+        .store()
+        .jobs()
+        .job(offer.job_id)
+        .await
+        .unwrap()
+        .unwrap();
     let reason = job.error.unwrap();
     assert!(
         reason.contains("session broke (connection reset)") && reason.contains("attempt 1"),
@@ -566,7 +615,14 @@ async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
         .unwrap();
-    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let job = h
+        .fleet
+        .store()
+        .jobs()
+        .job(offer.job_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((job.state, job.attempt), (JobState::Leased, 1));
 
     // The last attempt (2 of 2): a broken session leaves it leased until the grace is over.
@@ -638,7 +694,14 @@ async fn a_lease_given_back_by_one_call_of_the_agent_is_held_for_its_other_call(
         .reclaim_lapsed(offer.job_id, h.agent, offer.attempt + 1)
         .await
         .unwrap());
-    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let job = h
+        .fleet
+        .store()
+        .jobs()
+        .job(offer.job_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((job.state, job.attempt), (JobState::Leased, 1));
 }
 
@@ -674,7 +737,14 @@ async fn a_heartbeat_and_an_upload_arriving_together_after_a_reconnect_both_keep
         );
         beat.unwrap();
         assert_eq!(pushed.unwrap(), vec![seq], "reconnect {seq}");
-        let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+        let job = h
+            .fleet
+            .store()
+            .jobs()
+            .job(offer.job_id)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (job.state, job.attempt),
             (JobState::Leased, 1),
@@ -724,7 +794,13 @@ async fn a_lost_agent_queues_one_alert_per_attempt_for_the_endpoints_that_take_i
         .session_broke(h.agent, h.session_number, "connection reset")
         .await
         .unwrap();
-    let sent = h.fleet.store().notifications_of(run_id).await.unwrap();
+    let sent = h
+        .fleet
+        .store()
+        .notifications()
+        .notifications_of(run_id)
+        .await
+        .unwrap();
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(
         (
@@ -747,6 +823,7 @@ async fn a_lost_agent_queues_one_alert_per_attempt_for_the_endpoints_that_take_i
     assert_eq!(
         h.fleet
             .store()
+            .notifications()
             .notifications_of(run_id)
             .await
             .unwrap()
@@ -790,7 +867,14 @@ async fn an_agent_that_reconnects_within_agent_lost_after_keeps_its_job() {
     h.clock.advance(LEASE);
     h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
-    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let job = h
+        .fleet
+        .store()
+        .jobs()
+        .job(offer.job_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(job.error.unwrap().contains("lease of attempt 1 expired"));
 }
 
@@ -1010,6 +1094,7 @@ async fn a_report_compares_each_generation_with_the_latest_earlier_finished_run(
     let latest = h
         .fleet
         .store()
+        .reports()
         .previous_result(&report.name, "any", i64::MAX)
         .await
         .unwrap()
@@ -1040,6 +1125,7 @@ async fn runs_finished_before_the_results_table_are_recorded_when_a_report_needs
     assert_eq!(
         h.fleet
             .store()
+            .reports()
             .unrecorded_finished_runs(&report.name, i64::MAX)
             .await
             .unwrap(),
@@ -1077,7 +1163,7 @@ async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs(
         .unwrap();
     // Not assembled again per batch: marked to be recorded when a report next needs it.
     let store = h.fleet.store().clone();
-    let unrecorded = || async { store.unrecorded_runs_of(None).await.unwrap() };
+    let unrecorded = || async { store.reports().unrecorded_runs_of(None).await.unwrap() };
     assert_eq!(unrecorded().await, vec![cancelled]);
     let later = h.run_with_toolchain("cc 13", JobOutcome::Completed).await;
     let report = h.fleet.reports().report(later).await.unwrap();
@@ -1190,7 +1276,15 @@ async fn sequence_numbers_above_i64_max_are_refused_and_nothing_of_the_batch_is_
         }
         other => panic!("expected InvalidEvent, got {other:?}"),
     }
-    assert_eq!(h.fleet.store().cell_count(offer.job_id).await.unwrap(), 0);
+    assert_eq!(
+        h.fleet
+            .store()
+            .events()
+            .cell_count(offer.job_id)
+            .await
+            .unwrap(),
+        0
+    );
     // The largest storable number passes the range check; after 0 it is a gap (events are
     // stored contiguously), which names what is missing.
     let pushed = h
@@ -1256,7 +1350,14 @@ async fn a_job_over_its_event_limit_fails_with_the_limit_named_and_stores_nothin
         other => panic!("expected TooManyEvents, got {other:?}"),
     }
     assert_eq!(h.job_state(run_id).await, JobState::Failed);
-    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let job = h
+        .fleet
+        .store()
+        .jobs()
+        .job(offer.job_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(
         job.error
             .as_deref()
@@ -1265,7 +1366,15 @@ async fn a_job_over_its_event_limit_fails_with_the_limit_named_and_stores_nothin
         "{:?}",
         job.error
     );
-    assert_eq!(h.fleet.store().count_events(offer.job_id).await.unwrap(), 2);
+    assert_eq!(
+        h.fleet
+            .store()
+            .events()
+            .count_events(offer.job_id)
+            .await
+            .unwrap(),
+        2
+    );
     assert_eq!(h.run_state(run_id).await.0, RunState::Failed);
 }
 
@@ -1293,7 +1402,15 @@ async fn a_cell_index_outside_the_spec_is_refused_naming_the_index_and_the_count
             other => panic!("expected InvalidEvent, got {other:?}"),
         }
     }
-    assert_eq!(h.fleet.store().cell_count(offer.job_id).await.unwrap(), 0);
+    assert_eq!(
+        h.fleet
+            .store()
+            .events()
+            .cell_count(offer.job_id)
+            .await
+            .unwrap(),
+        0
+    );
     let last = count as u32 - 1;
     h.fleet
         .intake()
@@ -1344,6 +1461,7 @@ async fn events_and_heartbeats_for_another_agents_lease_are_refused() {
     assert_eq!(
         h.fleet
             .store()
+            .events()
             .event_count(offer.job_id, offer.attempt)
             .await
             .unwrap(),
@@ -1430,7 +1548,14 @@ async fn a_second_session_under_a_live_agents_id_is_refused_and_its_job_survives
         );
     }
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
-    let job = h.fleet.store().job(offer.job_id).await.unwrap().unwrap();
+    let job = h
+        .fleet
+        .store()
+        .jobs()
+        .job(offer.job_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(job.attempt, 1, "never requeued");
     // The victim's session is still the one messages go to.
     h.fleet.runs().cancel(run_id, "by test").await.unwrap();

@@ -84,6 +84,7 @@ impl Triggers {
         let known = self
             .ground
             .store()
+            .triggers()
             .record_generation_toolchain(
                 &generation.key,
                 &generation.toolchain,

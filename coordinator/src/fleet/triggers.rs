@@ -116,6 +116,7 @@ impl Triggers {
             if let Some(run_id) = self
                 .ground
                 .store()
+                .triggers()
                 .debounce_target_of(&debounce_reasons(&request.reason), key, since_ms)
                 .await?
             {
@@ -179,6 +180,7 @@ impl Triggers {
                     // The pin moves deliberately: later milestone runs follow this tag.
                     self.ground
                         .store()
+                        .triggers()
                         .record_upstream_pin(url, tag, run_id, &request.note, now_ms)
                         .await?;
                 }
@@ -281,6 +283,7 @@ impl Triggers {
         let newest = self
             .ground
             .store()
+            .triggers()
             .upstream_pins(url)
             .await?
             .into_iter()
@@ -386,6 +389,7 @@ impl Triggers {
     ) -> Result<(), FleetError> {
         self.ground
             .store()
+            .triggers()
             .insert_trigger(TriggerRow {
                 reason: request.reason.clone(),
                 debounce_key: request.debounce_key.clone(),

@@ -7,10 +7,10 @@
 use abfleet_core::RunId;
 use rusqlite::params;
 
-use super::Store;
+use super::ReportRecords;
 use crate::error::CoordinatorError;
 
-impl Store {
+impl ReportRecords<'_> {
     /// Keeps a bisect of `run_id` (a `BisectRecord` as JSON), recorded at `now_ms`.
     pub async fn record_bisect(
         &self,
@@ -18,7 +18,7 @@ impl Store {
         now_ms: i64,
         bisection_json: String,
     ) -> Result<(), CoordinatorError> {
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             let tx = conn.transaction()?;
             tx.execute(
                 "INSERT OR REPLACE INTO bisects (run_id, recorded_ms, bisection_json) VALUES (?1, ?2, ?3)",
@@ -33,13 +33,14 @@ impl Store {
 
     /// The bisects of `run_id` (each a `BisectRecord` as JSON), oldest first.
     pub async fn bisects_of(&self, run_id: RunId) -> Result<Vec<String>, CoordinatorError> {
-        self.read(move |conn| {
-            let mut stmt = conn.prepare(
-                "SELECT bisection_json FROM bisects WHERE run_id = ?1 ORDER BY recorded_ms",
-            )?;
-            let rows = stmt.query_map(params![run_id], |row| row.get::<_, String>(0))?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
-        })
-        .await
+        self.store
+            .read(move |conn| {
+                let mut stmt = conn.prepare(
+                    "SELECT bisection_json FROM bisects WHERE run_id = ?1 ORDER BY recorded_ms",
+                )?;
+                let rows = stmt.query_map(params![run_id], |row| row.get::<_, String>(0))?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            })
+            .await
     }
 }

@@ -65,7 +65,19 @@ impl Revocation {
     }
 }
 
+/// Which certificate registered which agent id, and the revoked certificates. A view of the [`Store`]: `store.certificates()`.
+#[derive(Clone, Copy)]
+pub struct CertificateRecords<'s> {
+    pub(super) store: &'s Store,
+}
+
 impl Store {
+    pub fn certificates(&self) -> CertificateRecords<'_> {
+        CertificateRecords { store: self }
+    }
+}
+
+impl CertificateRecords<'_> {
     /// Binds `agent_id` to `cert_name` unless it is bound already, noting the certificate it
     /// registered with now. A new id is refused when `cap` = (ids, since_ms) and the name
     /// already has that many ids registered since `since_ms`.
@@ -78,7 +90,7 @@ impl Store {
         cap: Option<(u32, i64)>,
     ) -> Result<Binding, CoordinatorError> {
         let cert_name = cert_name.to_string();
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             let tx = conn.transaction()?;
             let bound: Option<String> = tx
                 .query_row(
@@ -125,16 +137,17 @@ impl Store {
         &self,
         agent_id: AgentId,
     ) -> Result<Option<String>, CoordinatorError> {
-        self.with(move |conn| {
-            Ok(conn
-                .query_row(
-                    "SELECT cert_name FROM agent_certificates WHERE agent_id = ?1",
-                    params![agent_id],
-                    |row| row.get(0),
-                )
-                .optional()?)
-        })
-        .await
+        self.store
+            .with(move |conn| {
+                Ok(conn
+                    .query_row(
+                        "SELECT cert_name FROM agent_certificates WHERE agent_id = ?1",
+                        params![agent_id],
+                        |row| row.get(0),
+                    )
+                    .optional()?)
+            })
+            .await
     }
 
     /// The certificate `agent_id` is bound to and last registered with.
@@ -142,7 +155,7 @@ impl Store {
         &self,
         agent_id: AgentId,
     ) -> Result<Option<AgentCertificate>, CoordinatorError> {
-        self.read(move |conn| {
+        self.store.read(move |conn| {
             Ok(conn
                 .query_row(
                     "SELECT cert_name, serial, fingerprint, registered_ms FROM agent_certificates WHERE agent_id = ?1",
@@ -166,36 +179,37 @@ impl Store {
 
     /// Every agent id's certificate, by certificate name then id.
     pub async fn agent_certificates(&self) -> Result<Vec<AgentCertificate>, CoordinatorError> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare(
-                "SELECT agent_id, cert_name, serial, fingerprint, registered_ms
+        self.store
+            .read(|conn| {
+                let mut stmt = conn.prepare(
+                    "SELECT agent_id, cert_name, serial, fingerprint, registered_ms
                  FROM agent_certificates ORDER BY cert_name, agent_id",
-            )?;
-            let rows = stmt.query_map([], |row| {
-                Ok((
-                    row.get::<_, AgentId>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, i64>(4)?,
-                ))
-            })?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (agent_id, cert_name, serial, fingerprint, registered_ms) = row?;
-                out.push(AgentCertificate {
-                    agent_id,
-                    cert_name,
-                    certificate: CertificateId {
-                        serial,
-                        fingerprint,
-                    },
-                    registered_ms,
-                });
-            }
-            Ok(out)
-        })
-        .await
+                )?;
+                let rows = stmt.query_map([], |row| {
+                    Ok((
+                        row.get::<_, AgentId>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, String>(3)?,
+                        row.get::<_, i64>(4)?,
+                    ))
+                })?;
+                let mut out = Vec::new();
+                for row in rows {
+                    let (agent_id, cert_name, serial, fingerprint, registered_ms) = row?;
+                    out.push(AgentCertificate {
+                        agent_id,
+                        cert_name,
+                        certificate: CertificateId {
+                            serial,
+                            fingerprint,
+                        },
+                        registered_ms,
+                    });
+                }
+                Ok(out)
+            })
+            .await
     }
 
     /// Adds `revocation` to the deny list; false when its key was already there (the first
@@ -204,50 +218,52 @@ impl Store {
         &self,
         revocation: Revocation,
     ) -> Result<bool, CoordinatorError> {
-        self.with(move |conn| {
-            let added = conn.execute(
-                "INSERT INTO revoked_certificates
+        self.store
+            .with(move |conn| {
+                let added = conn.execute(
+                    "INSERT INTO revoked_certificates
                  (key, serial, fingerprint, role, name, reason, revoked_by, revoked_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(key) DO NOTHING",
-                params![
-                    revocation.key,
-                    revocation.certificate.serial,
-                    revocation.certificate.fingerprint,
-                    revocation.role,
-                    revocation.name,
-                    revocation.reason,
-                    revocation.revoked_by,
-                    revocation.revoked_ms
-                ],
-            )?;
-            Ok(added == 1)
-        })
-        .await
+                    params![
+                        revocation.key,
+                        revocation.certificate.serial,
+                        revocation.certificate.fingerprint,
+                        revocation.role,
+                        revocation.name,
+                        revocation.reason,
+                        revocation.revoked_by,
+                        revocation.revoked_ms
+                    ],
+                )?;
+                Ok(added == 1)
+            })
+            .await
     }
 
     /// The whole deny list, oldest first.
     pub async fn revocations(&self) -> Result<Vec<Revocation>, CoordinatorError> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare(
-                "SELECT key, serial, fingerprint, role, name, reason, revoked_by, revoked_ms
+        self.store
+            .read(|conn| {
+                let mut stmt = conn.prepare(
+                    "SELECT key, serial, fingerprint, role, name, reason, revoked_by, revoked_ms
                  FROM revoked_certificates ORDER BY revoked_ms, key",
-            )?;
-            let rows = stmt.query_map([], |row| {
-                Ok(Revocation {
-                    key: row.get(0)?,
-                    certificate: CertificateId {
-                        serial: row.get(1)?,
-                        fingerprint: row.get(2)?,
-                    },
-                    role: row.get(3)?,
-                    name: row.get(4)?,
-                    reason: row.get(5)?,
-                    revoked_by: row.get(6)?,
-                    revoked_ms: row.get(7)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
-        })
-        .await
+                )?;
+                let rows = stmt.query_map([], |row| {
+                    Ok(Revocation {
+                        key: row.get(0)?,
+                        certificate: CertificateId {
+                            serial: row.get(1)?,
+                            fingerprint: row.get(2)?,
+                        },
+                        role: row.get(3)?,
+                        name: row.get(4)?,
+                        reason: row.get(5)?,
+                        revoked_by: row.get(6)?,
+                        revoked_ms: row.get(7)?,
+                    })
+                })?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            })
+            .await
     }
 }

@@ -7,7 +7,7 @@ use abfleet_core::lifecycle::RunState;
 use abfleet_core::RunId;
 use rusqlite::{params, OptionalExtension};
 
-use super::Store;
+use super::RunRecords;
 use crate::error::CoordinatorError;
 
 /// A run as lists show it.
@@ -61,7 +61,7 @@ impl RunCursor {
     }
 }
 
-impl Store {
+impl RunRecords<'_> {
     /// Up to `limit` runs in `order`, after `cursor` (from the start without one).
     pub async fn run_listing(
         &self,
@@ -69,7 +69,7 @@ impl Store {
         cursor: Option<RunCursor>,
         limit: u32,
     ) -> Result<Vec<RunListing>, CoordinatorError> {
-        self.read(move |conn| {
+        self.store.read(move |conn| {
             let (direction, compare) = match order {
                 RunOrder::NewestFirst => ("DESC", "<"),
                 RunOrder::OldestFirst => ("ASC", ">"),
@@ -107,19 +107,20 @@ impl Store {
     }
 }
 
-impl Store {
+impl RunRecords<'_> {
     /// The spec JSON stored with a run (validated when it was submitted), undecoded.
     pub async fn spec_json(&self, run_id: RunId) -> Result<Option<String>, CoordinatorError> {
-        self.read(move |conn| {
-            Ok(conn
-                .query_row(
-                    "SELECT spec_json FROM runs WHERE run_id = ?1",
-                    params![run_id],
-                    |row| row.get(0),
-                )
-                .optional()?)
-        })
-        .await
+        self.store
+            .read(move |conn| {
+                Ok(conn
+                    .query_row(
+                        "SELECT spec_json FROM runs WHERE run_id = ?1",
+                        params![run_id],
+                        |row| row.get(0),
+                    )
+                    .optional()?)
+            })
+            .await
     }
 }
 
@@ -156,7 +157,7 @@ mod tests {
     #[tokio::test]
     async fn pages_after_a_cursor_list_every_run_once_in_either_order() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = crate::store::Store::open(dir.path()).unwrap();
         let text = include_str!("../../../fixtures/jobs/demo.toml");
         let fixtures =
             std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
@@ -171,7 +172,8 @@ mod tests {
         for (i, created_ms) in [10, 20, 20, 30, 40, 50, 60].into_iter().enumerate() {
             let run_id = RunId::new_random();
             store
-                .insert_run(
+                .runs()
+                .insert(
                     run_id,
                     &spec,
                     "manual",
@@ -188,7 +190,11 @@ mod tests {
             let mut listed = Vec::new();
             let mut cursor = None;
             loop {
-                let page = store.run_listing(order, cursor.clone(), 3).await.unwrap();
+                let page = store
+                    .runs()
+                    .run_listing(order, cursor.clone(), 3)
+                    .await
+                    .unwrap();
                 assert!(page.len() <= 3);
                 let Some(last) = page.last() else { break };
                 cursor = Some(RunCursor::after(last));
@@ -201,6 +207,7 @@ mod tests {
             assert_eq!(listed, expected, "{order:?}");
         }
         let newest = store
+            .runs()
             .run_listing(RunOrder::NewestFirst, None, 1)
             .await
             .unwrap();

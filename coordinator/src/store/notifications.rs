@@ -73,20 +73,33 @@ pub(super) fn queue(
     Ok(queued)
 }
 
+/// Alerts queued for delivery and what each attempt did. A view of the [`Store`]: `store.notifications()`.
+#[derive(Clone, Copy)]
+pub struct NotificationRecords<'s> {
+    pub(super) store: &'s Store,
+}
+
 impl Store {
+    pub fn notifications(&self) -> NotificationRecords<'_> {
+        NotificationRecords { store: self }
+    }
+}
+
+impl NotificationRecords<'_> {
     /// Queues alerts outside a run's finish (an agent lost mid-job); how many were new.
     pub async fn queue_notifications(
         &self,
         rows: Vec<NewNotification>,
         now_ms: i64,
     ) -> Result<usize, CoordinatorError> {
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            let queued = queue(&tx, &rows, now_ms)?;
-            tx.commit()?;
-            Ok(queued)
-        })
-        .await
+        self.store
+            .with(move |conn| {
+                let tx = conn.transaction()?;
+                let queued = queue(&tx, &rows, now_ms)?;
+                tx.commit()?;
+                Ok(queued)
+            })
+            .await
     }
 
     /// Alerts due by `now_ms`, oldest due first, at most `limit`.
@@ -95,7 +108,7 @@ impl Store {
         now_ms: i64,
         limit: u32,
     ) -> Result<Vec<DueNotification>, CoordinatorError> {
-        self.read(move |conn| {
+        self.store.read(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT id, run_id, endpoint, kind, payload_json, attempts FROM notifications
                  WHERE state = 'pending' AND next_attempt_ms <= ?1 ORDER BY next_attempt_ms, id LIMIT ?2",
@@ -117,17 +130,18 @@ impl Store {
 
     /// When the next queued alert is due, if any is.
     pub async fn next_notification_due_ms(&self) -> Result<Option<i64>, CoordinatorError> {
-        self.read(|conn| {
-            Ok(conn
-                .query_row(
-                    "SELECT MIN(next_attempt_ms) FROM notifications WHERE state = 'pending'",
-                    [],
-                    |row| row.get::<_, Option<i64>>(0),
-                )
-                .optional()?
-                .flatten())
-        })
-        .await
+        self.store
+            .read(|conn| {
+                Ok(conn
+                    .query_row(
+                        "SELECT MIN(next_attempt_ms) FROM notifications WHERE state = 'pending'",
+                        [],
+                        |row| row.get::<_, Option<i64>>(0),
+                    )
+                    .optional()?
+                    .flatten())
+            })
+            .await
     }
 
     /// Records one attempt of alert `id`.
@@ -137,7 +151,7 @@ impl Store {
         attempt: Attempt,
         now_ms: i64,
     ) -> Result<(), CoordinatorError> {
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             match attempt {
                 Attempt::Sent { status } => conn.execute(
                     "UPDATE notifications SET state = 'sent', attempts = attempts + 1, last_status = ?2, last_error = NULL, sent_ms = ?3 WHERE id = ?1",
@@ -168,7 +182,7 @@ impl Store {
         &self,
         run_id: RunId,
     ) -> Result<Vec<NotificationRecord>, CoordinatorError> {
-        self.read(move |conn| {
+        self.store.read(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT kind, endpoint, key, summary, state, attempts, last_status, last_error, created_ms, sent_ms
                  FROM notifications WHERE run_id = ?1 ORDER BY id",

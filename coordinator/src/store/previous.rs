@@ -13,7 +13,7 @@ use abfleet_core::report::history::{GenerationSnapshot, BISECT_TRIGGER};
 use abfleet_core::RunId;
 use rusqlite::{params, OptionalExtension, Transaction};
 
-use super::Store;
+use super::ReportRecords;
 use crate::error::CoordinatorError;
 
 pub use abfleet_core::report::earlier::{GenerationResult, PreviousResult};
@@ -31,7 +31,7 @@ pub struct RunFinish {
     pub alerts: Vec<super::NewNotification>,
 }
 
-impl Store {
+impl ReportRecords<'_> {
     /// Ends a run: its state, exit code and finished time, what it leaves for later runs, its
     /// report (`store/reports.rs`; kept only if what it compares with did not change while it
     /// was assembled) and its alerts to send (`store/notifications.rs`), in one transaction.
@@ -48,27 +48,28 @@ impl Store {
             report,
             alerts,
         } = finish;
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            super::notifications::queue(&tx, &alerts, now_ms)?;
-            tx.execute(
+        self.store
+            .with(move |conn| {
+                let tx = conn.transaction()?;
+                super::notifications::queue(&tx, &alerts, now_ms)?;
+                tx.execute(
                 "UPDATE runs SET state = ?2, exit_code = ?3, finished_ms = ?4 WHERE run_id = ?1",
                 params![run_id, state, exit_code, now_ms],
             )?;
-            let report = match report {
-                Some(report) if super::reports::is_current(&tx, run_id, report.basis)? => {
-                    Some(report)
+                let report = match report {
+                    Some(report) if super::reports::is_current(&tx, run_id, report.basis)? => {
+                        Some(report)
+                    }
+                    _ => None,
+                };
+                replace_results(&tx, run_id, results)?;
+                if let Some(report) = report {
+                    super::reports::put(&tx, run_id, &report)?;
                 }
-                _ => None,
-            };
-            replace_results(&tx, run_id, results)?;
-            if let Some(report) = report {
-                super::reports::put(&tx, run_id, &report)?;
-            }
-            tx.commit()?;
-            Ok(())
-        })
-        .await
+                tx.commit()?;
+                Ok(())
+            })
+            .await
     }
 
     /// Replaces what a finished run leaves for later runs (its report changed after it
@@ -78,13 +79,14 @@ impl Store {
         run_id: RunId,
         results: Vec<GenerationResult>,
     ) -> Result<(), CoordinatorError> {
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            replace_results(&tx, run_id, results)?;
-            tx.commit()?;
-            Ok(())
-        })
-        .await
+        self.store
+            .with(move |conn| {
+                let tx = conn.transaction()?;
+                replace_results(&tx, run_id, results)?;
+                tx.commit()?;
+                Ok(())
+            })
+            .await
     }
 
     /// Finished runs of `name` created before `before_ms` whose results were never recorded
@@ -95,7 +97,8 @@ impl Store {
         before_ms: i64,
     ) -> Result<Vec<RunId>, CoordinatorError> {
         let name = name.to_string();
-        self.read(move |conn| unrecorded(conn, Some(&name), before_ms))
+        self.store
+            .read(move |conn| unrecorded(conn, Some(&name), before_ms))
             .await
     }
 
@@ -105,20 +108,21 @@ impl Store {
         &self,
         run_id: RunId,
     ) -> Result<Vec<RunId>, CoordinatorError> {
-        self.read(move |conn| {
-            let run = conn
-                .query_row(
-                    "SELECT name, created_ms FROM runs WHERE run_id = ?1",
-                    params![run_id],
-                    |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)),
-                )
-                .optional()?;
-            match run {
-                Some((name, created_ms)) => unrecorded(conn, Some(&name), created_ms),
-                None => Ok(Vec::new()),
-            }
-        })
-        .await
+        self.store
+            .read(move |conn| {
+                let run = conn
+                    .query_row(
+                        "SELECT name, created_ms FROM runs WHERE run_id = ?1",
+                        params![run_id],
+                        |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)),
+                    )
+                    .optional()?;
+                match run {
+                    Some((name, created_ms)) => unrecorded(conn, Some(&name), created_ms),
+                    None => Ok(Vec::new()),
+                }
+            })
+            .await
     }
 
     /// The result of the latest run of `name` on `generation` created before `before_ms`.
@@ -129,7 +133,7 @@ impl Store {
         before_ms: i64,
     ) -> Result<Option<PreviousResult>, CoordinatorError> {
         let (name, generation) = (name.to_string(), generation.to_string());
-        self.read(move |conn| {
+        self.store.read(move |conn| {
             let row = conn
                 .query_row(
                     "SELECT run_id, toolchain_json, findings_json, backend_cells_json, snapshot_json FROM generation_results
@@ -174,7 +178,7 @@ impl Store {
     }
 }
 
-impl Store {
+impl ReportRecords<'_> {
     /// The snapshots of the earlier comparable runs of a generation, newest first, each with
     /// its hardware identity: runs of `name` on `generation` created before `before_ms`,
     /// finished as `done` (a cancelled or failed run is not a baseline), never a bisect step;
@@ -188,7 +192,7 @@ impl Store {
         before_ms: i64,
     ) -> Result<Vec<(Option<String>, GenerationSnapshot)>, CoordinatorError> {
         let (name, generation) = (name.to_string(), generation.to_string());
-        self.read(move |conn| {
+        self.store.read(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT run_id, snapshot_json, hardware_id FROM (
                    SELECT g.run_id, g.snapshot_json, g.hardware_id, g.created_ms,
@@ -237,7 +241,7 @@ impl Store {
     ) -> Result<Vec<(String, GenerationSnapshot)>, CoordinatorError> {
         let generation = generation.to_string();
         let name = name.map(str::to_string);
-        self.read(move |conn| {
+        self.store.read(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT g.name, g.run_id, g.snapshot_json FROM generation_results g JOIN runs r ON r.run_id = g.run_id
                  WHERE g.generation = ?1 AND (?2 IS NULL OR g.name = ?2) AND g.snapshot_json IS NOT NULL
@@ -271,7 +275,8 @@ impl Store {
         name: Option<&str>,
     ) -> Result<Vec<RunId>, CoordinatorError> {
         let name = name.map(str::to_string);
-        self.read(move |conn| unrecorded(conn, name.as_deref(), i64::MAX))
+        self.store
+            .read(move |conn| unrecorded(conn, name.as_deref(), i64::MAX))
             .await
     }
 }
@@ -405,7 +410,7 @@ mod tests {
     #[tokio::test]
     async fn comparable_snapshots_are_the_newest_done_runs_of_each_hardware_tagged_with_it() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = crate::store::Store::open(dir.path()).unwrap();
         let fixtures =
             std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
         let spec = abfleet_core::spec::JobSpec::from_toml(
@@ -432,7 +437,8 @@ mod tests {
         for (created_ms, hardware, trigger, state) in runs {
             let run_id = RunId::new_random();
             store
-                .insert_run(
+                .runs()
+                .insert(
                     run_id,
                     &spec,
                     trigger,
@@ -457,11 +463,12 @@ mod tests {
                 report: None,
                 alerts: Vec::new(),
             };
-            store.finish_run(run_id, finish).await.unwrap();
+            store.reports().finish_run(run_id, finish).await.unwrap();
             ids.insert(run_id.to_string(), created_ms);
         }
 
         let found = store
+            .reports()
             .comparable_snapshots(&spec.name, generation, 5_000)
             .await
             .unwrap();

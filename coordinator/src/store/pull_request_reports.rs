@@ -78,7 +78,19 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PullRequestReport> {
 
 const COLUMNS: &str = "run_id, repo, number, head_sha, posted, posted_ms, comment_id, comment_url, answered, attempts, next_attempt_ms, last_error";
 
+/// The pull requests waiting for their runs' answers, and what was posted. A view of the [`Store`]: `store.pull_requests()`.
+#[derive(Clone, Copy)]
+pub struct PullRequestRecords<'s> {
+    pub(super) store: &'s Store,
+}
+
 impl Store {
+    pub fn pull_requests(&self) -> PullRequestRecords<'_> {
+        PullRequestRecords { store: self }
+    }
+}
+
+impl PullRequestRecords<'_> {
     /// Records that `run_id` answers pull request `number` of `repo` at `head_sha`.
     pub async fn record_pull_request_report(
         &self,
@@ -88,7 +100,7 @@ impl Store {
         head_sha: String,
         now_ms: i64,
     ) -> Result<(), CoordinatorError> {
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             conn.execute(
                 "INSERT OR IGNORE INTO pull_request_reports (run_id, repo, number, head_sha, next_attempt_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![run_id, repo, number as i64, head_sha, now_ms],
@@ -103,8 +115,7 @@ impl Store {
         &self,
         now_ms: i64,
     ) -> Result<Vec<PullRequestReport>, CoordinatorError> {
-        let rows = self
-            .read(move |conn| {
+        let rows = self.store.read(move |conn| {
                 let mut stmt = conn.prepare(&format!(
                     "SELECT {COLUMNS} FROM pull_request_reports WHERE answered = ?2 AND next_attempt_ms <= ?1 ORDER BY next_attempt_ms"
                 ))?;
@@ -121,6 +132,7 @@ impl Store {
         run_id: RunId,
     ) -> Result<Option<PullRequestReport>, CoordinatorError> {
         let found = self
+            .store
             .read(move |conn| {
                 Ok(conn
                     .query_row(
@@ -141,7 +153,7 @@ impl Store {
         posted: Posted,
         now_ms: i64,
     ) -> Result<(), CoordinatorError> {
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             match posted {
                 Posted::Pending { description } => conn.execute(
                     "UPDATE pull_request_reports SET posted = ?2, posted_ms = ?3, attempts = 0, last_error = NULL WHERE run_id = ?1",

@@ -17,16 +17,16 @@ use abfleet_core::spec::JobSpec;
 use abfleet_core::RunId;
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{kept_cells_of, JobRow, Store};
+use super::{kept_cells_of, JobRow, ReportRecords};
 use crate::error::CoordinatorError;
 
-impl Store {
+impl ReportRecords<'_> {
     /// The inputs of report assembly: the run and, per job, its latest attempt's events.
     pub async fn report_inputs(
         &self,
         run_id: RunId,
     ) -> Result<Option<(RunRecord, Vec<JobRecord>)>, CoordinatorError> {
-        let Some(raw) = self.read(move |conn| read_run(conn, run_id)).await? else {
+        let Some(raw) = self.store.read(move |conn| read_run(conn, run_id)).await? else {
             return Ok(None);
         };
         tokio::task::spawn_blocking(move || decode_run(raw).map(Some))

@@ -43,45 +43,58 @@ pub enum StoredReport {
     Missing { finished: bool, basis: i64 },
 }
 
+/// What finished runs leave: their reports as served, their results for later runs, their bisects, and what a report is built from. A view of the [`Store`]: `store.reports()`.
+#[derive(Clone, Copy)]
+pub struct ReportRecords<'s> {
+    pub(super) store: &'s Store,
+}
+
 impl Store {
+    pub fn reports(&self) -> ReportRecords<'_> {
+        ReportRecords { store: self }
+    }
+}
+
+impl ReportRecords<'_> {
     /// The stored report of a run, or what storing one needs; `None` for an unknown run.
     pub async fn stored_report(
         &self,
         run_id: RunId,
     ) -> Result<Option<StoredReport>, CoordinatorError> {
-        self.read(move |conn| {
-            let row = conn
-                .query_row(
-                    "SELECT runs.state, run_reports.report_json, run_reports.assembled_by
+        self.store
+            .read(move |conn| {
+                let row = conn
+                    .query_row(
+                        "SELECT runs.state, run_reports.report_json, run_reports.assembled_by
                      FROM runs LEFT JOIN run_reports USING (run_id) WHERE run_id = ?1",
-                    params![run_id],
-                    |row| {
-                        Ok((
-                            row.get::<_, abfleet_core::lifecycle::RunState>(0)?,
-                            row.get::<_, Option<String>>(1)?,
-                            row.get::<_, Option<String>>(2)?,
-                        ))
-                    },
-                )
-                .optional()?;
-            let Some((state, json, assembled_by)) = row else {
-                return Ok(None);
-            };
-            if let (Some(json), Some(ASSEMBLED_BY)) = (json, assembled_by.as_deref()) {
-                return Ok(Some(StoredReport::Stored(json)));
-            }
-            Ok(Some(StoredReport::Missing {
-                finished: state.is_finished(),
-                basis: last_change(conn)?,
-            }))
-        })
-        .await
+                        params![run_id],
+                        |row| {
+                            Ok((
+                                row.get::<_, abfleet_core::lifecycle::RunState>(0)?,
+                                row.get::<_, Option<String>>(1)?,
+                                row.get::<_, Option<String>>(2)?,
+                            ))
+                        },
+                    )
+                    .optional()?;
+                let Some((state, json, assembled_by)) = row else {
+                    return Ok(None);
+                };
+                if let (Some(json), Some(ASSEMBLED_BY)) = (json, assembled_by.as_deref()) {
+                    return Ok(Some(StoredReport::Stored(json)));
+                }
+                Ok(Some(StoredReport::Missing {
+                    finished: state.is_finished(),
+                    basis: last_change(conn)?,
+                }))
+            })
+            .await
     }
 
     /// The basis of a report assembled from now on: read before the report reads anything
     /// it compares with.
     pub async fn report_basis(&self) -> Result<i64, CoordinatorError> {
-        self.read(last_change).await
+        self.store.read(last_change).await
     }
 
     /// Stores a finished run's report assembled after it finished, unless what it compares
@@ -91,16 +104,17 @@ impl Store {
         run_id: RunId,
         report: ReportToStore,
     ) -> Result<bool, CoordinatorError> {
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            let stored = is_current(&tx, run_id, report.basis)?;
-            if stored {
-                put(&tx, run_id, &report)?;
-            }
-            tx.commit()?;
-            Ok(stored)
-        })
-        .await
+        self.store
+            .with(move |conn| {
+                let tx = conn.transaction()?;
+                let stored = is_current(&tx, run_id, report.basis)?;
+                if stored {
+                    put(&tx, run_id, &report)?;
+                }
+                tx.commit()?;
+                Ok(stored)
+            })
+            .await
     }
 }
 
@@ -200,7 +214,8 @@ mod tests {
     async fn run(store: &Store, name: &str, created_ms: i64) -> RunId {
         let run_id = RunId::new_random();
         store
-            .insert_run(
+            .runs()
+            .insert(
                 run_id,
                 &spec(name),
                 "manual",
@@ -215,6 +230,7 @@ mod tests {
 
     async fn finish(store: &Store, run_id: RunId, report: Option<ReportToStore>) {
         store
+            .reports()
             .finish_run(
                 run_id,
                 crate::store::RunFinish {
@@ -246,48 +262,53 @@ mod tests {
         let later = run(&store, "a", 20).await;
         let other_name = run(&store, "b", 30).await;
         assert_eq!(
-            store.stored_report(later).await.unwrap(),
+            store.reports().stored_report(later).await.unwrap(),
             Some(StoredReport::Missing {
                 finished: false,
                 basis: 0
             })
         );
         assert_eq!(
-            store.stored_report(RunId::new_random()).await.unwrap(),
+            store
+                .reports()
+                .stored_report(RunId::new_random())
+                .await
+                .unwrap(),
             None
         );
         // The later run finishes first; its report is kept.
-        let basis = store.report_basis().await.unwrap();
+        let basis = store.reports().report_basis().await.unwrap();
         finish(&store, later, Some(report("{\"later\":1}", basis))).await;
         assert_eq!(
-            store.stored_report(later).await.unwrap(),
+            store.reports().stored_report(later).await.unwrap(),
             Some(StoredReport::Stored("{\"later\":1}".into()))
         );
         // Another name finishing changes nothing of it; the earlier run of its name does.
-        let basis = store.report_basis().await.unwrap();
+        let basis = store.reports().report_basis().await.unwrap();
         finish(&store, other_name, Some(report("{}", basis))).await;
         assert!(matches!(
-            store.stored_report(later).await.unwrap(),
+            store.reports().stored_report(later).await.unwrap(),
             Some(StoredReport::Stored(_))
         ));
-        let basis = store.report_basis().await.unwrap();
+        let basis = store.reports().report_basis().await.unwrap();
         finish(&store, earlier, Some(report("{\"earlier\":1}", basis))).await;
         assert!(matches!(
-            store.stored_report(earlier).await.unwrap(),
+            store.reports().stored_report(earlier).await.unwrap(),
             Some(StoredReport::Stored(_))
         ));
         let Some(StoredReport::Missing { finished, basis }) =
-            store.stored_report(later).await.unwrap()
+            store.reports().stored_report(later).await.unwrap()
         else {
             panic!("the later run's report was dropped");
         };
         assert!(finished);
         assert!(store
+            .reports()
             .store_report(later, report("{\"later\":2}", basis))
             .await
             .unwrap());
         assert_eq!(
-            store.stored_report(later).await.unwrap(),
+            store.reports().stored_report(later).await.unwrap(),
             Some(StoredReport::Stored("{\"later\":2}".into()))
         );
     }
@@ -298,40 +319,43 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let bisected = run(&store, "a", 10).await;
         let later = run(&store, "a", 20).await;
-        let basis = store.report_basis().await.unwrap();
+        let basis = store.reports().report_basis().await.unwrap();
         finish(&store, bisected, Some(report("{\"bisected\":1}", basis))).await;
-        let basis = store.report_basis().await.unwrap();
+        let basis = store.reports().report_basis().await.unwrap();
         finish(&store, later, Some(report("{\"later\":1}", basis))).await;
         assert_eq!(
-            store.stored_report(later).await.unwrap(),
+            store.reports().stored_report(later).await.unwrap(),
             Some(StoredReport::Stored("{\"later\":1}".into()))
         );
         // A report of the run being assembled now, before the bisect lands, is not kept.
-        let before_bisect = store.report_basis().await.unwrap();
+        let before_bisect = store.reports().report_basis().await.unwrap();
         store
+            .reports()
             .record_bisect(bisected, 5, "{}".to_string())
             .await
             .unwrap();
         let Some(StoredReport::Missing { finished, basis }) =
-            store.stored_report(bisected).await.unwrap()
+            store.reports().stored_report(bisected).await.unwrap()
         else {
             panic!("the bisected run's stored report was kept without its bisect");
         };
         assert!(finished);
         assert!(!store
+            .reports()
             .store_report(bisected, report("{\"stale\":1}", before_bisect))
             .await
             .unwrap());
         assert!(store
+            .reports()
             .store_report(bisected, report("{\"with bisect\":1}", basis))
             .await
             .unwrap());
         assert_eq!(
-            store.stored_report(bisected).await.unwrap(),
+            store.reports().stored_report(bisected).await.unwrap(),
             Some(StoredReport::Stored("{\"with bisect\":1}".into()))
         );
         assert_eq!(
-            store.stored_report(later).await.unwrap(),
+            store.reports().stored_report(later).await.unwrap(),
             Some(StoredReport::Stored("{\"later\":1}".into()))
         );
     }
@@ -343,29 +367,31 @@ mod tests {
         let earlier = run(&store, "a", 10).await;
         let later = run(&store, "a", 20).await;
         let next = run(&store, "a", 30).await;
-        let stale_basis = store.report_basis().await.unwrap();
+        let stale_basis = store.reports().report_basis().await.unwrap();
         // While the later run's report is assembled, the earlier run finishes...
         finish(&store, earlier, None).await;
         // ...so the later run finishes without keeping its report,
         finish(&store, later, Some(report("{\"stale\":1}", stale_basis))).await;
         assert!(matches!(
-            store.stored_report(later).await.unwrap(),
+            store.reports().stored_report(later).await.unwrap(),
             Some(StoredReport::Missing { finished: true, .. })
         ));
         // and one read later under the old basis is not kept either; under the new one it is.
         assert!(!store
+            .reports()
             .store_report(later, report("{\"stale\":2}", stale_basis))
             .await
             .unwrap());
-        let basis = store.report_basis().await.unwrap();
+        let basis = store.reports().report_basis().await.unwrap();
         assert!(store
+            .reports()
             .store_report(later, report("{\"fresh\":1}", basis))
             .await
             .unwrap());
         // A change after a run (the next one finishing) is nothing it compares with.
         finish(&store, next, None).await;
         assert!(matches!(
-            store.stored_report(later).await.unwrap(),
+            store.reports().stored_report(later).await.unwrap(),
             Some(StoredReport::Stored(_))
         ));
     }

@@ -32,7 +32,19 @@ pub struct TriggerRow {
     pub debounced: bool,
 }
 
+/// Triggers, debounce, upstream pins and tags seen, toolchains seen, webhook deliveries. A view of the [`Store`]: `store.triggers()`.
+#[derive(Clone, Copy)]
+pub struct TriggerRecords<'s> {
+    pub(super) store: &'s Store,
+}
+
 impl Store {
+    pub fn triggers(&self) -> TriggerRecords<'_> {
+        TriggerRecords { store: self }
+    }
+}
+
+impl TriggerRecords<'_> {
     /// The run the latest undebounced trigger of `reason` and `debounce_key` received at or
     /// after `since_ms` started, if any.
     pub async fn debounce_target(
@@ -43,7 +55,7 @@ impl Store {
     ) -> Result<Option<RunId>, CoordinatorError> {
         let reason = reason.to_string();
         let debounce_key = debounce_key.to_string();
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             let run_id: Option<RunId> = conn
                 .query_row(
                     "SELECT run_id FROM triggers WHERE reason = ?1 AND debounce_key = ?2 AND debounced = 0 AND received_ms >= ?3 ORDER BY received_ms DESC, trigger_id DESC LIMIT 1",
@@ -57,7 +69,7 @@ impl Store {
     }
 
     pub async fn insert_trigger(&self, trigger: TriggerRow) -> Result<(), CoordinatorError> {
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             conn.execute(
                 "INSERT INTO triggers (reason, debounce_key, note, source, received_ms, run_id, debounced) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
@@ -93,7 +105,7 @@ impl Store {
 
     /// Every trigger, oldest first.
     pub async fn list_triggers(&self) -> Result<Vec<TriggerRow>, CoordinatorError> {
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT reason, debounce_key, note, source, received_ms, run_id, debounced FROM triggers ORDER BY received_ms, trigger_id",
             )?;
@@ -130,7 +142,7 @@ impl Store {
     ) -> Result<bool, CoordinatorError> {
         let delivery_id = delivery_id.to_string();
         let event = event.to_string();
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             let inserted = conn.execute(
                 "INSERT OR IGNORE INTO webhook_deliveries (delivery_id, event, received_ms) VALUES (?1, ?2, ?3)",
                 params![delivery_id, event, now_ms],
@@ -144,14 +156,15 @@ impl Store {
     /// failed), so GitHub's redelivery of it is handled rather than ignored as a replay.
     pub async fn forget_delivery(&self, delivery_id: &str) -> Result<(), CoordinatorError> {
         let delivery_id = delivery_id.to_string();
-        self.with(move |conn| {
-            conn.execute(
-                "DELETE FROM webhook_deliveries WHERE delivery_id = ?1",
-                params![delivery_id],
-            )?;
-            Ok(())
-        })
-        .await
+        self.store
+            .with(move |conn| {
+                conn.execute(
+                    "DELETE FROM webhook_deliveries WHERE delivery_id = ?1",
+                    params![delivery_id],
+                )?;
+                Ok(())
+            })
+            .await
     }
 
     /// The tags of `url` the upstream watcher has seen.
@@ -160,12 +173,13 @@ impl Store {
         url: &str,
     ) -> Result<std::collections::BTreeSet<String>, CoordinatorError> {
         let url = url.to_string();
-        self.with(move |conn| {
-            let mut stmt = conn.prepare("SELECT tag FROM upstream_tags WHERE url = ?1")?;
-            let tags = stmt.query_map(params![url], |row| row.get::<_, String>(0))?;
-            Ok(tags.collect::<rusqlite::Result<_>>()?)
-        })
-        .await
+        self.store
+            .with(move |conn| {
+                let mut stmt = conn.prepare("SELECT tag FROM upstream_tags WHERE url = ?1")?;
+                let tags = stmt.query_map(params![url], |row| row.get::<_, String>(0))?;
+                Ok(tags.collect::<rusqlite::Result<_>>()?)
+            })
+            .await
     }
 
     /// Records tags (name, commit) of `url` as seen.
@@ -176,7 +190,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<(), CoordinatorError> {
         let url = url.to_string();
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             let tx = conn.transaction()?;
             for (tag, sha) in tags {
                 tx.execute(
@@ -193,13 +207,14 @@ impl Store {
     /// Forgets deliveries received before `before_ms` (GitHub redelivers only recent ones),
     /// and says how many.
     pub async fn prune_deliveries(&self, before_ms: i64) -> Result<usize, CoordinatorError> {
-        self.with(move |conn| {
-            Ok(conn.execute(
-                "DELETE FROM webhook_deliveries WHERE received_ms < ?1",
-                params![before_ms],
-            )?)
-        })
-        .await
+        self.store
+            .with(move |conn| {
+                Ok(conn.execute(
+                    "DELETE FROM webhook_deliveries WHERE received_ms < ?1",
+                    params![before_ms],
+                )?)
+            })
+            .await
     }
 
     /// Records that release tag `tag` of the upstream `url` started `run_id` (`note`: its
@@ -213,7 +228,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<(), CoordinatorError> {
         let (url, tag, note) = (url.to_string(), tag.to_string(), note.to_string());
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             conn.execute(
                 "INSERT OR IGNORE INTO upstream_pins (url, tag, run_id, note, moved_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![url, tag, run_id, note, now_ms],
@@ -226,23 +241,24 @@ impl Store {
     /// The release tags of `url` that started a run, each with that run and its note.
     pub async fn upstream_pins(&self, url: &str) -> Result<Vec<UpstreamPin>, CoordinatorError> {
         let url = url.to_string();
-        self.with(move |conn| {
-            let mut stmt = conn.prepare(
+        self.store
+            .with(move |conn| {
+                let mut stmt = conn.prepare(
                 "SELECT tag, run_id, note FROM upstream_pins WHERE url = ?1 ORDER BY moved_ms, tag",
             )?;
-            let rows = stmt.query_map(params![url], |row| {
-                let tag: String = row.get(0)?;
-                let run_id: RunId = row.get(1)?;
-                let note: String = row.get(2)?;
-                Ok((tag, run_id, note))
-            })?;
-            rows.map(|row| {
-                let (tag, run_id, note) = row?;
-                Ok(UpstreamPin { tag, run_id, note })
+                let rows = stmt.query_map(params![url], |row| {
+                    let tag: String = row.get(0)?;
+                    let run_id: RunId = row.get(1)?;
+                    let note: String = row.get(2)?;
+                    Ok((tag, run_id, note))
+                })?;
+                rows.map(|row| {
+                    let (tag, run_id, note) = row?;
+                    Ok(UpstreamPin { tag, run_id, note })
+                })
+                .collect()
             })
-            .collect()
-        })
-        .await
+            .await
     }
 
     /// Records that `generation` registered with `toolchain` (from `agent_id`), and returns
@@ -259,7 +275,7 @@ impl Store {
         let fingerprint = toolchain_fingerprint(toolchain);
         let toolchain_json = serde_json::to_string(toolchain)
             .map_err(|err| CoordinatorError::Internal(err.to_string()))?;
-        self.with(move |conn| {
+        self.store.with(move |conn| {
             let tx = conn.transaction()?;
             let known: bool = tx.query_row(
                 "SELECT EXISTS (SELECT 1 FROM generation_toolchains WHERE generation = ?1 AND fingerprint = ?2)",

@@ -119,7 +119,12 @@ async fn a_second_report_of_a_cell_in_one_attempt_is_refused_with_its_batch() {
     );
     // Nothing of the batch was stored: cell 1 is not either.
     assert_eq!(
-        h.fleet.store().stored_cells(offer.job_id).await.unwrap(),
+        h.fleet
+            .store()
+            .events()
+            .stored_cells(offer.job_id)
+            .await
+            .unwrap(),
         [(offer.attempt, 0)]
     );
     // A re-send of the stored event is still just acknowledged.

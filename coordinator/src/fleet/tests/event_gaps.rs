@@ -44,7 +44,15 @@ async fn a_batch_after_a_gap_is_refused_whole_naming_the_missing_events() {
         ),
         "{refused:?}"
     );
-    assert_eq!(h.fleet.store().event_count(job, attempt).await.unwrap(), 2);
+    assert_eq!(
+        h.fleet
+            .store()
+            .events()
+            .event_count(job, attempt)
+            .await
+            .unwrap(),
+        2
+    );
     // The agent still held them (in its spool file): sent in order, all of it is stored.
     let stored = h
         .fleet

@@ -35,7 +35,14 @@ fn done(seq: u64) -> StoredEvent {
 impl Harness {
     /// The report the store keeps for `run_id`, decoded; panics when none is kept.
     async fn kept_report(&self, run_id: abfleet_core::RunId) -> Report {
-        match self.fleet.store().stored_report(run_id).await.unwrap() {
+        match self
+            .fleet
+            .store()
+            .reports()
+            .stored_report(run_id)
+            .await
+            .unwrap()
+        {
             Some(StoredReport::Stored(json)) => Report::from_json(&json).unwrap(),
             other => panic!("no report kept for {run_id}: {other:?}"),
         }
@@ -43,7 +50,12 @@ impl Harness {
 
     async fn kept(&self, run_id: abfleet_core::RunId) -> bool {
         matches!(
-            self.fleet.store().stored_report(run_id).await.unwrap(),
+            self.fleet
+                .store()
+                .reports()
+                .stored_report(run_id)
+                .await
+                .unwrap(),
             Some(StoredReport::Stored(_))
         )
     }
@@ -273,13 +285,21 @@ async fn a_cell_body_the_coordinator_cannot_read_is_refused_with_its_batch() {
         matches!(&refused, super::super::FleetError::InvalidEvent { seq: 1, reason, .. } if reason.contains("does not parse")),
         "{refused}"
     );
-    assert_eq!(h.fleet.store().cell_count(offer.job_id).await.unwrap(), 0);
+    assert_eq!(
+        h.fleet
+            .store()
+            .events()
+            .cell_count(offer.job_id)
+            .await
+            .unwrap(),
+        0
+    );
 }
 
 #[tokio::test]
 async fn heartbeats_are_written_together_and_listed_before_they_are() {
     let h = Harness::new(3).await;
-    let stored_ms = || async { h.fleet.store().agents().await.unwrap()[0].last_heartbeat_ms };
+    let stored_ms = || async { h.fleet.store().agents().all().await.unwrap()[0].last_heartbeat_ms };
     let listed_ms = || async {
         h.fleet.scheduling().agents().await.unwrap()[0]
             .0

@@ -196,9 +196,9 @@ async fn a_data_dir_made_by_the_first_schema_migrates_and_its_rows_stay_readable
         "today's columns and indexes"
     );
 
-    let runs = store.runs().await.unwrap();
+    let runs = store.runs().all().await.unwrap();
     assert_eq!(runs.len(), 1);
-    let run = store.run(run_id).await.unwrap().unwrap();
+    let run = store.runs().run(run_id).await.unwrap().unwrap();
     assert_eq!(run.name, spec.name);
     assert_eq!(run.trigger, "release");
     assert_eq!(run.spec, spec);
@@ -209,6 +209,7 @@ async fn a_data_dir_made_by_the_first_schema_migrates_and_its_rows_stay_readable
     // (the first report that needs it records it), and nothing was made up for it.
     assert_eq!(
         store
+            .reports()
             .unrecorded_finished_runs(&spec.name, i64::MAX)
             .await
             .unwrap(),
@@ -216,6 +217,7 @@ async fn a_data_dir_made_by_the_first_schema_migrates_and_its_rows_stay_readable
     );
     assert_eq!(
         store
+            .reports()
             .previous_result(&spec.name, "any", i64::MAX)
             .await
             .unwrap(),
@@ -226,7 +228,7 @@ async fn a_data_dir_made_by_the_first_schema_migrates_and_its_rows_stay_readable
         "runs.error came later and is empty for old runs"
     );
 
-    let jobs = store.jobs_of_run(run_id).await.unwrap();
+    let jobs = store.jobs().of_run(run_id).await.unwrap();
     assert_eq!(jobs.len(), 1);
     let job = &jobs[0];
     assert_eq!(job.job_id, job_id);
@@ -236,14 +238,19 @@ async fn a_data_dir_made_by_the_first_schema_migrates_and_its_rows_stay_readable
     assert_eq!(job.generation, None);
     assert_eq!(job.pinned_agent, None);
 
-    let events = store.events(job_id, 1).await.unwrap();
+    let events = store.events().of_attempt(job_id, 1).await.unwrap();
     assert_eq!(events.len(), 2);
     assert!(
         matches!(&events[0].payload, JobEventPayload::Log { line, .. } if line == "first light")
     );
     assert!(matches!(events[1].payload, JobEventPayload::Done { .. }));
-    assert_eq!(store.cell_count(job_id).await.unwrap(), 1);
-    let (_, job_records) = store.report_inputs(run_id).await.unwrap().unwrap();
+    assert_eq!(store.events().cell_count(job_id).await.unwrap(), 1);
+    let (_, job_records) = store
+        .reports()
+        .report_inputs(run_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(job_records[0].events.len(), 2);
 
     // And the migrated store takes today's rows.
@@ -254,7 +261,8 @@ async fn a_data_dir_made_by_the_first_schema_migrates_and_its_rows_stay_readable
         pinned_agent: Some(pinned),
     };
     store
-        .insert_run(
+        .runs()
+        .insert(
             new_run,
             &spec,
             "manual",
@@ -264,11 +272,12 @@ async fn a_data_dir_made_by_the_first_schema_migrates_and_its_rows_stay_readable
         )
         .await
         .unwrap();
-    let job = store.job(new_job.job_id).await.unwrap().unwrap();
+    let job = store.jobs().job(new_job.job_id).await.unwrap().unwrap();
     assert_eq!(job.generation.as_deref(), Some("x86-64-v3"));
     assert_eq!(job.pinned_agent, Some(pinned));
     let listed: Vec<RunId> = store
         .runs()
+        .all()
         .await
         .unwrap()
         .iter()
@@ -318,25 +327,26 @@ async fn a_data_dir_with_todays_tables_but_no_version_is_adopted_without_losing_
         latest_shape()
     );
 
-    let failed = store.run(failed_run).await.unwrap().unwrap();
+    let failed = store.runs().run(failed_run).await.unwrap().unwrap();
     assert_eq!(failed.state, RunState::Failed);
     assert_eq!(failed.exit_code, Some(exit::NOT_CARRIED_OUT));
     assert_eq!(
         failed.error.as_deref(),
         Some("no agent matches target x86-64-v4")
     );
-    let job = store.job(job_id).await.unwrap().unwrap();
+    let job = store.jobs().job(job_id).await.unwrap().unwrap();
     assert_eq!(job.run_id, run_id);
     assert_eq!(job.state, JobState::Leased);
     assert_eq!(job.generation.as_deref(), Some("x86-64-v3"));
     assert_eq!(job.pinned_agent, Some(agent_id));
     assert_eq!(job.lease_expires_ms, Some(99999));
     assert_eq!(
-        store.jobs_in_state(JobState::Leased).await.unwrap().len(),
+        store.jobs().in_state(JobState::Leased).await.unwrap().len(),
         1
     );
-    assert_eq!(store.event_count(job_id, 1).await.unwrap(), 1);
+    assert_eq!(store.events().event_count(job_id, 1).await.unwrap(), 1);
     assert!(store
+        .jobs()
         .renew_lease(job_id, agent_id, 1, 100_000)
         .await
         .unwrap());
@@ -350,7 +360,7 @@ async fn a_data_dir_with_todays_tables_but_no_version_is_adopted_without_losing_
         schema_shape(&Connection::open(store_file(dir.path())).unwrap()),
         before
     );
-    assert_eq!(store.runs().await.unwrap().len(), 2);
+    assert_eq!(store.runs().all().await.unwrap().len(), 2);
 }
 
 #[test]
