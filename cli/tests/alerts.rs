@@ -260,7 +260,7 @@ url = "{dead_url}"
             .contains("no connection"),
         "{gone:?}"
     );
-    let markdown = abfleet_core::report::render_markdown(&report);
+    let markdown = abfleet_render::render_markdown(&report);
     assert!(
         markdown.contains("- parity_failure to dashboard: sent (HTTP 200)")
             && markdown.contains("- parity_failure to ops-slack: sent (HTTP 200)")

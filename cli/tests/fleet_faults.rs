@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use abfleet_coordinator::store::Store;
 use abfleet_coordinator::CoordinatorConfig;
-use abfleet_core::report::render_markdown;
 use abfleet_core::JobId;
 use abfleet_proto::pb::control_service_client::ControlServiceClient;
+use abfleet_render::render_markdown;
 use support::*;
 use tonic::transport::Channel;
 

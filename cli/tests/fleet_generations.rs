@@ -10,7 +10,7 @@ use std::time::Duration;
 use abfleet_agent::inventory;
 use abfleet_coordinator::store::Store;
 use abfleet_coordinator::CoordinatorConfig;
-use abfleet_core::report::render_markdown;
+use abfleet_render::render_markdown;
 use support::*;
 
 fn recorded(host: &str) -> PathBuf {

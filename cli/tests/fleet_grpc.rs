@@ -10,8 +10,9 @@ use abfleet_coordinator::store::{Store, StoredEvent};
 use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::cell::{CellParity, SideStatus};
 use abfleet_core::events::{BuildStatus, JobEventPayload, LogLevel};
-use abfleet_core::report::{render_markdown, ScoreParity};
+use abfleet_core::report::ScoreParity;
 use abfleet_proto::pb;
+use abfleet_render::render_markdown;
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

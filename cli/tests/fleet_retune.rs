@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use abfleet_agent::inventory;
 use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::finding::{Finding, Severity};
-use abfleet_core::report::{render_markdown, GenerationSection, Report};
+use abfleet_core::report::{GenerationSection, Report};
+use abfleet_render::render_markdown;
 use support::*;
 
 fn recorded(host: &str) -> PathBuf {

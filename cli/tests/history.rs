@@ -16,7 +16,8 @@ use std::process::Command;
 use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::parity::ParityRule;
 use abfleet_core::report::history::{section_hardware, FlagKind, HistoryPoint};
-use abfleet_core::report::{render_junit, render_markdown, Report};
+use abfleet_core::report::Report;
+use abfleet_render::{render_junit, render_markdown};
 use support::*;
 
 fn spec_at(

@@ -13,7 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use abfleet_core::report::pull_request::{comment_marker, pr_verdict};
+use abfleet_render::pull_request::{comment_marker, pr_verdict};
 use abfleet_testkit::{webhook_example, GitHubApiDouble};
 use support::*;
 

@@ -14,8 +14,9 @@ use abfleet_coordinator::store::Store;
 use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::cell::CellParity;
 use abfleet_core::events::JobEventPayload;
-use abfleet_core::report::{render_markdown, Report};
+use abfleet_core::report::Report;
 use abfleet_core::sweep::{DefaultVerdict, SweepSection, RETUNING_CHECK};
+use abfleet_render::render_markdown;
 use support::*;
 
 /// What varies between the sweep specs of these tests.

@@ -235,7 +235,7 @@ async fn a_signed_release_starts_a_milestone_run_with_its_reason_and_note() {
     let report = report(&mut client, &run_id).await;
     assert_eq!(report.trigger, "release");
     assert_eq!(report.trigger_note.as_deref(), Some(note));
-    let markdown = abfleet_core::report::render_markdown(&report);
+    let markdown = abfleet_render::render_markdown(&report);
     assert!(
         markdown.contains(&format!("trigger `release` ({note})")),
         "{markdown}"

@@ -1,10 +1,8 @@
 //! The words and numbers of a cell as the HTML tables show them (report.md's columns, without
-//! Markdown); the words both pages share are `core::report::words`.
+//! Markdown); the words both pages share are `abfleet_render::words`.
 
 use abfleet_core::cell::{CellParity, CellResult};
-pub(crate) use abfleet_core::report::words::{
-    side_cell, small_delta, stop_reason_words, verdict_word,
-};
+pub(crate) use abfleet_render::words::{side_cell, small_delta, stop_reason_words, verdict_word};
 
 /// The speedup and, when there is one, its interval and verdict.
 pub(crate) fn speedup_text(cell: &CellResult) -> (String, String) {

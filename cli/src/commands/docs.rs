@@ -1,10 +1,11 @@
 //! `abfleet docs update`: a run's results written into the fork's docs/benchmarks.md and
-//! docs/state.md (the rules are `core::report::docs`); this file only reads the report and
+//! docs/state.md (the rules are `abfleet_render::docs`); this file only reads the report and
 //! the pages and writes a page back when it changed.
 
 use std::path::Path;
 
-use abfleet_core::report::{docs, Report};
+use abfleet_core::report::Report;
+use abfleet_render::docs;
 
 pub use crate::cli::DocsUpdate;
 use crate::cli::{RunOrReport, StoreSource};

@@ -1,6 +1,6 @@
 //! `abfleet docs pull-request`: a run's docs land on the fork as a pull request. A fresh
 //! clone of `--remote` (with the operator's own git credentials) gets the run's section in
-//! docs/benchmarks.md and its rows in docs/state.md (`core::report::docs`, the same as `docs
+//! docs/benchmarks.md and its rows in docs/state.md (`abfleet_render::docs`, the same as `docs
 //! update`) on the branch `abfleet/docs-SPEC`, pushed back; then one pull request from that
 //! branch into `--base` is found or opened on GitHub and labelled. The branch grows while
 //! its pull request is open (a newer run adds its section beside the earlier one's), and
@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use abfleet_coordinator::outbound::github::{GitHub, Repo, Token};
-use abfleet_core::report::pull_request::{pr_verdict, render_pr_comment};
-use abfleet_core::report::{docs, Report};
+use abfleet_core::report::Report;
+use abfleet_render::docs;
+use abfleet_render::pull_request::{pr_verdict, render_pr_comment};
 
 use crate::cli::DocsPullRequestArgs;
 use crate::failure::{Classify, Failure};

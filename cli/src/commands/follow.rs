@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use abfleet_core::report::{render_markdown, Report};
+use abfleet_core::report::Report;
 use abfleet_core::RunId;
 use abfleet_proto::control_link::ControlLink;
 use abfleet_proto::LinkErrorKind;
+use abfleet_render::render_markdown;
 
 use super::link_error;
 use crate::failure::{Classify, Failure};
@@ -134,7 +135,7 @@ pub fn write_report(report: &Report, out_dir: &Path) -> Result<(), Failure> {
         .and_then(|()| {
             std::fs::write(
                 out_dir.join("junit.xml"),
-                abfleet_core::report::render_junit(report),
+                abfleet_render::render_junit(report),
             )
         })
         .map_err(|err| {

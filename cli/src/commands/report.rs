@@ -3,8 +3,9 @@
 //! `terminal_text::visible`: names, notes and build logs in a report came from elsewhere.
 
 use abfleet_core::fail_on::FailOn;
-use abfleet_core::report::{render_bmf, render_junit, render_markdown, Report};
+use abfleet_core::report::Report;
 use abfleet_core::RunId;
+use abfleet_render::{render_bmf, render_junit, render_markdown};
 
 use super::control_client;
 use super::follow::fetch_report;
@@ -54,7 +55,7 @@ pub async fn against(
     let before = load(earlier.parse().usage()?, source).await?;
     print!(
         "{}",
-        visible(&abfleet_core::report::render_comparison(&now, &before))
+        visible(&abfleet_render::render_comparison(&now, &before))
     );
     Ok(0)
 }
@@ -103,7 +104,7 @@ pub async fn history(args: HistoryArgs, source: &StoreSource) -> Result<i32, Fai
     match args.format {
         crate::cli::HistoryFormat::Md => print!(
             "{}",
-            visible(&abfleet_core::report::history::render_history(
+            visible(&abfleet_render::render_history(
                 &points,
                 &args.generation,
                 &args.workload

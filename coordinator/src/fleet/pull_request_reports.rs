@@ -5,8 +5,8 @@
 //! the same spec instead of added again. One task posts (`server`), woken by progress; a
 //! failed post is retried with a doubling backoff and never holds up the run.
 
-use abfleet_core::report::pull_request::{comment_marker, pr_verdict, render_pr_comment};
 use abfleet_core::RunId;
+use abfleet_render::pull_request::{comment_marker, pr_verdict, render_pr_comment};
 use tracing::{error, info, warn};
 
 use super::state::Ground;
@@ -176,7 +176,7 @@ impl PullRequests {
         row: &PullRequestReport,
     ) -> Result<Option<Posted>, FleetError> {
         let repo = Repo::parse(&row.repo).map_err(FleetError::PullRequest)?;
-        let link = abfleet_core::report::pull_request::report_link_text(
+        let link = abfleet_render::pull_request::report_link_text(
             reporting.report_url.as_deref(),
             &row.run_id.to_string(),
         );

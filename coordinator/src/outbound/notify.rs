@@ -18,9 +18,9 @@ use std::time::Duration;
 use abfleet_core::cell::CellParity;
 use abfleet_core::finding::Severity;
 use abfleet_core::report::history::FlagKind;
-use abfleet_core::report::pull_request::report_link_text;
 use abfleet_core::report::{GenerationSection, Report, ScoreParity};
 use abfleet_core::sweep::DefaultVerdict;
+use abfleet_render::pull_request::report_link_text;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 

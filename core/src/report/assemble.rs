@@ -62,7 +62,7 @@ pub struct JobRecord {
 }
 
 /// The report of copies of the records, with nothing earlier to compare (tests).
-#[cfg(test)]
+#[cfg(any(test, feature = "samples"))]
 pub(crate) fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
     super::build(super::ReportInputs::own(run.clone(), jobs.to_vec()))
 }

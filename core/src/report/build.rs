@@ -99,7 +99,7 @@ mod tests {
     use crate::cell::CellParity;
     use crate::report::earlier::{results_for_later_runs, PreviousResult};
     use crate::report::history::FlagKind;
-    use crate::report::markdown::tests::sample_records;
+    use crate::report::samples::sample_records;
 
     const FIRST: &str = "00000000-0000-0000-0000-000000000001";
     const SECOND: &str = "00000000-0000-0000-0000-000000000002";

@@ -23,7 +23,6 @@
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
@@ -56,7 +55,7 @@ pub fn ratchet_slack(a: Option<u32>, b: Option<u32>) -> f64 {
 }
 
 /// A pooled delta for people: `0`, else three significant digits (`3.00e-6`).
-fn show_delta(value: f64) -> String {
+pub fn show_delta(value: f64) -> String {
     if value == 0.0 {
         "0".to_string()
     } else {
@@ -697,82 +696,6 @@ fn drop_failed_from_geomean(
     *geomean = crate::stats::geomean(&speedups);
 }
 
-/// A section's comparison as Markdown lines.
-pub fn render_since_previous(out: &mut String, since: &SincePrevious) {
-    let _ = writeln!(
-        out,
-        "Since run `{}` ({}), the previous comparable run on this generation and hardware:",
-        since.run_id, since.date
-    );
-    if let Some(moved) = &since.baseline_moved {
-        let _ = writeln!(
-            out,
-            "- **baseline moved**: {} — the speedups are against another upstream than that run's",
-            moved.line()
-        );
-    }
-    if since.changes.is_empty() {
-        let _ = writeln!(out, "- nothing changed in the commits or toolchain");
-    }
-    for change in &since.changes {
-        let _ = writeln!(out, "- changed: {change}");
-    }
-    for earlier in &since.earlier_runs {
-        let _ = writeln!(
-            out,
-            "- compared with run `{}` ({}), the latest that has them: {}{}",
-            earlier.run_id,
-            earlier.date,
-            earlier.cells.join(", "),
-            if earlier.changes.is_empty() {
-                String::new()
-            } else {
-                format!(" (changed since: {})", earlier.changes.join("; "))
-            }
-        );
-    }
-    if since.flags.is_empty() {
-        let _ = writeln!(
-            out,
-            "- no regression in {} matched cell(s)",
-            since.matched_cells
-        );
-    }
-    for flag in &since.flags {
-        let against = match &flag.then_run {
-            Some(run) if *run != since.run_id => format!(" (against run `{run}`)"),
-            _ => String::new(),
-        };
-        let backend = flag
-            .backend
-            .as_deref()
-            .map_or(String::new(), |b| format!(" ({b})"));
-        let _ = writeln!(
-            out,
-            "- **regression** ({}) `{}` / `{}`{backend}: {}{against}",
-            flag.kind.as_str(),
-            flag.fixture,
-            flag.workload,
-            flag.detail
-        );
-    }
-    for shrink in &since.parity_shrink {
-        let _ = writeln!(
-            out,
-            "- parity delta shrank on `{}`: `{}` {} → {} (the allowance can be ratcheted down{})",
-            shrink.cell(),
-            shrink.metric,
-            show_delta(shrink.then),
-            show_delta(shrink.now),
-            match &shrink.then_run {
-                Some(run) if *run != since.run_id => format!("; accepted in run `{run}`"),
-                _ => String::new(),
-            }
-        );
-    }
-    out.push('\n');
-}
-
 /// What `abfleet history` asks for: one workload on one generation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HistoryQuery {
@@ -863,79 +786,6 @@ pub fn history_points(
         }
     }
     points
-}
-
-/// `abfleet history` as a table.
-pub fn render_history(points: &[HistoryPoint], generation: &str, workload: &str) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "# History of `{workload}` on `{generation}`\n");
-    if points.is_empty() {
-        let _ = writeln!(
-            out,
-            "No finished run has this workload on this generation yet."
-        );
-        return out;
-    }
-    let _ = writeln!(
-        out,
-        "| Date | Run | Spec | Trigger | Fork | Upstream | Fixture | Speedup [95% CI] | Fork median | Max |delta| | Flags |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
-    for point in points {
-        let cell = &point.cell;
-        let speedup = match (cell.speedup, cell.speedup_ci95) {
-            (Some(s), Some([lo, hi])) => format!("{s:.3}x [{lo:.3}, {hi:.3}]"),
-            (Some(s), None) => format!("{s:.3}x"),
-            _ => match (&cell.backend, cell.parity) {
-                (Some(backend), _) => format!("{backend} (fork only)"),
-                (None, CellParity::AbsentUpstream) => "absent upstream".to_string(),
-                _ => "-".to_string(),
-            },
-        };
-        let max_delta = cell
-            .score_delta
-            .values()
-            .map(|d| d.abs())
-            .filter(|d| d.is_finite())
-            .reduce(f64::max)
-            .map_or("-".to_string(), |d| format!("{d:e}"));
-        let mut flags: Vec<String> = point
-            .flags
-            .iter()
-            .map(|f| f.kind.as_str().to_string())
-            .collect();
-        if !point.changes.is_empty() {
-            flags.push(format!("changed: {}", point.changes.join("; ")));
-        }
-        let _ = writeln!(
-            out,
-            "| {} | `{}` | {} | {}{} | {} | `{}` | {} | {} | {} | {} | {} |",
-            point.date,
-            point.run_id.chars().take(8).collect::<String>(),
-            point.name,
-            point.trigger,
-            point
-                .trigger_note
-                .as_deref()
-                .map_or(String::new(), |n| format!(": {n}")),
-            point
-                .fork_commit
-                .as_deref()
-                .map_or("-".to_string(), |c| format!("`{}`", &c[..c.len().min(10)])),
-            point.upstream_requested,
-            cell.fixture,
-            speedup,
-            cell.fork_median
-                .map_or("-".to_string(), |m| format!("{m:.4} s")),
-            max_delta,
-            if flags.is_empty() {
-                "-".to_string()
-            } else {
-                super::markdown_text::text(&flags.join(", "))
-            }
-        );
-    }
-    out
 }
 
 #[cfg(test)]

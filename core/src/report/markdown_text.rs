@@ -13,7 +13,7 @@
 /// `supplied` as Markdown inline text, also safe as a table cell: `<`, `>` and `&` as
 /// entities; `\`, `|`, `[`, `]` escaped; line breaks and tabs as spaces; other control
 /// characters and bidirectional overrides as U+FFFD.
-pub(crate) fn text(supplied: &str) -> String {
+pub fn text(supplied: &str) -> String {
     let mut out = String::with_capacity(supplied.len());
     for c in supplied.chars() {
         match c {
@@ -36,7 +36,7 @@ pub(crate) fn text(supplied: &str) -> String {
 /// renderer could read markup in it (an `&` is fine: a code span decodes no entity);
 /// otherwise as [`text`], which shows it as written outside one (inside a code span an
 /// entity or a `\|` would show as typed).
-pub(crate) fn code(supplied: &str) -> String {
+pub fn code(supplied: &str) -> String {
     let plain = !supplied.is_empty()
         && !supplied.starts_with(' ')
         && !supplied.ends_with(' ')
@@ -53,7 +53,7 @@ pub(crate) fn code(supplied: &str) -> String {
 /// `supplied` (a build log's tail) as a fenced code block, whose content Markdown never
 /// reads as markup: the fence is longer than any run of backticks inside, so the text cannot
 /// close it; control characters but line breaks and tabs (a compiler's colours) as U+FFFD.
-pub(crate) fn code_block(supplied: &str) -> String {
+pub fn code_block(supplied: &str) -> String {
     let mut longest_run = 0;
     let mut run = 0;
     for c in supplied.chars() {

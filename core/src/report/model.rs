@@ -284,7 +284,7 @@ impl GenerationSection {
 
 /// The key of the one section of a run whose spec names no targets; its cells carry no
 /// `generation`.
-pub(crate) const ANY_GENERATION: &str = "any";
+pub const ANY_GENERATION: &str = "any";
 
 /// Reads `cell_indexes`, and the `cells` of a section written before it (full cell
 /// objects, of which only the index is kept: the top-level `cells` hold the same cells).
@@ -376,89 +376,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cell::{CellInput, SideMeasurement, SideStatus};
-    use crate::events::{JobEventPayload, JobOutcome};
-    use crate::lifecycle::{JobState, RunState};
-    use crate::report::{assemble, JobRecord, RunRecord};
-    use crate::scores::{FrameScores, Scores};
-    use crate::spec::JobSpec;
-
-    fn side(seconds: f64) -> SideMeasurement {
-        SideMeasurement {
-            status: SideStatus::Ok,
-            times: vec![seconds; 3],
-            cpu_times: vec![seconds; 3],
-            warmup_times: vec![seconds],
-            scores: Some(Scores {
-                frames: vec![FrameScores {
-                    frame_num: 0,
-                    metrics: [("psnr_y".to_string(), 30.0)].into(),
-                }],
-                ..Scores::default()
-            }),
-            returncode: Some(0),
-            error: None,
-            stderr_tail: None,
-            command: None,
-        }
-    }
-
-    /// A run over two generations, each measuring cells 0 and 1; the fork's time tells
-    /// the cells apart (generation g, cell i: `g + i / 10` seconds).
-    fn two_generation_report() -> Report {
-        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
-        let spec = JobSpec::load(&dir.join("demo.toml")).unwrap();
-        let job = |generation: u32, key: &str| {
-            let mut events: Vec<JobEventPayload> = (0..2u32)
-                .map(|index| {
-                    JobEventPayload::Cell(Box::new(CellResult::evaluate(
-                        CellInput {
-                            index,
-                            fixture: spec.fixtures[0].name.clone(),
-                            workload: spec.workloads[index as usize].name.clone(),
-                            upstream: side(10.0),
-                            fork: side(f64::from(generation) + f64::from(index) / 10.0),
-                            load_avg_1min: [0.0, 0.0],
-                            idle_cores: 1.0,
-                            host_flags: Vec::new(),
-                            seed: 1,
-                            run_order: Vec::new(),
-                            stop_reason: crate::paired::StopReason::NotAdaptive,
-                            overhead_seconds: None,
-                        },
-                        &spec,
-                    )))
-                })
-                .collect();
-            events.push(JobEventPayload::Done {
-                outcome: JobOutcome::Completed,
-                error: None,
-            });
-            JobRecord {
-                job_id: format!("job-{generation}"),
-                generation: Some(key.to_string()),
-                state: JobState::Done,
-                attempt: 1,
-                agent_id: Some("a".into()),
-                error: None,
-                events,
-                attempts: Vec::new(),
-                kept_cells: Vec::new(),
-            }
-        };
-        assemble(
-            &RunRecord {
-                run_id: "00000000-0000-0000-0000-000000000002".into(),
-                trigger: "manual".into(),
-                trigger_note: None,
-                created_ms: 0,
-                state: RunState::Done,
-                spec: spec.clone(),
-                error: None,
-            },
-            &[job(1, "cpu/x86-64-v3"), job(2, "cpu/x86-64-v4")],
-        )
-    }
+    use crate::report::samples::two_generation_report;
 
     /// Pins the 1.1 MB report.json of a 24-cell run: each generation section held a copy
     /// of every cell of the top level.
@@ -488,17 +406,6 @@ mod tests {
                 .iter()
                 .all(|c| c.generation.as_deref() == Some(section.key.as_str())));
         }
-
-        // The Markdown renders each section's own cells under its heading.
-        let markdown = crate::report::render_markdown(&back);
-        let (_, sections) = markdown
-            .split_once("#### Generation `cpu/x86-64-v3`")
-            .unwrap();
-        let (v3, v4) = sections
-            .split_once("#### Generation `cpu/x86-64-v4`")
-            .unwrap();
-        assert!(v3.contains("1.100 s") && !v3.contains("2.100 s"), "{v3}");
-        assert!(v4.contains("2.100 s") && !v4.contains("1.100 s"), "{v4}");
     }
 
     /// A report.json written before `cell_indexes` (each section with its own `cells`)

@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use abfleet_core::events::{JobEventPayload, JobOutcome};
 use abfleet_core::lifecycle::{JobState, RunState};
-use abfleet_core::report::{build, render_markdown, JobRecord, ReportInputs, RunRecord};
+use abfleet_core::report::{build, JobRecord, ReportInputs, RunRecord};
+use abfleet_render::render_markdown;
 use serde::Serialize;
 
 use super::summary::{peak_rss_kib, Summary};

@@ -4,7 +4,7 @@
 //! second report of a cell index in one attempt is refused with its batch.
 
 use abfleet_core::events::{JobEventPayload, JobOutcome};
-use abfleet_core::report::render_markdown;
+use abfleet_render::render_markdown;
 
 use super::{cell, spec, Harness};
 use crate::fleet::FleetError;

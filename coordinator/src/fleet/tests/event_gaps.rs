@@ -154,7 +154,7 @@ async fn events_the_agent_no_longer_holds_redo_the_attempt_keeping_the_stored_ce
         "{lines:?}"
     );
     assert!(lines[1].contains("1 cell kept from attempt 1"), "{lines:?}");
-    let markdown = abfleet_core::report::render_markdown(&report);
+    let markdown = abfleet_render::render_markdown(&report);
     assert!(markdown.contains("were lost"), "{markdown}");
     assert_eq!(
         h.run_state(run_id).await.0,

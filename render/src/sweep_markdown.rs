@@ -5,10 +5,10 @@
 
 use std::fmt::Write;
 
-use super::markdown_text::{code, text};
-use super::model::{GenerationSection, Report};
-use crate::cell::CellParity;
-use crate::sweep::{BestConfiguration, SweepSection};
+use abfleet_core::cell::CellParity;
+use abfleet_core::report::markdown_text::{code, text};
+use abfleet_core::report::{GenerationSection, Report};
+use abfleet_core::sweep::{BestConfiguration, SweepSection};
 
 pub(super) fn render_sweep(report: &Report) -> String {
     let mut out = String::new();
@@ -189,7 +189,7 @@ fn render_section(out: &mut String, sweep: &SweepSection) {
         };
         let verdict = match (c.verdict, &c.error) {
             (_, Some(error)) => format!("not timed: {}", error.replace('|', "/")),
-            (Some(v), None) => super::words::verdict_word(v).to_string(),
+            (Some(v), None) => crate::words::verdict_word(v).to_string(),
             (None, None) if c.is_default => "reference".into(),
             (None, None) => "—".into(),
         };
@@ -260,13 +260,15 @@ fn render_section(out: &mut String, sweep: &SweepSection) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{BuildRecord, BuildStatus, JobEventPayload, JobOutcome, Side};
-    use crate::inventory::Inventory;
-    use crate::lifecycle::{JobState, RunState};
-    use crate::paired::{Pair, StopReason};
-    use crate::report::{assemble, render_markdown, JobRecord, RunRecord};
-    use crate::spec::{JobSpec, SourceSpec};
-    use crate::sweep::{plan, ConfigurationRun, SweepOutcome};
+    use crate::render_markdown;
+    use abfleet_core::events::{BuildRecord, BuildStatus, JobEventPayload, JobOutcome, Side};
+    use abfleet_core::inventory::Inventory;
+    use abfleet_core::lifecycle::{JobState, RunState};
+    use abfleet_core::paired::{Pair, StopReason};
+    use abfleet_core::report::samples::assembled as assemble;
+    use abfleet_core::report::{JobRecord, RunRecord};
+    use abfleet_core::spec::{JobSpec, SourceSpec};
+    use abfleet_core::sweep::{plan, ConfigurationRun, SweepOutcome};
 
     /// A fixed sweep: demo-sweep.toml's 6 configurations with made-up, deterministic pairs
     /// (64-row bands 1.27x, 4 0.8x over the whole picture; the row stride faster but off in
@@ -311,7 +313,7 @@ mod tests {
                     configuration: c.clone(),
                     is_default: i == 0,
                     build_key: Some(format!("key-{band}")),
-                    order: crate::paired::run_order(i as u64, pairs.len()),
+                    order: abfleet_core::paired::run_order(i as u64, pairs.len()),
                     pairs,
                     stop_reason: (i > 0).then_some(StopReason::Decided),
                     parity: if stride {

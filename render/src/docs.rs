@@ -14,10 +14,10 @@
 
 use std::fmt::Write;
 
-use super::docs_section::render_docs_section;
-use super::markdown_text::{code, text};
-use super::Report;
-use crate::cell::CellParity;
+use crate::docs_section::render_docs_section;
+use abfleet_core::cell::CellParity;
+use abfleet_core::report::markdown_text::{code, text};
+use abfleet_core::report::Report;
 
 fn begin_marker(run_id: &str) -> String {
     format!("<!-- abfleet:run {run_id} begin -->")
@@ -176,10 +176,10 @@ pub fn update_state(page: &str, report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::history::{FlagKind, RegressionFlag, SincePrevious};
+    use abfleet_core::report::history::{FlagKind, RegressionFlag, SincePrevious};
 
     fn flagged() -> Report {
-        let mut report = crate::report::markdown::tests::sample_report();
+        let mut report = abfleet_core::report::samples::sample_report();
         let key = report.generations[0].key.clone();
         report.generations[0].since_previous = Some(SincePrevious {
             run_id: "11111111-2222-3333-4444-555555555555".into(),
@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_section_is_replaced_in_place_not_duplicated() {
-        let report = crate::report::markdown::tests::sample_report();
+        let report = abfleet_core::report::samples::sample_report();
         let page = "# Benchmarks\n\nintro\n";
         let once = update_benchmarks(page, &report);
         assert!(

@@ -15,8 +15,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::Report;
-use crate::cell::CellResult;
+use abfleet_core::cell::CellResult;
+use abfleet_core::report::Report;
 
 /// The report as a BMF JSON document (pretty, with a trailing newline).
 pub fn render_bmf(report: &Report) -> String {

@@ -13,8 +13,8 @@ use std::fmt::Write;
 
 use quick_xml::escape::escape;
 
-use super::Report;
-use crate::cell::{CellParity, CellResult};
+use abfleet_core::cell::{CellParity, CellResult};
+use abfleet_core::report::Report;
 
 /// One case's outcome.
 enum Outcome {
@@ -35,7 +35,7 @@ struct Case {
 /// A sweep's cases: its verdict, then one per configuration. A configuration rejected by
 /// parity is skipped (it is reported, and never wins; the run did not regress), one that
 /// could not be timed is an error; a stale default passes with its verdict in the output.
-fn sweep_cases(sweep: &crate::sweep::SweepSection) -> Vec<Case> {
+fn sweep_cases(sweep: &abfleet_core::sweep::SweepSection) -> Vec<Case> {
     let mut cases = vec![Case {
         name: "sweep verdict".into(),
         seconds: sweep.timing_seconds,
@@ -259,7 +259,7 @@ fn case(cell: &CellResult) -> Case {
             let _ = write!(out, " [{lo:.3}, {hi:.3}]");
         }
         if let Some(verdict) = cell.verdict {
-            let _ = write!(out, ", verdict {}", super::words::verdict_word(verdict));
+            let _ = write!(out, ", verdict {}", crate::words::verdict_word(verdict));
         }
         let _ = write!(out, ", {} pairs", cell.pairs);
     }
@@ -277,11 +277,11 @@ mod tests {
 
     #[test]
     fn cells_become_cases_with_parity_failures_errors_and_skips_escaped() {
-        let mut report = super::super::markdown::tests::sample_report();
+        let mut report = abfleet_core::report::samples::sample_report();
         report.name = "a<b>&\"c\"".into();
         // One parity failure, one cell that could not be measured, a run-level error.
         report.cells[1].parity = CellParity::Fail;
-        report.cells[1].parity_failures = vec![crate::parity::ParityFailure {
+        report.cells[1].parity_failures = vec![abfleet_core::parity::ParityFailure {
             metric: "float_ssim".into(),
             rule: Default::default(),
             frame: None,

@@ -1,8 +1,8 @@
 //! A cell's words and numbers as every rendering shows them — report.md, report.html, JUnit,
 //! the docs sections, the PR comment: one place, so the pages never disagree on a word.
 
-use crate::cell::{SideResult, SideStatus};
-use crate::paired::{StopReason, Verdict};
+use abfleet_core::cell::{SideResult, SideStatus};
+use abfleet_core::paired::{StopReason, Verdict};
 
 /// `faster`, `slower`, `same`, `unsure`.
 pub fn verdict_word(verdict: Verdict) -> &'static str {

@@ -5,16 +5,16 @@
 
 use std::fmt::Write as _;
 
-use crate::cell::{CellParity, CellResult};
-use crate::events::BuildStatus;
+use abfleet_core::cell::{CellParity, CellResult};
+use abfleet_core::events::BuildStatus;
 
-use super::markdown_text::{code, code_block, text};
-use super::model::{Report, ScoreParity, SideInfo};
-use super::words::{side_cell, small_delta, stop_reason_words, verdict_word};
+use crate::words::{side_cell, small_delta, stop_reason_words, verdict_word};
+use abfleet_core::report::markdown_text::{code, code_block, text};
+use abfleet_core::report::{Report, ScoreParity, SideInfo};
 
 pub fn render_markdown(report: &Report) -> String {
     if report.is_sweep {
-        return super::sweep_markdown::render_sweep(report);
+        return crate::sweep_markdown::render_sweep(report);
     }
     let mut out = String::new();
     render_heading(&mut out, report);
@@ -135,7 +135,7 @@ fn render_results(out: &mut String, report: &Report) {
             );
         }
         if let Some(since) = &only.since_previous {
-            super::history::render_since_previous(out, since);
+            crate::history::render_since_previous(out, since);
         }
     }
     if report.generations.len() > 1 {
@@ -144,7 +144,7 @@ fn render_results(out: &mut String, report: &Report) {
         let cells: Vec<&CellResult> = report.cells.iter().collect();
         render_cell_tables(out, &cells, "####");
         if let [only] = report.generations.as_slice() {
-            super::retune_markdown::render_retune(out, only, "####");
+            crate::retune_markdown::render_retune(out, only, "####");
         }
     }
 }
@@ -306,7 +306,7 @@ fn render_problems_and_history(out: &mut String, report: &Report) {
         out.push('\n');
     }
     for record in &report.bisects {
-        out.push_str(&crate::bisect::render_record(record));
+        out.push_str(&abfleet_core::bisect::render_record(record));
     }
     if !report.notifications.is_empty() {
         let _ = writeln!(out, "**Notifications:**\n");
@@ -354,7 +354,7 @@ fn render_generations(out: &mut String, report: &Report) {
             report.cells_of(section).count() + section.backend_cells.len(),
             section.score_parity,
             if section.startup_bound { "yes" } else { "no" },
-            super::retune_markdown::findings_summary(section),
+            crate::retune_markdown::findings_summary(section),
             section.status,
             section.exit_code
         );
@@ -387,11 +387,11 @@ fn render_generations(out: &mut String, report: &Report) {
         }
         out.push('\n');
         if let Some(since) = &section.since_previous {
-            super::history::render_since_previous(out, since);
+            crate::history::render_since_previous(out, since);
         }
         let cells: Vec<&CellResult> = report.cells_of(section).collect();
         render_cell_tables(out, &cells, "#####");
-        super::retune_markdown::render_retune(out, section, "#####");
+        crate::retune_markdown::render_retune(out, section, "#####");
         if let Some(g) = section.geomean_speedup {
             let _ = writeln!(
                 out,
@@ -516,7 +516,7 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
 }
 
 /// `agent `ID` (certificate `NAME serial …`)`.
-fn measured_by_words(by: &crate::cell::MeasuredBy) -> String {
+fn measured_by_words(by: &abfleet_core::cell::MeasuredBy) -> String {
     match &by.certificate {
         Some(certificate) => format!(
             "agent {} (certificate {})",
@@ -642,53 +642,9 @@ fn delta_cell(cell: &CellResult) -> String {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
-    use crate::cell::{CellInput, CellResult, SideMeasurement, SideStatus};
-    use crate::events::{BuildRecord, JobEventPayload, JobOutcome, Side};
-    use crate::inventory::Inventory;
-    use crate::lifecycle::{JobState, RunState};
-    use crate::report::{assemble, JobRecord, RunRecord};
-    use crate::scores::{FrameScores, Scores};
-    use crate::spec::{JobSpec, SourceSpec};
-
-    fn side(times: &[f64], metrics: &[(&str, f64)]) -> SideMeasurement {
-        SideMeasurement {
-            status: SideStatus::Ok,
-            times: times.to_vec(),
-            cpu_times: times.to_vec(),
-            warmup_times: vec![times[0]],
-            scores: Some(Scores {
-                frames: (0..2)
-                    .map(|i| FrameScores {
-                        frame_num: i,
-                        metrics: metrics
-                            .iter()
-                            .map(|(k, v)| (k.to_string(), *v + i as f64))
-                            .collect(),
-                    })
-                    .collect(),
-                ..Scores::default()
-            }),
-            returncode: Some(0),
-            error: None,
-            stderr_tail: None,
-            command: None,
-        }
-    }
-
-    fn build(side: Side) -> JobEventPayload {
-        JobEventPayload::Build(BuildRecord {
-            side,
-            status: crate::events::BuildStatus::Built,
-            cache_key: "k".into(),
-            toolchain: "cc (Debian 12.2.0-14) 12.2.0".into(),
-            seconds: 1.5,
-            log_path: "/w/build.log".into(),
-            log_tail: None,
-            error: None,
-        })
-    }
+    use abfleet_core::report::samples::sample_report;
 
     /// The rendered Markdown of a fixed run: the format the fork's docs paste.
     #[test]
@@ -696,6 +652,21 @@ pub(super) mod tests {
         let report = sample_report();
         assert_eq!(report.exit_code, 0);
         insta::assert_snapshot!(render_markdown(&report));
+    }
+
+    /// The Markdown renders each generation section's own cells under its heading.
+    #[test]
+    fn each_generation_section_lists_its_own_cells() {
+        let written = abfleet_core::report::samples::two_generation_report().to_json_pretty();
+        let markdown = render_markdown(&Report::from_json(&written).unwrap());
+        let (_, sections) = markdown
+            .split_once("#### Generation `cpu/x86-64-v3`")
+            .unwrap();
+        let (v3, v4) = sections
+            .split_once("#### Generation `cpu/x86-64-v4`")
+            .unwrap();
+        assert!(v3.contains("1.100 s") && !v3.contains("2.100 s"), "{v3}");
+        assert!(v4.contains("2.100 s") && !v4.contains("1.100 s"), "{v4}");
     }
 
     /// Issue 23: report.md wrote spec names, PR titles and hostnames as they came, so
@@ -723,7 +694,7 @@ pub(super) mod tests {
         }
         for text in [
             render_markdown(&report),
-            crate::report::render_docs_section(&report),
+            crate::render_docs_section(&report),
         ] {
             assert!(!text.contains("<img"), "raw HTML:\n{text}");
             assert!(
@@ -739,143 +710,5 @@ pub(super) mod tests {
                 }
             }
         }
-    }
-
-    /// A fixed run of four cells (one fork-only), as the renderers' tests use it.
-    pub(in crate::report) fn sample_report() -> Report {
-        let (run, jobs) = sample_records(
-            "00000000-0000-0000-0000-000000000001",
-            1_788_365_205_000,
-            0.900001,
-        );
-        assemble(&run, &jobs)
-    }
-
-    /// The records `sample_report` is assembled from: run `run_id` created at `created_ms`,
-    /// its fork's `float_ssim` score `fork_ssim` (upstream's is 0.9). Long on purpose: a
-    /// fixture, its events written out as an agent sends them.
-    pub(in crate::report) fn sample_records(
-        run_id: &str,
-        created_ms: i64,
-        fork_ssim: f64,
-    ) -> (RunRecord, Vec<JobRecord>) {
-        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
-        let mut spec = JobSpec::load(&dir.join("demo.toml")).unwrap();
-        spec.upstream.source = SourceSpec::Git {
-            url: "https://example.invalid/upstream.git".into(),
-            rev: "v1.0.0".into(),
-        };
-        spec.fork.source = SourceSpec::Git {
-            url: "https://example.invalid/fork.git".into(),
-            rev: "perf".into(),
-        };
-        spec.fixtures.truncate(1);
-        let cell =
-            |index: u32, workload: &str, upstream: SideMeasurement, fork: SideMeasurement| {
-                JobEventPayload::Cell(Box::new(CellResult::evaluate(
-                    CellInput {
-                        index,
-                        fixture: "pattern_320x180".into(),
-                        workload: workload.into(),
-                        upstream,
-                        fork,
-                        load_avg_1min: [0.25, 0.5],
-                        idle_cores: 1.0,
-                        host_flags: Vec::new(),
-                        seed: 7 + u64::from(index),
-                        run_order: Vec::new(),
-                        stop_reason: crate::paired::StopReason::NotAdaptive,
-                        overhead_seconds: None,
-                    },
-                    &spec,
-                )))
-            };
-        let absent = SideMeasurement {
-            status: SideStatus::Absent,
-            returncode: Some(255),
-            ..SideMeasurement::unavailable("rejected")
-        };
-        let events = vec![
-            JobEventPayload::Started {
-                calibration: None,
-                host: Inventory {
-                    hostname: "bench-1".into(),
-                    os: "Debian GNU/Linux 12".into(),
-                    kernel: "6.1.0".into(),
-                    arch: "x86_64".into(),
-                    cpu_model: "AMD EPYC 9R14".into(),
-                    physical_cores: 2,
-                    logical_cores: 2,
-                    memory_bytes: 24 << 30,
-                    generations: Vec::new(),
-                    hardware: None,
-                },
-            },
-            JobEventPayload::SourceResolved {
-                side: Side::Upstream,
-                source: spec.upstream.source.clone(),
-                resolved: "1111111111111111111111111111111111111111".into(),
-            },
-            JobEventPayload::SourceResolved {
-                side: Side::Fork,
-                source: spec.fork.source.clone(),
-                resolved: "257ac1ec4aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".into(),
-            },
-            build(Side::Upstream),
-            build(Side::Fork),
-            cell(
-                0,
-                "psnr",
-                side(&[0.010, 0.011, 0.012], &[("psnr_y", 30.0)]),
-                side(&[0.010, 0.010, 0.011], &[("psnr_y", 30.0)]),
-            ),
-            cell(
-                1,
-                "float_ssim",
-                side(&[2.4, 2.5, 2.6], &[("float_ssim", 0.9)]),
-                side(&[0.6, 0.62, 0.64], &[("float_ssim", fork_ssim)]),
-            ),
-            cell(
-                2,
-                "motion",
-                side(
-                    &[0.02, 0.02, 0.02],
-                    &[("VMAF_integer_feature_motion_sad_score", 2.0)],
-                ),
-                side(&[0.02, 0.02, 0.02], &[("integer_motion", 2.0)]),
-            ),
-            cell(
-                3,
-                "motion_v2",
-                absent,
-                side(&[0.01, 0.01, 0.01], &[("motion_v2_sad", 3.0)]),
-            ),
-            JobEventPayload::Done {
-                outcome: JobOutcome::Completed,
-                error: None,
-            },
-        ];
-        (
-            RunRecord {
-                run_id: run_id.into(),
-                trigger: "release".into(),
-                trigger_note: None,
-                created_ms,
-                state: RunState::Done,
-                spec,
-                error: None,
-            },
-            vec![JobRecord {
-                job_id: "j".into(),
-                generation: None,
-                state: JobState::Done,
-                attempt: 1,
-                agent_id: Some("a".into()),
-                error: None,
-                events,
-                attempts: Vec::new(),
-                kept_cells: Vec::new(),
-            }],
-        )
     }
 }

@@ -15,11 +15,11 @@
 
 use std::fmt::Write;
 
-use super::markdown_text::{code, text};
-use super::model::{GenerationSection, ANY_GENERATION};
-use super::Report;
-use crate::cell::{CellParity, CellResult, RunCommand, SideStatus};
-use crate::inventory::Inventory;
+use abfleet_core::cell::{CellParity, CellResult, RunCommand, SideStatus};
+use abfleet_core::inventory::Inventory;
+use abfleet_core::report::markdown_text::{code, text};
+use abfleet_core::report::Report;
+use abfleet_core::report::{GenerationSection, ANY_GENERATION};
 
 /// The run's section of the fork's benchmarks page.
 pub fn render_docs_section<'a>(report: &'a Report) -> String {
@@ -294,7 +294,7 @@ fn feature_tables(out: &mut String, cells: &[&CellResult]) {
                 parts.push(format!(
                     "95% interval {lo:.2}–{hi:.2}x over {} pairs, {}",
                     cell.pairs,
-                    super::words::verdict_word(verdict)
+                    crate::words::verdict_word(verdict)
                 ));
             }
             match cell.largest_score_delta() {
@@ -345,9 +345,9 @@ fn speedup_text(cell: &CellResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generation::Generation;
+    use abfleet_core::generation::Generation;
 
-    const FORK_PAGE: &str = include_str!("../../../fixtures/docs/benchmarks.md");
+    const FORK_PAGE: &str = include_str!("../../fixtures/docs/benchmarks.md");
 
     /// Every table header row of `text`: a `|` line followed by a `|---` line.
     fn header_rows(text: &str) -> Vec<&str> {
@@ -375,7 +375,7 @@ mod tests {
     /// The sample run as if it had run on two generations: a Zen 4 host with an H100, and an
     /// Alder Lake host with no GPU.
     fn two_generations() -> Report {
-        let mut report = crate::report::markdown::tests::sample_report();
+        let mut report = abfleet_core::report::samples::sample_report();
         let mut zen = report.generations[0].clone();
         zen.key = "cpu/x86-64-v4/zen4".into();
         let mut host = zen.host.clone().unwrap();
@@ -407,7 +407,7 @@ mod tests {
 
     #[test]
     fn one_generation_in_the_pages_table_shapes() {
-        let report = crate::report::markdown::tests::sample_report();
+        let report = abfleet_core::report::samples::sample_report();
         let section = render_docs_section(&report);
         let headers = header_rows(&section);
         assert_eq!(headers.len(), 3, "profile, fixture, feature: {section}");
@@ -463,8 +463,8 @@ mod tests {
             2
         );
         // In the page, once, and again unchanged.
-        let page = crate::report::docs::update_benchmarks(FORK_PAGE, &report);
-        assert_eq!(crate::report::docs::update_benchmarks(&page, &report), page);
+        let page = crate::docs::update_benchmarks(FORK_PAGE, &report);
+        assert_eq!(crate::docs::update_benchmarks(&page, &report), page);
         assert_eq!(page.matches("#### `bench-2`").count(), 1);
     }
 }

@@ -7,12 +7,12 @@
 
 use std::fmt::Write as _;
 
-use super::markdown_text::{code, text};
-use super::{Report, ScoreParity};
-use crate::cell::{CellParity, CellResult};
-use crate::exit;
-use crate::paired::Verdict;
-use crate::report::history::FlagKind;
+use abfleet_core::cell::{CellParity, CellResult};
+use abfleet_core::exit;
+use abfleet_core::paired::Verdict;
+use abfleet_core::report::history::FlagKind;
+use abfleet_core::report::markdown_text::{code, text};
+use abfleet_core::report::{Report, ScoreParity};
 
 /// A commit status's state, plus `neutral` where a check run can say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,11 +5,11 @@
 
 use std::fmt::Write as _;
 
-use crate::backend_cell::BackendCellStatus;
-use crate::finding::{Finding, Severity};
+use abfleet_core::backend_cell::BackendCellStatus;
+use abfleet_core::finding::{Finding, Severity};
 
-use super::markdown_text::text as table_text;
-use super::model::GenerationSection;
+use abfleet_core::report::markdown_text::text as table_text;
+use abfleet_core::report::GenerationSection;
 
 /// `1 fail, 2 warn, 5 ok`, or `—` without findings.
 pub fn findings_summary(section: &GenerationSection) -> String {
@@ -262,7 +262,7 @@ fn previous_cell(finding: &Finding) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::attach_previous;
+    use abfleet_core::finding::attach_previous;
 
     fn registers(kernel: &str, count: u32, severity: Severity) -> Finding {
         Finding::new(
