@@ -61,12 +61,6 @@ pub struct JobRecord {
     pub kept_cells: Vec<(u32, CellResult)>,
 }
 
-/// The report of copies of the records, with nothing earlier to compare (tests).
-#[cfg(any(test, feature = "samples"))]
-pub(crate) fn assemble(run: &RunRecord, jobs: &[JobRecord]) -> Report {
-    super::build(super::ReportInputs::own(run.clone(), jobs.to_vec()))
-}
-
 /// Assembles the report of a run — one section per hardware generation, and the top level
 /// over all of them (the fork's document shape; a single-generation run is just that
 /// generation); cells of different generations never share a summary — from records it may

@@ -16,10 +16,9 @@ use crate::report::{JobRecord, Report, RunRecord};
 use crate::scores::{FrameScores, Scores};
 use crate::spec::{JobSpec, SourceSpec};
 
-/// A report assembled from `run` and `jobs` as a run's report is, without the comparison
-/// with earlier runs (what `build` adds).
+/// The report `build` makes of copies of `run` and `jobs`, with no earlier run to compare.
 pub fn assembled(run: &RunRecord, jobs: &[JobRecord]) -> Report {
-    super::assemble::assemble(run, jobs)
+    crate::report::build(crate::report::ReportInputs::own(run.clone(), jobs.to_vec()))
 }
 
 fn side(times: &[f64], metrics: &[(&str, f64)]) -> SideMeasurement {
