@@ -15,6 +15,7 @@ use crate::charts::{
 };
 use crate::layout::{page, Shell};
 use crate::text;
+use abfleet_render::words::Plain;
 
 /// report.html: one self-contained document (inline CSS and SVG, no script).
 pub fn render_report_html(report: &Report) -> String {
@@ -144,14 +145,7 @@ fn header(report: &Report) -> Markup {
 }
 
 fn side_line(side: &SideInfo) -> Markup {
-    let build = match &side.build {
-        Some(b) => match b.status {
-            BuildStatus::Built => format!("built in {:.1} s", b.seconds),
-            BuildStatus::Cached => "build cached".to_string(),
-            BuildStatus::Failed => "build failed".to_string(),
-        },
-        None => "not built".to_string(),
-    };
+    let build = abfleet_render::words::build_words(side.build.as_ref(), &Plain);
     let failed = side
         .build
         .as_ref()

@@ -19,6 +19,8 @@ use abfleet_core::cell::{CellParity, CellResult, RunCommand, SideStatus};
 use abfleet_core::inventory::Inventory;
 use abfleet_core::report::markdown_text::{code, text};
 use abfleet_core::report::Report;
+
+use crate::words::SpeedupWords;
 use abfleet_core::report::{GenerationSection, ANY_GENERATION};
 
 /// The run's section of the fork's benchmarks page.
@@ -333,12 +335,11 @@ fn side_text(status: SideStatus, median: Option<f64>, absent: &str) -> String {
 }
 
 fn speedup_text(cell: &CellResult) -> String {
-    match cell.speedup {
-        Some(s) if cell.parity == CellParity::Fail => format!("~~{s:.2}x~~ (parity failed)"),
-        Some(s) => format!("**{s:.2}x**"),
-        None if cell.parity == CellParity::AbsentUpstream => "absent upstream".to_string(),
-        None if cell.parity == CellParity::AbsentFork => "absent in fork".to_string(),
-        None => "—".to_string(),
+    match crate::words::speedup_words(cell) {
+        SpeedupWords::Measured { value, .. } => format!("**{value}**"),
+        SpeedupWords::ParityFailed { value } => format!("~~{value}~~ (parity failed)"),
+        SpeedupWords::Absent(word) => word.to_string(),
+        SpeedupWords::Rejected | SpeedupWords::Missing => "—".to_string(),
     }
 }
 

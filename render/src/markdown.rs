@@ -6,9 +6,11 @@
 use std::fmt::Write as _;
 
 use abfleet_core::cell::{CellParity, CellResult};
-use abfleet_core::events::BuildStatus;
 
-use crate::words::{side_cell, small_delta, stop_reason_words, verdict_word};
+use crate::words::{
+    build_words, cell_notes, delta_words, measured_by_words, side_cell, speedup_words, Markdown,
+    SpeedupWords,
+};
 use abfleet_core::report::markdown_text::{code, code_block, text};
 use abfleet_core::report::{Report, ScoreParity, SideInfo};
 
@@ -449,41 +451,7 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
         .iter()
         .all(|cell| cell.measured_by.is_some() && cell.measured_by == cells[0].measured_by);
     for cell in cells {
-        let mut parts = Vec::new();
-        if cell.pairs > 0 {
-            parts.push(format!(
-                "{} pairs ({})",
-                cell.pairs,
-                stop_reason_words(cell.stop_reason)
-            ));
-        }
-        let worst = cell
-            .max_frame_delta
-            .iter()
-            .max_by(|a, b| a.1.total_cmp(b.1));
-        if let Some((metric, delta)) = worst.filter(|(_, d)| **d > 0.0) {
-            let frame = cell
-                .max_frame_delta_at
-                .get(metric)
-                .map_or(String::new(), |f| format!(", frame {f}"));
-            let over = cell.frames_over_gate.get(metric).copied().unwrap_or(0);
-            let p95 = cell
-                .frame_delta_p95
-                .get(metric)
-                .map_or(String::new(), |p| format!(", p95 {}", small_delta(*p)));
-            parts.push(format!(
-                "largest per-frame delta {} ({}{frame}), {over} frame(s) over the threshold{p95}",
-                small_delta(*delta),
-                code(metric)
-            ));
-        }
-        for (side, reason) in cell.not_measured_reasons() {
-            let reason = text(reason);
-            parts.push(match side {
-                Some(side) => format!("{side} not measured: {reason}"),
-                None => format!("not measured: {reason}"),
-            });
-        }
+        let mut parts = cell_notes(cell, &Markdown);
         for failure in &cell.parity_failures {
             parts.push(format!(
                 "**parity FAIL** ({}): {}",
@@ -492,7 +460,7 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
             ));
         }
         if let (false, Some(by)) = (one_sender, &cell.measured_by) {
-            parts.push(format!("measured by {}", measured_by_words(by)));
+            parts.push(format!("measured by {}", measured_by_words(by, &Markdown)));
         }
         if !parts.is_empty() {
             lines.push(format!("- {}: {}", text(&cell.workload), parts.join("; ")));
@@ -504,7 +472,7 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
     ) {
         lines.push(format!(
             "- every cell above measured by {}",
-            measured_by_words(by)
+            measured_by_words(by, &Markdown)
         ));
     }
     if !lines.is_empty() {
@@ -512,18 +480,6 @@ fn render_cell_detail(out: &mut String, cells: &[&CellResult]) {
             let _ = writeln!(out, "{line}");
         }
         out.push('\n');
-    }
-}
-
-/// `agent `ID` (certificate `NAME serial …`)`.
-fn measured_by_words(by: &abfleet_core::cell::MeasuredBy) -> String {
-    match &by.certificate {
-        Some(certificate) => format!(
-            "agent {} (certificate {})",
-            code(&by.agent_id),
-            code(certificate)
-        ),
-        None => format!("agent {}", code(&by.agent_id)),
     }
 }
 
@@ -572,14 +528,7 @@ fn side_line(label: &str, side: &SideInfo) -> String {
         .resolved
         .as_deref()
         .map_or("not resolved".to_string(), code);
-    let build = match &side.build {
-        Some(b) => match b.status {
-            BuildStatus::Built => format!("built in {:.1} s", b.seconds),
-            BuildStatus::Cached => "build cached".to_string(),
-            BuildStatus::Failed => "**build failed**".to_string(),
-        },
-        None => "not built".to_string(),
-    };
+    let build = build_words(side.build.as_ref(), &Markdown);
     let toolchain = side
         .build
         .as_ref()
@@ -592,53 +541,20 @@ fn side_line(label: &str, side: &SideInfo) -> String {
 }
 
 fn speedup_cell(cell: &CellResult) -> String {
-    let detail = match (cell.speedup_ci95, cell.verdict) {
-        (Some([lo, hi]), Some(verdict)) => {
-            let resolution = cell
-                .host_resolution
-                .map(|r| format!("; host resolves ±{:.1}%", r * 100.0))
-                .unwrap_or_default();
-            format!(" [{lo:.2}–{hi:.2}] {}{resolution}", verdict_word(verdict))
-        }
-        _ => String::new(),
-    };
-    match cell.speedup {
-        Some(s) if cell.parity == CellParity::Fail => format!("~~{s:.2}x~~ (parity failed)"),
-        Some(s) => format!("**{s:.2}x**{detail}"),
-        None if cell.parity == CellParity::AbsentUpstream => "absent upstream".to_string(),
-        None if cell.parity == CellParity::AbsentFork => "absent in fork".to_string(),
-        None if !cell.rejected.is_empty() => "**rejected** (see below)".to_string(),
-        None => "—".to_string(),
+    match speedup_words(cell) {
+        SpeedupWords::Measured { value, interval } => match interval {
+            Some(interval) => format!("**{value}** {interval}"),
+            None => format!("**{value}**"),
+        },
+        SpeedupWords::ParityFailed { value } => format!("~~{value}~~ (parity failed)"),
+        SpeedupWords::Absent(word) => word.to_string(),
+        SpeedupWords::Rejected => "**rejected** (see below)".to_string(),
+        SpeedupWords::Missing => "—".to_string(),
     }
 }
 
 fn delta_cell(cell: &CellResult) -> String {
-    match cell.parity {
-        CellParity::AbsentUpstream => "absent upstream".to_string(),
-        CellParity::AbsentFork => "absent in fork".to_string(),
-        CellParity::Unavailable => "—".to_string(),
-        CellParity::Ok | CellParity::Fail => {
-            // The gated quantity: the largest pooled-mean delta of any shared metric.
-            let text = match cell.largest_score_delta() {
-                Some((_, 0.0)) => "0".to_string(),
-                Some((_, delta)) if !delta.is_finite() => "null vs number".to_string(),
-                Some((metric, delta)) => format!("{delta:+.1e} (`{metric}`)"),
-                None => "no shared metric".to_string(),
-            };
-            if cell.parity == CellParity::Fail {
-                let rules: Vec<&str> = cell
-                    .parity_failures
-                    .iter()
-                    .map(|f| f.rule.describe())
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect();
-                format!("**FAIL** ({}) {text}", rules.join(", "))
-            } else {
-                text
-            }
-        }
-    }
+    delta_words(cell, &Markdown)
 }
 
 #[cfg(test)]
