@@ -95,16 +95,7 @@ pub(super) fn render_sweep(report: &Report) -> String {
                 text(&host.summary())
             );
         }
-        for (side, toolchain) in &section.toolchain {
-            let _ = writeln!(out, "- {side} toolchain: {}", code(toolchain));
-        }
-        for change in section.toolchain_changes() {
-            let _ = writeln!(
-                out,
-                "- **toolchain changed** since the previous run: {change}"
-            );
-        }
-        out.push('\n');
+        crate::markdown::render_toolchains(&mut out, section);
         match &section.sweep {
             Some(sweep) => render_section(&mut out, sweep),
             None => {
