@@ -1,4 +1,5 @@
 use super::*;
+use crate::cell::CellParity;
 use crate::report::samples::{cell_summary as cell, snapshot, steady_cell as steady};
 
 #[test]
