@@ -1,6 +1,11 @@
 //! Registered agents: their inventory, when they were last heard, whether they drain.
 
-use super::*;
+use abfleet_core::inventory::Inventory;
+use abfleet_core::AgentId;
+use rusqlite::{params, OptionalExtension};
+
+use super::{AgentRow, Store};
+use crate::error::CoordinatorError;
 
 /// Registered agents: their inventory, when they were last heard, whether they drain. A view of the [`Store`]: `store.agents()`.
 #[derive(Clone, Copy)]

@@ -1,6 +1,15 @@
 //! Each attempt's numbered events and the cells among them.
 
-use super::*;
+use abfleet_core::events::JobEventPayload;
+use abfleet_core::lifecycle::JobState;
+use abfleet_core::{AgentId, JobId};
+use rusqlite::params;
+
+use super::{
+    done_stored, insert_batch, lease_view, previous, BatchOutcome, IncomingEvent, Store,
+    StoredEvent,
+};
+use crate::error::CoordinatorError;
 
 /// Each attempt's numbered events and the cells among them. A view of the [`Store`]: `store.events()`.
 #[derive(Clone, Copy)]

@@ -1,6 +1,13 @@
 //! Jobs and their leases: queued, leased, renewed, lapsed and given back, released, ended for good.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use abfleet_core::lifecycle::{JobState, RunState};
+use abfleet_core::{AgentId, JobId, RunId};
+use rusqlite::{params, OptionalExtension};
+
+use super::{end_attempt, kept_cells_of, select_jobs, JobRow, LapsedLease, Reclaim, Store};
+use crate::error::CoordinatorError;
 
 /// Jobs and their leases: queued, leased, renewed, lapsed and given back, released, ended for good. A view of the [`Store`]: `store.jobs()`.
 #[derive(Clone, Copy)]

@@ -1,6 +1,12 @@
 //! Runs and their state: submitted, listed, failed, cancelled.
 
-use super::*;
+use abfleet_core::lifecycle::{JobState, RunState};
+use abfleet_core::spec::JobSpec;
+use abfleet_core::RunId;
+use rusqlite::params;
+
+use super::{end_attempt, run_row, select_jobs, JobRow, NewJob, RunRow, Store, SELECT_RUNS};
+use crate::error::CoordinatorError;
 
 /// Runs and their state: submitted, listed, failed, cancelled. A view of the [`Store`]: `store.runs()`.
 #[derive(Clone, Copy)]
