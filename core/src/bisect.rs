@@ -8,8 +8,6 @@
 //! the bad commit's with at most half its slowdown ([`Decision::of`]). Anything else earns one retry with twice the pairs and
 //! is then reported as undecidable, never guessed.
 
-use std::fmt::Write;
-
 use serde::{Deserialize, Serialize};
 
 use crate::events::BuildStatus;
@@ -194,14 +192,14 @@ impl Bisection {
                 Decision::Good => {
                     self.stopped = Some(format!(
                         "the bad commit `{}` is not slower than the good one here: no regression to bisect on this host",
-                        short(&self.commits[self.bad].id)
+                        self.commits[self.bad].short_id()
                     ))
                 }
                 Decision::Undecidable | Decision::Failed => {
                     self.stopped = Some(format!(
                         "cannot tell whether `{}` is slower than the good commit ({}): a quieter host or more pairs are needed",
-                        short(&self.commits[self.bad].id),
-                        decision_word(decision)
+                        self.commits[self.bad].short_id(),
+                        decision.words()
                     ))
                 }
             }
@@ -213,10 +211,10 @@ impl Bisection {
             Decision::Undecidable | Decision::Failed => {
                 self.stopped = Some(format!(
                     "step at `{}` was {}: the first bad commit lies between `{}` and `{}`",
-                    short(&self.commits[index].id),
-                    decision_word(decision),
-                    short(&self.commits[self.good].id),
-                    short(&self.commits[self.bad].id)
+                    self.commits[index].short_id(),
+                    decision.words(),
+                    self.commits[self.good].short_id(),
+                    self.commits[self.bad].short_id()
                 ))
             }
         }
@@ -237,16 +235,22 @@ impl Bisection {
     }
 }
 
-fn short(id: &str) -> &str {
-    &id[..id.len().min(12)]
+impl Commit {
+    /// The first 12 characters of the commit id, as tables and notes show it.
+    pub fn short_id(&self) -> &str {
+        &self.id[..self.id.len().min(12)]
+    }
 }
 
-fn decision_word(decision: Decision) -> &'static str {
-    match decision {
-        Decision::Good => "good",
-        Decision::Bad => "bad",
-        Decision::Undecidable => "undecidable (unsure even with twice the pairs)",
-        Decision::Failed => "not measured",
+impl Decision {
+    /// What a step's decision says in notes and the bisect's table.
+    pub fn words(self) -> &'static str {
+        match self {
+            Decision::Good => "good",
+            Decision::Bad => "bad",
+            Decision::Undecidable => "undecidable (unsure even with twice the pairs)",
+            Decision::Failed => "not measured",
+        }
     }
 }
 
@@ -262,129 +266,12 @@ pub struct BisectRecord {
     pub bisection: Bisection,
 }
 
-/// A recorded bisect as its run's report shows it: the section, with when it was recorded.
-pub fn render_record(record: &BisectRecord) -> String {
-    let mut section = render(&record.bisection, &record.what);
-    if !record.recorded.is_empty() {
-        if let Some(end) = section.find('\n') {
-            section.insert_str(end + 1, &format!("\nRecorded {}.\n", record.recorded));
-        }
-    }
-    section
-}
-
-/// The bisect's report section.
-pub fn render(bisection: &Bisection, what: &str) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "## Bisect of {what}\n");
-    match (bisection.first_bad(), &bisection.stopped) {
-        (Some(commit), _) => {
-            let _ = writeln!(
-                out,
-                "**First bad commit: `{}`** — {}\n",
-                commit.id, commit.subject
-            );
-        }
-        (None, Some(why)) => {
-            let _ = writeln!(out, "**No first bad commit named**: {why}.\n");
-        }
-        (None, None) => {
-            let _ = writeln!(out, "The search has not finished.\n");
-        }
-    }
-    let _ = writeln!(
-        out,
-        "{} commits from `{}` (good) to `{}` (bad), first-parent. Each step times the candidate against the good commit `{}` with the paired method.\n",
-        bisection.commits.len(),
-        short(&bisection.commits[0].id),
-        short(&bisection.commits[bisection.commits.len() - 1].id),
-        short(&bisection.commits[0].id),
-    );
-    let _ = writeln!(
-        out,
-        "| Step | Commit | Subject | Speedup vs good [95% CI] | Verdict | Pairs | Decision | Builds (good, candidate) | Run |\n|---|---|---|---|---|---|---|---|---|"
-    );
-    for (n, step) in bisection.steps.iter().enumerate() {
-        let speedup = match (step.speedup, step.speedup_ci95) {
-            (Some(s), Some([lo, hi])) => format!("{s:.3}x [{lo:.3}, {hi:.3}]"),
-            (Some(s), None) => format!("{s:.3}x"),
-            _ => "-".into(),
-        };
-        let build = |status: Option<BuildStatus>| match status {
-            Some(BuildStatus::Built) => "built",
-            Some(BuildStatus::Cached) => "cached",
-            Some(BuildStatus::Failed) => "failed",
-            None => "-",
-        };
-        let _ = writeln!(
-            out,
-            "| {} | `{}` | {} | {} | {} | {}{} | {} | {}, {} | `{}` |",
-            n + 1,
-            short(&step.commit.id),
-            crate::report::markdown_text::text(&step.commit.subject),
-            speedup,
-            step.verdict
-                .map_or("-".to_string(), |v| format!("{v:?}").to_lowercase()),
-            step.pairs,
-            if step.retried { " (retried)" } else { "" },
-            decision_word(step.decision),
-            build(step.good_build),
-            build(step.candidate_build),
-            step.run_id
-        );
-    }
-    for step in &bisection.steps {
-        if let Some(note) = &step.parity_note {
-            let _ = writeln!(out, "\n- `{}`: {note}", short(&step.commit.id));
-        }
-    }
-    out.push('\n');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn commits(n: usize) -> Vec<Commit> {
-        (0..n)
-            .map(|i| Commit {
-                id: format!("{i:040}"),
-                subject: format!("commit {i}"),
-            })
-            .collect()
-    }
-
-    fn step(bisection: &Bisection, index: usize, decision: Decision) -> Step {
-        Step {
-            commit: bisection.commits[index].clone(),
-            run_id: format!("run-{index}"),
-            speedup: None,
-            speedup_ci95: None,
-            verdict: None,
-            pairs: 5,
-            decision,
-            retried: false,
-            parity_note: None,
-            good_build: None,
-            candidate_build: None,
-        }
-    }
-
-    /// Runs the search against a history whose commits from `first_bad` on are slow.
-    fn search(n: usize, first_bad: usize) -> Bisection {
-        let mut bisection = Bisection::new(commits(n)).unwrap();
-        while let Some(index) = bisection.next() {
-            let decision = if index >= first_bad {
-                Decision::Bad
-            } else {
-                Decision::Good
-            };
-            let s = step(&bisection, index, decision);
-            bisection.record(index, s);
-        }
-        bisection
-    }
+    use crate::report::samples::{
+        bisect_commits as commits, bisect_step as step, bisection as search,
+    };
 
     #[test]
     fn every_planted_position_is_found_in_logarithmic_steps() {
@@ -407,8 +294,6 @@ mod tests {
         // Eight commits after the good one, the slowdown in the fifth: confirm, then 3 steps.
         let b = search(9, 5);
         assert_eq!(b.steps.len(), 4);
-        assert!(render(&b, "`psnr`")
-            .contains("**First bad commit: `0000000000000000000000000000000000000005`**"));
     }
 
     #[test]
@@ -485,10 +370,6 @@ mod tests {
         b.record(mid, s);
         assert_eq!(b.next(), None);
         assert!(b.first_bad().is_none());
-        let text = render(&b, "`psnr`");
-        assert!(
-            text.contains("No first bad commit named") && text.contains("undecidable"),
-            "{text}"
-        );
+        assert!(b.stopped.as_ref().unwrap().contains("undecidable"));
     }
 }

@@ -3,10 +3,11 @@
 //! sections), the fork's docs sections and pages (`render_docs_section`, `docs`), JUnit XML
 //! (`render_junit`), Bencher's metric format (`render_bmf`), a pull request's comment and
 //! status (`pull_request`), two reports compared (`render_comparison`), a generation's
-//! comparison with its previous run and `abfleet history` (`history`). `words` holds what a
+//! comparison with its previous run and `abfleet history` (`history`), a bisect (`bisect`). `words` holds what a
 //! cell says in every rendering, HTML included (`abfleet-html` reads it). No I/O: every
 //! function takes values and returns text.
 
+pub mod bisect;
 mod bmf;
 mod comparison;
 pub mod docs;

@@ -308,7 +308,7 @@ fn render_problems_and_history(out: &mut String, report: &Report) {
         out.push('\n');
     }
     for record in &report.bisects {
-        out.push_str(&abfleet_core::bisect::render_record(record));
+        out.push_str(&crate::bisect::render_record(record));
     }
     if !report.notifications.is_empty() {
         let _ = writeln!(out, "**Notifications:**\n");

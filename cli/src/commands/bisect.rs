@@ -106,7 +106,7 @@ pub async fn run(args: BisectArgs, coordinator: &str, tls: &TlsArgs) -> Result<i
             .as_deref()
             .map_or(String::new(), |g| format!(", generation `{g}`"))
     );
-    let section = bisect::render(&bisection, &what);
+    let section = abfleet_render::bisect::render(&bisection, &what);
     std::fs::create_dir_all(&args.out)
         .and_then(|()| std::fs::write(args.out.join("bisect.md"), &section))
         .and_then(|()| {

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::bisect::{Bisection, Commit, Decision, Step};
 use crate::cell::{CellInput, CellParity, CellResult, SideMeasurement, SideStatus};
 use crate::events::{BuildRecord, JobEventPayload, JobOutcome, Side};
 use crate::inventory::Inventory;
@@ -335,4 +336,46 @@ pub fn two_generation_report() -> Report {
         },
         &[job(1, "cpu/x86-64-v3"), job(2, "cpu/x86-64-v4")],
     )
+}
+
+/// `n` first-parent commits, ids `000…0` to `000…n-1`.
+pub fn bisect_commits(n: usize) -> Vec<Commit> {
+    (0..n)
+        .map(|i| Commit {
+            id: format!("{i:040}"),
+            subject: format!("commit {i}"),
+        })
+        .collect()
+}
+
+/// The step that measured commit `index` of `bisection` and decided `decision`.
+pub fn bisect_step(bisection: &Bisection, index: usize, decision: Decision) -> Step {
+    Step {
+        commit: bisection.commits[index].clone(),
+        run_id: format!("run-{index}"),
+        speedup: None,
+        speedup_ci95: None,
+        verdict: None,
+        pairs: 5,
+        decision,
+        retried: false,
+        parity_note: None,
+        good_build: None,
+        candidate_build: None,
+    }
+}
+
+/// The search run against `n` commits whose commits from `first_bad` on are slow.
+pub fn bisection(n: usize, first_bad: usize) -> Bisection {
+    let mut bisection = Bisection::new(bisect_commits(n)).unwrap();
+    while let Some(index) = bisection.next() {
+        let decision = if index >= first_bad {
+            Decision::Bad
+        } else {
+            Decision::Good
+        };
+        let s = bisect_step(&bisection, index, decision);
+        bisection.record(index, s);
+    }
+    bisection
 }
