@@ -18,6 +18,7 @@ mod markdown;
 pub mod pull_request;
 mod retune_markdown;
 mod sweep_markdown;
+mod toolchain_lines;
 pub mod words;
 
 pub use bmf::render_bmf;

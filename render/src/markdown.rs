@@ -12,7 +12,7 @@ use crate::words::{
     SpeedupWords,
 };
 use abfleet_core::report::markdown_text::{code, code_block, text};
-use abfleet_core::report::{GenerationSection, Report, ScoreParity, SideInfo};
+use abfleet_core::report::{Report, ScoreParity, SideInfo};
 
 pub fn render_markdown(report: &Report) -> String {
     if report.is_sweep {
@@ -378,7 +378,7 @@ fn render_generations(out: &mut String, report: &Report) {
                 "The inventory of this host came from recorded probe output: its CPU cells ran on the agent's real CPU."
             );
         }
-        render_toolchains(out, section);
+        crate::toolchain_lines::render_toolchains(out, section);
         if let Some(since) = &section.since_previous {
             crate::history::render_since_previous(out, since);
         }
@@ -429,21 +429,6 @@ fn render_cell_tables(out: &mut String, cells: &[&CellResult], heading: &str) {
         out.push('\n');
         render_cell_detail(out, &rows);
     }
-}
-
-/// A generation's toolchains as list items, each change since the previous run flagged,
-/// then a blank line (report.md's and the sweep's sections alike).
-pub(crate) fn render_toolchains(out: &mut String, section: &GenerationSection) {
-    for (side, toolchain) in &section.toolchain {
-        let _ = writeln!(out, "- {side} toolchain: {}", code(toolchain));
-    }
-    for change in section.toolchain_changes() {
-        let _ = writeln!(
-            out,
-            "- **toolchain changed** since the previous run: {change}"
-        );
-    }
-    out.push('\n');
 }
 
 /// Below a fixture's table: per cell, the pairs it took, the per-frame deltas, a failed

@@ -95,7 +95,7 @@ pub(super) fn render_sweep(report: &Report) -> String {
                 text(&host.summary())
             );
         }
-        crate::markdown::render_toolchains(&mut out, section);
+        crate::toolchain_lines::render_toolchains(&mut out, section);
         match &section.sweep {
             Some(sweep) => render_section(&mut out, sweep),
             None => {
