@@ -159,7 +159,7 @@ pub struct LeaseView {
     pub run_state: RunState,
 }
 
-/// What [`Store::reclaim_lapsed_lease`] found.
+/// What [`JobRecords::reclaim_lapsed_lease`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LapsedLease {
     /// The job was queued with the agent as its last holder at that attempt: the lease is
@@ -180,7 +180,7 @@ impl LapsedLease {
     }
 }
 
-/// What [`Store::append_batch`] did with a batch.
+/// What [`EventRecords::append_batch`] did with a batch.
 #[derive(Debug)]
 pub enum BatchOutcome {
     /// Stored (or acknowledged as re-sends of stored events).
@@ -360,7 +360,7 @@ fn open_reader(path: &Path) -> Result<Connection, CoordinatorError> {
     Ok(conn)
 }
 
-/// Stores `events` of one attempt in `tx` (see [`Store::append_batch`]).
+/// Stores `events` of one attempt in `tx` (see [`EventRecords::append_batch`]).
 fn insert_batch(
     tx: &rusqlite::Transaction<'_>,
     job_id: JobId,

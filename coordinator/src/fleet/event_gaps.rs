@@ -1,7 +1,7 @@
 //! Events an attempt lost between the agent and the store (issue 23: a restore while agents
 //! work lost cells silently). The agent deletes an event once the coordinator acknowledged
 //! it; a store restored from a backup taken before that acknowledgement lacks it for good.
-//! Intake never stores past such a gap (`Store::append_batch` refuses the batch and the
+//! Intake never stores past such a gap (`EventRecords::append_batch` refuses the batch and the
 //! agent service asks the agent for the missing events); when the agent answers that it no
 //! longer holds them, [`Intake::events_lost`] ends the attempt for good and queues the job
 //! again: the next attempt keeps every cell the store has and measures the others, and the

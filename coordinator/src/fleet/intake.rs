@@ -2,7 +2,7 @@
 //! from them, and the run finished when its last job is done. Events of an attempt whose
 //! lease lapsed are accepted when nobody else took the job (the lease is given back).
 //!
-//! A batch is one trip to the store (`Store::append_batch`: the lease checked and the events
+//! A batch is one trip to the store (`EventRecords::append_batch`: the lease checked and the events
 //! stored in one transaction); what intake needs besides — the job's run and its spec's cell
 //! count, the events stored so far — is kept per job while it takes events (`intake_memory`).
 

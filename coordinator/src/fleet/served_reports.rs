@@ -1,6 +1,6 @@
 //! A run's report as callers get it (`GetReport`, `abfleet report`, the web view). A finished
 //! run's report — its own events assembled, each generation compared with the previous runs —
-//! is assembled once, when the run finishes (`runs::finish_run_if_complete` stores it with the
+//! is assembled once, when the run finishes (`finishing::finish_run_if_complete` stores it with the
 //! run's state and exit code), and served from the store as its JSON after that
 //! (`store/reports.rs`). A run still going is assembled at each read. A finished run without
 //! a stored report (finished before reports were stored, or its report dropped because what

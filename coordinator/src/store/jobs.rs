@@ -47,7 +47,7 @@ impl JobRecords<'_> {
     }
 
     /// Leases a queued job to an agent: a new attempt begins, recorded in `attempts` with
-    /// the cells earlier attempts stored (which it keeps; [`Store::kept_cells`]). `None` when
+    /// the cells earlier attempts stored (which it keeps; [`JobRecords::kept_cells`]). `None` when
     /// the job is no longer queued (someone else took it).
     pub async fn lease_job(
         &self,
@@ -213,8 +213,8 @@ impl JobRecords<'_> {
             .await
     }
 
-    /// [`Store::release_job`] for an attempt that must not go on: its holder cannot take the
-    /// lease back ([`Store::reclaim_lapsed_lease`]), so the next lease is a new attempt.
+    /// [`JobRecords::release_job`] for an attempt that must not go on: its holder cannot take the
+    /// lease back ([`JobRecords::reclaim_lapsed_lease`]), so the next lease is a new attempt.
     pub async fn end_attempt_for_good(
         &self,
         job_id: JobId,

@@ -18,7 +18,7 @@ use crate::error::CoordinatorError;
 
 pub use abfleet_core::report::earlier::{GenerationResult, PreviousResult};
 
-/// What a run ends with ([`Store::finish_run`]).
+/// What a run ends with ([`ReportRecords::finish_run`]).
 pub struct RunFinish {
     pub state: RunState,
     pub exit_code: i32,
@@ -102,7 +102,7 @@ impl ReportRecords<'_> {
             .await
     }
 
-    /// [`Store::unrecorded_finished_runs`] of the runs of `run_id`'s name created before it
+    /// [`ReportRecords::unrecorded_finished_runs`] of the runs of `run_id`'s name created before it
     /// (none for a run the store does not have), in one read.
     pub async fn unrecorded_runs_before(
         &self,
@@ -293,7 +293,7 @@ fn parse_snapshot(
 
 /// What a finished run leaves for later runs changed after it was recorded (a cancelled
 /// run's late events): the kept reports that read it go, and the run is recorded again by
-/// the next report or history that needs it ([`Store::unrecorded_finished_runs`]).
+/// the next report or history that needs it ([`ReportRecords::unrecorded_finished_runs`]).
 pub(super) fn record_results_again(
     tx: &Transaction<'_>,
     run_id: RunId,

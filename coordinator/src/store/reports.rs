@@ -24,7 +24,7 @@ use crate::error::CoordinatorError;
 pub const ASSEMBLED_BY: &str = concat!("abfleet ", env!("CARGO_PKG_VERSION"));
 
 /// A report about to be stored: its JSON, and the last results change logged before it was
-/// assembled ([`Store::report_basis`]).
+/// assembled ([`ReportRecords::report_basis`]).
 #[derive(Debug, Clone)]
 pub struct ReportToStore {
     pub json: String,

@@ -34,7 +34,7 @@ impl RunRecords<'_> {
             .await
     }
 
-    /// [`Store::insert_run`] with the trigger's note (`runs.trigger_note`).
+    /// [`RunRecords::insert`] with the trigger's note (`runs.trigger_note`).
     #[allow(clippy::too_many_arguments)]
     pub async fn insert_noted(
         &self,
