@@ -29,7 +29,7 @@ pub struct Trust {
     pub(super) ground: Ground,
     pub(super) scheduling: Scheduling,
     /// Agent id → the certificate name it is bound to.
-    pub(super) certificates: Arc<CertificateCache>,
+    certificates: Arc<CertificateCache>,
     /// Revoked certificates (`revocations`), shared with the servers' checks.
     pub(super) deny_list: super::revocations::DenyList,
 }

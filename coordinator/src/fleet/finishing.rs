@@ -121,7 +121,7 @@ impl Finishing {
                 },
             )
             .await?;
-        self.alerts.delivery.alert_queued();
+        self.alerts.wake_delivery();
         info!(run_id = %run_id, state = state.as_str(), exit_code, "run finished");
         let mut finished = RunProgress::new(
             run_id,

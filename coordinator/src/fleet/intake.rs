@@ -29,7 +29,7 @@ pub struct Intake {
     pub(super) ground: Ground,
     pub(super) scheduling: Scheduling,
     pub(super) finishing: Finishing,
-    pub(super) memory: Arc<super::intake_memory::IntakeMemory>,
+    memory: Arc<super::intake_memory::IntakeMemory>,
 }
 
 impl Intake {

@@ -24,7 +24,7 @@ const MAX_BACKOFF_MS: i64 = 3_600_000;
 #[derive(Clone)]
 pub struct Alerts {
     pub(super) ground: Ground,
-    pub(super) delivery: Arc<AlertDelivery>,
+    delivery: Arc<AlertDelivery>,
 }
 
 impl Alerts {
@@ -37,6 +37,11 @@ impl Alerts {
 }
 
 impl Alerts {
+    /// Wakes the delivery task: alerts were queued (in the transaction that finished a run).
+    pub(super) fn wake_delivery(&self) {
+        self.delivery.alert_queued();
+    }
+
     /// Whether any alert endpoint is configured.
     pub fn alerts_configured(&self) -> bool {
         !self.ground.config().notify.endpoints.is_empty()
@@ -236,7 +241,7 @@ impl Alerts {
 /// The delivery task's own state: its wake-up when an alert is queued, and one HTTP client
 /// per endpoint (its own CA, if any), made when first needed. Taken only here.
 #[derive(Default)]
-pub(super) struct AlertDelivery {
+struct AlertDelivery {
     wake: tokio::sync::Notify,
     clients: std::sync::Mutex<std::collections::HashMap<String, HttpClient>>,
 }

@@ -36,7 +36,7 @@ pub struct Reports {
     /// Reports assembled at once, one per core and at most four: each holds its run's
     /// decoded events, and runs finishing together queue here instead of all being in
     /// memory at once.
-    pub(super) assembling: Arc<tokio::sync::Semaphore>,
+    assembling: Arc<tokio::sync::Semaphore>,
 }
 
 impl Reports {

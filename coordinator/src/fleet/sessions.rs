@@ -34,7 +34,7 @@ pub struct Scheduling {
     pub(super) finishing: Finishing,
     pub(super) alerts: Alerts,
     /// Open sessions and who waits for a job (`session_table`).
-    pub(super) sessions: Arc<SessionTable>,
+    sessions: Arc<SessionTable>,
     /// Heartbeats not yet written to the store (`heartbeats`).
     pub(super) heard: Arc<std::sync::Mutex<super::heartbeats::Heard>>,
 }

@@ -86,7 +86,7 @@ pub struct Triggers {
     pub(super) pull_requests: PullRequests,
     /// Held from a trigger's debounce check to its record, so two deliveries for one tag
     /// never both start a run.
-    pub(super) one_at_a_time: Arc<tokio::sync::Mutex<()>>,
+    one_at_a_time: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Triggers {
