@@ -253,7 +253,6 @@ mod tests {
     use super::*;
     use crate::render_markdown;
     use abfleet_core::events::{BuildRecord, BuildStatus, JobEventPayload, JobOutcome, Side};
-    use abfleet_core::inventory::Inventory;
     use abfleet_core::lifecycle::{JobState, RunState};
     use abfleet_core::paired::{Pair, StopReason};
     use abfleet_core::report::samples::assembled as assemble;
@@ -335,18 +334,7 @@ mod tests {
         let events = vec![
             JobEventPayload::Started {
                 calibration: None,
-                host: Inventory {
-                    hostname: "bench-1".into(),
-                    os: "Debian GNU/Linux 12".into(),
-                    kernel: "6.1.0".into(),
-                    arch: "x86_64".into(),
-                    cpu_model: "AMD EPYC 9R14".into(),
-                    physical_cores: 2,
-                    logical_cores: 2,
-                    memory_bytes: 24 << 30,
-                    generations: Vec::new(),
-                    hardware: None,
-                },
+                host: abfleet_core::report::samples::bench_host(),
             },
             JobEventPayload::SourceResolved {
                 side: Side::Fork,

@@ -70,6 +70,22 @@ pub fn sample_report() -> Report {
     assembled(&run, &jobs)
 }
 
+/// The host the sample runs ran on: `bench-1`, a two-core AMD EPYC under Debian 12.
+pub fn bench_host() -> Inventory {
+    Inventory {
+        hostname: "bench-1".into(),
+        os: "Debian GNU/Linux 12".into(),
+        kernel: "6.1.0".into(),
+        arch: "x86_64".into(),
+        cpu_model: "AMD EPYC 9R14".into(),
+        physical_cores: 2,
+        logical_cores: 2,
+        memory_bytes: 24 << 30,
+        generations: Vec::new(),
+        hardware: None,
+    }
+}
+
 /// The records `sample_report` is assembled from: run `run_id` created at `created_ms`,
 /// its fork's `float_ssim` score `fork_ssim` (upstream's is 0.9). Long on purpose: a
 /// fixture, its events written out as an agent sends them.
@@ -116,18 +132,7 @@ pub fn sample_records(
     let events = vec![
         JobEventPayload::Started {
             calibration: None,
-            host: Inventory {
-                hostname: "bench-1".into(),
-                os: "Debian GNU/Linux 12".into(),
-                kernel: "6.1.0".into(),
-                arch: "x86_64".into(),
-                cpu_model: "AMD EPYC 9R14".into(),
-                physical_cores: 2,
-                logical_cores: 2,
-                memory_bytes: 24 << 30,
-                generations: Vec::new(),
-                hardware: None,
-            },
+            host: bench_host(),
         },
         JobEventPayload::SourceResolved {
             side: Side::Upstream,
