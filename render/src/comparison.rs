@@ -119,51 +119,7 @@ mod tests {
 
     #[test]
     fn a_slower_cell_and_a_grown_parity_delta_are_flagged_and_a_shrunk_one_listed() {
-        let earlier = abfleet_core::report::samples::sample_report();
-        let mut now = earlier.clone();
-        now.run_id = "00000000-0000-0000-0000-000000000002".into();
-        now.fork.resolved = Some("2222222222222222222222222222222222222222".into());
-        // float_ssim: the fork got slower (the new interval is below the old one).
-        let ssim = now
-            .cells
-            .iter_mut()
-            .find(|c| c.workload == "float_ssim")
-            .unwrap();
-        ssim.speedup = Some(2.0);
-        ssim.speedup_ci95 = Some([1.8, 2.2]);
-        // psnr: its delta grew (under any gate); motion: its delta shrank.
-        let psnr = now.cells.iter_mut().find(|c| c.workload == "psnr").unwrap();
-        psnr.score_delta.insert("psnr_y".into(), 3e-6);
-        let mut earlier = earlier;
-        earlier
-            .cells
-            .iter_mut()
-            .find(|c| c.workload == "motion")
-            .unwrap()
-            .score_delta
-            .insert("integer_motion".into(), 4e-6);
-        let changes = compare_reports(&now, &earlier);
-        let by = |w: &str| changes.iter().find(|c| c.workload == w).unwrap();
-        assert!(by("float_ssim").regression, "{:?}", by("float_ssim"));
-        assert!(!by("psnr").regression);
-        assert_eq!(by("psnr").parity_growth.len(), 1);
-        assert_eq!(by("psnr").parity_growth[0].0, "psnr_y");
-        assert_eq!(by("motion").parity_shrink.len(), 1);
-        // Growth inside half a printed unit is rounding.
-        let mut tiny = earlier.clone();
-        tiny.cells
-            .iter_mut()
-            .find(|c| c.workload == "psnr")
-            .unwrap()
-            .score_delta
-            .insert("psnr_y".into(), 2.6e-6);
-        assert!(compare_reports(&now, &tiny)
-            .iter()
-            .find(|c| c.workload == "psnr")
-            .unwrap()
-            .parity_growth
-            .is_empty());
-
+        let (now, earlier) = abfleet_core::report::samples::compared_reports();
         let markdown = render_comparison(&now, &earlier);
         assert!(
             markdown.contains("**slower** (intervals apart)"),
@@ -174,7 +130,10 @@ mod tests {
             "{markdown}"
         );
         assert!(markdown.contains("(ratchet down)"), "{markdown}");
-        assert!(markdown.contains("→ `"), "{markdown}");
+        assert!(
+            markdown.contains("- fork: `perf` (257ac1ec4aaa) → `perf` (222222222222)\n"),
+            "{markdown}"
+        );
         assert!(
             markdown.contains("upstream:") && markdown.contains(", unchanged"),
             "{markdown}"

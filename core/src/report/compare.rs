@@ -80,3 +80,34 @@ pub fn compare_reports(now: &Report, earlier: &Report) -> Vec<CellChange> {
     }
     changes
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slower_cell_and_a_grown_parity_delta_are_flagged_and_a_shrunk_one_listed() {
+        let (now, earlier) = crate::report::samples::compared_reports();
+        let changes = compare_reports(&now, &earlier);
+        let by = |w: &str| changes.iter().find(|c| c.workload == w).unwrap();
+        assert!(by("float_ssim").regression, "{:?}", by("float_ssim"));
+        assert!(!by("psnr").regression);
+        assert_eq!(by("psnr").parity_growth.len(), 1);
+        assert_eq!(by("psnr").parity_growth[0].0, "psnr_y");
+        assert_eq!(by("motion").parity_shrink.len(), 1);
+        // Growth inside half a printed unit is rounding.
+        let mut tiny = earlier.clone();
+        tiny.cells
+            .iter_mut()
+            .find(|c| c.workload == "psnr")
+            .unwrap()
+            .score_delta
+            .insert("psnr_y".into(), 2.6e-6);
+        assert!(compare_reports(&now, &tiny)
+            .iter()
+            .find(|c| c.workload == "psnr")
+            .unwrap()
+            .parity_growth
+            .is_empty());
+    }
+}

@@ -384,3 +384,33 @@ pub fn bisection(n: usize, first_bad: usize) -> Bisection {
     }
     bisection
 }
+
+/// Two reports of the sample run for `compare_reports`: the later one's `float_ssim` slower
+/// (its interval below the earlier one's), its `psnr` delta grown to 3e-6, and the earlier
+/// one's `motion` delta 4e-6 (so the later one's shrank). `(now, earlier)`.
+pub fn compared_reports() -> (Report, Report) {
+    let earlier = sample_report();
+    let mut now = earlier.clone();
+    now.run_id = "00000000-0000-0000-0000-000000000002".into();
+    now.fork.resolved = Some("2222222222222222222222222222222222222222".into());
+    // float_ssim: the fork got slower (the new interval is below the old one).
+    let ssim = now
+        .cells
+        .iter_mut()
+        .find(|c| c.workload == "float_ssim")
+        .unwrap();
+    ssim.speedup = Some(2.0);
+    ssim.speedup_ci95 = Some([1.8, 2.2]);
+    // psnr: its delta grew (under any gate); motion: its delta shrank.
+    let psnr = now.cells.iter_mut().find(|c| c.workload == "psnr").unwrap();
+    psnr.score_delta.insert("psnr_y".into(), 3e-6);
+    let mut earlier = earlier;
+    earlier
+        .cells
+        .iter_mut()
+        .find(|c| c.workload == "motion")
+        .unwrap()
+        .score_delta
+        .insert("integer_motion".into(), 4e-6);
+    (now, earlier)
+}
