@@ -7,7 +7,7 @@ use abfleet_core::cell::{CellParity, CellResult};
 use abfleet_core::events::BuildStatus;
 use abfleet_core::finding::Severity;
 use abfleet_core::parity::ParityRule;
-use abfleet_core::report::{GenerationSection, Report, ScoreParity, SideInfo};
+use abfleet_core::report::{GenerationSection, Report, ScoreParity, SideInfo, ANY_GENERATION};
 use maud::{html, Markup, PreEscaped};
 
 use crate::charts::{
@@ -46,7 +46,7 @@ pub fn report_body(report: &Report) -> Markup {
 /// A report's generation sections; a report without any (an old one) gets one of all cells.
 fn sections_of(report: &Report) -> Vec<GenerationSection> {
     if report.generations.is_empty() {
-        let mut section = GenerationSection::from_report("any", report);
+        let mut section = GenerationSection::from_report(ANY_GENERATION, report);
         section.cell_indexes = report.cells.iter().map(|c| c.index).collect();
         vec![section]
     } else {

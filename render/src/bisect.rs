@@ -8,7 +8,7 @@ use abfleet_core::events::BuildStatus;
 use abfleet_core::report::markdown_text;
 
 /// A recorded bisect as its run's report shows it: the section, with when it was recorded.
-pub fn render_record(record: &BisectRecord) -> String {
+pub(crate) fn render_record(record: &BisectRecord) -> String {
     let mut section = render(&record.bisection, &record.what);
     if !record.recorded.is_empty() {
         if let Some(end) = section.find('\n') {
@@ -68,8 +68,7 @@ pub fn render(bisection: &Bisection, what: &str) -> String {
             step.commit.short_id(),
             markdown_text::text(&step.commit.subject),
             speedup,
-            step.verdict
-                .map_or("-".to_string(), |v| format!("{v:?}").to_lowercase()),
+            step.verdict.map_or("-", crate::words::verdict_word),
             step.pairs,
             if step.retried { " (retried)" } else { "" },
             step.decision.words(),

@@ -16,7 +16,7 @@
 use serde_json::{json, Map, Value};
 
 use abfleet_core::cell::CellResult;
-use abfleet_core::report::Report;
+use abfleet_core::report::{Report, ANY_GENERATION};
 
 /// The report as a BMF JSON document (pretty, with a trailing newline).
 pub fn render_bmf(report: &Report) -> String {
@@ -38,7 +38,7 @@ pub fn render_bmf(report: &Report) -> String {
 
 fn benchmark_name(cell: &CellResult) -> String {
     match cell.generation.as_deref() {
-        Some(key) if key != "any" => format!("{key}/{}/{}", cell.fixture, cell.workload),
+        Some(key) if key != ANY_GENERATION => format!("{key}/{}/{}", cell.fixture, cell.workload),
         _ => format!("{}/{}", cell.fixture, cell.workload),
     }
 }

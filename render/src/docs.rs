@@ -17,7 +17,7 @@ use std::fmt::Write;
 use crate::docs_section::render_docs_section;
 use abfleet_core::cell::CellParity;
 use abfleet_core::report::markdown_text::{code, text};
-use abfleet_core::report::Report;
+use abfleet_core::report::{Report, ANY_GENERATION};
 
 fn begin_marker(run_id: &str) -> String {
     format!("<!-- abfleet:run {run_id} begin -->")
@@ -116,7 +116,7 @@ fn state_rows(report: &Report) -> Vec<(String, String)> {
         }
     }
     for cell in report.cells.iter().filter(|c| c.parity == CellParity::Fail) {
-        let generation = cell.generation.as_deref().unwrap_or("any");
+        let generation = cell.generation.as_deref().unwrap_or(ANY_GENERATION);
         let name = format!("{}/{}", cell.fixture, cell.workload);
         let detail: Vec<&str> = cell
             .parity_failures

@@ -8,7 +8,7 @@ use abfleet_core::report::history::{show_delta, HistoryPoint, SincePrevious};
 use abfleet_core::report::markdown_text;
 
 /// A section's comparison as Markdown lines.
-pub fn render_since_previous(out: &mut String, since: &SincePrevious) {
+pub(crate) fn render_since_previous(out: &mut String, since: &SincePrevious) {
     let _ = writeln!(
         out,
         "Since run `{}` ({}), the previous comparable run on this generation and hardware:",

@@ -24,6 +24,6 @@ pub mod words;
 pub use bmf::render_bmf;
 pub use comparison::render_comparison;
 pub use docs_section::render_docs_section;
-pub use history::{render_history, render_since_previous};
+pub use history::render_history;
 pub use junit::render_junit;
 pub use markdown::render_markdown;

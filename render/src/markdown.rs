@@ -423,7 +423,7 @@ fn render_cell_tables(out: &mut String, cells: &[&CellResult], heading: &str) {
                 side_cell(&cell.upstream, "absent upstream"),
                 side_cell(&cell.fork, "absent in fork"),
                 speedup_cell(cell),
-                delta_cell(cell)
+                delta_words(cell, &Markdown)
             );
         }
         out.push('\n');
@@ -542,10 +542,6 @@ fn speedup_cell(cell: &CellResult) -> String {
         SpeedupWords::Rejected => "**rejected** (see below)".to_string(),
         SpeedupWords::Missing => "—".to_string(),
     }
-}
-
-fn delta_cell(cell: &CellResult) -> String {
-    delta_words(cell, &Markdown)
 }
 
 #[cfg(test)]

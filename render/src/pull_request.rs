@@ -12,7 +12,7 @@ use abfleet_core::exit;
 use abfleet_core::paired::Verdict;
 use abfleet_core::report::history::FlagKind;
 use abfleet_core::report::markdown_text::{code, text};
-use abfleet_core::report::{Report, ScoreParity};
+use abfleet_core::report::{Report, ScoreParity, ANY_GENERATION};
 
 /// A commit status's state, plus `neutral` where a check run can say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,7 +170,10 @@ pub fn render_pr_comment(report: &Report, report_url: Option<&str>) -> String {
     });
     for cell in &report.cells {
         let generation = if several {
-            format!("| {} ", code(cell.generation.as_deref().unwrap_or("any")))
+            format!(
+                "| {} ",
+                code(cell.generation.as_deref().unwrap_or(ANY_GENERATION))
+            )
         } else {
             String::new()
         };

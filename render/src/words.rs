@@ -66,7 +66,7 @@ pub fn verdict_word(verdict: Verdict) -> &'static str {
 }
 
 /// Why a cell took the pairs it took.
-pub fn stop_reason_words(reason: StopReason) -> &'static str {
+fn stop_reason_words(reason: StopReason) -> &'static str {
     match reason {
         StopReason::Decided => "stopped on a verdict",
         StopReason::MaxPairs => "max_runs reached",
@@ -91,7 +91,7 @@ pub fn side_cell(side: &SideResult, absent: &str) -> String {
 }
 
 /// A score delta: `0`, `null vs number` for an infinite one, else three digits.
-pub fn small_delta(delta: f64) -> String {
+pub(crate) fn small_delta(delta: f64) -> String {
     if delta == 0.0 {
         "0".into()
     } else if !delta.is_finite() {

@@ -63,10 +63,11 @@ mod since;
 mod snapshot;
 
 pub use points::{history_points, HistoryPoint, HistoryQuery};
-pub use ratchet_failures::apply_ratchet;
+pub(crate) use ratchet_failures::apply_ratchet;
+pub(crate) use since::compare_cell;
 #[cfg(test)]
 use since::ratchet;
-pub use since::{compare_cell, since_previous};
+pub use since::since_previous;
 pub use snapshot::{section_hardware, CellSummary, GenerationSnapshot};
 
 #[cfg(test)]
