@@ -7,8 +7,9 @@
 //! repositories, one per concern and file, each a view borrowed from the store
 //! (`store.runs()`, `store.jobs()`, `store.events()`, `store.agents()`,
 //! `store.certificates()`, `store.reports()`, `store.triggers()`, `store.notifications()`,
-//! `store.pull_requests()`). What several repositories share (row readers, `select_jobs`,
-//! `insert_batch`, the lease view) stays here.
+//! `store.pull_requests()`). The row types and the statements and row readers the repositories
+//! call (`select_jobs`, `run_row`, `insert_batch`, `lease_view`, `end_attempt`, …) stay here,
+//! beside the connections they run on.
 
 mod agents;
 mod bisects;

@@ -43,9 +43,7 @@ impl Trust {
             deny_list: Default::default(),
         }
     }
-}
 
-impl Trust {
     /// At registration: binds `agent_id` to `cert_name` on first use (within the cap on new
     /// ids), refuses another name, and notes the certificate the id registered with.
     pub async fn bind_agent_certificate(

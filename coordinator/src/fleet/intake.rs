@@ -41,9 +41,7 @@ impl Intake {
             memory: Default::default(),
         }
     }
-}
 
-impl Intake {
     /// Stores events of a leased job; returns the acknowledged sequence numbers.
     pub async fn push_events(
         &self,

@@ -34,9 +34,7 @@ impl Alerts {
             delivery: Default::default(),
         }
     }
-}
 
-impl Alerts {
     /// Wakes the delivery task: alerts were queued (in the transaction that finished a run).
     pub(super) fn wake_delivery(&self) {
         self.delivery.alert_queued();

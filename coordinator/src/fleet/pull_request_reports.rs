@@ -62,9 +62,7 @@ impl PullRequests {
     pub(super) fn new(ground: Ground, reports: Reports) -> PullRequests {
         PullRequests { ground, reports }
     }
-}
 
-impl PullRequests {
     fn reporting(&self) -> Result<&GitHubReporting, FleetError> {
         self.ground.config().github.as_ref().ok_or_else(|| {
             FleetError::PullRequest(

@@ -47,9 +47,7 @@ impl Reports {
             assembling: Arc::new(tokio::sync::Semaphore::new(permits)),
         }
     }
-}
 
-impl Reports {
     /// The full report built now (`served_reports` keeps it once the run finished).
     pub(super) async fn fresh_report(&self, run_id: RunId) -> Result<Report, FleetError> {
         self.report_as(run_id, None).await

@@ -1,5 +1,5 @@
-//! Runs and their jobs from submission to their end: planning the jobs a spec fans out to,
-//! cancelling, and finishing a run once every job has ended.
+//! Runs and their jobs: submitting (planning the jobs a spec fans out to), cancelling and
+//! listing. A run whose jobs have all ended is finished by `finishing`.
 
 use abfleet_core::lifecycle::AgentState;
 use abfleet_core::progress::RunProgress;
@@ -29,9 +29,7 @@ impl Runs {
             reports,
         }
     }
-}
 
-impl Runs {
     /// Stores a run with its jobs (one, or one per matching generation or agent) and offers
     /// them to waiting agents. A spec whose targets match no known agent ends at once, saying
     /// what the fleet has.

@@ -1,7 +1,8 @@
 //! The open session of each connected agent and who waits for a job: scheduling's memory.
 //! Only this module takes its locks; `sessions.rs` decides (with the store) and asks this
 //! table, dispatch holds [`SessionTable::dispatching`] so one job is never offered twice,
-//! and a revocation ends sessions through [`SessionTable::end_where`].
+//! and a revocation ends sessions through [`SessionTable::end_where`] (asked by
+//! `Scheduling::end_sessions_where`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -49,9 +49,7 @@ impl Scheduling {
             heard: Default::default(),
         }
     }
-}
 
-impl Scheduling {
     /// Registers (or re-registers) an agent with its inventory; returns the inventory it
     /// registered with before, if it did (the toolchain watch compares the two:
     /// [`Fleet::register`](super::Fleet::register) does both).
@@ -293,7 +291,12 @@ impl Scheduling {
                 continue;
             };
             let spec_json = self.ground.store().runs().spec_json(job.run_id).await?;
-            let spec = SpecJson::stored(spec_json.ok_or(FleetError::UnknownRun(job.run_id))?);
+            let spec = SpecJson::stored(spec_json.ok_or_else(|| {
+                crate::CoordinatorError::Corrupt(format!(
+                    "queued job {} names run {}, which the store does not hold (restore the data directory from a backup)",
+                    job.job_id, job.run_id
+                ))
+            })?);
             let next_seq = self
                 .ground
                 .store()

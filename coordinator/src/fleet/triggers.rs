@@ -98,9 +98,7 @@ impl Triggers {
             one_at_a_time: Default::default(),
         }
     }
-}
 
-impl Triggers {
     /// Starts a run for `request`, or records it as debounced into the run an earlier
     /// trigger of its reason and key started within the window.
     pub async fn trigger(&self, request: TriggerRequest) -> Result<TriggerOutcome, FleetError> {

@@ -5,7 +5,7 @@
 //! it is the run's record of where its result went.
 
 use abfleet_core::RunId;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::params;
 
 use super::Store;
 use crate::error::CoordinatorError;
@@ -124,26 +124,6 @@ impl PullRequestRecords<'_> {
             })
             .await?;
         Ok(rows)
-    }
-
-    /// The pull request `run_id` answers, if any.
-    pub async fn pull_request_report(
-        &self,
-        run_id: RunId,
-    ) -> Result<Option<PullRequestReport>, CoordinatorError> {
-        let found = self
-            .store
-            .read(move |conn| {
-                Ok(conn
-                    .query_row(
-                        &format!("SELECT {COLUMNS} FROM pull_request_reports WHERE run_id = ?1"),
-                        params![run_id],
-                        row,
-                    )
-                    .optional()?)
-            })
-            .await?;
-        Ok(found)
     }
 
     /// Records what one pass posted for `run_id`.

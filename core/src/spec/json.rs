@@ -90,10 +90,6 @@ impl SpecJson {
         SpecJson(text)
     }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     pub fn into_string(self) -> String {
         self.0
     }
