@@ -323,5 +323,39 @@ mod tests {
                 value: format!("{:.2}x", cell.speedup.unwrap())
             }
         );
+
+        // A side that was not measured, who sent the cell, a failed build.
+        let cell = &mut report.cells[0];
+        cell.upstream.status = SideStatus::Unavailable;
+        cell.upstream.error = Some("the binary timed out after 60 s".into());
+        let notes = cell_notes(cell, &Plain);
+        assert!(
+            notes.contains(&"upstream not measured: the binary timed out after 60 s".to_string()),
+            "{notes:?}"
+        );
+        assert_eq!(
+            cell_notes(cell, &Markdown)
+                .into_iter()
+                .map(unmarked)
+                .collect::<Vec<_>>(),
+            notes
+        );
+        let by = MeasuredBy {
+            agent_id: "agent-7".into(),
+            certificate: Some("bench-7 serial 0a1b".into()),
+        };
+        assert_eq!(
+            measured_by_words(&by, &Plain),
+            "agent agent-7 (certificate bench-7 serial 0a1b)"
+        );
+        assert_eq!(
+            unmarked(measured_by_words(&by, &Markdown)),
+            measured_by_words(&by, &Plain)
+        );
+        let mut build = report.fork.build.clone().unwrap();
+        build.status = BuildStatus::Failed;
+        assert_eq!(build_words(Some(&build), &Markdown), "**build failed**");
+        assert_eq!(build_words(Some(&build), &Plain), "build failed");
+        assert_eq!(build_words(None, &Plain), "not built");
     }
 }
