@@ -1,5 +1,6 @@
 //! The defaults of the services' settings: the flags' (cli.rs) and the config files'
-//! (config.rs), which `defaults_match_the_flags` keeps equal. Imports nothing of the CLI, so
+//! (config/coordinator_settings.rs, config/agent_settings.rs), which
+//! `defaults_match_the_flags` keeps equal. Imports nothing of the CLI, so
 //! the flag definitions and the files both read it.
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
