@@ -354,8 +354,8 @@ pub(crate) fn read_scores_blocking(
     }
 }
 
-/// Runs a blocking read (of /proc, around a timed cell) on the blocking pool, so the runtime
-/// that carries the session's heartbeats never waits on it.
+/// Runs a blocking read of the host (/proc: load, cpuinfo) on the blocking pool, so the
+/// runtime that carries the session's heartbeats never waits on it between timed runs.
 pub(crate) async fn off_runtime<T: Send + 'static>(
     read: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Stop> {

@@ -404,7 +404,8 @@ async fn time_against_default(
             return Ok(run);
         }
     }
-    let seed = configuration_seed(measure.seed, index);
+    // Each configuration's own seed: the spec's seed and its index, mixed as a cell's is.
+    let seed = paired::derived_seed(measure.seed, index as u64);
     let mut order = paired::run_order(seed, measure.runs as usize);
     let bounds = AdaptiveBounds {
         min_pairs: measure.runs,
@@ -529,11 +530,6 @@ fn judge_parity(
     } else {
         CellParity::Fail
     };
-}
-
-/// Each configuration's own seed: the spec's seed and its index, mixed as a cell's is.
-fn configuration_seed(spec_seed: u64, index: usize) -> u64 {
-    abfleet_core::paired::derived_seed(spec_seed, index as u64)
 }
 
 #[cfg(test)]
