@@ -233,12 +233,7 @@ fn cross_generation(report: &Report, sections: &[GenerationSection]) -> Markup {
 fn generation(report: &Report, section: &GenerationSection, several: bool) -> Markup {
     let cells = cells_of(report, section);
     let rows: Vec<SpeedupRow> = cells.iter().map(|c| SpeedupRow::of(c)).collect();
-    let mut fixtures: Vec<&str> = Vec::new();
-    for cell in &cells {
-        if !fixtures.contains(&cell.fixture.as_str()) {
-            fixtures.push(&cell.fixture);
-        }
-    }
+    let fixtures = abfleet_render::words::fixtures_in_order(&cells);
     html! {
         section class="generation" data-generation=(section.key) {
             h2 { "Generation " code { (section.key) } " " (parity_badge(section.score_parity)) }

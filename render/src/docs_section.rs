@@ -175,16 +175,6 @@ fn seconds(value: f64) -> String {
     format!("{value:.3} s")
 }
 
-fn fixtures_of<'a>(cells: &[&'a CellResult]) -> Vec<&'a str> {
-    let mut fixtures: Vec<&str> = Vec::new();
-    for cell in cells {
-        if !fixtures.contains(&cell.fixture.as_str()) {
-            fixtures.push(&cell.fixture);
-        }
-    }
-    fixtures
-}
-
 /// Both sides measured: the cells a fixture's totals are over.
 fn both_measured(cell: &CellResult) -> Option<(f64, f64)> {
     match (cell.upstream.status, cell.fork.status) {
@@ -201,7 +191,7 @@ fn fixture_table(out: &mut String, cells: &[&CellResult]) {
         out,
         "| Fixture | Upstream | Fork | Speedup | Score delta |\n|---|---|---|---|---|"
     );
-    for fixture in fixtures_of(cells) {
+    for fixture in crate::words::fixtures_in_order(cells) {
         let rows: Vec<&CellResult> = cells
             .iter()
             .copied()
@@ -260,7 +250,7 @@ fn fixture_table(out: &mut String, cells: &[&CellResult]) {
 /// Per fixture, `| Feature | Upstream | Fork | Speedup |`, and below it each feature's
 /// interval, verdict and pooled delta.
 fn feature_tables(out: &mut String, cells: &[&CellResult]) {
-    let fixtures = fixtures_of(cells);
+    let fixtures = crate::words::fixtures_in_order(cells);
     for fixture in &fixtures {
         if fixtures.len() > 1 {
             let _ = writeln!(out, "**{}**\n", code(fixture));

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use abfleet_core::cell::{CellParity, CellResult};
 
 use crate::words::{
-    build_words, cell_notes, delta_words, measured_by_words, side_cell, speedup_words, Markdown,
-    SpeedupWords,
+    build_words, cell_notes, delta_words, fixtures_in_order, measured_by_words, side_cell,
+    speedup_words, Markdown, SpeedupWords,
 };
 use abfleet_core::report::markdown_text::{code, code_block, text};
 use abfleet_core::report::{Report, ScoreParity, SideInfo};
@@ -397,13 +397,7 @@ fn render_generations(out: &mut String, report: &Report) {
 
 /// One table per fixture, one row per feature.
 fn render_cell_tables(out: &mut String, cells: &[&CellResult], heading: &str) {
-    let mut fixtures: Vec<&str> = Vec::new();
-    for cell in cells {
-        if !fixtures.contains(&cell.fixture.as_str()) {
-            fixtures.push(&cell.fixture);
-        }
-    }
-    for fixture in fixtures {
+    for fixture in fixtures_in_order(cells) {
         let _ = writeln!(out, "{heading} Fixture {}\n", code(fixture));
         let _ = writeln!(
             out,

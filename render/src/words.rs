@@ -101,6 +101,18 @@ pub(crate) fn small_delta(delta: f64) -> String {
     }
 }
 
+/// The fixtures of `cells` in the order their first cell came: every rendering draws one
+/// table per fixture, in this order.
+pub fn fixtures_in_order<'a>(cells: &[&'a CellResult]) -> Vec<&'a str> {
+    let mut fixtures: Vec<&str> = Vec::new();
+    for cell in cells {
+        if !fixtures.contains(&cell.fixture.as_str()) {
+            fixtures.push(&cell.fixture);
+        }
+    }
+    fixtures
+}
+
 /// A cell's speedup in words, before a rendering sets it (bold, struck through, a column of
 /// its own for the interval).
 #[derive(Debug, Clone, PartialEq, Eq)]
