@@ -1126,7 +1126,7 @@ async fn runs_finished_before_the_results_table_are_recorded_when_a_report_needs
         h.fleet
             .store()
             .reports()
-            .unrecorded_finished_runs(&report.name, i64::MAX)
+            .unrecorded_runs_of(Some(&report.name))
             .await
             .unwrap(),
         vec![second]

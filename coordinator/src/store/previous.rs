@@ -89,21 +89,9 @@ impl ReportRecords<'_> {
             .await
     }
 
-    /// Finished runs of `name` created before `before_ms` whose results were never recorded
-    /// (they finished under a coordinator older than this table), oldest first.
-    pub async fn unrecorded_finished_runs(
-        &self,
-        name: &str,
-        before_ms: i64,
-    ) -> Result<Vec<RunId>, CoordinatorError> {
-        let name = name.to_string();
-        self.store
-            .read(move |conn| unrecorded(conn, Some(&name), before_ms))
-            .await
-    }
-
-    /// [`ReportRecords::unrecorded_finished_runs`] of the runs of `run_id`'s name created before it
-    /// (none for a run the store does not have), in one read.
+    /// Finished runs of `run_id`'s name created before it whose results were never recorded
+    /// (they finished under a coordinator older than this table, or changed since),
+    /// oldest first; none for a run the store does not have. One read.
     pub async fn unrecorded_runs_before(
         &self,
         run_id: RunId,
@@ -293,7 +281,7 @@ fn parse_snapshot(
 
 /// What a finished run leaves for later runs changed after it was recorded (a cancelled
 /// run's late events): the kept reports that read it go, and the run is recorded again by
-/// the next report or history that needs it ([`ReportRecords::unrecorded_finished_runs`]).
+/// the next report or history that needs it ([`ReportRecords::unrecorded_runs_before`]).
 pub(super) fn record_results_again(
     tx: &Transaction<'_>,
     run_id: RunId,

@@ -210,7 +210,7 @@ async fn a_data_dir_made_by_the_first_schema_migrates_and_its_rows_stay_readable
     assert_eq!(
         store
             .reports()
-            .unrecorded_finished_runs(&spec.name, i64::MAX)
+            .unrecorded_runs_of(Some(&spec.name))
             .await
             .unwrap(),
         vec![run_id]
