@@ -124,6 +124,17 @@ impl Harness {
         assert!(next.is_err(), "expected no message, got {next:?}");
     }
 
+    /// The stored row of a job the test made.
+    async fn job(&self, job_id: abfleet_core::JobId) -> crate::store::JobRow {
+        self.fleet
+            .store()
+            .jobs()
+            .job(job_id)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
     async fn job_state(&self, run_id: RunId) -> JobState {
         self.fleet.store().jobs().of_run(run_id).await.unwrap()[0].state
     }
@@ -198,14 +209,7 @@ async fn a_submitted_job_is_offered_to_the_waiting_agent_and_done_finishes_the_r
     );
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
     assert_eq!(h.run_state(run_id).await, (RunState::Running, None));
-    let lease = h
-        .fleet
-        .store()
-        .jobs()
-        .job(offer.job_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let lease = h.job(offer.job_id).await;
     assert_eq!(
         lease.lease_expires_ms,
         Some(h.clock_ms() + LEASE.as_millis() as i64)
@@ -265,14 +269,7 @@ async fn a_lease_expires_only_after_its_duration_and_the_job_is_requeued() {
     h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
     assert_eq!(h.run_state(run_id).await, (RunState::Running, None));
-    let job = h
-        .fleet
-        .store()
-        .jobs()
-        .job(first.job_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = h.job(first.job_id).await;
     assert!(job.error.unwrap().contains("lease of attempt 1 expired"));
     h.no_message();
 
@@ -337,14 +334,7 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
         .unwrap();
     h.no_message();
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
-    let job = h
-        .fleet
-        .store()
-        .jobs()
-        .job(offer.job_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = h.job(offer.job_id).await;
     assert_eq!((job.attempt, job.error), (1, None));
 
     // Once another agent has taken the job, the old attempt learns it lost the lease, and
@@ -531,14 +521,7 @@ async fn a_job_whose_agent_closed_its_session_and_stayed_away_is_requeued_before
         JobState::Queued,
         "10 s, not the 30 s lease"
     );
-    let job = h
-        .fleet
-        .store()
-        .jobs()
-        .job(offer.job_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = h.job(offer.job_id).await;
     let reason = job.error.unwrap();
     assert!(
         reason.contains("session closed 10.0 s ago") && reason.contains("attempt 1"),
@@ -555,14 +538,7 @@ async fn a_job_whose_agent_closed_its_session_and_stayed_away_is_requeued_before
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
         .unwrap();
-    let job = h
-        .fleet
-        .store()
-        .jobs()
-        .job(offer.job_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = h.job(offer.job_id).await;
     assert_eq!(
         (job.state, job.attempt, job.error),
         (JobState::Leased, 1, None)
@@ -590,14 +566,7 @@ async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt
         .unwrap();
     // No time passes.
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
-    let job = h
-        .fleet
-        .store()
-        .jobs()
-        .job(offer.job_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = h.job(offer.job_id).await;
     let reason = job.error.unwrap();
     assert!(
         reason.contains("session broke (connection reset)") && reason.contains("attempt 1"),
@@ -615,14 +584,7 @@ async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt
         .heartbeat(h.agent, Some((offer.job_id, offer.attempt)))
         .await
         .unwrap();
-    let job = h
-        .fleet
-        .store()
-        .jobs()
-        .job(offer.job_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = h.job(offer.job_id).await;
     assert_eq!((job.state, job.attempt), (JobState::Leased, 1));
 
     // The last attempt (2 of 2): a broken session leaves it leased until the grace is over.
@@ -694,14 +656,7 @@ async fn a_lease_given_back_by_one_call_of_the_agent_is_held_for_its_other_call(
         .reclaim_lapsed(offer.job_id, h.agent, offer.attempt + 1)
         .await
         .unwrap());
-    let job = h
-        .fleet
-        .store()
-        .jobs()
-        .job(offer.job_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = h.job(offer.job_id).await;
     assert_eq!((job.state, job.attempt), (JobState::Leased, 1));
 }
 
@@ -737,14 +692,7 @@ async fn a_heartbeat_and_an_upload_arriving_together_after_a_reconnect_both_keep
         );
         beat.unwrap();
         assert_eq!(pushed.unwrap(), vec![seq], "reconnect {seq}");
-        let job = h
-            .fleet
-            .store()
-            .jobs()
-            .job(offer.job_id)
-            .await
-            .unwrap()
-            .unwrap();
+        let job = h.job(offer.job_id).await;
         assert_eq!(
             (job.state, job.attempt),
             (JobState::Leased, 1),
@@ -867,14 +815,7 @@ async fn an_agent_that_reconnects_within_agent_lost_after_keeps_its_job() {
     h.clock.advance(LEASE);
     h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
-    let job = h
-        .fleet
-        .store()
-        .jobs()
-        .job(offer.job_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = h.job(offer.job_id).await;
     assert!(job.error.unwrap().contains("lease of attempt 1 expired"));
 }
 
@@ -1350,14 +1291,7 @@ async fn a_job_over_its_event_limit_fails_with_the_limit_named_and_stores_nothin
         other => panic!("expected TooManyEvents, got {other:?}"),
     }
     assert_eq!(h.job_state(run_id).await, JobState::Failed);
-    let job = h
-        .fleet
-        .store()
-        .jobs()
-        .job(offer.job_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = h.job(offer.job_id).await;
     assert!(
         job.error
             .as_deref()
@@ -1548,14 +1482,7 @@ async fn a_second_session_under_a_live_agents_id_is_refused_and_its_job_survives
         );
     }
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
-    let job = h
-        .fleet
-        .store()
-        .jobs()
-        .job(offer.job_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let job = h.job(offer.job_id).await;
     assert_eq!(job.attempt, 1, "never requeued");
     // The victim's session is still the one messages go to.
     h.fleet.runs().cancel(run_id, "by test").await.unwrap();
