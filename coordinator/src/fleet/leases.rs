@@ -15,6 +15,9 @@ use super::Scheduling;
 use crate::store::LapsedLease;
 
 impl Scheduling {
+    /// The agent is alive and, with `running`, still measures that attempt: its lease is
+    /// renewed (or given back, when it lapsed and nobody took the job), else the agent hears
+    /// its lease is lost or its run cancelled. Another agent's lease is refused, untouched.
     pub async fn heartbeat(
         &self,
         agent_id: AgentId,
@@ -22,47 +25,51 @@ impl Scheduling {
     ) -> Result<(), FleetError> {
         self.touch_session(agent_id);
         self.touch_agent(agent_id).await?;
-        if let Some((job_id, attempt)) = running {
-            if let Some(job) = self.ground.store().jobs().job(job_id).await? {
-                if job.attempt == attempt
-                    && job.state == JobState::Leased
-                    && job.agent_id.is_some_and(|holder| holder != agent_id)
-                {
-                    // Never renew (or disturb) another agent's lease.
-                    warn!(agent_id = %agent_id, job_id = %job_id, attempt, "heartbeat names another agent's lease");
-                    return Err(FleetError::NotLeaseHolder {
-                        job_id,
-                        attempt,
-                        agent_id,
-                    });
-                }
-            }
-            let renewed = self
-                .ground
-                .store()
-                .jobs()
-                .renew_lease(job_id, agent_id, attempt, self.ground.lease_expiry())
-                .await?
-                || self.reclaim_lapsed(job_id, agent_id, attempt).await?;
-            if !renewed {
-                let job = self.ground.store().jobs().job(job_id).await?;
-                // A job that finished or was cancelled by this attempt is not "lost".
-                let still_ours = job.as_ref().is_some_and(|j| {
-                    j.attempt == attempt && j.agent_id == Some(agent_id) && j.state.is_finished()
-                });
-                if !still_ours {
-                    warn!(agent_id = %agent_id, job_id = %job_id, attempt, "heartbeat for a lease this agent no longer holds");
-                    self.send(agent_id, SessionMessage::LeaseLost { job_id, attempt });
-                } else if job.is_some_and(|j| j.state == JobState::Cancelled) {
-                    self.send(
-                        agent_id,
-                        SessionMessage::Cancel {
-                            job_id,
-                            reason: "the run was cancelled".into(),
-                        },
-                    );
-                }
-            }
+        let Some((job_id, attempt)) = running else {
+            return Ok(());
+        };
+        // The common case first: one conditional write, no read (it renews only this agent's
+        // own lease of this attempt, so it never disturbs another agent's).
+        let renewed = self
+            .ground
+            .store()
+            .jobs()
+            .renew_lease(job_id, agent_id, attempt, self.ground.lease_expiry())
+            .await?;
+        if renewed {
+            return Ok(());
+        }
+        let job = self.ground.store().jobs().job(job_id).await?;
+        if job.as_ref().is_some_and(|j| {
+            j.attempt == attempt
+                && j.state == JobState::Leased
+                && j.agent_id.is_some_and(|holder| holder != agent_id)
+        }) {
+            warn!(agent_id = %agent_id, job_id = %job_id, attempt, "heartbeat names another agent's lease");
+            return Err(FleetError::NotLeaseHolder {
+                job_id,
+                attempt,
+                agent_id,
+            });
+        }
+        if self.reclaim_lapsed(job_id, agent_id, attempt).await? {
+            return Ok(());
+        }
+        // A job that finished or was cancelled by this attempt is not "lost".
+        let still_ours = job.as_ref().is_some_and(|j| {
+            j.attempt == attempt && j.agent_id == Some(agent_id) && j.state.is_finished()
+        });
+        if !still_ours {
+            warn!(agent_id = %agent_id, job_id = %job_id, attempt, "heartbeat for a lease this agent no longer holds");
+            self.send(agent_id, SessionMessage::LeaseLost { job_id, attempt });
+        } else if job.is_some_and(|j| j.state == JobState::Cancelled) {
+            self.send(
+                agent_id,
+                SessionMessage::Cancel {
+                    job_id,
+                    reason: "the run was cancelled".into(),
+                },
+            );
         }
         Ok(())
     }
