@@ -17,6 +17,7 @@
 //! `docs/statistics.md` explains the method, its assumptions and its sources.
 
 mod adaptive;
+mod bootstrap;
 mod order;
 mod wilcoxon;
 
@@ -25,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::stats::median;
 
 pub use adaptive::{next_step, AdaptiveBounds, StopReason};
+pub use bootstrap::bootstrap_ci;
 pub use order::{run_order, Order, SeededRng};
 pub use wilcoxon::{min_pairs_for_significance, wilcoxon_signed_rank_p, EXACT_MAX_N};
 
@@ -207,93 +209,6 @@ pub fn ratio_of_medians(pairs: &[Pair]) -> Option<f64> {
     let upstream: Vec<f64> = pairs.iter().map(|p| p.upstream_s).collect();
     let fork: Vec<f64> = pairs.iter().map(|p| p.fork_s).collect();
     Some(median(&upstream)? / median(&fork)?)
-}
-
-/// Percentile bootstrap interval `[lo, hi]` of [`ratio_of_medians`], at `confidence`.
-///
-/// Each of the `resamples` resamples draws `pairs.len()` whole pairs with replacement, from a
-/// [`SeededRng`] seeded with `seed`; the bounds are the `(1 - confidence) / 2` and
-/// `(1 + confidence) / 2` quantiles (linear interpolation) of the resampled ratios. The same
-/// arguments always give the same interval. `None` for no pairs, an invalid time, no
-/// resamples, or a confidence outside `(0, 1)`.
-pub fn bootstrap_ci(
-    pairs: &[Pair],
-    resamples: u32,
-    confidence: f64,
-    seed: u64,
-) -> Option<[f64; 2]> {
-    let usable_pairs = !pairs.is_empty() && all_valid(pairs);
-    let usable_config = resamples > 0 && confidence > 0.0 && confidence < 1.0;
-    if !(usable_pairs && usable_config) {
-        return None;
-    }
-    let mut ratios = resampled_ratios(pairs, resamples, &mut SeededRng::new(seed));
-    let tail = (1.0 - confidence) / 2.0;
-    // Two selections instead of a sort of every ratio: the same order statistics, so the
-    // same interval bit for bit, in a fraction of the time (the coordinator re-derives every
-    // cell's interval, `cell_audit`, so this is on its ingest path).
-    Some([
-        quantile_by_selection(&mut ratios, tail),
-        quantile_by_selection(&mut ratios, 1.0 - tail),
-    ])
-}
-
-/// [`quantile_of_sorted`] of `values` as if sorted, by selection (reordering `values`).
-fn quantile_by_selection(values: &mut [f64], q: f64) -> f64 {
-    let position = q * (values.len() - 1) as f64;
-    let below = position.floor() as usize;
-    let above = position.ceil() as usize;
-    let weight = position - below as f64;
-    let (_, at_below, after) = values.select_nth_unstable_by(below, f64::total_cmp);
-    let low = *at_below;
-    let high = if above == below {
-        low
-    } else {
-        after.iter().copied().min_by(f64::total_cmp).unwrap_or(low)
-    };
-    low + (high - low) * weight
-}
-
-/// The ratio of medians of `resamples` resamples of `pairs` (non-empty).
-fn resampled_ratios(pairs: &[Pair], resamples: u32, rng: &mut SeededRng) -> Vec<f64> {
-    let n = pairs.len();
-    let mut upstream = vec![0.0; n];
-    let mut fork = vec![0.0; n];
-    (0..resamples)
-        .map(|_| {
-            for slot in 0..n {
-                let pair = pairs[rng.below(n as u64) as usize];
-                upstream[slot] = pair.upstream_s;
-                fork[slot] = pair.fork_s;
-            }
-            median_in_place(&mut upstream) / median_in_place(&mut fork)
-        })
-        .collect()
-}
-
-/// The median of a non-empty slice, reordering it; the same value as [`median`].
-fn median_in_place(values: &mut [f64]) -> f64 {
-    let is_odd = values.len() % 2 == 1;
-    let mid = values.len() / 2;
-    let (below, upper, _) = values.select_nth_unstable_by(mid, f64::total_cmp);
-    let upper = *upper;
-    if is_odd {
-        upper
-    } else {
-        let lower = below.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (lower + upper) / 2.0
-    }
-}
-
-/// The `q` quantile (`0 <= q <= 1`) of ascending non-empty `sorted`, interpolating linearly
-/// between order statistics: the definition [`quantile_by_selection`] is tested against.
-#[cfg(test)]
-fn quantile_of_sorted(sorted: &[f64], q: f64) -> f64 {
-    let position = q * (sorted.len() - 1) as f64;
-    let below = position.floor() as usize;
-    let above = position.ceil() as usize;
-    let weight = position - below as f64;
-    sorted[below] + (sorted[above] - sorted[below]) * weight
 }
 
 /// Smallest speedup difference the host resolves: half-width of the CI as a fraction (e.g.
@@ -493,39 +408,6 @@ mod tests {
         assert_eq!(ratio_of_medians(&pairs), Some(1.4));
         assert_eq!(ratio_of_medians(&[]), None);
         assert_eq!(ratio_of_medians(&[pair(1.0, 0.0)]), None);
-    }
-
-    #[test]
-    fn median_in_place_agrees_with_stats_median() {
-        for values in [vec![3.0, 1.0, 2.0], vec![4.0, 1.0, 3.0, 2.0], vec![5.0]] {
-            let expected = median(&values).unwrap();
-            assert_eq!(median_in_place(&mut values.clone()), expected);
-        }
-    }
-
-    #[test]
-    fn quantiles_interpolate_between_order_statistics() {
-        let sorted = [1.0, 2.0, 3.0, 4.0, 5.0];
-        assert_eq!(quantile_of_sorted(&sorted, 0.0), 1.0);
-        assert_eq!(quantile_of_sorted(&sorted, 0.5), 3.0);
-        assert_eq!(quantile_of_sorted(&sorted, 1.0), 5.0);
-        assert_eq!(quantile_of_sorted(&sorted, 0.125), 1.5);
-    }
-
-    proptest::proptest! {
-        /// The selection gives the sorted definition's quantile bit for bit: the interval of
-        /// a seed is what it was before the sort was dropped.
-        #[test]
-        fn quantile_by_selection_is_the_sorted_quantile(
-            values in proptest::collection::vec(0.001f64..1000.0, 1..300),
-            q in 0.0f64..=1.0,
-        ) {
-            let mut sorted = values.clone();
-            sorted.sort_by(f64::total_cmp);
-            let expected = quantile_of_sorted(&sorted, q);
-            let got = quantile_by_selection(&mut values.clone(), q);
-            proptest::prop_assert_eq!(got.to_bits(), expected.to_bits());
-        }
     }
 
     #[test]
