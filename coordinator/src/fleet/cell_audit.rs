@@ -12,7 +12,7 @@ use tracing::warn;
 
 use super::intake_memory::JobFacts;
 use super::{FleetError, Intake};
-use crate::store::{EventHeader, IncomingEvent};
+use crate::store::{EventHeader, IncomingEvent, StoredEvent};
 
 impl Intake {
     /// `events` with each cell replaced by the coordinator's own (see the module docs).
@@ -96,8 +96,10 @@ fn audit_event(
             cell_audit::reject(claimed, problems)
         }
     };
-    let payload = JobEventPayload::Cell(Box::new(cell));
-    let json = serde_json::to_string(&payload).expect("a cell always serialises");
-    IncomingEvent::parse(event.seq, event.at_ms, json)
-        .map_err(|err| refuse(format!("the audited cell does not parse: {err}")))
+    // Its header is the audited cell's own: the JSON is written, never read back.
+    Ok(IncomingEvent::from(StoredEvent {
+        seq: event.seq,
+        at_ms: event.at_ms,
+        payload: JobEventPayload::Cell(Box::new(cell)),
+    }))
 }

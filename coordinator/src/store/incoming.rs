@@ -160,6 +160,28 @@ mod tests {
         assert_eq!(header.parity, whole.parity);
     }
 
+    /// The coordinator's own cells (the audited ones) carry the header intake would read
+    /// from their JSON.
+    #[test]
+    fn a_cell_made_here_has_the_header_its_json_gives() {
+        let JobEventPayload::Cell(cell) = JobEventPayload::from_json(&cell_json()).unwrap() else {
+            panic!()
+        };
+        let made = IncomingEvent::from(StoredEvent {
+            seq: 4,
+            at_ms: 5,
+            payload: JobEventPayload::Cell(cell),
+        });
+        let read = IncomingEvent::parse(4, 5, made.payload_json.clone()).unwrap();
+        let (EventHeader::Cell(made_header), EventHeader::Cell(read_header)) =
+            (&made.header, &read.header)
+        else {
+            panic!("{made:?} {read:?}")
+        };
+        assert_eq!(made_header, read_header);
+        assert_eq!(made_header.index, 3);
+    }
+
     #[test]
     fn a_cell_whose_tag_is_not_first_is_still_a_cell() {
         let mut value: serde_json::Value = serde_json::from_str(&cell_json()).unwrap();
