@@ -137,16 +137,7 @@ impl Scheduling {
         warn!(agent_id = %agent_id, why, "agent session broke; requeueing its jobs now");
         let max_attempts = self.ground.config().max_attempts;
         let mut released = false;
-        for job in self
-            .ground
-            .store()
-            .jobs()
-            .in_state(JobState::Leased)
-            .await?
-        {
-            if job.agent_id != Some(agent_id) {
-                continue;
-            }
+        for job in self.ground.store().jobs().leased_to(agent_id).await? {
             if job.attempt >= max_attempts {
                 info!(agent_id = %agent_id, job_id = %job.job_id, attempt = job.attempt, "the job is on its last attempt: waiting agent_lost_after before failing it");
                 continue;
@@ -215,22 +206,14 @@ impl Scheduling {
     pub async fn ready(&self, agent_id: AgentId) -> Result<(), FleetError> {
         self.touch_session(agent_id);
         self.touch_agent(agent_id).await?;
-        for job in self
-            .ground
-            .store()
-            .jobs()
-            .in_state(JobState::Leased)
-            .await?
-        {
-            if job.agent_id == Some(agent_id) {
-                warn!(agent_id = %agent_id, job_id = %job.job_id, "agent is idle but held a lease; requeueing");
-                self.release(
-                    job.job_id,
-                    job.run_id,
-                    format!("agent {agent_id} restarted during attempt {}", job.attempt),
-                )
-                .await?;
-            }
+        for job in self.ground.store().jobs().leased_to(agent_id).await? {
+            warn!(agent_id = %agent_id, job_id = %job.job_id, "agent is idle but held a lease; requeueing");
+            self.release(
+                job.job_id,
+                job.run_id,
+                format!("agent {agent_id} restarted during attempt {}", job.attempt),
+            )
+            .await?;
         }
         self.sessions.wait_for_job(agent_id);
         self.dispatch().await

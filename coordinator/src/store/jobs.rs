@@ -46,6 +46,21 @@ impl JobRecords<'_> {
             .await
     }
 
+    /// The jobs leased to `agent_id`, oldest first (an agent holds one at a time; a damaged
+    /// store may say more). One query, where reading every leased job and keeping one
+    /// agent's cost a row per busy agent each time an agent became idle.
+    pub async fn leased_to(&self, agent_id: AgentId) -> Result<Vec<JobRow>, CoordinatorError> {
+        self.store
+            .with(move |conn| {
+                select_jobs(
+                    conn,
+                    "state = ?1 AND agent_id = ?2",
+                    params![JobState::Leased, agent_id],
+                )
+            })
+            .await
+    }
+
     /// Leases a queued job to an agent: a new attempt begins, recorded in `attempts` with
     /// the cells earlier attempts stored (which it keeps; [`JobRecords::kept_cells`]). `None` when
     /// the job is no longer queued (someone else took it).
