@@ -198,6 +198,8 @@ fn bench_fleet_smoke_measures_a_real_coordinator_with_simulated_agents() {
         );
     }
     assert!(json["dispatch_p50_ms"].as_f64() <= json["dispatch_p99_ms"].as_f64());
+    // Every cell it pushed was stored as measured: what is timed is intake, not refusal.
+    assert_eq!(json["cells_accepted"], json["events_per_job"], "{json}");
     assert!(
         json["targets"]["met"].is_null(),
         "a smoke run is not judged: {json}"

@@ -101,6 +101,9 @@ struct FleetReport {
     report_cli: Summary,
     /// The report's JSON as `GetReport` sends it.
     report_bytes: usize,
+    /// That report's cells the coordinator accepted: all of them, or the benchmark fails (a
+    /// refused cell is not stored as measured, and costs less than one that is).
+    cells_accepted: usize,
     /// The coordinator's CPU time (user + system) from the first ingest push to the last
     /// report fetched, and per cell event.
     coordinator_cpu_s: f64,
@@ -333,7 +336,8 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
         .map(|f| f.3.duration_since(f.1).as_secs_f64())
         .collect();
     // A finished run's report again: as `GetReport` serves it, and as a user runs it.
-    let (report_again, report_bytes) = report_again(&control, &ingest_runs[0], 5).await?;
+    let (report_again, report_json) = report_again(&control, &ingest_runs[0], 5).await?;
+    let cells_accepted = all_cells_accepted(&report_json, args.events_per_job)?;
     let report_cli = report_cli(&exe, &fleet.url, &ingest_runs[0].to_string(), 3)?;
     let rss_peak = rss_kib(pid, "VmHWM:");
     let store_bytes = dir_bytes(fleet.data.path());
@@ -356,7 +360,8 @@ pub async fn run(args: FleetArgs) -> Result<i32, Failure> {
         done_to_report: Summary::of(&done_to_report).expect("jobs >= 1"),
         report_again,
         report_cli,
-        report_bytes,
+        report_bytes: report_json.len(),
+        cells_accepted,
         coordinator_cpu_s,
         coordinator_cpu_us_per_event: coordinator_cpu_s / events * 1e6,
         agents_cpu_s,
@@ -448,6 +453,10 @@ fn print_table(r: &FleetReport) {
         r.report_again.median_s * 1e3,
         r.report_cli.median_s * 1e3,
         r.report_bytes as f64 / (1024.0 * 1024.0)
+    );
+    println!(
+        "{:<52} {} of {} (none refused)",
+        "its cells, as the coordinator's audit accepted them", r.cells_accepted, r.events_per_job
     );
     println!(
         "{:<52} {:.2} s, {:.1} µs per event (the agents: {:.2} s)",
@@ -743,13 +752,14 @@ async fn push_batch(
 }
 
 /// `GetReport` of `run_id`, `times` times: how long each took, and the JSON's size.
+/// `GetReport` of `run_id`, `times` times: how long each took, and the report's JSON.
 pub(super) async fn report_again(
     control: &ControlLink,
     run_id: &RunId,
     times: usize,
-) -> Result<(Summary, usize), Failure> {
+) -> Result<(Summary, String), Failure> {
     let mut seconds = Vec::with_capacity(times);
-    let mut bytes = 0;
+    let mut json = String::new();
     for _ in 0..times {
         let started = Instant::now();
         let report_json = control
@@ -758,9 +768,41 @@ pub(super) async fn report_again(
             .map_err(|err| anyhow::anyhow!("get report: {err}"))
             .infra()?;
         seconds.push(started.elapsed().as_secs_f64());
-        bytes = report_json.len();
+        json = report_json;
     }
-    Ok((Summary::of(&seconds).expect("times >= 1"), bytes))
+    Ok((Summary::of(&seconds).expect("times >= 1"), json))
+}
+
+/// How many of an ingest run's `expected` cells its report holds, once every one of them
+/// is there and was accepted by the coordinator's audit; otherwise why the figures measure
+/// something else than intake.
+fn all_cells_accepted(report_json: &str, expected: u32) -> Result<usize, Failure> {
+    let report = abfleet_core::report::Report::from_json(report_json)
+        .map_err(|err| anyhow::anyhow!("the ingest run's report does not decode: {err}"))
+        .infra()?;
+    let rejected: Vec<_> = report
+        .cells
+        .iter()
+        .filter(|cell| !cell.rejected.is_empty())
+        .collect();
+    if let Some(first) = rejected.first() {
+        return Err(anyhow::anyhow!(
+            "the coordinator rejected {} of the ingest run's {} cells (cell {}: {}): the figures would time refusals, not intake; make the synthetic cells valid for the submitted spec (synthetic.rs)",
+            rejected.len(),
+            report.cells.len(),
+            first.index,
+            first.rejected.join("; ")
+        ))
+        .infra();
+    }
+    if report.cells.len() != expected as usize {
+        return Err(anyhow::anyhow!(
+            "the ingest run's report holds {} cells, not the {expected} its job sent",
+            report.cells.len()
+        ))
+        .infra();
+    }
+    Ok(report.cells.len())
 }
 
 /// `abfleet report RUN --format json` against the coordinator at `url`, `times` times, end to

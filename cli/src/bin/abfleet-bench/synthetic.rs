@@ -16,6 +16,12 @@ pub fn generated_fixture(name: &str, width: u32, height: u32, frames: u32, seed:
     )
 }
 
+/// The `[measure] seed` of every synthetic spec. A spec that names none gets a fresh one at
+/// each submission, and the coordinator refuses a cell whose seed is not its spec's: the cell
+/// events a benchmark makes once and every job sends must carry the seed of every job's spec,
+/// or the benchmark times the refusal of every cell instead of its intake.
+pub const SEED: u64 = 1;
+
 /// Workloads per fixture in a synthetic spec (cells = fixtures × this).
 pub const WORKLOADS: u32 = 20;
 
@@ -36,7 +42,8 @@ pub fn spec_toml(name: &str, cells: u32, generation: Option<&str>) -> String {
     let mut toml = format!(
         "name = \"{name}\"\n[upstream]\npath = \"/nonexistent/upstream\"\n[fork]\npath = \"/nonexistent/fork\"\n\
          [build]\ncommands = [[\"make\"]]\nbinary = \"build/vmaf\"\n\
-         [command]\ntemplate = [\"{{binary}}\", \"-r\", \"{{reference}}\", \"-d\", \"{{distorted}}\", \"-o\", \"{{output}}\", \"--json\"]\n"
+         [command]\ntemplate = [\"{{binary}}\", \"-r\", \"{{reference}}\", \"-d\", \"{{distorted}}\", \"-o\", \"{{output}}\", \"--json\"]\n\
+         [measure]\nseed = {SEED}\n"
     );
     for f in 0..fixtures {
         toml.push_str(&generated_fixture(&format!("fixture_{f}"), 64, 64, 2, f));
