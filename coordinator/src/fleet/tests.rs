@@ -135,6 +135,28 @@ impl Harness {
             .unwrap()
     }
 
+    /// `events` pushed by this harness's agent as the attempt `offer` began.
+    async fn push(
+        &self,
+        offer: &JobOffer<SpecJson>,
+        events: Vec<impl Into<crate::store::IncomingEvent>>,
+    ) -> Result<Vec<u64>, super::FleetError> {
+        self.fleet
+            .intake()
+            .push_events(self.agent, offer.job_id, offer.attempt, events)
+            .await
+    }
+
+    /// The cells stored for a job's current attempt.
+    async fn cell_count(&self, job_id: abfleet_core::JobId) -> u64 {
+        self.fleet
+            .store()
+            .events()
+            .cell_count(job_id)
+            .await
+            .unwrap()
+    }
+
     async fn job_state(&self, run_id: RunId) -> JobState {
         self.fleet.store().jobs().of_run(run_id).await.unwrap()[0].state
     }
@@ -686,9 +708,7 @@ async fn a_heartbeat_and_an_upload_arriving_together_after_a_reconnect_both_keep
             h.fleet
                 .scheduling()
                 .heartbeat(h.agent, Some((offer.job_id, offer.attempt))),
-            h.fleet
-                .intake()
-                .push_events(h.agent, offer.job_id, offer.attempt, vec![log]),
+            h.push(&offer, vec![log]),
         );
         beat.unwrap();
         assert_eq!(pushed.unwrap(), vec![seq], "reconnect {seq}");
@@ -860,12 +880,7 @@ async fn cancelling_a_run_tells_the_agent_and_ends_the_run_as_cancelled() {
             line: "after done".into(),
         },
     };
-    let refused = h
-        .fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, vec![late])
-        .await
-        .unwrap_err();
+    let refused = h.push(&offer, vec![late]).await.unwrap_err();
     assert!(
         matches!(
             refused,
@@ -1014,11 +1029,7 @@ async fn a_report_compares_each_generation_with_the_latest_earlier_finished_run(
         at_ms: h.clock_ms(),
         payload: build("cc 99"),
     };
-    h.fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, vec![build_only])
-        .await
-        .unwrap();
+    h.push(&offer, vec![build_only]).await.unwrap();
 
     let report = h.fleet.reports().report(first).await.unwrap();
     assert_eq!(report.generations[0].previous_run, None);
@@ -1097,11 +1108,7 @@ async fn events_that_reach_a_cancelled_run_update_what_it_leaves_for_later_runs(
         at_ms: h.clock_ms(),
         payload: build("cc 12"),
     };
-    h.fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, vec![late])
-        .await
-        .unwrap();
+    h.push(&offer, vec![late]).await.unwrap();
     // Not assembled again per batch: marked to be recorded when a report next needs it.
     let store = h.fleet.store().clone();
     let unrecorded = || async { store.reports().unrecorded_runs_of(None).await.unwrap() };
@@ -1200,16 +1207,7 @@ async fn sequence_numbers_above_i64_max_are_refused_and_nothing_of_the_batch_is_
         .unwrap();
     let offer = h.ready_and_take_offer().await;
     let huge = 1u64 << 63;
-    let pushed = h
-        .fleet
-        .intake()
-        .push_events(
-            h.agent,
-            offer.job_id,
-            offer.attempt,
-            vec![cell(0, 0), cell(1, huge)],
-        )
-        .await;
+    let pushed = h.push(&offer, vec![cell(0, 0), cell(1, huge)]).await;
     match pushed {
         Err(super::FleetError::InvalidEvent { seq, reason, .. }) => {
             assert_eq!(seq, huge);
@@ -1217,26 +1215,11 @@ async fn sequence_numbers_above_i64_max_are_refused_and_nothing_of_the_batch_is_
         }
         other => panic!("expected InvalidEvent, got {other:?}"),
     }
-    assert_eq!(
-        h.fleet
-            .store()
-            .events()
-            .cell_count(offer.job_id)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(h.cell_count(offer.job_id).await, 0);
     // The largest storable number passes the range check; after 0 it is a gap (events are
     // stored contiguously), which names what is missing.
     let pushed = h
-        .fleet
-        .intake()
-        .push_events(
-            h.agent,
-            offer.job_id,
-            offer.attempt,
-            vec![cell(0, 0), cell(1, i64::MAX as u64)],
-        )
+        .push(&offer, vec![cell(0, 0), cell(1, i64::MAX as u64)])
         .await;
     assert!(
         matches!(pushed, Err(super::FleetError::MissingEvents { first: 1, last, .. }) if last == i64::MAX as u64 - 1),
@@ -1259,17 +1242,7 @@ async fn a_job_over_its_event_limit_fails_with_the_limit_named_and_stores_nothin
         .await
         .unwrap();
     let offer = h.ready_and_take_offer().await;
-    let acked = h
-        .fleet
-        .intake()
-        .push_events(
-            h.agent,
-            offer.job_id,
-            offer.attempt,
-            vec![cell(0, 0), cell(1, 1)],
-        )
-        .await
-        .unwrap();
+    let acked = h.push(&offer, vec![cell(0, 0), cell(1, 1)]).await.unwrap();
     assert_eq!(acked, vec![0, 1]);
     let logs = (2..6)
         .map(|seq| StoredEvent {
@@ -1281,12 +1254,7 @@ async fn a_job_over_its_event_limit_fails_with_the_limit_named_and_stores_nothin
             },
         })
         .collect();
-    match h
-        .fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, logs)
-        .await
-    {
+    match h.push(&offer, logs).await {
         Err(super::FleetError::TooManyEvents { limit, .. }) => assert_eq!(limit, 5),
         other => panic!("expected TooManyEvents, got {other:?}"),
     }
@@ -1323,11 +1291,7 @@ async fn a_cell_index_outside_the_spec_is_refused_naming_the_index_and_the_count
     let offer = h.ready_and_take_offer().await;
     let count = spec().cell_count();
     for index in [count as u32, 99_999] {
-        let pushed = h
-            .fleet
-            .intake()
-            .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(index, 0)])
-            .await;
+        let pushed = h.push(&offer, vec![cell(index, 0)]).await;
         match pushed {
             Err(super::FleetError::InvalidEvent { reason, .. }) => {
                 assert!(reason.contains(&format!("cell index {index}")), "{reason}");
@@ -1336,21 +1300,9 @@ async fn a_cell_index_outside_the_spec_is_refused_naming_the_index_and_the_count
             other => panic!("expected InvalidEvent, got {other:?}"),
         }
     }
-    assert_eq!(
-        h.fleet
-            .store()
-            .events()
-            .cell_count(offer.job_id)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(h.cell_count(offer.job_id).await, 0);
     let last = count as u32 - 1;
-    h.fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(last, 0)])
-        .await
-        .unwrap();
+    h.push(&offer, vec![cell(last, 0)]).await.unwrap();
 }
 
 #[tokio::test]

@@ -47,11 +47,7 @@ async fn a_fabricated_cell_is_stored_rejected_and_named_in_the_report_with_its_a
     for index in 3..count {
         events.push(cell(index, u64::from(index)));
     }
-    h.fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, events)
-        .await
-        .unwrap();
+    h.push(&offer, events).await.unwrap();
     h.done(&offer, u64::from(count), JobOutcome::Completed)
         .await;
     let report = h.fleet.reports().report(run_id).await.unwrap();
@@ -97,18 +93,10 @@ async fn a_second_report_of_a_cell_in_one_attempt_is_refused_with_its_batch() {
         .await
         .unwrap();
     let offer = h.ready_and_take_offer().await;
-    h.fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(0, 0)])
-        .await
-        .unwrap();
+    h.push(&offer, vec![cell(0, 0)]).await.unwrap();
     let refused = h
-        .fleet
-        .intake()
-        .push_events(
-            h.agent,
-            offer.job_id,
-            offer.attempt,
+        .push(
+            &offer,
             vec![cell(1, 1), edited(0, 2, |cell| cell.speedup = Some(2.0))],
         )
         .await
@@ -128,11 +116,6 @@ async fn a_second_report_of_a_cell_in_one_attempt_is_refused_with_its_batch() {
         [(offer.attempt, 0)]
     );
     // A re-send of the stored event is still just acknowledged.
-    let acked = h
-        .fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(0, 0)])
-        .await
-        .unwrap();
+    let acked = h.push(&offer, vec![cell(0, 0)]).await.unwrap();
     assert_eq!(acked, [0]);
 }

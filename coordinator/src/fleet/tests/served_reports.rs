@@ -93,21 +93,13 @@ async fn a_run_still_going_is_assembled_at_each_read_and_never_kept() {
         .await
         .unwrap();
     let offer = h.ready_and_take_offer().await;
-    h.fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(0, 0)])
-        .await
-        .unwrap();
+    h.push(&offer, vec![cell(0, 0)]).await.unwrap();
     assert_eq!(
         h.fleet.reports().report(run_id).await.unwrap().cells.len(),
         1
     );
     assert!(!h.kept(run_id).await);
-    h.fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(1, 1)])
-        .await
-        .unwrap();
+    h.push(&offer, vec![cell(1, 1)]).await.unwrap();
     assert_eq!(
         h.fleet.reports().report(run_id).await.unwrap().cells.len(),
         2
@@ -223,11 +215,7 @@ async fn late_events_of_a_cancelled_run_are_in_its_report_after_it_was_read() {
         .await
         .unwrap();
     let offer = h.ready_and_take_offer().await;
-    h.fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(0, 0)])
-        .await
-        .unwrap();
+    h.push(&offer, vec![cell(0, 0)]).await.unwrap();
     h.fleet.runs().cancel(run_id, "by test").await.unwrap();
     let read = h.fleet.reports().report(run_id).await.unwrap();
     assert_eq!((read.status.as_str(), read.cells.len()), ("cancelled", 1));
@@ -236,11 +224,7 @@ async fn late_events_of_a_cancelled_run_are_in_its_report_after_it_was_read() {
         "a finished run's report is kept once read"
     );
     // The agent uploads what it measured before it heard of the cancel.
-    h.fleet
-        .intake()
-        .push_events(h.agent, offer.job_id, offer.attempt, vec![cell(1, 1)])
-        .await
-        .unwrap();
+    h.push(&offer, vec![cell(1, 1)]).await.unwrap();
     let report = h.fleet.reports().report(run_id).await.unwrap();
     assert_eq!(report.cells.len(), 2);
     assert_eq!(report.exit_code, abfleet_core::exit::CANCELLED);
@@ -271,29 +255,14 @@ async fn a_cell_body_the_coordinator_cannot_read_is_refused_with_its_batch() {
     .to_string();
     let unreadable = IncomingEvent::parse(1, 0, body).unwrap();
     let refused = h
-        .fleet
-        .intake()
-        .push_events(
-            h.agent,
-            offer.job_id,
-            offer.attempt,
-            vec![IncomingEvent::from(cell(0, 0)), unreadable],
-        )
+        .push(&offer, vec![IncomingEvent::from(cell(0, 0)), unreadable])
         .await
         .unwrap_err();
     assert!(
         matches!(&refused, super::super::FleetError::InvalidEvent { seq: 1, reason, .. } if reason.contains("does not parse")),
         "{refused}"
     );
-    assert_eq!(
-        h.fleet
-            .store()
-            .events()
-            .cell_count(offer.job_id)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(h.cell_count(offer.job_id).await, 0);
 }
 
 #[tokio::test]
