@@ -253,10 +253,8 @@ mod tests {
     use super::*;
     use crate::render_markdown;
     use abfleet_core::events::{BuildRecord, BuildStatus, JobEventPayload, JobOutcome, Side};
-    use abfleet_core::lifecycle::{JobState, RunState};
     use abfleet_core::paired::{Pair, StopReason};
-    use abfleet_core::report::samples::assembled as assemble;
-    use abfleet_core::report::{JobRecord, RunRecord};
+    use abfleet_core::report::samples::{assembled as assemble, done_job, done_run};
     use abfleet_core::spec::{JobSpec, SourceSpec};
     use abfleet_core::sweep::{plan, ConfigurationRun, SweepOutcome};
 
@@ -358,26 +356,13 @@ mod tests {
             },
         ];
         assemble(
-            &RunRecord {
-                run_id: "00000000-0000-0000-0000-000000000002".into(),
-                trigger: "toolchain-bump".into(),
-                trigger_note: None,
-                created_ms: 1_788_365_205_000,
-                state: RunState::Done,
+            &done_run(
+                "00000000-0000-0000-0000-000000000002",
+                "toolchain-bump",
+                1_788_365_205_000,
                 spec,
-                error: None,
-            },
-            &[JobRecord {
-                job_id: "j".into(),
-                generation: None,
-                state: JobState::Done,
-                attempt: 1,
-                agent_id: Some("a".into()),
-                error: None,
-                events,
-                attempts: Vec::new(),
-                kept_cells: Vec::new(),
-            }],
+            ),
+            &[done_job("j", None, events)],
         )
     }
 

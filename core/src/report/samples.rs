@@ -22,6 +22,35 @@ pub fn assembled(run: &RunRecord, jobs: &[JobRecord]) -> Report {
     crate::report::build(crate::report::ReportInputs::own(run.clone(), jobs.to_vec()))
 }
 
+/// Run `run_id` of `spec`, started by `trigger` at `created_ms`, done.
+pub fn done_run(run_id: &str, trigger: &str, created_ms: i64, spec: JobSpec) -> RunRecord {
+    RunRecord {
+        run_id: run_id.into(),
+        trigger: trigger.into(),
+        trigger_note: None,
+        created_ms,
+        state: RunState::Done,
+        spec,
+        error: None,
+    }
+}
+
+/// Job `job_id` (for `generation`, `None`: any), done on its first attempt by agent `a`,
+/// which sent `events`.
+pub fn done_job(job_id: &str, generation: Option<&str>, events: Vec<JobEventPayload>) -> JobRecord {
+    JobRecord {
+        job_id: job_id.into(),
+        generation: generation.map(str::to_string),
+        state: JobState::Done,
+        attempt: 1,
+        agent_id: Some("a".into()),
+        error: None,
+        events,
+        attempts: Vec::new(),
+        kept_cells: Vec::new(),
+    }
+}
+
 fn side(times: &[f64], metrics: &[(&str, f64)]) -> SideMeasurement {
     SideMeasurement {
         status: SideStatus::Ok,
@@ -179,26 +208,8 @@ pub fn sample_records(
         },
     ];
     (
-        RunRecord {
-            run_id: run_id.into(),
-            trigger: "release".into(),
-            trigger_note: None,
-            created_ms,
-            state: RunState::Done,
-            spec,
-            error: None,
-        },
-        vec![JobRecord {
-            job_id: "j".into(),
-            generation: None,
-            state: JobState::Done,
-            attempt: 1,
-            agent_id: Some("a".into()),
-            error: None,
-            events,
-            attempts: Vec::new(),
-            kept_cells: Vec::new(),
-        }],
+        done_run(run_id, "release", created_ms, spec),
+        vec![done_job("j", None, events)],
     )
 }
 
@@ -317,28 +328,15 @@ pub fn two_generation_report() -> Report {
             outcome: JobOutcome::Completed,
             error: None,
         });
-        JobRecord {
-            job_id: format!("job-{generation}"),
-            generation: Some(key.to_string()),
-            state: JobState::Done,
-            attempt: 1,
-            agent_id: Some("a".into()),
-            error: None,
-            events,
-            attempts: Vec::new(),
-            kept_cells: Vec::new(),
-        }
+        done_job(&format!("job-{generation}"), Some(key), events)
     };
     assembled(
-        &RunRecord {
-            run_id: "00000000-0000-0000-0000-000000000002".into(),
-            trigger: "manual".into(),
-            trigger_note: None,
-            created_ms: 0,
-            state: RunState::Done,
-            spec: spec.clone(),
-            error: None,
-        },
+        &done_run(
+            "00000000-0000-0000-0000-000000000002",
+            "manual",
+            0,
+            spec.clone(),
+        ),
         &[job(1, "cpu/x86-64-v3"), job(2, "cpu/x86-64-v4")],
     )
 }
