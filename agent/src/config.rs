@@ -23,6 +23,9 @@ pub struct AgentConfig {
     /// The budget of the work dir's cache (builds, git mirrors, fixtures): the least recently
     /// used entries are evicted down to it at start and after each job. `None`: no budget.
     pub max_cache_bytes: Option<u64>,
+    /// The architecture this host serves under an emulator (`--emulate FILE`): its builds
+    /// cross-compile, its runs go through the emulator, its cells are never timed.
+    pub emulation: Option<std::sync::Arc<crate::emulation::Emulation>>,
 }
 
 /// Where an agent's inventory comes from.
@@ -36,6 +39,9 @@ pub enum InventorySource {
     /// (`--gpu-probes DIR`): the fork's GPU builds run with the real compilers here and are
     /// checked against GPUs this host does not have.
     LiveWithRecordedGpus(Vec<PathBuf>),
+    /// An emulated host (`--emulate FILE`): this machine's facts, the recorded CPU of the
+    /// emulation file as the emulated one (`emulation::emulated_inventory`).
+    Emulated(std::sync::Arc<crate::emulation::Emulation>),
 }
 
 impl InventorySource {
@@ -46,6 +52,7 @@ impl InventorySource {
             InventorySource::LiveWithRecordedGpus(dirs) => {
                 crate::inventory::live_with_recorded_gpus(dirs)
             }
+            InventorySource::Emulated(emulation) => crate::emulation::emulated_inventory(emulation),
         }
     }
 }
@@ -61,6 +68,7 @@ impl AgentConfig {
             reprobe_interval: Duration::from_secs(300),
             policy: None,
             max_cache_bytes: None,
+            emulation: None,
         }
     }
 

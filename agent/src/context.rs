@@ -41,6 +41,19 @@ pub struct JobContext {
     pub handing_back: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The cache entries this job uses, stamped and pinned until the job ends.
     pub cache: crate::cache::JobCache,
+    /// The architecture this host serves under an emulator, when it does
+    /// (`crate::emulation`): builds cross-compile, runs go through the emulator.
+    pub emulation: Option<std::sync::Arc<crate::emulation::Emulation>>,
+}
+
+impl JobContext {
+    /// `argv` as this host runs a built binary: through the emulator when it has one.
+    pub(crate) fn run_line(&self, argv: Vec<String>) -> Vec<String> {
+        match &self.emulation {
+            Some(emulation) => crate::emulation::wrapped(&emulation.wrapper, &argv),
+            None => argv,
+        }
+    }
 }
 
 /// Why a job stopped early.
@@ -258,6 +271,20 @@ pub(crate) async fn build_fetched(
         0,
         None,
     )?;
+    use crate::emulation::EmulationRecipe;
+    if ctx.emulation.is_some() && !crate::emulation::uses_cross(recipe) {
+        let arch = ctx.emulation.as_ref().map_or("", |e| e.arch.as_str());
+        return failed_build(
+            ctx,
+            side,
+            format!(
+                "this host emulates {arch} and the recipe has no \"{}\" in its commands, so it would build for this machine: put \"{}\" where the cross arguments go (after `meson setup build libvmaf`; docs/retuning.md, \"ARM\")",
+                crate::emulation::CROSS_PLACEHOLDER,
+                crate::emulation::CROSS_PLACEHOLDER
+            ),
+        );
+    }
+    let recipe = &ctx.emulation.as_deref().recipe(recipe);
     let timeout = Duration::from_secs(3600);
     let builds_dir = ctx.work_dir.join("builds");
     let mut cancel = ctx.cancel.clone();
@@ -302,9 +329,38 @@ pub(crate) async fn build_fetched(
         ctx.cache.use_entry(dir);
     }
     check_cancel(ctx)?;
+    let mut built = built;
+    if let (Some(emulation), Some(binary)) = (&ctx.emulation, &built.binary) {
+        if let Err(reason) = crate::emulation::check_binary(emulation, binary) {
+            built.record.status = BuildStatus::Failed;
+            built.record.error = Some(reason);
+            built.binary = None;
+        }
+    }
     info!(side = side.name(), status = ?built.record.status, "build finished");
     emit(ctx, JobEventPayload::Build(built.record.clone()))?;
     Ok(built)
+}
+
+/// A build that did not start, with why: emitted like a failed build.
+fn failed_build(ctx: &JobContext, side: Side, error: String) -> Result<BuiltSide, Stop> {
+    let record = BuildRecord {
+        side,
+        status: BuildStatus::Failed,
+        cache_key: String::new(),
+        toolchain: String::new(),
+        seconds: 0.0,
+        log_path: String::new(),
+        log_tail: None,
+        error: Some(error),
+    };
+    emit(ctx, JobEventPayload::Build(record.clone()))?;
+    Ok(BuiltSide {
+        record,
+        binary: None,
+        tree: PathBuf::new(),
+        unlinked: None,
+    })
 }
 
 /// Reads a run's output file off the async runtime (a large one takes a while). A file over

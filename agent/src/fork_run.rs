@@ -63,6 +63,31 @@ pub(crate) async fn run_fork(
     output: &Path,
     log: &Path,
 ) -> Result<ForkRun, Stop> {
+    let line = ctx.run_line(argv.to_vec());
+    run_line(ctx, &line, cwd, output, log).await
+}
+
+/// [`run_fork`] through another emulator wrapper than the host's (an SVE vector length of
+/// the emulation's variants).
+pub(crate) async fn run_fork_under(
+    ctx: &mut JobContext,
+    wrapper: &[String],
+    argv: &[String],
+    cwd: &Path,
+    output: &Path,
+    log: &Path,
+) -> Result<ForkRun, Stop> {
+    let line = crate::emulation::wrapped(wrapper, argv);
+    run_line(ctx, &line, cwd, output, log).await
+}
+
+async fn run_line(
+    ctx: &mut JobContext,
+    argv: &[String],
+    cwd: &Path,
+    output: &Path,
+    log: &Path,
+) -> Result<ForkRun, Stop> {
     let _ = std::fs::remove_file(output);
     let _ = std::fs::remove_file(log);
     let outcome = runner::run(

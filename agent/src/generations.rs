@@ -86,6 +86,37 @@ pub fn of(hardware: &HardwareInventory, simulated: bool) -> Vec<Generation> {
     dedup(all)
 }
 
+/// A recorded CPU generation as an emulated host serves it: the key gains the `/emulated`
+/// segment, the silicon and hardware ids cover the emulator (an emulated host never pools
+/// with a real one, nor with another emulator), the toolchain is the cross compiler's and
+/// the emulator's, and it is not `simulated` (its runs are real runs, under the emulator).
+pub fn emulated(
+    recorded: Generation,
+    emulator: &str,
+    toolchain: std::collections::BTreeMap<String, String>,
+) -> Generation {
+    let key = format!(
+        "{}/{}",
+        recorded.key,
+        abfleet_core::generation::EMULATED_SEGMENT
+    );
+    let ids = silicon_id(&[
+        ("key", key.clone()),
+        ("recorded_silicon", recorded.silicon_id.clone()),
+        ("emulator", emulator.to_string()),
+    ]);
+    Generation {
+        description: format!("{}, emulated by {emulator}", recorded.description),
+        key,
+        silicon_id: ids.clone(),
+        hardware_id: ids,
+        simulated: false,
+        emulator: Some(emulator.to_string()),
+        toolchain,
+        ..recorded
+    }
+}
+
 /// The tools each backend builds with; their version lines are the generation's toolchain.
 const BACKEND_TOOLS: &[(&str, &[&str])] = &[
     ("cpu", &["cc", "gcc", "clang"]),
@@ -198,6 +229,7 @@ pub fn cpu(info: &CpuInfo, simulated: bool) -> Generation {
         description.push_str(&format!(", SVE {bits}-bit"));
     }
     Generation {
+        emulator: None,
         hardware_id: silicon_id.clone(),
         silicon_id,
         description,
@@ -237,6 +269,7 @@ pub fn nvidia(gpus: &[NvidiaGpu], simulated: bool) -> Vec<Generation> {
                 &["driver"],
             );
             Some(Generation {
+                emulator: None,
                 silicon_id,
                 hardware_id,
                 description: format!(
@@ -280,6 +313,7 @@ pub fn amd(gpus: &[AmdGpu], simulated: bool) -> Vec<Generation> {
                 &["runtime_version", "rock_module_version"],
             );
             Generation {
+                emulator: None,
                 silicon_id,
                 hardware_id,
                 description: format!(
@@ -320,6 +354,7 @@ pub fn intel(gpus: &[IntelGpu], simulated: bool) -> Vec<Generation> {
                 &["driver"],
             );
             Generation {
+                emulator: None,
                 silicon_id,
                 hardware_id,
                 description: format!("{} ({arch})", gpu.name),

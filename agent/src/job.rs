@@ -1,7 +1,8 @@
 //! One job, start to finish, as a sequence of stages over one [`JobContext`]: the
 //! `started` event, fixtures prepared and verified, then by the generation's backend either
 //! the GPU backend stage (`stages::backend`) or both sides built, the A/B cells
-//! (`stages::ab_cells`) and the CPU dispatch sweep (`stages::dispatch_sweep`); a `[sweep]`
+//! (`stages::ab_cells`), the CPU dispatch sweep (`stages::dispatch_sweep`, not on an
+//! emulated host) and the untimed ISA checks (`stages::isa_checks`); a `[sweep]`
 //! spec runs the retuning sweep (`stages::sweep`) instead. "Done" goes
 //! out only after every earlier event was acknowledged; then the cache's eviction pass
 //! (`cache`). This module only sequences.
@@ -92,6 +93,10 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
         None,
     )?;
     let prepared = prepare_fixtures(ctx).await?;
+    if ctx.emulation.is_some() {
+        // The emulator's times say nothing: one run per side gives the scores.
+        ctx.spec.measure = crate::emulation::untimed_measure(&ctx.spec.measure);
+    }
     if let Some(sweep) = ctx.spec.sweep.clone() {
         // A sweep times the fork alone, on whatever backend its generation has.
         return crate::stages::sweep::run_sweep(ctx, &sweep, &prepared).await;
@@ -115,7 +120,13 @@ async fn run_stages(ctx: &mut JobContext) -> Result<(), Stop> {
     let cells = crate::stages::ab_cells::run_cells(ctx, &prepared, &built).await?;
     if let Some(sweep) = ctx.spec.backends.cpu.clone() {
         check_cancel(ctx)?;
-        crate::stages::dispatch_sweep::dispatch_sweep(ctx, &sweep, &prepared, &built[1]).await?;
+        // The timed sweep only where times mean something; the untimed checks everywhere.
+        if ctx.emulation.is_none() {
+            crate::stages::dispatch_sweep::dispatch_sweep(ctx, &sweep, &prepared, &built[1])
+                .await?;
+        }
+        check_cancel(ctx)?;
+        crate::stages::isa_checks::isa_checks(ctx, &sweep, &prepared, &built[1]).await?;
     }
     progress(ctx, "done", cells.summary(), cells.cells, None)?;
     Ok(())

@@ -12,6 +12,7 @@ pub mod child_group;
 pub mod command_line;
 pub mod config;
 pub mod context;
+pub mod emulation;
 pub mod error;
 pub mod fixtures;
 pub mod fork_run;

@@ -479,6 +479,7 @@ fn start_job(
                 cancel: cancel_rx,
                 handing_back: handing_back.clone(),
                 cache: shared.cache.for_job(),
+                emulation: config.emulation.clone(),
             }),
         )),
         Err(error) => {

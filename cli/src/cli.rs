@@ -269,6 +269,12 @@ pub struct AgentCommand {
     /// checked for those GPUs (never timed).
     #[arg(long, value_name = "DIR", conflicts_with = "probes")]
     pub gpu_probes: Vec<PathBuf>,
+    /// Serve another architecture under an emulator, as an emulation file says
+    /// (deploy/emulate-aarch64.toml: the recorded CPU it stands for, the emulator, the cross
+    /// arguments that replace `{cross}` in build commands). Its generation key ends in
+    /// `/emulated`; its cells gate parity and run the ISA checks, and are never timed.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["probes", "gpu_probes"])]
+    pub emulate: Option<PathBuf>,
     /// The agent's own policy (TOML: `allowed_sources`, `allowed_build_programs`): a job
     /// whose sources or programs it does not allow is refused before anything is fetched
     /// or run [default: /etc/abfleet/agent-policy.toml when it exists]. Without a policy

@@ -34,12 +34,41 @@ pub struct BackendCell {
     pub backend_reported: Option<String>,
     /// Keys in `frames[0].metrics`: a second check that the backend engaged.
     pub metric_keys: Option<u32>,
+    /// Pooled mean per metric of the backend's run (`null` kept as such): what the report's
+    /// cross-generation parity table compares with the CPU paths.
+    #[serde(
+        default,
+        skip_serializing_if = "std::collections::BTreeMap::is_empty",
+        with = "crate::scores::nullable::map"
+    )]
+    pub pooled: std::collections::BTreeMap<String, f64>,
+    /// The backend's scores against the fork's own CPU path on the same binary
+    /// (`--backend cpu`), when the spec asks for it: the gate a backend's speed depends on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_parity: Option<BackendParity>,
     /// 1-minute load average before and after the cell.
     #[serde(default)]
     pub load_avg_1min: Vec<f64>,
     /// The same cell in the previous run on this generation, filled in by the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<PreviousTiming>,
+}
+
+/// A backend's scores against the fork's CPU path, frame by frame over every shared metric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendParity {
+    /// Within the gate on every shared metric's pooled mean.
+    pub passed: bool,
+    /// Pooled-mean delta (backend − CPU) per shared metric.
+    #[serde(with = "crate::scores::nullable::map")]
+    pub pooled_delta: std::collections::BTreeMap<String, f64>,
+    /// The largest per-frame |delta| and where (`psnr_y (frame 3)`).
+    pub max_frame_delta: f64,
+    pub max_frame_delta_at: String,
+    /// Metrics one side wrote and the other did not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only_one_side: Vec<String>,
+    pub gate: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,9 +104,64 @@ impl BackendCell {
             spread_pct: None,
             backend_reported: None,
             metric_keys: None,
+            pooled: std::collections::BTreeMap::new(),
+            cpu_parity: None,
             load_avg_1min: Vec::new(),
             previous: None,
         }
+    }
+}
+
+impl BackendParity {
+    /// The backend's scores against the CPU path's: pooled means per shared metric held to
+    /// `gate`, the largest per-frame difference reported (not gated, as for A/B cells).
+    pub fn judge(cpu: &crate::scores::Scores, backend: &crate::scores::Scores, gate: f64) -> Self {
+        let (cpu_pooled, backend_pooled) = (cpu.pooled_means(), backend.pooled_means());
+        let mut pooled_delta = std::collections::BTreeMap::new();
+        let mut only_one_side = Vec::new();
+        for metric in cpu_pooled.keys().chain(backend_pooled.keys()) {
+            match (cpu_pooled.get(metric), backend_pooled.get(metric)) {
+                (Some(c), Some(b)) => {
+                    let delta = if crate::scores::same_value(*c, *b) {
+                        0.0
+                    } else if c.is_finite() && b.is_finite() {
+                        b - c
+                    } else {
+                        f64::INFINITY
+                    };
+                    pooled_delta.insert(metric.clone(), delta);
+                }
+                _ => {
+                    if !only_one_side.contains(metric) {
+                        only_one_side.push(metric.clone());
+                    }
+                }
+            }
+        }
+        let (max_frame_delta, max_frame_delta_at) =
+            match crate::retune::isa_parity::largest_frame_delta(cpu, backend) {
+                Ok(found) => found,
+                Err(why) => (f64::INFINITY, why),
+            };
+        let passed = only_one_side.is_empty()
+            && !pooled_delta.is_empty()
+            && pooled_delta.values().all(|d| d.abs() <= gate);
+        BackendParity {
+            passed,
+            pooled_delta,
+            max_frame_delta,
+            max_frame_delta_at,
+            only_one_side,
+            gate,
+        }
+    }
+
+    /// The shared metric whose pooled delta is largest in size, with its delta.
+    pub fn largest_pooled_delta(&self) -> Option<(&str, f64)> {
+        self.pooled_delta
+            .iter()
+            .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+            .map(|(m, d)| (m.as_str(), *d))
     }
 }
 

@@ -237,6 +237,10 @@ pub struct CellResult {
     /// inspection.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejected: Vec<String>,
+    /// Why the cell's times say nothing (`emulated: not timed`): its scores gate parity, its
+    /// speedup, interval, verdict and medians are withheld ([`CellResult::withhold_timing`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_timed: Option<String>,
 }
 
 /// The agent that sent a cell and the certificate it spoke with.
@@ -339,6 +343,7 @@ impl CellResult {
             printed_decimals: None,
             measured_by: None,
             rejected: Vec::new(),
+            not_timed: None,
             upstream,
             fork,
         };
@@ -402,6 +407,27 @@ impl CellResult {
             _ => CellParity::Unavailable,
         };
         cell
+    }
+
+    /// Withholds everything the cell's times would say (an emulated host's times are the
+    /// emulator's, not the hardware's): no speedup, interval, p-value, verdict, start-up
+    /// warning or medians; the raw times stay for inspection, the scores and the parity
+    /// verdict stand. `reason` is what the report shows where the speedup would be.
+    pub fn withhold_timing(&mut self, reason: &str) {
+        self.speedup = None;
+        self.speedup_ci95 = None;
+        self.p_value = None;
+        self.verdict = None;
+        self.startup_dominated = false;
+        self.host_resolution = None;
+        for side in [&mut self.upstream, &mut self.fork] {
+            side.median_time = None;
+            side.best_time = None;
+            side.spread_pct = None;
+            side.median_fps = None;
+        }
+        self.noise_flags.clear();
+        self.not_timed = Some(reason.to_string());
     }
 
     /// The gated quantity: the shared metric whose pooled-mean delta is largest in size,

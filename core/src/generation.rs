@@ -29,6 +29,12 @@ pub struct Generation {
     /// the agent's timed CPU cells still ran on its real CPU.
     #[serde(default)]
     pub simulated: bool,
+    /// The emulator this generation runs under, when the host serves an architecture it is
+    /// not (`qemu-aarch64 -cpu max …`): its scores are real, its times are not, so its cells
+    /// gate parity and run the ISA checks and never report a speedup ([`is_emulated`]). Its
+    /// key ends in [`EMULATED_SEGMENT`], so its results never mix with a real host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<String>,
     /// The toolchain this generation builds with, tool → version line (`nvcc` → `Cuda
     /// compilation tools, release 12.4, V12.4.131`, `cc` → `cc (Debian 12.2.0-14) 12.2.0`,
     /// the GPU driver): a change is a toolchain bump, and the coordinator's toolchain watcher
@@ -71,6 +77,19 @@ impl Generation {
     }
 }
 
+/// The last segment of an emulated generation's key: `cpu/arm/neoverse-v2/emulated`.
+pub const EMULATED_SEGMENT: &str = "emulated";
+
+/// Whether a generation key names an emulated host (its last segment is
+/// [`EMULATED_SEGMENT`]). The report decides from the key alone, so a cell's timing is
+/// withheld whatever the agent that sent it says about itself.
+pub fn is_emulated(key: &str) -> bool {
+    key.rsplit('/').next() == Some(EMULATED_SEGMENT) && key.contains('/')
+}
+
+/// What the report says where an emulated cell's speedup would be.
+pub const EMULATED_NOT_TIMED: &str = "emulated: not timed";
+
 /// `*` matches any run of characters (including `/`), `?` one character (the `wildmatch`
 /// crate; no other character is special).
 pub fn glob_match(pattern: &str, text: &str) -> bool {
@@ -89,5 +108,14 @@ mod tests {
         assert!(!glob_match("cuda/*", "cpu/arm/neoverse-v2"));
         assert!(!glob_match("cpu/arm/neoverse-v?", "cpu/arm/neoverse-v20"));
         assert!(glob_match("cpu/arm/*", "cpu/arm/neoverse-v2"));
+    }
+
+    #[test]
+    fn an_emulated_key_ends_in_its_segment() {
+        assert!(is_emulated("cpu/arm/neoverse-v2/emulated"));
+        assert!(!is_emulated("cpu/arm/neoverse-v2"));
+        assert!(!is_emulated("cpu/x86-64-v3/emulated-lake"));
+        assert!(!is_emulated("emulated"));
+        assert!(!is_emulated("any"));
     }
 }

@@ -34,6 +34,9 @@ pub fn report_body(report: &Report) -> Markup {
         @if sections.len() > 1 {
             (cross_generation(report, &sections))
         }
+        @if !report.cross_parity.is_empty() {
+            (cross_parity(report))
+        }
         @for section in &sections {
             (generation(report, section, sections.len() > 1))
         }
@@ -230,6 +233,34 @@ fn cross_generation(report: &Report, sections: &[GenerationSection]) -> Markup {
     }
 }
 
+/// The fork's pooled score per cell on every generation that ran it (`report::cross_parity`),
+/// the same rows and words as report.md's table.
+fn cross_parity(report: &Report) -> Markup {
+    use abfleet_render::cross_parity::{sources, verdict_words, widest_per_cell};
+    let rows = widest_per_cell(&report.cross_parity);
+    let columns = sources(&report.cross_parity);
+    html! {
+        section class="cross-parity" {
+            h2 { "Score parity across generations" }
+            p { "The fork's pooled score of each cell on every generation that ran it; per cell the metric whose scores spread most, held to the gate " (format!("{:.0e}", report.max_score_delta)) "." }
+            table {
+                thead { tr { th { "Fixture" } th { "Feature" } th { "Metric" } @for c in &columns { th { code { (c) } } } th { "Spread" } } }
+                tbody {
+                    @for row in &rows {
+                        tr class=(if row.agrees() { "agrees" } else { "disagrees" }) {
+                            td { (row.fixture) } td { (row.workload) } td { code { (row.metric) } }
+                            @for c in &columns {
+                                td class="num" { (row.values.get(*c).map_or("—".to_string(), |v| format!("{v:.6}"))) }
+                            }
+                            td { @if row.agrees() { (verdict_words(row)) } @else { strong { (verdict_words(row)) } } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn generation(report: &Report, section: &GenerationSection, several: bool) -> Markup {
     let cells = cells_of(report, section);
     let rows: Vec<SpeedupRow> = cells.iter().map(|c| SpeedupRow::of(c)).collect();
@@ -241,6 +272,7 @@ fn generation(report: &Report, section: &GenerationSection, several: bool) -> Ma
                 p {
                     @if let Some(host) = &section.host { "Host " (host.summary()) ". " }
                     @if section.simulated { "Inventory from recorded probes: its CPU cells ran on the agent's real CPU. " }
+                    @if section.emulator.is_some() { "Emulated: not timed. " }
                     "Status " (section.status) ", exit " (section.exit_code) "."
                 }
                 @for (side, toolchain) in &section.toolchain {
@@ -250,7 +282,10 @@ fn generation(report: &Report, section: &GenerationSection, several: bool) -> Ma
             @for change in section.toolchain_changes() {
                 p class="note" { strong { "Toolchain changed" } " since the previous run: " (change.replace('`', "")) }
             }
-            @if !rows.is_empty() {
+            @if let Some(emulator) = &section.emulator {
+                p class="note" { strong { "Emulated: not timed." } " This generation ran under " code { (emulator) } ": its scores are real and gate parity, and the ISA checks ran; its times are the emulator's, so no speedup, verdict, regression or history point comes from it." }
+            }
+            @if !rows.is_empty() && section.emulator.is_none() {
                 @match speedup_chart(&rows, report.practical_threshold) {
                     Ok(chart) => (figure_of(&chart.svg, "speedup-chart", chart.axis, chart.bars, html! {
                         "Speedup per fixture and feature: bar the ratio of medians, whiskers the 95% bootstrap interval, shaded the same band (±"

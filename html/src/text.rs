@@ -14,6 +14,7 @@ pub(crate) fn speedup_text(cell: &CellResult) -> (String, String) {
         SpeedupWords::Measured { value, interval } => (value, interval.unwrap_or_default()),
         SpeedupWords::ParityFailed { value } => (value, "parity failed: not counted".to_string()),
         SpeedupWords::Absent(word) => (word.to_string(), String::new()),
+        SpeedupWords::NotTimed(why) => (why, String::new()),
         SpeedupWords::Rejected => ("rejected".to_string(), String::new()),
         SpeedupWords::Missing => ("—".to_string(), String::new()),
     }

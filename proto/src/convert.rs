@@ -77,6 +77,7 @@ impl From<Inventory> for pb::Inventory {
                     simulated: g.simulated,
                     toolchain: g.toolchain.into_iter().collect(),
                     hardware_id: g.hardware_id,
+                    emulator: g.emulator.unwrap_or_default(),
                 })
                 .collect(),
         }
@@ -119,6 +120,7 @@ impl TryFrom<pb::Inventory> for Inventory {
                         hardware_id: g.hardware_id,
                         description: g.description,
                         simulated: g.simulated,
+                        emulator: non_empty(g.emulator),
                         toolchain: g.toolchain.into_iter().collect(),
                     })
                 })
@@ -322,6 +324,7 @@ mod tests {
                 hardware_id: "abd".into(),
                 description: "AMD EPYC 9R14".into(),
                 simulated: true,
+                emulator: Some("qemu-aarch64 -cpu max".into()),
                 toolchain: [("cc".to_string(), "cc (Debian 12.2.0-14) 12.2.0".to_string())].into(),
             }],
         };
@@ -415,6 +418,7 @@ mod tests {
                 any::<bool>(),
                 proptest::collection::btree_map(".{1,6}", ".{0,12}", 0..3),
                 ".{0,8}",
+                optional_text(),
             )
                 .prop_map(
                     |(
@@ -426,6 +430,7 @@ mod tests {
                         simulated,
                         toolchain,
                         hardware_id,
+                        emulator,
                     )| {
                         Generation {
                             key,
@@ -435,6 +440,7 @@ mod tests {
                             hardware_id,
                             description,
                             simulated,
+                            emulator,
                             toolchain,
                         }
                     },

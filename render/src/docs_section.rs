@@ -329,6 +329,7 @@ fn speedup_text(cell: &CellResult) -> String {
         SpeedupWords::Measured { value, .. } => format!("**{value}**"),
         SpeedupWords::ParityFailed { value } => format!("~~{value}~~ (parity failed)"),
         SpeedupWords::Absent(word) => word.to_string(),
+        SpeedupWords::NotTimed(why) => why,
         SpeedupWords::Rejected | SpeedupWords::Missing => "—".to_string(),
     }
 }
@@ -352,6 +353,7 @@ mod tests {
 
     fn generation(key: &str, backend: &str, description: &str) -> Generation {
         Generation {
+            emulator: None,
             key: key.into(),
             backend: backend.into(),
             vendor: "test".into(),

@@ -10,6 +10,7 @@
 pub mod bisect;
 mod bmf;
 mod comparison;
+pub mod cross_parity;
 pub mod docs;
 mod docs_section;
 pub mod history;

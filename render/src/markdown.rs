@@ -26,6 +26,7 @@ pub fn render_markdown(report: &Report) -> String {
     render_notes(&mut out, report);
     render_geomean(&mut out, report);
     render_parity(&mut out, report);
+    crate::cross_parity::render_cross_parity(&mut out, report);
     render_problems_and_history(&mut out, report);
     render_reproduce(&mut out, &report.cells);
     render_build_logs(&mut out, report);
@@ -346,6 +347,8 @@ fn render_generations(out: &mut String, report: &Report) {
             .map_or("—".to_string(), |h| code(&h.hostname));
         let simulated = if section.simulated {
             " (recorded probes)"
+        } else if section.emulator.is_some() {
+            " (emulated: not timed)"
         } else {
             ""
         };
@@ -376,6 +379,13 @@ fn render_generations(out: &mut String, report: &Report) {
             let _ = writeln!(
                 out,
                 "The inventory of this host came from recorded probe output: its CPU cells ran on the agent's real CPU."
+            );
+        }
+        if let Some(emulator) = &section.emulator {
+            let _ = writeln!(
+                out,
+                "**Emulated: not timed.** This generation ran under {}: its scores are real and gate parity, and the ISA checks ran; its times are the emulator's, so no speedup, verdict, regression or history point comes from it. A real host of this CPU runs the same spec and times it.\n",
+                code(emulator)
             );
         }
         crate::toolchain_lines::render_toolchains(out, section);
@@ -533,6 +543,7 @@ fn speedup_cell(cell: &CellResult) -> String {
         },
         SpeedupWords::ParityFailed { value } => format!("~~{value}~~ (parity failed)"),
         SpeedupWords::Absent(word) => word.to_string(),
+        SpeedupWords::NotTimed(why) => why,
         SpeedupWords::Rejected => "**rejected** (see below)".to_string(),
         SpeedupWords::Missing => "—".to_string(),
     }

@@ -127,6 +127,8 @@ pub enum SpeedupWords {
     ParityFailed { value: String },
     /// No speedup: `absent upstream`, `absent in fork`.
     Absent(&'static str),
+    /// Timed by a host whose times say nothing: `emulated: not timed`.
+    NotTimed(String),
     /// A side's output was rejected (the reasons are below the table).
     Rejected,
     /// Nothing was measured.
@@ -159,6 +161,9 @@ pub fn speedup_words(cell: &CellResult) -> SpeedupWords {
             SpeedupWords::Absent("absent upstream")
         }
         None if cell.parity == CellParity::AbsentFork => SpeedupWords::Absent("absent in fork"),
+        None if cell.not_timed.is_some() && cell.parity != CellParity::Unavailable => {
+            SpeedupWords::NotTimed(cell.not_timed.clone().unwrap_or_default())
+        }
         None if !cell.rejected.is_empty() => SpeedupWords::Rejected,
         None => SpeedupWords::Missing,
     }

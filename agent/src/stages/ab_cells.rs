@@ -471,7 +471,7 @@ async fn run_once(
     let log = run.out_dir.join(format!("{}-{label}.log", side.name()));
     let _ = std::fs::remove_file(&output);
     let _ = std::fs::remove_file(&log);
-    let argv = command_line(&ctx.spec, binary, run, &output);
+    let argv = ctx.run_line(command_line(&ctx.spec, binary, run, &output));
     let outcome = runner::run(
         CommandSpec {
             argv: &argv,

@@ -6,4 +6,5 @@
 pub mod ab_cells;
 pub mod backend;
 pub mod dispatch_sweep;
+pub mod isa_checks;
 pub mod sweep;

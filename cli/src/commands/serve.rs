@@ -354,8 +354,21 @@ pub async fn agent(args: AgentCommand) -> Result<i32, Failure> {
         ),
     }
     config.policy = policy.map(std::sync::Arc::new);
+    if let Some(file) = &args.emulate {
+        let emulation = abfleet_agent::emulation::Emulation::load(file)
+            .map_err(|err| anyhow::anyhow!(err))
+            .usage()?;
+        eprintln!(
+            "abfleet agent emulates {} with {}: cells gate parity and are not timed",
+            emulation.arch, emulation.description
+        );
+        config.emulation = Some(std::sync::Arc::new(emulation));
+    }
     let source = match probes {
         Some(dir) => abfleet_agent::config::InventorySource::Recorded(dir),
+        None if config.emulation.is_some() => abfleet_agent::config::InventorySource::Emulated(
+            config.emulation.clone().expect("checked"),
+        ),
         None if !args.gpu_probes.is_empty() => {
             abfleet_agent::config::InventorySource::LiveWithRecordedGpus(args.gpu_probes)
         }

@@ -47,6 +47,7 @@ fn host(name: &str, silicon: &str, hardware: &str) -> Inventory {
         logical_cores: 4,
         memory_bytes: 1 << 30,
         generations: vec![Generation {
+            emulator: None,
             key: KEY.into(),
             backend: "cpu".into(),
             vendor: "test".into(),

@@ -215,6 +215,16 @@ fn assemble_jobs(run: &RunRecord, jobs: Vec<JobRecord>) -> (Report, SectionOutco
             cell.host_resolution = Some(calibration.resolution);
         }
     }
+    // An emulated generation's times are the emulator's: decided from the key alone, so no
+    // agent can make its cells count as timed.
+    if generation
+        .as_deref()
+        .is_some_and(crate::generation::is_emulated)
+    {
+        for cell in &mut report.cells {
+            cell.withhold_timing(crate::generation::EMULATED_NOT_TIMED);
+        }
+    }
     let backend = generation
         .as_deref()
         .map_or("cpu", super::model::backend_of);
@@ -273,6 +283,7 @@ fn report_of_spec(run: &RunRecord) -> Report {
         min_useful_seconds: spec.measure.min_useful_seconds,
         cells: Vec::new(),
         generations: Vec::new(),
+        cross_parity: Vec::new(),
         missing_cells: Vec::new(),
         geomean_speedup: None,
         geomean_cells: Vec::new(),

@@ -88,6 +88,8 @@ pub fn build(inputs: ReportInputs) -> Report {
         report.generations[index].since_previous = history::since_previous(&now, &comparable);
     }
     history::apply_ratchet(&mut report);
+    report.cross_parity =
+        super::cross_parity::cross_parity(&report, run.spec.measure.max_score_delta);
     outcome.decide(&mut report);
     report.bisects.extend(bisects);
     report

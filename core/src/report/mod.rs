@@ -8,6 +8,7 @@ mod assemble;
 mod build;
 mod compare;
 mod comparison;
+pub mod cross_parity;
 pub mod earlier;
 pub mod history;
 pub mod markdown_text;

@@ -68,6 +68,11 @@ pub struct Report {
     /// One section per hardware generation the run covered (one, `any`, when the spec
     /// named no targets).
     pub generations: Vec<GenerationSection>,
+    /// The fork's pooled scores of each cell and metric on every generation (and backend)
+    /// that scored it, with the spread and who disagrees: empty unless two sources scored
+    /// one cell (`report::cross_parity`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_parity: Vec<super::cross_parity::CrossParityRow>,
     /// Cells of the spec that have no result (the run stopped before them).
     pub missing_cells: Vec<String>,
     /// Geometric mean of the speedups of exactly the cells in `geomean_cells`.
@@ -180,6 +185,10 @@ pub struct GenerationSection {
     pub agent_id: Option<String>,
     /// The host's inventory came from recorded probes: its CPU cells ran on the real CPU.
     pub simulated: bool,
+    /// The emulator the generation ran under (its key ends in `/emulated`): scores real,
+    /// times withheld.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<String>,
     /// The toolchain each side was built with (the recipe's fingerprint command).
     pub toolchain: std::collections::BTreeMap<String, String>,
     pub status: String,
@@ -257,6 +266,14 @@ impl GenerationSection {
                 .host
                 .as_ref()
                 .is_some_and(|h| h.generations.iter().any(|g| g.key == key && g.simulated)),
+            emulator: crate::generation::is_emulated(key).then(|| {
+                report
+                    .host
+                    .as_ref()
+                    .and_then(|h| h.generations.iter().find(|g| g.key == key))
+                    .and_then(|g| g.emulator.clone())
+                    .unwrap_or_else(|| "an emulator (the agent did not say which)".to_string())
+            }),
             host: report.host.clone(),
             agent_id: report.agent_id.clone(),
             toolchain,

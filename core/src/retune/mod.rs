@@ -10,6 +10,8 @@ pub mod cuda_occupancy;
 pub mod cuda_tools;
 pub mod dispatch;
 pub mod hip_tools;
+pub mod isa_parity;
+pub mod simd_sources;
 pub mod sycl_targets;
 
 /// What one kernel of one built architecture uses, as the CUDA or AMDGPU tools report it.

@@ -66,6 +66,16 @@ pub struct CpuDispatchSpec {
     /// without it the compiled-in levels come from the output's `simd_compiled`, if any.
     #[serde(default)]
     pub simd_info: Vec<String>,
+    /// Arguments added to the fork's runs of the untimed ISA checks (every workload at every
+    /// level, and under every vector length an emulated host has): `["--precision", "max"]`
+    /// makes "bit-identical" mean all 17 digits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check_args: Vec<String>,
+    /// A folder of the fork's tree whose SIMD sources are scanned on ARM generations
+    /// (`libvmaf/src`): code with x86 SIMD and no ARM path, ARM code compiled and never called
+    /// (`core::retune::simd_sources`). Empty: no scan.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sources: String,
 }
 
 /// One step of the sweep: a name for people and the `--cpumask` value that selects it.
@@ -87,11 +97,13 @@ impl DispatchLevel {
 
 /// libvmaf's `--cpumask` is a mask of *disabled* flags. x86: SSE2 1, SSSE3 2, SSE4.1 4,
 /// AVX2 8, AVX-512 16, AVX-512ICL 32, so 63 is scalar, 48 stops at AVX2, 0 is everything.
-/// aarch64: NEON 1 (SVE2 2), so 63 is scalar and 0 is everything.
+/// aarch64: NEON 1, SVE2 2 (the fork's `arm/cpu.h`), so 63 is scalar, 2 stops at NEON and
+/// 0 is everything.
 pub fn default_levels(arch: &str) -> Vec<DispatchLevel> {
     match arch {
         "aarch64" | "arm64" => vec![
             DispatchLevel::new("scalar", "63"),
+            DispatchLevel::new("neon", "2"),
             DispatchLevel::new("all", "0"),
         ],
         _ => vec![
@@ -441,6 +453,10 @@ mod tests {
                 ("all".into(), "0".into())
             ]
         );
-        assert_eq!(default_levels("aarch64").len(), 2);
+        let arm: Vec<String> = default_levels("aarch64")
+            .into_iter()
+            .map(|l| l.cpumask)
+            .collect();
+        assert_eq!(arm, ["63", "2", "0"]);
     }
 }

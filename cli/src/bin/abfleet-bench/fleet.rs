@@ -537,6 +537,7 @@ fn inventory(i: usize) -> Inventory {
         logical_cores: 2,
         memory_bytes: 8 << 30,
         generations: vec![Generation {
+            emulator: None,
             key: GENERATION.into(),
             backend: "cpu".into(),
             vendor: "simulated".into(),
