@@ -132,7 +132,7 @@ impl Emulation {
             .iter()
             .map(|arg| {
                 let candidate = base.join(arg);
-                if !Path::new(arg).is_absolute() && arg.contains('/') && candidate.is_file() {
+                if !Path::new(arg).is_absolute() && !arg.starts_with('-') && candidate.is_file() {
                     candidate.display().to_string()
                 } else {
                     arg.clone()

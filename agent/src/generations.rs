@@ -80,6 +80,9 @@ pub fn of(hardware: &HardwareInventory, simulated: bool) -> Vec<Generation> {
     if let Some(gpus) = hardware.intel.found() {
         all.extend(intel(gpus, simulated));
     }
+    if let Some(devices) = hardware.vulkan.found() {
+        all.extend(vulkan(devices, simulated));
+    }
     for generation in &mut all {
         generation.toolchain = toolchain_of(hardware, &generation.backend, &generation.key);
     }
@@ -123,6 +126,7 @@ const BACKEND_TOOLS: &[(&str, &[&str])] = &[
     ("cuda", &["nvcc"]),
     ("hip", &["hipcc"]),
     ("sycl", &["icpx"]),
+    ("vulkan", &["glslc"]),
 ];
 
 /// A generation's toolchain: the version line of each of its backend's compilers on the
@@ -156,6 +160,16 @@ fn toolchain_of(
                     .find_map(|g| g.driver_version.clone())
             }) {
                 toolchain.insert("nvidia-driver".into(), driver);
+            }
+        }
+        "vulkan" => {
+            if let Some(driver) = hardware.vulkan.found().and_then(|devices| {
+                devices
+                    .iter()
+                    .find(|d| key.ends_with(&slug(if d.kind == "cpu" { &d.driver_name } else { &d.name })))
+                    .map(|d| d.driver_info.clone())
+            }) {
+                toolchain.insert("vulkan-driver".into(), driver);
             }
         }
         "hip" => {
@@ -239,6 +253,53 @@ pub fn cpu(info: &CpuInfo, simulated: bool) -> Generation {
         simulated,
         toolchain: Default::default(),
     }
+}
+
+/// `vulkan/<kind>/<driver>` for a CPU driver (`vulkan/cpu/llvmpipe`: lavapipe says it is
+/// one), `vulkan/<kind>/<device>` for a GPU (`vulkan/discrete/nvidia-geforce-rtx-4090`).
+/// Silicon id: the key, device name, vendor, driver name and version; the hardware id
+/// leaves the driver's version out.
+pub fn vulkan(devices: &[crate::probe::vulkan::VulkanDevice], simulated: bool) -> Vec<Generation> {
+    devices
+        .iter()
+        .map(|device| {
+            let what = if device.kind == "cpu" {
+                slug(&device.driver_name)
+            } else {
+                slug(&device.name)
+            };
+            let key = format!("vulkan/{}/{what}", device.kind);
+            let (silicon_id, hardware_id) = silicon_and_hardware_ids(
+                &[
+                    ("key", key.clone()),
+                    ("name", device.name.clone()),
+                    ("vendor_id", device.vendor_id.clone()),
+                    ("driver", device.driver_name.clone()),
+                    ("driver_info", device.driver_info.clone()),
+                ],
+                &["driver_info"],
+            );
+            let kind = if device.kind == "cpu" {
+                "a CPU driver: its times are this CPU's"
+            } else {
+                "a GPU"
+            };
+            Generation {
+                emulator: None,
+                silicon_id,
+                hardware_id,
+                description: format!(
+                    "{} ({}, {kind}; Vulkan {})",
+                    device.name, device.driver_info, device.api_version
+                ),
+                key,
+                backend: "vulkan".into(),
+                vendor: device.vendor().into(),
+                simulated,
+                toolchain: Default::default(),
+            }
+        })
+        .collect()
 }
 
 /// `cuda/sm_XY`. Silicon id: the key, product name, SM count, memory, driver, power limit,

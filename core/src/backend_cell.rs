@@ -156,6 +156,30 @@ impl BackendParity {
         }
     }
 
+    /// What the gate found, in one line for people: `agrees with the CPU path (largest
+    /// pooled delta +1.2e-7 on psnr_y)` or `differs from the CPU path: vif_scale0 by
+    /// +1.0e-1 (gate 1e-5); largest frame delta 1.1e-1 at …`.
+    pub fn words(&self) -> String {
+        let largest = self
+            .largest_pooled_delta()
+            .map_or("no shared metric".to_string(), |(metric, delta)| {
+                format!("{delta:+.1e} on {metric}")
+            });
+        let one_side = if self.only_one_side.is_empty() {
+            String::new()
+        } else {
+            format!("; only one side wrote {}", self.only_one_side.join(", "))
+        };
+        if self.passed {
+            format!("agrees with the CPU path (largest pooled delta {largest})")
+        } else {
+            format!(
+                "differs from the CPU path: largest pooled delta {largest} (gate {:.0e}), largest frame delta {:.1e} at {}{one_side}",
+                self.gate, self.max_frame_delta, self.max_frame_delta_at
+            )
+        }
+    }
+
     /// The shared metric whose pooled delta is largest in size, with its delta.
     pub fn largest_pooled_delta(&self) -> Option<(&str, f64)> {
         self.pooled_delta

@@ -14,6 +14,7 @@ use super::nvidia::{
     NvidiaGpu,
 };
 use super::outcome::Probe;
+use super::vulkan::{parse_vulkaninfo_summary, VulkanDevice};
 use super::toolchain::{parse_tool_version, ToolVersion, TOOLS};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,7 +23,15 @@ pub struct HardwareInventory {
     pub nvidia: Probe<Vec<NvidiaGpu>>,
     pub amd: Probe<Vec<AmdGpu>>,
     pub intel: Probe<Vec<IntelGpu>>,
+    /// Vulkan devices (`vulkaninfo --summary`), CPU drivers such as lavapipe included.
+    /// Absent in inventories written before Vulkan was probed.
+    #[serde(default = "not_probed")]
+    pub vulkan: Probe<Vec<VulkanDevice>>,
     pub toolchain: Vec<ToolVersion>,
+}
+
+fn not_probed() -> Probe<Vec<VulkanDevice>> {
+    Probe::absent("not probed by this agent")
 }
 
 fn read(dir: &Path, name: &str) -> Option<String> {
@@ -38,7 +47,7 @@ impl HardwareInventory {
     /// `boost.txt` / `no_turbo.txt`, `amd_pstate_status.txt`, `sve_default_vector_length.txt`),
     /// `nvidia-smi-q-x.xml` / `nvidia-smi-query.csv` / `nvidia-smi-q.txt` / `nvidia-smi.txt`
     /// (the first found, in that order: the plain table says least, and may cut a product name
-    /// short), `rocminfo.txt`, `sycl-ls.txt`, `clinfo.txt`, and `<tool>-version.txt` files.
+    /// short), `rocminfo.txt`, `sycl-ls.txt`, `clinfo.txt`, `vulkaninfo-summary.txt`, and `<tool>-version.txt` files.
     pub fn from_dir(dir: &Path) -> HardwareInventory {
         let cpu = read(dir, "cpuinfo.txt")
             .map(|t| parse_cpuinfo(&t))
@@ -59,6 +68,9 @@ impl HardwareInventory {
             .map(|t| parse_rocminfo(&t))
             .unwrap_or_else(|| Probe::absent(not_recorded("rocminfo")));
         let intel = intel_from(read(dir, "clinfo.txt"), read(dir, "sycl-ls.txt"));
+        let vulkan = read(dir, "vulkaninfo-summary.txt")
+            .map(|t| parse_vulkaninfo_summary(&t))
+            .unwrap_or_else(|| Probe::absent(not_recorded("vulkaninfo --summary")));
         let toolchain = TOOLS
             .iter()
             .filter_map(|(tool, _)| {
@@ -70,6 +82,7 @@ impl HardwareInventory {
             nvidia,
             amd,
             intel,
+            vulkan,
             toolchain,
         }
     }
@@ -89,6 +102,10 @@ impl HardwareInventory {
             Err(reason) => Probe::absent(reason),
         };
         let intel = intel_from(run("clinfo", &[]).ok(), run("sycl-ls", &[]).ok());
+        let vulkan = match run("vulkaninfo", &["--summary"]) {
+            Ok(text) => parse_vulkaninfo_summary(&text),
+            Err(reason) => Probe::absent(reason),
+        };
         let toolchain = TOOLS
             .iter()
             .filter_map(|(tool, args)| {
@@ -102,6 +119,7 @@ impl HardwareInventory {
             nvidia,
             amd,
             intel,
+            vulkan,
             toolchain,
         }
     }

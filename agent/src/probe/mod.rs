@@ -13,6 +13,7 @@ pub mod nvidia;
 pub mod outcome;
 pub mod toolchain;
 pub mod uarch;
+pub mod vulkan;
 
 pub use amd::{parse_rocminfo, AmdGpu};
 pub use cpu::{

@@ -1,5 +1,5 @@
 //! The toolchain fingerprint: the first version line of each compiler and build tool that
-//! exists on the host (cc, gcc, clang, nvcc, hipcc, icpx, meson, ninja, nasm).
+//! exists on the host (cc, gcc, clang, nvcc, hipcc, icpx, glslc, meson, ninja, nasm).
 
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +11,7 @@ pub const TOOLS: &[(&str, &[&str])] = &[
     ("nvcc", &["--version"]),
     ("hipcc", &["--version"]),
     ("icpx", &["--version"]),
+    ("glslc", &["--version"]),
     ("meson", &["--version"]),
     ("ninja", &["--version"]),
     ("nasm", &["-v"]),

@@ -222,6 +222,46 @@ fn cells(spec: &abfleet_core::spec::JobSpec) -> Vec<(FixtureSpec, WorkloadSpec)>
         .collect()
 }
 
+/// The same workload on the same binary with `--backend cpu` and its own feature names: the
+/// backend's scores are gated against it (`BackendParity`). A CPU run that fails leaves the
+/// cell ungated, with why.
+async fn gate_against_cpu(
+    ctx: &mut JobContext,
+    cell: &mut BackendCell,
+    backend_scores: &abfleet_core::scores::Scores,
+    (binary, built): (&std::path::Path, &BuiltSide),
+    fixture: &FixtureSpec,
+    paths: &PreparedFixture,
+    workload: &WorkloadSpec,
+) -> Result<(), Stop> {
+    let out_dir = attempt_dir(ctx, &format!("cpu-{}-{}", fixture.name, workload.name))?;
+    let output = out_dir.join(format!(
+        "out.{}",
+        ctx.spec.command.output_format.extension()
+    ));
+    let log = out_dir.join("run.log");
+    let mut argv = cell_command_line(&ctx.spec, binary, fixture, paths, workload, &output);
+    argv.push("--backend".into());
+    argv.push("cpu".into());
+    let run = run_fork(ctx, &argv, &built.tree, &output, &log).await?;
+    match (&run.scores, run.usable()) {
+        (Ok(cpu), true) => {
+            cell.cpu_parity = Some(abfleet_core::backend_cell::BackendParity::judge(
+                cpu,
+                backend_scores,
+                ctx.spec.measure.max_score_delta,
+            ));
+        }
+        _ => {
+            cell.reason = Some(format!(
+                "not gated: the CPU path of the same binary did not score ({})",
+                run.failure()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The backend's checks on its build artifacts; a missing artifact or tool is a skipped
 /// check with its reason.
 async fn run_checks(
@@ -300,6 +340,15 @@ fn check_artifacts(
             device_subgroups: &device.sub_group_sizes,
             required_subgroups: &config.subgroup_sizes,
         }),
+        "vulkan" => {
+            let mut results = CheckResults::default();
+            results.skip(
+                "vulkan",
+                "checks",
+                "the Vulkan backend's shaders are SPIR-V that the driver compiles at run time: no register or occupancy figures to read from the build; its scores are gated against the CPU path instead",
+            );
+            results
+        }
         other => {
             let mut results = CheckResults::default();
             results.skip(
@@ -380,7 +429,14 @@ async fn time_cell(
         ctx.spec.command.output_format.extension()
     ));
     let log = out_dir.join("run.log");
-    let mut argv = cell_command_line(&ctx.spec, binary, fixture, paths, workload, &output);
+    let config = ctx.spec.backends.gpu(backend).cloned();
+    let on_backend = WorkloadSpec {
+        args: config
+            .as_ref()
+            .map_or(workload.args.clone(), |c| c.backend_args(&workload.args)),
+        ..workload.clone()
+    };
+    let mut argv = cell_command_line(&ctx.spec, binary, fixture, paths, &on_backend, &output);
     argv.push("--backend".into());
     argv.push(backend.into());
     let mut cell = BackendCell::new(
@@ -391,8 +447,18 @@ async fn time_cell(
     );
     cell.load_avg_1min
         .push(off_runtime(loadavg::one_minute).await?);
+    let mut scores = None;
     for round in 0..=ctx.spec.measure.runs {
         let run = run_fork(ctx, &argv, &built.tree, &output, &log).await?;
+        if round == 0 && run.exit.code() == Some(ctx.spec.command.unknown_feature_exit_code) {
+            cell.status = BackendCellStatus::Skipped;
+            cell.reason = Some(format!(
+                "the fork has no {backend} kernel for this workload: `{}` exits {} (an unknown feature)",
+                on_backend.args.join(" "),
+                ctx.spec.command.unknown_feature_exit_code
+            ));
+            break;
+        }
         let reported = run.key("backend");
         let failure = if !run.usable() {
             Some(run.failure())
@@ -416,6 +482,16 @@ async fn time_cell(
         }
         if round > 0 {
             cell.times.push(run.wall_s);
+        }
+        if scores.is_none() {
+            scores = run.scores.ok();
+        }
+    }
+    if let (BackendCellStatus::Measured, Some(scores)) = (cell.status, &scores) {
+        cell.pooled = scores.pooled_means();
+        if config.as_ref().is_some_and(|c| c.gate_against_cpu) {
+            gate_against_cpu(ctx, &mut cell, scores, (binary, built), fixture, paths, workload)
+                .await?;
         }
     }
     cell.load_avg_1min

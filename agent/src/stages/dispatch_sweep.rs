@@ -92,7 +92,7 @@ pub(crate) async fn dispatch_sweep(
         &timings,
         compiled.as_deref(),
         &supported,
-        spec.measure.max_score_delta,
+        &dispatch::Gate::of_spec(&spec),
         &command,
     );
     info!(

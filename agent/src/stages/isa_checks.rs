@@ -62,7 +62,7 @@ pub(crate) async fn isa_checks(
     let out_dir = attempt_dir(ctx, "isa-checks")?;
     let output = out_dir.join(format!("out.{}", spec.command.output_format.extension()));
     let log = out_dir.join("run.log");
-    let gate = spec.measure.max_score_delta;
+    let gate = isa_parity::Gate::of_spec(&spec);
     let level_names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
     let mut results = CheckResults::default();
     for (position, workload) in spec.workloads.iter().enumerate() {
@@ -108,7 +108,7 @@ pub(crate) async fn isa_checks(
             "feature_dispatch",
             &workload.name,
             &runs,
-            gate,
+            &gate,
             "ISA levels",
             &command,
         ));
@@ -129,7 +129,7 @@ pub(crate) async fn isa_checks(
                 "vector_length",
                 &workload.name,
                 &lengths,
-                gate,
+                &gate,
                 "vector lengths",
                 &format!(
                     "{} under {} and {}",

@@ -6,6 +6,8 @@ use crate::finding::{CheckResults, Finding, Severity};
 use crate::scores::Scores;
 use crate::stats;
 
+pub use super::isa_parity::Gate;
+
 /// One level of the sweep as measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LevelTiming {
@@ -74,7 +76,7 @@ pub fn judge(
     levels: &[LevelTiming],
     compiled: Option<&[String]>,
     supported: &[String],
-    max_score_delta: f64,
+    gate: &super::isa_parity::Gate,
     command: &str,
 ) -> CheckResults {
     let mut results = CheckResults::default();
@@ -125,7 +127,7 @@ pub fn judge(
         ));
         results
             .findings
-            .push(parity_finding(baseline, level, max_score_delta, command));
+            .push(parity_finding(baseline, level, gate, command));
         below = level;
     }
     isa_coverage(compiled, supported, command, &mut results);
@@ -246,9 +248,10 @@ fn isa_coverage(
 fn parity_finding(
     baseline: &LevelTiming,
     level: &LevelTiming,
-    max_score_delta: f64,
+    gate: &super::isa_parity::Gate,
     command: &str,
 ) -> Finding {
+    use super::isa_parity::{compare, Comparison};
     let subject = &level.name;
     let (Some(base), Some(scores)) = (&baseline.scores, &level.scores) else {
         return Finding::new(
@@ -260,63 +263,59 @@ fn parity_finding(
             command,
         );
     };
-    let (max_delta, worst) = max_delta(base, scores);
-    let finding = if max_delta.is_nan() || max_delta > max_score_delta {
-        Finding::new(
-            "cpu",
-            "dispatch_parity",
-            subject,
+    let (severity, verdict, pooled, frame) = match compare(base, scores, gate) {
+        Comparison::Identical => (
+            Severity::Ok,
+            format!(
+                "{} scores are bit-identical to {}",
+                level.label(),
+                baseline.label()
+            ),
+            0.0,
+            0.0,
+        ),
+        Comparison::Within { pooled, frame } => (
+            Severity::Ok,
+            format!(
+                "{} scores are within the gate of {}: pooled {} moves by {:.1e}, a frame's {} by {:.1e}",
+                level.label(),
+                baseline.label(),
+                pooled.1,
+                pooled.0,
+                frame.1,
+                frame.0
+            ),
+            pooled.0,
+            frame.0,
+        ),
+        Comparison::Beyond { pooled, frame } => (
             Severity::Fail,
             format!(
-                "{} changes the scores ({worst} moves by {max_delta:e}, gate {max_score_delta:e}): a vector path must compute what the scalar one does",
-                level.label()
+                "{} changes the scores (pooled {} moves by {:.1e}, a frame's {} by {:.1e}; gate {:.0e}): a vector path must compute what the scalar one does",
+                level.label(),
+                pooled.1,
+                pooled.0,
+                frame.1,
+                frame.0,
+                gate.max_score_delta
             ),
-            command,
-        )
-    } else {
-        Finding::new(
-            "cpu",
-            "dispatch_parity",
-            subject,
-            Severity::Ok,
-            if max_delta == 0.0 {
-                format!(
-                    "{} scores are bit-identical to {}",
-                    level.label(),
-                    baseline.label()
-                )
-            } else {
-                format!(
-                    "{} scores are within {max_delta:e} of {} (gate {max_score_delta:e})",
-                    level.label(),
-                    baseline.label()
-                )
-            },
-            command,
-        )
+            pooled.0,
+            frame.0,
+        ),
+        Comparison::Incomparable(why) => (
+            Severity::Fail,
+            format!(
+                "{} cannot be compared with {}: {why}",
+                level.label(),
+                baseline.label()
+            ),
+            f64::NAN,
+            f64::NAN,
+        ),
     };
-    finding.with("max_delta", max_delta)
-}
-
-/// The largest per-frame difference over every metric both runs have, and where; NaN when
-/// a metric or frame is on one side only.
-fn max_delta(a: &Scores, b: &Scores) -> (f64, String) {
-    if a.frames.len() != b.frames.len() {
-        return (f64::NAN, "the frame count".to_string());
-    }
-    let mut worst = (0.0f64, String::new());
-    for (fa, fb) in a.frames.iter().zip(&b.frames) {
-        for (name, va) in &fa.metrics {
-            let Some(vb) = fb.metrics.get(name) else {
-                return (f64::NAN, name.to_string());
-            };
-            let delta = (va - vb).abs();
-            if delta > worst.0 || delta.is_nan() {
-                worst = (delta, format!("{name} (frame {})", fa.frame_num));
-            }
-        }
-    }
-    worst
+    Finding::new("cpu", "dispatch_parity", subject, severity, verdict, command)
+        .with("max_delta", pooled)
+        .with("max_frame_delta", frame)
 }
 
 fn round(value: f64, digits: i32) -> f64 {
@@ -326,6 +325,7 @@ fn round(value: f64, digits: i32) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::isa_parity::Gate;
     use super::*;
     use crate::scores::FrameScores;
 
@@ -367,7 +367,7 @@ mod tests {
         ];
         let compiled = ["scalar", "avx2", "avx512"].map(String::from);
         let supported = ["avx2", "avx512"].map(String::from);
-        let results = judge(&levels, Some(&compiled), &supported, 1e-5, "vmaf");
+        let results = judge(&levels, Some(&compiled), &supported, &Gate::plain(1e-5), "vmaf");
         let all = find(&results, "dispatch", "all");
         assert_eq!(all.severity, Severity::Ok);
         assert_eq!(all.evidence["speedup_vs_baseline"], 4.0);
@@ -390,7 +390,7 @@ mod tests {
         ];
         let compiled = ["scalar", "avx2"].map(String::from);
         let supported = ["avx2", "avx512"].map(String::from);
-        let results = judge(&levels, Some(&compiled), &supported, 1e-9, "vmaf");
+        let results = judge(&levels, Some(&compiled), &supported, &Gate::plain(1e-9), "vmaf");
         let avx2 = find(&results, "dispatch", "avx2");
         assert_eq!(avx2.severity, Severity::Warn);
         assert!(
@@ -414,7 +414,7 @@ mod tests {
             level("scalar", "scalar", &[1.0, 0.9, 1.1], 0.9),
             level("avx2", "avx2", &[1.05, 0.95, 1.15], 0.9),
         ];
-        let results = judge(&levels, None, &[], 1e-5, "vmaf");
+        let results = judge(&levels, None, &[], &Gate::plain(1e-5), "vmaf");
         assert_eq!(find(&results, "dispatch", "avx2").severity, Severity::Ok);
         assert_eq!(results.skipped[0].check, "isa_coverage");
     }
@@ -426,7 +426,7 @@ mod tests {
             level("scalar", "scalar", &[0.04, 0.06, 0.09], 0.9),
             level("avx2", "avx2", &[0.17, 0.19, 0.25], 0.9),
         ];
-        let results = judge(&levels, None, &[], 1e-5, "vmaf");
+        let results = judge(&levels, None, &[], &Gate::plain(1e-5), "vmaf");
         let avx2 = find(&results, "dispatch", "avx2");
         assert_eq!(avx2.severity, Severity::Warn, "{}", avx2.verdict);
         // The same spreads, the level 3x faster: a speedup, not a finding.
@@ -434,7 +434,7 @@ mod tests {
             level("scalar", "scalar", &[0.17, 0.19, 0.25], 0.9),
             level("avx2", "avx2", &[0.04, 0.06, 0.09], 0.9),
         ];
-        let results = judge(&levels, None, &[], 1e-5, "vmaf");
+        let results = judge(&levels, None, &[], &Gate::plain(1e-5), "vmaf");
         assert_eq!(find(&results, "dispatch", "avx2").severity, Severity::Ok);
     }
 
@@ -445,7 +445,7 @@ mod tests {
             level("avx2", "avx2", &[0.5, 0.5, 0.5], 0.9),
             level("all", "avx2", &[0.5, 0.5, 0.5], 0.9),
         ];
-        let results = judge(&levels, None, &[], 1e-5, "vmaf");
+        let results = judge(&levels, None, &[], &Gate::plain(1e-5), "vmaf");
         let all = find(&results, "dispatch", "all");
         assert!(all.verdict.contains("same path"), "{}", all.verdict);
     }

@@ -42,24 +42,110 @@ pub fn largest_frame_delta(base: &Scores, other: &Scores) -> Result<(f64, String
     Ok(worst)
 }
 
-/// How one run compares with the baseline.
-enum Comparison {
+/// What a vector path may change, as the spec's parity gate says it for fork against
+/// upstream: each metric's pooled mean within `[measure] max_score_delta` or its
+/// `[parity.allow.METRIC] max_delta`, and each frame within `max_frame_delta` when the spec
+/// sets one. The same known deltas are allowed wherever they come from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gate {
+    pub max_score_delta: f64,
+    pub per_metric: std::collections::BTreeMap<String, f64>,
+    pub max_frame_delta: Option<f64>,
+}
+
+impl Gate {
+    /// One gate for every metric's pooled mean, no per-frame gate.
+    pub fn plain(max_score_delta: f64) -> Gate {
+        Gate {
+            max_score_delta,
+            per_metric: Default::default(),
+            max_frame_delta: None,
+        }
+    }
+
+    pub fn of_spec(spec: &crate::spec::JobSpec) -> Gate {
+        Gate {
+            max_score_delta: spec.measure.max_score_delta,
+            per_metric: spec
+                .parity
+                .allow
+                .iter()
+                .filter_map(|(metric, allowance)| Some((metric.clone(), allowance.max_delta?)))
+                .collect(),
+            max_frame_delta: spec.measure.max_frame_delta,
+        }
+    }
+
+    fn pooled(&self, metric: &str) -> f64 {
+        self.per_metric
+            .get(metric)
+            .copied()
+            .unwrap_or(self.max_score_delta)
+    }
+
+    /// `1e-5` or `1e-5 (vmaf 3e-5)`.
+    fn describe(&self) -> String {
+        let mut text = format!("{:.0e}", self.max_score_delta);
+        if !self.per_metric.is_empty() {
+            let allowed: Vec<String> = self
+                .per_metric
+                .iter()
+                .map(|(m, d)| format!("{m} {d:.0e}"))
+                .collect();
+            text.push_str(&format!(" ({})", allowed.join(", ")));
+        }
+        text
+    }
+}
+
+/// How one run compares with the baseline: its largest pooled-mean delta (the gated
+/// quantity) and its largest per-frame delta (shown; gated only with `max_frame_delta`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Comparison {
     Identical,
-    Within(f64, String),
-    Beyond(f64, String),
+    Within { pooled: (f64, String), frame: (f64, String) },
+    Beyond { pooled: (f64, String), frame: (f64, String) },
     Incomparable(String),
 }
 
-fn compare(base: &Scores, run: &ScoredRun, gate: f64) -> Comparison {
-    let scores = match &run.scores {
-        Ok(scores) => scores,
-        Err(err) => return Comparison::Incomparable(format!("`{}` did not run: {err}", run.name)),
+/// One run's scores against the baseline's, under `gate`.
+pub fn compare(base: &Scores, other: &Scores, gate: &Gate) -> Comparison {
+    let frame = match largest_frame_delta(base, other) {
+        Err(why) => return Comparison::Incomparable(why),
+        Ok(found) => found,
     };
-    match largest_frame_delta(base, scores) {
-        Err(why) => Comparison::Incomparable(format!("`{}`: {why}", run.name)),
-        Ok((delta, _)) if delta == 0.0 => Comparison::Identical,
-        Ok((delta, at)) if delta <= gate => Comparison::Within(delta, at),
-        Ok((delta, at)) => Comparison::Beyond(delta, at),
+    if frame.0 == 0.0 {
+        return Comparison::Identical;
+    }
+    let (before, after) = (base.pooled_means(), other.pooled_means());
+    let mut pooled = (0.0f64, String::new());
+    let mut beyond = gate.max_frame_delta.is_some_and(|g| frame.0 > g);
+    for (metric, a) in &before {
+        let Some(b) = after.get(metric) else {
+            return Comparison::Incomparable(format!("`{metric}` is missing"));
+        };
+        let delta = abs_delta(*a, *b);
+        if delta > gate.pooled(metric) {
+            beyond = true;
+        }
+        if delta > pooled.0 {
+            pooled = (delta, metric.clone());
+        }
+    }
+    if beyond {
+        Comparison::Beyond { pooled, frame }
+    } else {
+        Comparison::Within { pooled, frame }
+    }
+}
+
+fn compare_run(base: &Scores, run: &ScoredRun, gate: &Gate) -> Comparison {
+    match &run.scores {
+        Ok(scores) => match compare(base, scores, gate) {
+            Comparison::Incomparable(why) => Comparison::Incomparable(format!("`{}`: {why}", run.name)),
+            other => other,
+        },
+        Err(err) => Comparison::Incomparable(format!("`{}` did not run: {err}", run.name)),
     }
 }
 
@@ -73,7 +159,7 @@ pub fn judge(
     check: &str,
     feature: &str,
     runs: &[ScoredRun],
-    gate: f64,
+    gate: &Gate,
     what: &str,
     command: &str,
 ) -> Finding {
@@ -81,7 +167,7 @@ pub fn judge(
     let finding = |severity, verdict: String| {
         Finding::new("cpu", check, feature, severity, verdict, command)
             .with("runs", names.clone())
-            .with("gate", gate)
+            .with("gate", gate.describe())
     };
     let Some((baseline, others)) = runs.split_first() else {
         return finding(Severity::Warn, format!("{feature}: nothing was run"));
@@ -96,36 +182,50 @@ pub fn judge(
             ),
         ),
     };
+    // The largest pooled delta (gated) and the largest frame delta (shown), with their run.
     let mut largest = (0.0f64, String::new(), String::new());
+    let mut largest_frame = (0.0f64, String::new());
     let mut identical = Vec::new();
     let mut within = Vec::new();
     let mut beyond = Vec::new();
     let mut broken = Vec::new();
     for run in others {
-        match compare(base, run, gate) {
-            Comparison::Identical => identical.push(run.name.as_str()),
-            Comparison::Within(delta, at) => {
+        let (pooled, frame) = match compare_run(base, run, gate) {
+            Comparison::Identical => {
+                identical.push(run.name.as_str());
+                continue;
+            }
+            Comparison::Incomparable(why) => {
+                broken.push(why);
+                continue;
+            }
+            Comparison::Within { pooled, frame } => {
                 within.push(run.name.as_str());
-                if delta > largest.0 {
-                    largest = (delta, at, run.name.clone());
-                }
+                (pooled, frame)
             }
-            Comparison::Beyond(delta, at) => {
-                beyond.push(format!("`{}` moves {at} by {delta:.3e}", run.name));
-                if delta > largest.0 {
-                    largest = (delta, at, run.name.clone());
-                }
+            Comparison::Beyond { pooled, frame } => {
+                beyond.push(format!(
+                    "`{}` moves the pooled {} by {:.3e} (a frame's {} by {:.3e})",
+                    run.name, pooled.1, pooled.0, frame.1, frame.0
+                ));
+                (pooled, frame)
             }
-            Comparison::Incomparable(why) => broken.push(why),
+        };
+        if pooled.0 >= largest.0 {
+            largest = (pooled.0, pooled.1, run.name.clone());
+        }
+        if frame.0 > largest_frame.0 {
+            largest_frame = frame;
         }
     }
+    let gate_words = gate.describe();
     let (severity, verdict) = if !broken.is_empty() {
         (Severity::Fail, format!("{feature}: {}", broken.join("; ")))
     } else if !beyond.is_empty() {
         (
             Severity::Fail,
             format!(
-                "{feature}: {what} changes the scores beyond the gate {gate:.0e} ({}): a vector path must compute what `{}` does; find the kernel and fix its arithmetic",
+                "{feature}: {what} change the scores beyond the gate {gate_words} ({}): a vector path must compute what `{}` does; find the kernel and fix its arithmetic",
                 beyond.join("; "),
                 baseline.name
             ),
@@ -133,20 +233,19 @@ pub fn judge(
     } else if within.is_empty() {
         (
             Severity::Ok,
-            format!(
-                "{feature}: bit-identical across {what} ({})",
-                names.join(", ")
-            ),
+            format!("{feature}: bit-identical across {what} ({})", names.join(", ")),
         )
     } else {
         (
             Severity::Ok,
             format!(
-                "{feature}: within tolerance across {what}: `{}` differs from `{}` by up to {:.3e} ({}), under the gate {gate:.0e}; {} bit-identical",
+                "{feature}: within tolerance across {what}: `{}` moves the pooled {} by {:.3e} against `{}` (a frame's {} by {:.3e}), under the gate {gate_words}; bit-identical: {}",
                 largest.2,
-                baseline.name,
-                largest.0,
                 largest.1,
+                largest.0,
+                baseline.name,
+                largest_frame.1,
+                largest_frame.0,
                 if identical.is_empty() {
                     "none".to_string()
                 } else {
@@ -156,7 +255,8 @@ pub fn judge(
         )
     };
     finding(severity, verdict)
-        .with("max_frame_delta", largest.0)
+        .with("max_pooled_delta", largest.0)
+        .with("max_frame_delta", largest_frame.0)
         .with("bit_identical", identical.len() == others.len())
 }
 
@@ -195,7 +295,7 @@ mod tests {
             "dispatch_parity",
             "psnr",
             &[run("scalar", &[30.0, 31.0]), run("neon", &[30.0, 31.0])],
-            1e-5,
+            &Gate::plain(1e-5),
             "ISA levels",
             "cmd",
         );
@@ -211,7 +311,7 @@ mod tests {
                 run("sve-256", &[30.0, 31.000002]),
                 run("sve-512", &[30.0, 31.0]),
             ],
-            1e-5,
+            &Gate::plain(1e-5),
             "SVE vector lengths",
             "cmd",
         );
@@ -229,7 +329,7 @@ mod tests {
             "dispatch_parity",
             "psnr",
             &[run("scalar", &[30.0, 31.0]), run("neon", &[30.0, 31.5])],
-            1e-5,
+            &Gate::plain(1e-5),
             "ISA levels",
             "cmd",
         );
@@ -249,7 +349,7 @@ mod tests {
                     scores: Err("killed by signal 4 (SIGILL)".into()),
                 },
             ],
-            1e-5,
+            &Gate::plain(1e-5),
             "ISA levels",
             "cmd",
         );
@@ -259,7 +359,7 @@ mod tests {
             "dispatch_parity",
             "psnr",
             &[run("scalar", &[30.0, 31.0]), run("neon", &[30.0])],
-            1e-5,
+            &Gate::plain(1e-5),
             "ISA levels",
             "cmd",
         );
@@ -280,7 +380,7 @@ mod tests {
                 run("scalar", &[f64::INFINITY]),
                 run("neon", &[f64::INFINITY]),
             ],
-            1e-5,
+            &Gate::plain(1e-5),
             "ISA levels",
             "cmd",
         );
@@ -289,7 +389,7 @@ mod tests {
             "dispatch_parity",
             "psnr_hvs",
             &[run("scalar", &[f64::INFINITY]), run("neon", &[40.0])],
-            1e-5,
+            &Gate::plain(1e-5),
             "ISA levels",
             "cmd",
         );

@@ -23,11 +23,20 @@ pub struct BackendsSpec {
     pub hip: Option<GpuBackendSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sycl: Option<GpuBackendSpec>,
+    /// The fork's Vulkan backend (docs/retuning.md, "Vulkan"): built with Vulkan on, each
+    /// workload run with `--backend vulkan` and its features renamed by `feature_suffix`,
+    /// and gated against the fork's own CPU path on the same binary (`gate_against_cpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vulkan: Option<GpuBackendSpec>,
 }
 
 impl BackendsSpec {
     pub fn is_empty(&self) -> bool {
-        self.cpu.is_none() && self.cuda.is_none() && self.hip.is_none() && self.sycl.is_none()
+        self.cpu.is_none()
+            && self.cuda.is_none()
+            && self.hip.is_none()
+            && self.sycl.is_none()
+            && self.vulkan.is_none()
     }
 
     /// The GPU backend's entry by name (`cuda`, `hip`, `sycl`).
@@ -36,6 +45,7 @@ impl BackendsSpec {
             "cuda" => self.cuda.as_ref(),
             "hip" => self.hip.as_ref(),
             "sycl" => self.sycl.as_ref(),
+            "vulkan" => self.vulkan.as_ref(),
             _ => None,
         }
     }
@@ -172,9 +182,47 @@ pub struct GpuBackendSpec {
     /// this build, so a compiler bump rebuilds and shows in the report.
     #[serde(default)]
     pub toolchain: Vec<String>,
+    /// Appended to the feature name after each `--feature` of a workload's arguments when
+    /// the backend runs it (`_vulkan`: the fork runs its Vulkan kernel for `psnr` only as
+    /// `--feature psnr_vulkan`; `--backend vulkan --feature psnr` quietly runs the CPU one).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub feature_suffix: String,
+    /// Run each workload once more on the same binary with `--backend cpu` and the plain
+    /// feature names, and gate the backend's scores against it (the spec's
+    /// `max_score_delta`): a backend that computes something else fails parity.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gate_against_cpu: bool,
 }
 
 impl GpuBackendSpec {
+    /// A workload's arguments as this backend runs them: each `--feature NAME` (or
+    /// `--feature=NAME`, options after `=` kept) with `feature_suffix` appended to NAME.
+    pub fn backend_args(&self, args: &[String]) -> Vec<String> {
+        if self.feature_suffix.is_empty() {
+            return args.to_vec();
+        }
+        let suffixed = |value: &str| match value.split_once('=') {
+            Some((name, options)) => format!("{name}{}={options}", self.feature_suffix),
+            None => format!("{value}{}", self.feature_suffix),
+        };
+        let mut out = Vec::with_capacity(args.len());
+        let mut next_is_feature = false;
+        for arg in args {
+            if next_is_feature {
+                out.push(suffixed(arg));
+                next_is_feature = false;
+            } else if arg == "--feature" {
+                out.push(arg.clone());
+                next_is_feature = true;
+            } else if let Some(value) = arg.strip_prefix("--feature=") {
+                out.push(format!("--feature={}", suffixed(value)));
+            } else {
+                out.push(arg.clone());
+            }
+        }
+        out
+    }
+
     /// The recipe that builds the fork for `backend`: the fork's own with `build_args`
     /// appended to its first command, or `commands` instead of its commands; `env` added to
     /// its environment, `link` and `binary` as given; the toolchain command is this
@@ -209,6 +257,7 @@ pub fn default_toolchain(backend: &str) -> Vec<String> {
     let compiler = match backend {
         "cuda" => "nvcc",
         "hip" => "hipcc",
+        "vulkan" => "glslc",
         _ => "icpx",
     };
     vec![compiler.to_string(), "--version".to_string()]
@@ -286,8 +335,15 @@ impl BackendsSpec {
             ("cuda", &self.cuda),
             ("hip", &self.hip),
             ("sycl", &self.sycl),
+            ("vulkan", &self.vulkan),
         ] {
             let Some(gpu) = gpu else { continue };
+            if gpu.feature_suffix.contains(char::is_whitespace) || gpu.feature_suffix.contains('=') {
+                return Err(format!(
+                    "[backends.{name}] feature_suffix `{}` must be a plain name suffix such as \"_vulkan\"",
+                    gpu.feature_suffix
+                ));
+            }
             if gpu.build_args.iter().any(|a| a.trim().is_empty()) {
                 return Err(format!(
                     "[backends.{name}] build_args has an empty argument"
@@ -437,6 +493,23 @@ mod tests {
         assert!(err.contains("both commands and build_args"), "{err}");
         let err = parse("[cuda]\nlink = [[]]\n").unwrap_err();
         assert!(err.contains("link has an empty command"), "{err}");
+    }
+
+    #[test]
+    fn a_feature_suffix_renames_every_feature_the_backend_runs() {
+        let spec = parse("[vulkan]\nfeature_suffix = \"_vulkan\"\ngate_against_cpu = true\n").unwrap();
+        let vulkan = spec.vulkan.clone().unwrap();
+        assert!(vulkan.gate_against_cpu);
+        let args: Vec<String> = ["--no_prediction", "--feature", "psnr", "--feature=cambi=tvi:0.1"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            vulkan.backend_args(&args),
+            ["--no_prediction", "--feature", "psnr_vulkan", "--feature=cambi_vulkan=tvi:0.1"]
+        );
+        let model: Vec<String> = ["--model", "version=vmaf_v0.6.1"].map(String::from).to_vec();
+        assert_eq!(vulkan.backend_args(&model), model);
+        assert_eq!(spec.gpu("vulkan").map(|g| g.feature_suffix.as_str()), Some("_vulkan"));
     }
 
     #[test]

@@ -316,9 +316,9 @@ fn check_parity(parity: &ParitySpec) -> Result<(), String> {
 
 fn check_targets(targets: &TargetSpec) -> Result<(), String> {
     for backend in &targets.backends {
-        if !["cpu", "cuda", "hip", "sycl"].contains(&backend.as_str()) {
+        if !["cpu", "cuda", "hip", "sycl", "vulkan"].contains(&backend.as_str()) {
             return Err(format!(
-                "[targets] backend `{backend}` is not one of cpu, cuda, hip, sycl"
+                "[targets] backend `{backend}` is not one of cpu, cuda, hip, sycl, vulkan"
             ));
         }
     }
