@@ -7,68 +7,22 @@
 //! about 20 s per tree on 2 cores; the whole test a few minutes.
 
 mod support;
+#[path = "support/vmaf_trees.rs"]
+mod vmaf_trees;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use abfleet_core::cell::{CellParity, CellResult, SideStatus};
 use abfleet_core::paired::Verdict;
 use abfleet_core::report::Report;
-use sha2::{Digest, Sha256};
+use vmaf_trees::*;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
-/// The real trees as the project received them (`../shared/vmaf-src/`, present on every
-/// development and CI machine), with a copy in `fixtures/vmaf-real/` so the repository stands
-/// alone. Where the shared tree is present the test builds from it, and the copy must be
-/// byte-identical to it: the trees abfleet's claims are checked on cannot drift.
-fn real_tree(name: &str) -> PathBuf {
-    let copy = fixtures_dir().join(name);
-    let shared = repo_root().join("../shared/vmaf-src").join(name);
-    if !shared.is_file() {
-        eprintln!(
-            "note: {} is not here; building from the repository's copy {}",
-            shared.display(),
-            copy.display()
-        );
-        return copy;
-    }
-    let (shared_bytes, copy_bytes) = (
-        std::fs::read(&shared).unwrap(),
-        std::fs::read(&copy).unwrap(),
-    );
-    assert!(
-        shared_bytes == copy_bytes,
-        "{} differs from {}: copy the real tree again (cp {} {}) and update fixtures/vmaf-real/README.md",
-        copy.display(),
-        shared.display(),
-        shared.display(),
-        copy.display()
-    );
-    shared
-}
 
-fn fixtures_dir() -> PathBuf {
-    repo_root().join("fixtures/vmaf-real")
-}
 
-/// The fixture pair: file stem, and the sha256 of the uncompressed file (as in
-/// `fixtures/vmaf-real/README.md`).
-const REFERENCE: (&str, &str) = (
-    "testsrc2_576x324_ref.yuv",
-    "769201b5a09324f94906716e1f6a34a2ceea4c5226b2a5f36cf96e99028c5b8c",
-);
-const DISTORTED: (&str, &str) = (
-    "testsrc2_576x324_x264crf35.yuv",
-    "82b320dac20d1542af487ae539e8d1377514fdfcfe6f56e96edf4c7f2c81b3f8",
-);
-const WIDTH: u64 = 576;
-const HEIGHT: u64 = 324;
-const FRAMES: u64 = 12;
 
 /// Rows of the production spec the test keeps (the others would only make it longer).
 const KEPT_WORKLOADS: &[&str] = &[
@@ -94,7 +48,7 @@ const RUN_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
 #[test]
 fn real_upstream_and_fork_on_a_real_pair() {
-    require_tools();
+    require_tools(&[]);
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
 
@@ -499,53 +453,8 @@ fn check_broken_flag(root: &Path, spec_text: &str, cells: usize) -> Vec<String> 
 }
 
 /// Fails (never skips) when a tool the real builds need is missing.
-fn require_tools() {
-    let missing: Vec<&str> = ["meson", "ninja", "nasm", "xxd", "xz", "tar", "git", "cc"]
-        .into_iter()
-        .filter(|tool| {
-            !Command::new("sh")
-                .args(["-c", &format!("command -v {tool}")])
-                .stdout(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "the real VMAF test needs {} (missing: {}); run `scripts/test` to install them \
-         (or `scripts/test --install-only`)",
-        "meson, ninja, nasm, xxd, xz, tar, git and a C compiler",
-        missing.join(", ")
-    );
-}
 
 /// `xz -dc` a fixture into `dir` and check its size and sha256.
-fn unpack_fixture((name, sha256): (&str, &str), dir: &Path) -> PathBuf {
-    let packed = fixtures_dir().join(format!("{name}.xz"));
-    let path = dir.join(name);
-    let file = std::fs::File::create(&path).unwrap();
-    let status = Command::new("xz")
-        .arg("-dc")
-        .arg(&packed)
-        .stdout(file)
-        .status()
-        .expect("xz runs");
-    assert!(status.success(), "xz -dc {} failed", packed.display());
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(
-        bytes.len() as u64,
-        WIDTH * HEIGHT * 3 / 2 * FRAMES,
-        "{name}: not {FRAMES} frames of {WIDTH}x{HEIGHT} yuv420p"
-    );
-    let actual = format!("{:x}", Sha256::digest(&bytes));
-    assert_eq!(
-        actual,
-        sha256,
-        "{}: sha256 differs from fixtures/vmaf-real/README.md",
-        packed.display()
-    );
-    path
-}
 
 /// The production spec with local sources, the small pair, a short [measure], the kept
 /// workloads plus `lpips`; every other section verbatim. Each substitution must match.
@@ -567,7 +476,8 @@ fn derive_spec(
     let mut workloads_seen = 0;
     for (header, body) in &sections {
         let section = match header.as_str() {
-            "" | "[build]" | "[fork.build]" | "[command]" | "[parity.renames]" => {
+            "" | "[targets]" | "[backends.cpu]" | "[build]" | "[fork.build]" | "[command]"
+            | "[parity.renames]" => {
                 format!("{header}\n{body}")
             }
             "[parity.allow.vmaf]" => match vmaf_allowance {
@@ -680,47 +590,8 @@ fn derive_spec(
 
 /// (header line, the lines after it up to the next header), in file order; the first has
 /// an empty header (the top-level keys and comments).
-fn split_sections(text: &str) -> Vec<(String, String)> {
-    let mut sections = vec![(String::new(), String::new())];
-    for line in text.lines() {
-        let is_header = line.starts_with('[')
-            && line
-                .trim_start_matches('[')
-                .starts_with(|c: char| c.is_ascii_alphabetic());
-        if is_header {
-            let header = line.split('#').next().unwrap().trim().to_string();
-            sections.push((header, String::new()));
-        } else {
-            let body = &mut sections.last_mut().unwrap().1;
-            body.push_str(line);
-            body.push('\n');
-        }
-    }
-    sections
-}
 
-/// Replaces the one line of `body` that starts with `prefix` (a `key = ` at column 0,
-/// trailing comment included) with `line`; panics unless exactly one line matched.
-fn replace_line(body: &str, prefix: &str, line: &str) -> String {
-    let matches = body.lines().filter(|l| l.starts_with(prefix)).count();
-    assert_eq!(
-        matches, 1,
-        "expected exactly one line starting with `{prefix}` in the production spec section:\n{body}"
-    );
-    body.lines()
-        .map(|l| {
-            if l.starts_with(prefix) {
-                format!("{line}\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect()
-}
 
-fn toml_string(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-}
 
 struct LocalRun {
     code: Option<i32>,

@@ -41,7 +41,9 @@ pub fn sources(rows: &[CrossParityRow]) -> Vec<&str> {
 
 /// `agrees` or `x86 vs arm: 1.2e-4 > 1e-5`, the same words everywhere.
 pub fn verdict_words(row: &CrossParityRow) -> String {
-    if row.agrees() {
+    if row.spread == 0.0 {
+        "identical".to_string()
+    } else if row.agrees() {
         format!("agrees (spread {:.1e} ≤ {:.0e})", row.spread, row.gate)
     } else {
         format!(
@@ -63,7 +65,7 @@ pub(crate) fn render_cross_parity(out: &mut String, report: &Report) {
     let _ = writeln!(out, "### Score parity across generations\n");
     let _ = writeln!(
         out,
-        "The fork's pooled score of each cell on every generation that ran it; per cell the metric whose scores spread most. {} of {} cells agree everywhere within the gate {:.0e}{}.\n",
+        "The fork's pooled score of each cell on every generation that ran it; per cell the metric whose scores spread most. {} of {} cells agree everywhere within the gate ({:.0e}, or a metric's allowance){}.\n",
         rows.len() - disagreeing,
         rows.len(),
         report.max_score_delta,

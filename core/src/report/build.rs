@@ -89,7 +89,7 @@ pub fn build(inputs: ReportInputs) -> Report {
     }
     history::apply_ratchet(&mut report);
     report.cross_parity =
-        super::cross_parity::cross_parity(&report, run.spec.measure.max_score_delta);
+        super::cross_parity::cross_parity(&report);
     outcome.decide(&mut report);
     report.bisects.extend(bisects);
     report
@@ -212,5 +212,52 @@ mod tests {
             job(Some("cpu/x86-64-v4/zen4")),
         ]);
         assert_eq!(keys, ["gpu/cuda/sm_90", "any", "cpu/x86-64-v4/zen4"]);
+    }
+
+    /// An emulated generation's cells keep their scores and parity and lose every timing,
+    /// decided from the key alone: no speedup, verdict, interval, median or geomean, so
+    /// `--fail-on slower` and the regression flags have nothing to trip on. The same
+    /// records on a real key are timed (the control).
+    #[test]
+    fn an_emulated_generation_is_never_timed_whatever_its_cells_say() {
+        use crate::fail_on::FailOn;
+        let key = "cpu/arm/neoverse-v2/emulated";
+        let (run, mut jobs) = sample_records(FIRST, 1_000, 0.9);
+        for job in &mut jobs {
+            job.generation = Some(key.to_string());
+        }
+        let emulated = build(ReportInputs::own(run, jobs));
+        let (run, mut jobs) = sample_records(FIRST, 1_000, 0.9);
+        for job in &mut jobs {
+            job.generation = Some("cpu/arm/neoverse-v2".to_string());
+        }
+        let real = build(ReportInputs::own(run, jobs));
+        assert!(real.cells.iter().any(|c| c.verdict.is_some() && c.speedup.is_some()));
+        assert!(real.geomean_speedup.is_some());
+
+        assert_eq!(emulated.cells.len(), real.cells.len());
+        for (cell, timed) in emulated.cells.iter().zip(&real.cells) {
+            assert_eq!(cell.parity, timed.parity, "{}", cell.workload);
+            assert_eq!(cell.score_delta, timed.score_delta, "{}", cell.workload);
+            assert_eq!(cell.speedup, None, "{}", cell.workload);
+            assert_eq!(cell.verdict, None, "{}", cell.workload);
+            assert_eq!(cell.speedup_ci95, None, "{}", cell.workload);
+            assert_eq!(cell.fork.median_time, None, "{}", cell.workload);
+            assert!(!cell.startup_dominated, "{}", cell.workload);
+            assert_eq!(
+                cell.not_timed.as_deref(),
+                Some(crate::generation::EMULATED_NOT_TIMED)
+            );
+            // The raw times stay for inspection.
+            assert_eq!(cell.fork.times, timed.fork.times, "{}", cell.workload);
+        }
+        let section = &emulated.generations[0];
+        assert_eq!(section.key, key);
+        assert!(section.emulator.is_some());
+        assert_eq!(section.geomean_speedup, None);
+        assert!(!section.startup_bound);
+        assert!(FailOn::Slower.findings(&emulated).is_empty());
+        assert!(FailOn::Regression.findings(&emulated).is_empty());
+        assert_eq!(emulated.exit_code, real.exit_code);
     }
 }

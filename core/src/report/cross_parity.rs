@@ -22,7 +22,8 @@ pub struct CrossParityRow {
     pub values: BTreeMap<String, f64>,
     /// Largest minus smallest value.
     pub spread: f64,
-    /// The gate the spread is held to (`[measure] max_score_delta`).
+    /// The gate the spread is held to: the metric's `[parity.allow] max_delta`, else
+    /// `[measure] max_score_delta` (the A/B gate's own numbers).
     pub gate: f64,
     /// The sources farthest from the median when the spread is over the gate (both of two).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -38,7 +39,14 @@ impl CrossParityRow {
 /// The table, when at least two sources scored some cell (nothing to compare otherwise):
 /// one row per cell and metric that two or more sources scored, in the spec's cell order,
 /// then metric order.
-pub fn cross_parity(report: &Report, gate: f64) -> Vec<CrossParityRow> {
+pub fn cross_parity(report: &Report) -> Vec<CrossParityRow> {
+    let gate = |metric: &str| {
+        report
+            .allowances
+            .get(metric)
+            .and_then(|a| a.max_delta)
+            .unwrap_or(report.max_score_delta)
+    };
     type CellKey = (String, String);
     let mut order: Vec<CellKey> = Vec::new();
     let mut scored: BTreeMap<CellKey, BTreeMap<String, BTreeMap<String, f64>>> = BTreeMap::new();
@@ -86,6 +94,7 @@ pub fn cross_parity(report: &Report, gate: f64) -> Vec<CrossParityRow> {
             if values.len() < 2 {
                 continue;
             }
+            let gate = gate(&metric);
             rows.push(row(&key.0, &key.1, metric, values, gate));
         }
     }
