@@ -62,12 +62,18 @@ pub struct BackendParity {
     /// Pooled-mean delta (backend − CPU) per shared metric.
     #[serde(with = "crate::scores::nullable::map")]
     pub pooled_delta: std::collections::BTreeMap<String, f64>,
-    /// The largest per-frame |delta| and where (`psnr_y (frame 3)`).
+    /// The largest per-frame |delta| over the shared metrics and where (`psnr_y (frame 3)`);
+    /// infinite (`null`) when one side scored a frame null that the other did not.
+    #[serde(with = "crate::scores::nullable::number")]
     pub max_frame_delta: f64,
     pub max_frame_delta_at: String,
-    /// Metrics one side wrote and the other did not.
+    /// Metrics the CPU path wrote and the backend did not: a failed gate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub only_one_side: Vec<String>,
+    /// Metrics only the backend wrote (the model's Vulkan extractors add their own): shown,
+    /// not gated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only_backend: Vec<String>,
     pub gate: f64,
 }
 
@@ -119,9 +125,9 @@ impl BackendParity {
         let (cpu_pooled, backend_pooled) = (cpu.pooled_means(), backend.pooled_means());
         let mut pooled_delta = std::collections::BTreeMap::new();
         let mut only_one_side = Vec::new();
-        for metric in cpu_pooled.keys().chain(backend_pooled.keys()) {
-            match (cpu_pooled.get(metric), backend_pooled.get(metric)) {
-                (Some(c), Some(b)) => {
+        for (metric, c) in &cpu_pooled {
+            match backend_pooled.get(metric) {
+                Some(b) => {
                     let delta = if crate::scores::same_value(*c, *b) {
                         0.0
                     } else if c.is_finite() && b.is_finite() {
@@ -131,27 +137,44 @@ impl BackendParity {
                     };
                     pooled_delta.insert(metric.clone(), delta);
                 }
-                _ => {
-                    if !only_one_side.contains(metric) {
-                        only_one_side.push(metric.clone());
+                None => only_one_side.push(metric.clone()),
+            }
+        }
+        let only_backend: Vec<String> = backend_pooled
+            .keys()
+            .filter(|m| !cpu_pooled.contains_key(*m))
+            .cloned()
+            .collect();
+        let (max_frame_delta, max_frame_delta_at) = if cpu.frames.len() != backend.frames.len() {
+            (
+                f64::INFINITY,
+                format!("{} frames against {}", backend.frames.len(), cpu.frames.len()),
+            )
+        } else {
+            let mut worst = (0.0f64, String::new());
+            for (a, b) in cpu.frames.iter().zip(&backend.frames) {
+                for (name, va) in &a.metrics {
+                    if let Some(vb) = b.metrics.get(name) {
+                        let delta = crate::scores::abs_delta(*va, *vb);
+                        if delta > worst.0 {
+                            worst = (delta, format!("{name} (frame {})", a.frame_num));
+                        }
                     }
                 }
             }
-        }
-        let (max_frame_delta, max_frame_delta_at) =
-            match crate::retune::isa_parity::largest_frame_delta(cpu, backend) {
-                Ok(found) => found,
-                Err(why) => (f64::INFINITY, why),
-            };
+            worst
+        };
         let passed = only_one_side.is_empty()
             && !pooled_delta.is_empty()
-            && pooled_delta.values().all(|d| d.abs() <= gate);
+            && pooled_delta.values().all(|d| d.abs() <= gate)
+            && cpu.frames.len() == backend.frames.len();
         BackendParity {
             passed,
             pooled_delta,
             max_frame_delta,
             max_frame_delta_at,
             only_one_side,
+            only_backend,
             gate,
         }
     }
@@ -168,7 +191,10 @@ impl BackendParity {
         let one_side = if self.only_one_side.is_empty() {
             String::new()
         } else {
-            format!("; only one side wrote {}", self.only_one_side.join(", "))
+            format!(
+                "; the backend did not write {}",
+                self.only_one_side.join(", ")
+            )
         };
         if self.passed {
             format!("agrees with the CPU path (largest pooled delta {largest})")
@@ -216,6 +242,59 @@ mod tests {
         let mut cell = BackendCell::skipped("cuda", "f", "psnr", "x".into());
         cell.median_seconds = median;
         cell
+    }
+
+    fn scores(metrics: &[(&str, &[f64])]) -> crate::scores::Scores {
+        let frames = metrics[0].1.len();
+        crate::scores::Scores {
+            tool_version: None,
+            fps: None,
+            frames: (0..frames)
+                .map(|i| crate::scores::FrameScores {
+                    frame_num: i as u64,
+                    metrics: metrics
+                        .iter()
+                        .map(|(name, values)| (name.to_string(), values[i]))
+                        .collect(),
+                })
+                .collect(),
+            pooled: Default::default(),
+            printed_decimals: Some(6),
+        }
+    }
+
+    /// The model on Vulkan writes its extractors' own metrics besides the CPU's: shown, not
+    /// failed; a CPU metric the backend lacks fails; a null on one side is an infinite delta
+    /// that survives the JSON a cell travels as.
+    #[test]
+    fn a_backend_is_gated_on_the_cpu_paths_metrics() {
+        let cpu = scores(&[("vif", &[0.5, 0.6]), ("vmaf", &[80.0, 81.0])]);
+        let vulkan = scores(&[
+            ("vif", &[0.6, 0.7]),
+            ("vmaf", &[80.0, 81.0]),
+            ("vif_vulkan_extra", &[1.0, 1.0]),
+        ]);
+        let parity = BackendParity::judge(&cpu, &vulkan, 1e-5);
+        assert!(!parity.passed);
+        assert_eq!(parity.only_backend, ["vif_vulkan_extra"]);
+        assert!(parity.only_one_side.is_empty());
+        assert_eq!(parity.largest_pooled_delta().map(|(m, _)| m), Some("vif"));
+        assert!(parity.words().contains("differs from the CPU path"), "{}", parity.words());
+        let same = BackendParity::judge(&cpu, &cpu, 1e-5);
+        assert!(same.passed && same.max_frame_delta == 0.0, "{same:?}");
+        let missing = BackendParity::judge(&cpu, &scores(&[("vif", &[0.5, 0.6])]), 1e-5);
+        assert!(!missing.passed);
+        assert_eq!(missing.only_one_side, ["vmaf"]);
+        let null = BackendParity::judge(
+            &scores(&[("psnr_hvs_cb", &[f64::INFINITY])]),
+            &scores(&[("psnr_hvs_cb", &[40.0])]),
+            1e-5,
+        );
+        let mut cell = BackendCell::new("vulkan", "f", "psnr_hvs", BackendCellStatus::Measured);
+        cell.cpu_parity = Some(null);
+        let json = serde_json::to_string(&cell).unwrap();
+        let back: BackendCell = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.cpu_parity.unwrap().max_frame_delta, f64::INFINITY);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! maintainer can check it by hand: a SIMD file lives in a folder named `x86` or `arm64`
 //! (`feature/x86/psnr_avx2.c`, `feature/arm64/psnr_neon.c`); code *uses* one when it
 //! includes its header (`#include "feature/arm64/psnr_neon.h"` or `"arm64/psnr_neon.h"`).
-//! A file outside those folders that includes x86 SIMD headers and no ARM one runs scalar on
+//! The fork's CPU detection (`x86/cpu.h`, `arm/cpu.h`) counts the same way. A file outside those folders that includes x86 SIMD headers and no ARM one runs scalar on
 //! ARM; an `arm64` source that a `meson.build` compiles and whose header nothing outside
 //! `arm64/` includes is compiled and never called.
 
@@ -20,6 +20,9 @@ pub struct SourceFile {
 
 const X86: &str = "x86";
 const ARM: &str = "arm64";
+/// The fork's own ARM CPU detection lives in `src/arm/` (`arm/cpu.h`), its kernels in
+/// `feature/arm64/`: both count as an ARM path.
+const ARM_CPU: &str = "arm";
 
 /// The folder a SIMD header path names (`x86` or `arm64`) and its file name, from an
 /// include line's path (`feature/arm64/psnr_neon.h` → (`arm64`, `psnr_neon.h`)).
@@ -27,8 +30,8 @@ fn simd_header(include: &str) -> Option<(&'static str, String)> {
     let mut parts = include.rsplit('/');
     let file = parts.next()?;
     let folder = parts.next()?;
-    let isa = [X86, ARM].into_iter().find(|isa| *isa == folder)?;
-    Some((isa, file.to_string()))
+    let isa = [X86, ARM, ARM_CPU].into_iter().find(|isa| *isa == folder)?;
+    Some((if isa == ARM_CPU { ARM } else { isa }, file.to_string()))
 }
 
 /// The quoted includes of a C or C++ text.
@@ -45,7 +48,7 @@ fn in_simd_folder(path: &str) -> Option<&'static str> {
     let mut parts = path.rsplit('/');
     parts.next()?;
     let folder = parts.next()?;
-    [X86, ARM].into_iter().find(|isa| *isa == folder)
+    [X86, ARM, ARM_CPU].into_iter().find(|isa| *isa == folder)
 }
 
 fn is_code(path: &str) -> bool {
@@ -198,7 +201,7 @@ mod tests {
             .verdict
             .contains("motion_avx2.h, motion_avx512.h"));
         assert!(results.findings[1].verdict.contains("never called"));
-        assert!(results.findings[2].verdict.contains("1 of 2"));
+        assert!(results.findings[2].verdict.contains("2 of 3"));
     }
 
     #[test]
