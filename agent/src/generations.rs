@@ -166,7 +166,13 @@ fn toolchain_of(
             if let Some(driver) = hardware.vulkan.found().and_then(|devices| {
                 devices
                     .iter()
-                    .find(|d| key.ends_with(&slug(if d.kind == "cpu" { &d.driver_name } else { &d.name })))
+                    .find(|d| {
+                        key.ends_with(&slug(if d.kind == "cpu" {
+                            &d.driver_name
+                        } else {
+                            &d.name
+                        }))
+                    })
                     .map(|d| d.driver_info.clone())
             }) {
                 toolchain.insert("vulkan-driver".into(), driver);

@@ -155,11 +155,10 @@ fn tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-fn section<'r>(report: &'r Report, emulated: bool) -> Option<&'r GenerationSection> {
-    report
-        .generations
-        .iter()
-        .find(|g| g.key.starts_with("cpu/") && abfleet_core::generation::is_emulated(&g.key) == emulated)
+fn section(report: &Report, emulated: bool) -> Option<&GenerationSection> {
+    report.generations.iter().find(|g| {
+        g.key.starts_with("cpu/") && abfleet_core::generation::is_emulated(&g.key) == emulated
+    })
 }
 
 /// Every assertion on the fleet's report, collected so one run says all that is wrong.
@@ -181,16 +180,19 @@ fn check_fleet_report(report: &Report, markdown: &str) -> Vec<String> {
         format!("the emulated key is cpu/arm/…/emulated ({})", arm.key),
     );
     check(
-        arm.emulator
-            .as_deref()
-            .is_some_and(|e| e.contains("qemu-aarch64") && e.contains("sve-default-vector-length=16")),
+        arm.emulator.as_deref().is_some_and(|e| {
+            e.contains("qemu-aarch64") && e.contains("sve-default-vector-length=16")
+        }),
         format!("the section names its emulator ({:?})", arm.emulator),
     );
     check(
         arm.toolchain
             .values()
             .all(|t| t.contains("aarch64-linux-gnu-gcc")),
-        format!("both trees were built by the cross compiler ({:?})", arm.toolchain),
+        format!(
+            "both trees were built by the cross compiler ({:?})",
+            arm.toolchain
+        ),
     );
     let arm_cells: Vec<_> = report.cells_of(arm).collect();
     for name in SHARED.iter().chain(FORK_ONLY) {
@@ -226,11 +228,17 @@ fn check_fleet_report(report: &Report, markdown: &str) -> Vec<String> {
         );
         check(
             cell.not_timed.as_deref() == Some(abfleet_core::generation::EMULATED_NOT_TIMED),
-            format!("aarch64 {name}: marked `emulated: not timed` ({:?})", cell.not_timed),
+            format!(
+                "aarch64 {name}: marked `emulated: not timed` ({:?})",
+                cell.not_timed
+            ),
         );
         check(
             cell.fork.nframes == Some(KEPT_FRAMES),
-            format!("aarch64 {name}: the fork scored {KEPT_FRAMES} frames ({:?})", cell.fork.nframes),
+            format!(
+                "aarch64 {name}: the fork scored {KEPT_FRAMES} frames ({:?})",
+                cell.fork.nframes
+            ),
         );
     }
     check(
@@ -256,10 +264,16 @@ fn check_fleet_report(report: &Report, markdown: &str) -> Vec<String> {
                 );
                 check(
                     f.evidence.get("runs") == Some(&serde_json::json!(["scalar", "neon", "all"])),
-                    format!("aarch64 feature_dispatch {name} ran scalar, neon, all ({:?})", f.evidence.get("runs")),
+                    format!(
+                        "aarch64 feature_dispatch {name} ran scalar, neon, all ({:?})",
+                        f.evidence.get("runs")
+                    ),
                 );
             }
-            None => check(false, format!("aarch64 has a feature_dispatch finding for {name}")),
+            None => check(
+                false,
+                format!("aarch64 has a feature_dispatch finding for {name}"),
+            ),
         }
         match finding("vector_length", name) {
             Some(f) => {
@@ -270,10 +284,16 @@ fn check_fleet_report(report: &Report, markdown: &str) -> Vec<String> {
                 check(
                     f.evidence.get("runs")
                         == Some(&serde_json::json!(["sve-128", "sve-256", "sve-512"])),
-                    format!("aarch64 vector_length {name} ran at 128, 256 and 512 bits ({:?})", f.evidence.get("runs")),
+                    format!(
+                        "aarch64 vector_length {name} ran at 128, 256 and 512 bits ({:?})",
+                        f.evidence.get("runs")
+                    ),
                 );
             }
-            None => check(false, format!("aarch64 has a vector_length finding for {name}")),
+            None => check(
+                false,
+                format!("aarch64 has a vector_length finding for {name}"),
+            ),
         }
     }
     for subject in [
@@ -295,7 +315,10 @@ fn check_fleet_report(report: &Report, markdown: &str) -> Vec<String> {
     }
     check(
         !x86.findings.iter().any(|f| f.check == "vector_length")
-            && !x86.findings.iter().any(|f| f.check == "isa_coverage" && f.subject.contains('/')),
+            && !x86
+                .findings
+                .iter()
+                .any(|f| f.check == "isa_coverage" && f.subject.contains('/')),
         "the x86 host runs no vector-length or ARM source checks".into(),
     );
 
@@ -359,7 +382,11 @@ fn derive_fleet_spec(
             "[upstream]" => format!("{header}\n{}", git(&body, upstream)),
             "[fork]" => format!(
                 "{header}\n{}",
-                replace_line(&git(&body, fork), "rev = ", &format!("rev = \"{fork_commit}\""))
+                replace_line(
+                    &git(&body, fork),
+                    "rev = ",
+                    &format!("rev = \"{fork_commit}\"")
+                )
             ),
             "[[fixtures]]" => {
                 assert!(!fixture_written, "the production spec has one fixture");

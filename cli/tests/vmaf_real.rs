@@ -20,10 +20,6 @@ use abfleet_core::paired::Verdict;
 use abfleet_core::report::Report;
 use vmaf_trees::*;
 
-
-
-
-
 /// Rows of the production spec the test keeps (the others would only make it longer).
 const KEPT_WORKLOADS: &[&str] = &[
     "vmaf_v0.6.1",
@@ -452,10 +448,6 @@ fn check_broken_flag(root: &Path, spec_text: &str, cells: usize) -> Vec<String> 
     failures
 }
 
-/// Fails (never skips) when a tool the real builds need is missing.
-
-/// `xz -dc` a fixture into `dir` and check its size and sha256.
-
 /// The production spec with local sources, the small pair, a short [measure], the kept
 /// workloads plus `lpips`; every other section verbatim. Each substitution must match.
 fn derive_spec(
@@ -587,11 +579,6 @@ fn derive_spec(
     );
     out
 }
-
-/// (header line, the lines after it up to the next header), in file order; the first has
-/// an empty header (the top-level keys and comments).
-
-
 
 struct LocalRun {
     code: Option<i32>,

@@ -98,7 +98,10 @@ fn the_forks_vulkan_backend_on_lavapipe_is_gated_against_its_cpu_path() {
                     .reason
                     .as_deref()
                     .is_some_and(|r| r.contains("signal 11")),
-            format!("cambi_vulkan crashes (SIGSEGV) and says so: {:?} {:?}", cambi.status, cambi.reason),
+            format!(
+                "cambi_vulkan crashes (SIGSEGV) and says so: {:?} {:?}",
+                cambi.status, cambi.reason
+            ),
         );
     }
     // The kernels that compute what the CPU does, to the last printed digit.
@@ -106,12 +109,20 @@ fn the_forks_vulkan_backend_on_lavapipe_is_gated_against_its_cpu_path() {
         let Some(c) = cell(name) else { continue };
         check(
             c.status == BackendCellStatus::Measured
-                && c.cpu_parity.as_ref().is_some_and(|p| p.passed && p.max_frame_delta == 0.0),
-            format!("{name}: identical to the CPU path ({:?}, {:?})", c.status, c.cpu_parity),
+                && c.cpu_parity
+                    .as_ref()
+                    .is_some_and(|p| p.passed && p.max_frame_delta == 0.0),
+            format!(
+                "{name}: identical to the CPU path ({:?}, {:?})",
+                c.status, c.cpu_parity
+            ),
         );
     }
     // The ones that do not: the fork's Vulkan vif is ~0.1 off, and the model with it.
-    for (name, metric) in [("vif", "VMAF_integer_feature_vif_scale0_score"), ("vmaf_v0.6.1", "vmaf")] {
+    for (name, metric) in [
+        ("vif", "integer_vif_scale0"),
+        ("vmaf_v0.6.1", "vmaf"),
+    ] {
         let Some(c) = cell(name) else { continue };
         let parity = c.cpu_parity.as_ref();
         check(
@@ -123,16 +134,32 @@ fn the_forks_vulkan_backend_on_lavapipe_is_gated_against_its_cpu_path() {
             format!("{name}: `{metric}` is far off the CPU's ({parity:?})"),
         );
     }
+    for name in ["psnr", "vif"] {
+        let Some(c) = cell(name) else { continue };
+        check(
+            c.backend_reported.as_deref() == Some(&format!("vulkan (asked as {name}_vulkan)")),
+            format!("{name}: the report says the `{name}_vulkan` kernel ran ({:?})", c.backend_reported),
+        );
+    }
     // The model row ran the Vulkan extractors: its frames carry their extra metrics.
     if let Some(model) = cell("vmaf_v0.6.1") {
         check(
             model.metric_keys.is_some_and(|k| k > 20),
-            format!("the model row's frames have the Vulkan extractors' keys ({:?})", model.metric_keys),
+            format!(
+                "the model row's frames have the Vulkan extractors' keys ({:?})",
+                model.metric_keys
+            ),
         );
     }
     check(
-        report.score_parity_report.iter().any(|l| l.contains("differs from the CPU path")),
-        format!("the parity report says where they differ ({:?})", report.score_parity_report),
+        report
+            .score_parity_report
+            .iter()
+            .any(|l| l.contains("differs from the CPU path")),
+        format!(
+            "the parity report says where they differ ({:?})",
+            report.score_parity_report
+        ),
     );
     check(
         markdown.contains("differs from the CPU path"),
@@ -147,11 +174,18 @@ fn the_forks_vulkan_backend_on_lavapipe_is_gated_against_its_cpu_path() {
     );
     check(
         output.status.code() == Some(1),
-        format!("`abfleet local` exits 1 (parity failed): {:?}", output.status.code()),
+        format!(
+            "`abfleet local` exits 1 (parity failed): {:?}",
+            output.status.code()
+        ),
     );
     if !failures.is_empty() {
         let list: Vec<String> = failures.iter().map(|f| format!("  - {f}")).collect();
-        panic!("{} assertion(s) failed:\n{}\n{context}", failures.len(), list.join("\n"));
+        panic!(
+            "{} assertion(s) failed:\n{}\n{context}",
+            failures.len(),
+            list.join("\n")
+        );
     }
 }
 
@@ -209,6 +243,9 @@ fn derive_vulkan_spec(
         };
         out.push_str(&section);
     }
-    assert!(out.contains("vulkan-subprojects.sh"), "the fill step went in:\n{out}");
+    assert!(
+        out.contains("vulkan-subprojects.sh"),
+        "the fill step went in:\n{out}"
+    );
     out
 }

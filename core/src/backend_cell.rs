@@ -59,6 +59,9 @@ pub struct BackendCell {
 pub struct BackendParity {
     /// Within the gate on every shared metric's pooled mean.
     pub passed: bool,
+    /// The CPU path's pooled means (what the backend is held to), per metric.
+    #[serde(default, with = "crate::scores::nullable::map")]
+    pub cpu_pooled: std::collections::BTreeMap<String, f64>,
     /// Pooled-mean delta (backend − CPU) per shared metric.
     #[serde(with = "crate::scores::nullable::map")]
     pub pooled_delta: std::collections::BTreeMap<String, f64>,
@@ -148,7 +151,11 @@ impl BackendParity {
         let (max_frame_delta, max_frame_delta_at) = if cpu.frames.len() != backend.frames.len() {
             (
                 f64::INFINITY,
-                format!("{} frames against {}", backend.frames.len(), cpu.frames.len()),
+                format!(
+                    "{} frames against {}",
+                    backend.frames.len(),
+                    cpu.frames.len()
+                ),
             )
         } else {
             let mut worst = (0.0f64, String::new());
@@ -170,6 +177,7 @@ impl BackendParity {
             && cpu.frames.len() == backend.frames.len();
         BackendParity {
             passed,
+            cpu_pooled,
             pooled_delta,
             max_frame_delta,
             max_frame_delta_at,
@@ -279,7 +287,11 @@ mod tests {
         assert_eq!(parity.only_backend, ["vif_vulkan_extra"]);
         assert!(parity.only_one_side.is_empty());
         assert_eq!(parity.largest_pooled_delta().map(|(m, _)| m), Some("vif"));
-        assert!(parity.words().contains("differs from the CPU path"), "{}", parity.words());
+        assert!(
+            parity.words().contains("differs from the CPU path"),
+            "{}",
+            parity.words()
+        );
         let same = BackendParity::judge(&cpu, &cpu, 1e-5);
         assert!(same.passed && same.max_frame_delta == 0.0, "{same:?}");
         let missing = BackendParity::judge(&cpu, &scores(&[("vif", &[0.5, 0.6])]), 1e-5);

@@ -93,9 +93,12 @@ fn render_backend_cells(out: &mut String, section: &GenerationSection, heading: 
         "{heading} The fork on `{}` (its own timings; upstream has no such backend to compare)\n",
         section.backend
     );
+    let gated = section.backend_cells.iter().any(|c| c.cpu_parity.is_some());
     let _ = writeln!(
         out,
-        "| Fixture | Feature | Fork | Backend ran | Metrics | Previous run | Change |\n|---|---|---|---|---|---|---|"
+        "| Fixture | Feature | Fork | Backend ran | Metrics | Previous run | Change |{}\n|---|---|---|---|---|---|---|{}",
+        if gated { " Against the CPU path |" } else { "" },
+        if gated { "---|" } else { "" }
     );
     for cell in &section.backend_cells {
         let fork = match (cell.status, cell.median_seconds) {
@@ -118,9 +121,18 @@ fn render_backend_cells(out: &mut String, section: &GenerationSection, heading: 
             ),
             None => ("—".into(), "—".into()),
         };
+        let against_cpu = match (&cell.cpu_parity, gated) {
+            (_, false) => String::new(),
+            (Some(parity), true) if parity.passed && parity.max_frame_delta == 0.0 => {
+                " identical |".to_string()
+            }
+            (Some(parity), true) if parity.passed => format!(" {} |", table_text(&parity.words())),
+            (Some(parity), true) => format!(" **{}** |", table_text(&parity.words())),
+            (None, true) => " — |".to_string(),
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {fork} | {} | {} | {previous} | {change} |",
+            "| {} | {} | {fork} | {} | {} | {previous} | {change} |{against_cpu}",
             cell.fixture,
             cell.workload,
             cell.backend_reported.as_deref().unwrap_or("—"),

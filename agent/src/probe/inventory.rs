@@ -14,8 +14,8 @@ use super::nvidia::{
     NvidiaGpu,
 };
 use super::outcome::Probe;
-use super::vulkan::{parse_vulkaninfo_summary, VulkanDevice};
 use super::toolchain::{parse_tool_version, ToolVersion, TOOLS};
+use super::vulkan::{parse_vulkaninfo_summary, VulkanDevice};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HardwareInventory {

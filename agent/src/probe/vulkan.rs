@@ -77,7 +77,9 @@ pub fn parse_vulkaninfo_summary(text: &str) -> Probe<Vec<VulkanDevice>> {
                 finish(fields, &mut found);
             }
             current = Some(Vec::new());
-        } else if let (Some(fields), Some((key, value))) = (current.as_mut(), trimmed.split_once('=')) {
+        } else if let (Some(fields), Some((key, value))) =
+            (current.as_mut(), trimmed.split_once('='))
+        {
             fields.push((key.trim().to_string(), value.trim().to_string()));
         }
     }
@@ -97,7 +99,8 @@ mod tests {
 
     #[test]
     fn lavapipe_is_a_cpu_device_of_mesa() {
-        let text = include_str!("../../../fixtures/probes/lavapipe-mesa-22.3.6/vulkaninfo-summary.txt");
+        let text =
+            include_str!("../../../fixtures/probes/lavapipe-mesa-22.3.6/vulkaninfo-summary.txt");
         let Probe::Found(devices) = parse_vulkaninfo_summary(text) else {
             panic!("no device in the lavapipe capture");
         };

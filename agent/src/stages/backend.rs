@@ -222,6 +222,23 @@ fn cells(spec: &abfleet_core::spec::JobSpec) -> Vec<(FixtureSpec, WorkloadSpec)>
         .collect()
 }
 
+/// The feature names of a workload's arguments (`psnr_vulkan`), comma-separated.
+fn features_of(args: &[String]) -> String {
+    let mut names = Vec::new();
+    let mut next = false;
+    for arg in args {
+        if next {
+            names.push(arg.split('=').next().unwrap_or(arg).to_string());
+            next = false;
+        } else if arg == "--feature" {
+            next = true;
+        } else if let Some(value) = arg.strip_prefix("--feature=") {
+            names.push(value.split('=').next().unwrap_or(value).to_string());
+        }
+    }
+    names.join(", ")
+}
+
 /// The same workload on the same binary with `--backend cpu` and its own feature names: the
 /// backend's scores are gated against it (`BackendParity`). A CPU run that fails leaves the
 /// cell ungated, with why.
@@ -472,7 +489,13 @@ async fn time_cell(
         } else {
             None
         };
-        cell.backend_reported = reported.or(cell.backend_reported.take());
+        // The fork's JSON names no backend for a kernel asked by its suffixed name: the name
+        // is what chose it, so the report says so.
+        let asked = config
+            .as_ref()
+            .filter(|c| !c.feature_suffix.is_empty() && on_backend.args != workload.args)
+            .map(|_| format!("{backend} (asked as {})", features_of(&on_backend.args)));
+        cell.backend_reported = reported.or(asked).or(cell.backend_reported.take());
         cell.metric_keys = run.metric_keys().or(cell.metric_keys);
         if let Some(reason) = failure {
             cell.status = BackendCellStatus::Failed;
@@ -490,8 +513,16 @@ async fn time_cell(
     if let (BackendCellStatus::Measured, Some(scores)) = (cell.status, &scores) {
         cell.pooled = scores.pooled_means();
         if config.as_ref().is_some_and(|c| c.gate_against_cpu) {
-            gate_against_cpu(ctx, &mut cell, scores, (binary, built), fixture, paths, workload)
-                .await?;
+            gate_against_cpu(
+                ctx,
+                &mut cell,
+                scores,
+                (binary, built),
+                fixture,
+                paths,
+                workload,
+            )
+            .await?;
         }
     }
     cell.load_avg_1min

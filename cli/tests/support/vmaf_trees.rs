@@ -106,7 +106,11 @@ pub fn unpack_frames((name, sha256): (&str, &str), dir: &Path, frames: u64) -> (
         .arg(&packed)
         .output()
         .expect("xz runs");
-    assert!(output.status.success(), "xz -dc {} failed", packed.display());
+    assert!(
+        output.status.success(),
+        "xz -dc {} failed",
+        packed.display()
+    );
     let bytes = output.stdout;
     assert_eq!(
         bytes.len() as u64,
@@ -120,12 +124,17 @@ pub fn unpack_frames((name, sha256): (&str, &str), dir: &Path, frames: u64) -> (
         "{}: sha256 differs from fixtures/vmaf-real/README.md",
         packed.display()
     );
-    assert!(frames >= 1 && frames <= FRAMES, "the pair has {FRAMES} frames");
+    assert!(
+        (1..=FRAMES).contains(&frames),
+        "the pair has {FRAMES} frames"
+    );
     let kept = &bytes[..(WIDTH * HEIGHT * 3 / 2 * frames) as usize];
     std::fs::write(&path, kept).unwrap();
     (path, format!("{:x}", Sha256::digest(kept)))
 }
 
+/// (header line, the lines after it up to the next header), in file order; the first has
+/// an empty header (the top-level keys and comments).
 pub fn split_sections(text: &str) -> Vec<(String, String)> {
     let mut sections = vec![(String::new(), String::new())];
     for line in text.lines() {
@@ -164,6 +173,7 @@ pub fn replace_line(body: &str, prefix: &str, line: &str) -> String {
         .collect()
 }
 
+/// A TOML basic string of `s`.
 pub fn toml_string(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }

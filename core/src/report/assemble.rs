@@ -603,17 +603,22 @@ fn summarise(report: &mut Report) {
     }
     report.geomean_speedup = stats::geomean(&geomean_inputs);
     // A backend gated against the fork's CPU path (`gate_against_cpu`) counts like a cell.
-    let backend_parity: Vec<(&crate::backend_cell::BackendCell, &crate::backend_cell::BackendParity)> =
-        report
-            .backend_cells
-            .iter()
-            .filter_map(|cell| cell.cpu_parity.as_ref().map(|p| (cell, p)))
-            .collect();
+    let backend_parity: Vec<(
+        &crate::backend_cell::BackendCell,
+        &crate::backend_cell::BackendParity,
+    )> = report
+        .backend_cells
+        .iter()
+        .filter_map(|cell| cell.cpu_parity.as_ref().map(|p| (cell, p)))
+        .collect();
     let backend_failed = backend_parity.iter().any(|(_, p)| !p.passed);
     for (cell, parity) in backend_parity.iter().filter(|(_, p)| !p.passed) {
-        report
-            .score_parity_report
-            .push(format!("{} on {}: {}", cell.label(), cell.backend, parity.words()));
+        report.score_parity_report.push(format!(
+            "{} on {}: {}",
+            cell.label(),
+            cell.backend,
+            parity.words()
+        ));
     }
     let compared = report
         .cells
@@ -621,15 +626,14 @@ fn summarise(report: &mut Report) {
         .filter(|c| matches!(c.parity, CellParity::Ok | CellParity::Fail))
         .count()
         + backend_parity.len();
-    report.score_parity = if backend_failed
-        || report.cells.iter().any(|c| c.parity == CellParity::Fail)
-    {
-        ScoreParity::Fail
-    } else if compared == 0 {
-        ScoreParity::NotRun
-    } else {
-        ScoreParity::Ok
-    };
+    report.score_parity =
+        if backend_failed || report.cells.iter().any(|c| c.parity == CellParity::Fail) {
+            ScoreParity::Fail
+        } else if compared == 0 {
+            ScoreParity::NotRun
+        } else {
+            ScoreParity::Ok
+        };
     let timed: Vec<f64> = report
         .cells
         .iter()

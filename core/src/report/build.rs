@@ -88,8 +88,7 @@ pub fn build(inputs: ReportInputs) -> Report {
         report.generations[index].since_previous = history::since_previous(&now, &comparable);
     }
     history::apply_ratchet(&mut report);
-    report.cross_parity =
-        super::cross_parity::cross_parity(&report);
+    report.cross_parity = super::cross_parity::cross_parity(&report);
     outcome.decide(&mut report);
     report.bisects.extend(bisects);
     report
@@ -232,7 +231,10 @@ mod tests {
             job.generation = Some("cpu/arm/neoverse-v2".to_string());
         }
         let real = build(ReportInputs::own(run, jobs));
-        assert!(real.cells.iter().any(|c| c.verdict.is_some() && c.speedup.is_some()));
+        assert!(real
+            .cells
+            .iter()
+            .any(|c| c.verdict.is_some() && c.speedup.is_some()));
         assert!(real.geomean_speedup.is_some());
 
         assert_eq!(emulated.cells.len(), real.cells.len());

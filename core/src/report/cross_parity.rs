@@ -83,6 +83,11 @@ pub fn cross_parity(report: &Report) -> Vec<CrossParityRow> {
             }
             let source = format!("{} --backend {}", section.key, cell.backend);
             add(&cell.fixture, &cell.workload, source, &cell.pooled);
+            // The CPU path of the same binary the backend was gated against.
+            if let Some(parity) = &cell.cpu_parity {
+                let source = format!("{} --backend cpu", section.key);
+                add(&cell.fixture, &cell.workload, source, &parity.cpu_pooled);
+            }
         }
     }
     let mut rows = Vec::new();

@@ -313,9 +313,16 @@ fn parity_finding(
             f64::NAN,
         ),
     };
-    Finding::new("cpu", "dispatch_parity", subject, severity, verdict, command)
-        .with("max_delta", pooled)
-        .with("max_frame_delta", frame)
+    Finding::new(
+        "cpu",
+        "dispatch_parity",
+        subject,
+        severity,
+        verdict,
+        command,
+    )
+    .with("max_delta", pooled)
+    .with("max_frame_delta", frame)
 }
 
 fn round(value: f64, digits: i32) -> f64 {
@@ -367,7 +374,13 @@ mod tests {
         ];
         let compiled = ["scalar", "avx2", "avx512"].map(String::from);
         let supported = ["avx2", "avx512"].map(String::from);
-        let results = judge(&levels, Some(&compiled), &supported, &Gate::plain(1e-5), "vmaf");
+        let results = judge(
+            &levels,
+            Some(&compiled),
+            &supported,
+            &Gate::plain(1e-5),
+            "vmaf",
+        );
         let all = find(&results, "dispatch", "all");
         assert_eq!(all.severity, Severity::Ok);
         assert_eq!(all.evidence["speedup_vs_baseline"], 4.0);
@@ -390,7 +403,13 @@ mod tests {
         ];
         let compiled = ["scalar", "avx2"].map(String::from);
         let supported = ["avx2", "avx512"].map(String::from);
-        let results = judge(&levels, Some(&compiled), &supported, &Gate::plain(1e-9), "vmaf");
+        let results = judge(
+            &levels,
+            Some(&compiled),
+            &supported,
+            &Gate::plain(1e-9),
+            "vmaf",
+        );
         let avx2 = find(&results, "dispatch", "avx2");
         assert_eq!(avx2.severity, Severity::Warn);
         assert!(

@@ -103,8 +103,14 @@ impl Gate {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Comparison {
     Identical,
-    Within { pooled: (f64, String), frame: (f64, String) },
-    Beyond { pooled: (f64, String), frame: (f64, String) },
+    Within {
+        pooled: (f64, String),
+        frame: (f64, String),
+    },
+    Beyond {
+        pooled: (f64, String),
+        frame: (f64, String),
+    },
     Incomparable(String),
 }
 
@@ -142,7 +148,9 @@ pub fn compare(base: &Scores, other: &Scores, gate: &Gate) -> Comparison {
 fn compare_run(base: &Scores, run: &ScoredRun, gate: &Gate) -> Comparison {
     match &run.scores {
         Ok(scores) => match compare(base, scores, gate) {
-            Comparison::Incomparable(why) => Comparison::Incomparable(format!("`{}`: {why}", run.name)),
+            Comparison::Incomparable(why) => {
+                Comparison::Incomparable(format!("`{}`: {why}", run.name))
+            }
             other => other,
         },
         Err(err) => Comparison::Incomparable(format!("`{}` did not run: {err}", run.name)),
@@ -174,13 +182,15 @@ pub fn judge(
     };
     let base = match &baseline.scores {
         Ok(scores) => scores,
-        Err(err) => return finding(
-            Severity::Fail,
-            format!(
+        Err(err) => {
+            return finding(
+                Severity::Fail,
+                format!(
                 "{feature}: the baseline `{}` did not run ({err}); nothing to compare {what} with",
                 baseline.name
             ),
-        ),
+            )
+        }
     };
     // The largest pooled delta (gated) and the largest frame delta (shown), with their run.
     let mut largest = (0.0f64, String::new(), String::new());
@@ -233,7 +243,10 @@ pub fn judge(
     } else if within.is_empty() {
         (
             Severity::Ok,
-            format!("{feature}: bit-identical across {what} ({})", names.join(", ")),
+            format!(
+                "{feature}: bit-identical across {what} ({})",
+                names.join(", ")
+            ),
         )
     } else {
         (

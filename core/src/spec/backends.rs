@@ -338,7 +338,8 @@ impl BackendsSpec {
             ("vulkan", &self.vulkan),
         ] {
             let Some(gpu) = gpu else { continue };
-            if gpu.feature_suffix.contains(char::is_whitespace) || gpu.feature_suffix.contains('=') {
+            if gpu.feature_suffix.contains(char::is_whitespace) || gpu.feature_suffix.contains('=')
+            {
                 return Err(format!(
                     "[backends.{name}] feature_suffix `{}` must be a plain name suffix such as \"_vulkan\"",
                     gpu.feature_suffix
@@ -497,19 +498,35 @@ mod tests {
 
     #[test]
     fn a_feature_suffix_renames_every_feature_the_backend_runs() {
-        let spec = parse("[vulkan]\nfeature_suffix = \"_vulkan\"\ngate_against_cpu = true\n").unwrap();
+        let spec =
+            parse("[vulkan]\nfeature_suffix = \"_vulkan\"\ngate_against_cpu = true\n").unwrap();
         let vulkan = spec.vulkan.clone().unwrap();
         assert!(vulkan.gate_against_cpu);
-        let args: Vec<String> = ["--no_prediction", "--feature", "psnr", "--feature=cambi=tvi:0.1"]
-            .map(String::from)
-            .to_vec();
+        let args: Vec<String> = [
+            "--no_prediction",
+            "--feature",
+            "psnr",
+            "--feature=cambi=tvi:0.1",
+        ]
+        .map(String::from)
+        .to_vec();
         assert_eq!(
             vulkan.backend_args(&args),
-            ["--no_prediction", "--feature", "psnr_vulkan", "--feature=cambi_vulkan=tvi:0.1"]
+            [
+                "--no_prediction",
+                "--feature",
+                "psnr_vulkan",
+                "--feature=cambi_vulkan=tvi:0.1"
+            ]
         );
-        let model: Vec<String> = ["--model", "version=vmaf_v0.6.1"].map(String::from).to_vec();
+        let model: Vec<String> = ["--model", "version=vmaf_v0.6.1"]
+            .map(String::from)
+            .to_vec();
         assert_eq!(vulkan.backend_args(&model), model);
-        assert_eq!(spec.gpu("vulkan").map(|g| g.feature_suffix.as_str()), Some("_vulkan"));
+        assert_eq!(
+            spec.gpu("vulkan").map(|g| g.feature_suffix.as_str()),
+            Some("_vulkan")
+        );
     }
 
     #[test]
