@@ -68,6 +68,7 @@ const EXPECTED_KEYS: &[(&str, &[&str])] = &[
     ("intel-flex140-dg2-ocp", &["sycl/dg2"]),
     ("intel-irisxe-llamacpp-doc-windows", &["sycl/tgllp"]),
     ("l40s-thamada", &["cuda/sm_89"]),
+    ("lavapipe-mesa-22.3.6", &["vulkan/cpu/llvmpipe"]),
     // The two EPYC 9474F agents are CPU agents, not GPUs; the cut capture keeps one MI300X.
     ("mi300x-x4-epyc9474f", &["hip/gfx942"]),
     ("neoverse-v3ae", &["cpu/arm/neoverse-v3ae"]),

@@ -119,10 +119,7 @@ fn the_forks_vulkan_backend_on_lavapipe_is_gated_against_its_cpu_path() {
         );
     }
     // The ones that do not: the fork's Vulkan vif is ~0.1 off, and the model with it.
-    for (name, metric) in [
-        ("vif", "integer_vif_scale0"),
-        ("vmaf_v0.6.1", "vmaf"),
-    ] {
+    for (name, metric) in [("vif", "integer_vif_scale0"), ("vmaf_v0.6.1", "vmaf")] {
         let Some(c) = cell(name) else { continue };
         let parity = c.cpu_parity.as_ref();
         check(
@@ -138,7 +135,10 @@ fn the_forks_vulkan_backend_on_lavapipe_is_gated_against_its_cpu_path() {
         let Some(c) = cell(name) else { continue };
         check(
             c.backend_reported.as_deref() == Some(&format!("vulkan (asked as {name}_vulkan)")),
-            format!("{name}: the report says the `{name}_vulkan` kernel ran ({:?})", c.backend_reported),
+            format!(
+                "{name}: the report says the `{name}_vulkan` kernel ran ({:?})",
+                c.backend_reported
+            ),
         );
     }
     // The model row ran the Vulkan extractors: its frames carry their extra metrics.

@@ -172,6 +172,8 @@ mod tests {
                 "feature/integer_motion.c",
                 "#include \"feature/x86/motion_avx2.h\"\n#  include \"x86/motion_avx512.h\"\n",
             ),
+            file("cpu.c", "#include \"x86/cpu.h\"\n#include \"arm/cpu.h\"\n"),
+            file("arm/cpu.c", "#include \"cpu.h\"\n"),
             file("feature/arm64/psnr_neon.c", "#include \"psnr_neon.h\"\n"),
             file(
                 "feature/arm64/motion_neon.c",
@@ -201,7 +203,11 @@ mod tests {
             .verdict
             .contains("motion_avx2.h, motion_avx512.h"));
         assert!(results.findings[1].verdict.contains("never called"));
-        assert!(results.findings[2].verdict.contains("2 of 3"));
+        assert!(
+            results.findings[2].verdict.contains("2 of 3"),
+            "{}",
+            results.findings[2].verdict
+        );
     }
 
     #[test]
