@@ -226,23 +226,8 @@ pub(crate) async fn fetch(
             resolved
         }
         Err(err) => {
-            let record = BuildRecord {
-                side,
-                status: BuildStatus::Failed,
-                cache_key: String::new(),
-                toolchain: String::new(),
-                seconds: 0.0,
-                log_path: String::new(),
-                log_tail: None,
-                error: Some(format!("cannot fetch the source: {err}")),
-            };
-            emit(ctx, JobEventPayload::Build(record.clone()))?;
-            return Ok(Err(BuiltSide {
-                record,
-                binary: None,
-                tree: PathBuf::new(),
-                unlinked: None,
-            }));
+            let failed = failed_build(ctx, side, format!("cannot fetch the source: {err}"))?;
+            return Ok(Err(failed));
         }
     };
     emit(
@@ -342,7 +327,22 @@ pub(crate) async fn build_fetched(
     Ok(built)
 }
 
-/// A build that did not start, with why: emitted like a failed build.
+/// A check's findings and skipped checks, emitted in that order.
+pub(crate) fn emit_checks(
+    ctx: &JobContext,
+    results: abfleet_core::finding::CheckResults,
+) -> Result<(), Stop> {
+    for finding in results.findings {
+        emit(ctx, JobEventPayload::Finding(Box::new(finding)))?;
+    }
+    for skipped in results.skipped {
+        emit(ctx, JobEventPayload::CheckSkipped(skipped))?;
+    }
+    Ok(())
+}
+
+/// A build that did not start (a source that cannot be fetched, a recipe this host cannot
+/// build), with why: emitted like a failed build.
 fn failed_build(ctx: &JobContext, side: Side, error: String) -> Result<BuiltSide, Stop> {
     let record = BuildRecord {
         side,

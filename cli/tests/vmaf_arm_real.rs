@@ -48,14 +48,11 @@ async fn the_fork_on_emulated_aarch64_beside_x86_in_one_fleet_run() {
     require_tools(&["aarch64-linux-gnu-gcc", "qemu-aarch64"]);
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    let upstream = root.join("upstream-vmaf");
-    let fork = root.join("fork-vmaf");
-    support::repo_from_tarball(
-        &real_tree("upstream-v3.2.0.tar.xz"),
-        &upstream,
-        Some("v3.2.0"),
-    );
-    let fork_commit = support::repo_from_tarball(&real_tree("fork-c2a3c7e0.tar.xz"), &fork, None);
+    let RealRepos {
+        upstream,
+        fork,
+        fork_commit,
+    } = real_repos(root);
     let reference = unpack_frames(REFERENCE, root, KEPT_FRAMES);
     let distorted = unpack_frames(DISTORTED, root, KEPT_FRAMES);
     let production =
@@ -148,11 +145,6 @@ async fn the_fork_on_emulated_aarch64_beside_x86_in_one_fleet_run() {
         matches!(code, Some(0 | 4)),
         "abfleet submit --wait exited {code:?}\n{context}"
     );
-}
-
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 fn section(report: &Report, emulated: bool) -> Option<&GenerationSection> {

@@ -48,14 +48,11 @@ fn real_upstream_and_fork_on_a_real_pair() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
 
-    let upstream = root.join("upstream-vmaf");
-    let fork = root.join("fork-vmaf");
-    support::repo_from_tarball(
-        &real_tree("upstream-v3.2.0.tar.xz"),
-        &upstream,
-        Some("v3.2.0"),
-    );
-    let fork_commit = support::repo_from_tarball(&real_tree("fork-c2a3c7e0.tar.xz"), &fork, None);
+    let RealRepos {
+        upstream,
+        fork,
+        fork_commit,
+    } = real_repos(root);
 
     let reference = unpack_fixture(REFERENCE, root);
     let distorted = unpack_fixture(DISTORTED, root);

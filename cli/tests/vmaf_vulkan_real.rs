@@ -189,11 +189,6 @@ fn the_forks_vulkan_backend_on_lavapipe_is_gated_against_its_cpu_path() {
     }
 }
 
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
 /// The production spec with this test's fork tree and the real pair, and the subprojects
 /// filled first (this machine reaches only Debian's archive, not the wraps' sources).
 fn derive_vulkan_spec(

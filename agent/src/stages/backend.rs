@@ -16,8 +16,8 @@ use tracing::info;
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
 use crate::context::{
-    attempt_dir, check_cancel, emit, fetch_and_build, off_runtime, progress, quiet_for_cell,
-    JobContext, Stop,
+    attempt_dir, check_cancel, emit, emit_checks, fetch_and_build, off_runtime, progress,
+    quiet_for_cell, JobContext, Stop,
 };
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::{median_and_spread, run_fork};
@@ -190,12 +190,7 @@ pub(crate) async fn run_backend(
         None,
     )?;
     let results = run_checks(&backend, &config, &built, &device).await;
-    for finding in results.findings {
-        emit(ctx, JobEventPayload::Finding(Box::new(finding)))?;
-    }
-    for skipped in results.skipped {
-        emit(ctx, JobEventPayload::CheckSkipped(skipped))?;
-    }
+    emit_checks(ctx, results)?;
     if let Some(link) = &built.unlinked {
         let reason = format!(
             "not timed: the fork's {backend} kernels built and were checked, but its binary did not link here ({link}); a bench host with everything the full link needs (docs/retuning.md) times them"

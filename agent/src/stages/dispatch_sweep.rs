@@ -10,7 +10,9 @@ use tracing::info;
 
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
-use crate::context::{attempt_dir, emit, off_runtime, progress, quiet_for_cell, JobContext, Stop};
+use crate::context::{
+    attempt_dir, emit, emit_checks, off_runtime, progress, quiet_for_cell, JobContext, Stop,
+};
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::run_fork;
 use crate::probe::cpu::parse_cpuinfo;
@@ -100,12 +102,7 @@ pub(crate) async fn dispatch_sweep(
         skipped = results.skipped.len(),
         "dispatch sweep finished"
     );
-    for finding in results.findings {
-        emit(ctx, JobEventPayload::Finding(Box::new(finding)))?;
-    }
-    for skipped in results.skipped {
-        emit(ctx, JobEventPayload::CheckSkipped(skipped))?;
-    }
+    emit_checks(ctx, results)?;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use tracing::info;
 
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
-use crate::context::{attempt_dir, emit, off_runtime, progress, JobContext, Stop};
+use crate::context::{attempt_dir, emit, emit_checks, off_runtime, progress, JobContext, Stop};
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::{run_fork, run_fork_under, ForkRun};
 
@@ -162,12 +162,7 @@ pub(crate) async fn isa_checks(
         skipped = results.skipped.len(),
         "ISA checks finished"
     );
-    for finding in results.findings {
-        emit(ctx, JobEventPayload::Finding(Box::new(finding)))?;
-    }
-    for skipped in results.skipped {
-        emit(ctx, JobEventPayload::CheckSkipped(skipped))?;
-    }
+    emit_checks(ctx, results)?;
     Ok(())
 }
 

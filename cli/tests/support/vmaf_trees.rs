@@ -177,3 +177,34 @@ pub fn replace_line(body: &str, prefix: &str, line: &str) -> String {
 pub fn toml_string(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
+
+/// The two real trees as git repositories in `root`: upstream tagged `v3.2.0`, the fork at
+/// its one commit (returned).
+pub struct RealRepos {
+    pub upstream: PathBuf,
+    pub fork: PathBuf,
+    pub fork_commit: String,
+}
+
+pub fn real_repos(root: &Path) -> RealRepos {
+    let upstream = root.join("upstream-vmaf");
+    let fork = root.join("fork-vmaf");
+    crate::support::repo_from_tarball(
+        &real_tree("upstream-v3.2.0.tar.xz"),
+        &upstream,
+        Some("v3.2.0"),
+    );
+    let fork_commit =
+        crate::support::repo_from_tarball(&real_tree("fork-c2a3c7e0.tar.xz"), &fork, None);
+    RealRepos {
+        upstream,
+        fork,
+        fork_commit,
+    }
+}
+
+/// The last `lines` lines of `text`.
+pub fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
