@@ -327,6 +327,26 @@ pub(crate) async fn build_fetched(
     Ok(built)
 }
 
+/// The fork's built binary, or `None` after emitting that `check` is skipped because the
+/// fork's build failed (what each check stage says first).
+pub(crate) fn fork_binary_or_skip(
+    ctx: &JobContext,
+    fork: &BuiltSide,
+    check: &str,
+) -> Result<Option<PathBuf>, Stop> {
+    if fork.binary.is_none() {
+        emit(
+            ctx,
+            JobEventPayload::CheckSkipped(abfleet_core::finding::SkippedCheck::new(
+                "cpu",
+                check,
+                "the fork's build failed; nothing to run",
+            )),
+        )?;
+    }
+    Ok(fork.binary.clone())
+}
+
 /// A check's findings and skipped checks, emitted in that order.
 pub(crate) fn emit_checks(
     ctx: &JobContext,

@@ -383,15 +383,11 @@ fn derive_fleet_spec(
             "[[fixtures]]" => {
                 assert!(!fixture_written, "the production spec has one fixture");
                 fixture_written = true;
-                format!(
-                    "[[fixtures]]\nname = \"testsrc2_576x324_{KEPT_FRAMES}f\"\nwidth = {WIDTH}\nheight = {HEIGHT}\n\
-                     bitdepth = 8\npixel_format = \"420\"\nframes = {KEPT_FRAMES}\n\
-                     reference = {{ path = {}, sha256 = \"{}\" }}\n\
-                     distorted = {{ path = {}, sha256 = \"{}\" }}\n\n",
-                    toml_string(&reference.0.display().to_string()),
-                    reference.1,
-                    toml_string(&distorted.0.display().to_string()),
-                    distorted.1
+                fixture_section(
+                    &format!("testsrc2_576x324_{KEPT_FRAMES}f"),
+                    KEPT_FRAMES,
+                    (&reference.0, &reference.1),
+                    (&distorted.0, &distorted.1),
                 )
             }
             "[measure]" => {

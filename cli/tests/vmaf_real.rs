@@ -510,15 +510,11 @@ fn derive_spec(
                     "the production spec has more than one fixture: decide which the real test replaces"
                 );
                 fixture_written = true;
-                format!(
-                    "[[fixtures]]\nname = \"testsrc2_576x324\"\nwidth = {WIDTH}\nheight = {HEIGHT}\n\
-                     bitdepth = 8\npixel_format = \"420\"\nframes = {FRAMES}\n\
-                     reference = {{ path = {}, sha256 = \"{}\" }}\n\
-                     distorted = {{ path = {}, sha256 = \"{}\" }}\n\n",
-                    toml_string(&reference.0.display().to_string()),
-                    reference.1,
-                    toml_string(&distorted.0.display().to_string()),
-                    distorted.1
+                fixture_section(
+                    "testsrc2_576x324",
+                    FRAMES,
+                    (reference.0, reference.1),
+                    (distorted.0, distorted.1),
                 )
             }
             "[[workloads]]" => {

@@ -224,15 +224,11 @@ fn derive_vulkan_spec(
                 );
                 format!("{header}\n{body}")
             }
-            "[[fixtures]]" => format!(
-                "[[fixtures]]\nname = \"testsrc2_576x324\"\nwidth = {WIDTH}\nheight = {HEIGHT}\n\
-                 bitdepth = 8\npixel_format = \"420\"\nframes = {FRAMES}\n\
-                 reference = {{ path = {}, sha256 = \"{}\" }}\n\
-                 distorted = {{ path = {}, sha256 = \"{}\" }}\n\n",
-                toml_string(&reference.display().to_string()),
-                REFERENCE.1,
-                toml_string(&distorted.display().to_string()),
-                DISTORTED.1
+            "[[fixtures]]" => fixture_section(
+                "testsrc2_576x324",
+                FRAMES,
+                (reference, REFERENCE.1),
+                (distorted, DISTORTED.1),
             ),
             _ => format!("{header}\n{body}"),
         };

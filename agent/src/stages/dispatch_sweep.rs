@@ -3,7 +3,6 @@
 //! discarded warm-up per level, then rounds that visit every level in a rotating order so
 //! drift hits all levels alike. The verdicts come from `core::retune::dispatch`.
 
-use abfleet_core::events::JobEventPayload;
 use abfleet_core::retune::dispatch::{self, CpuFlags, LevelTiming};
 use abfleet_core::spec::{default_levels, CpuDispatchSpec};
 use tracing::info;
@@ -11,7 +10,8 @@ use tracing::info;
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
 use crate::context::{
-    attempt_dir, emit, emit_checks, off_runtime, progress, quiet_for_cell, JobContext, Stop,
+    attempt_dir, emit_checks, fork_binary_or_skip, off_runtime, progress, quiet_for_cell,
+    JobContext, Stop,
 };
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::run_fork;
@@ -25,15 +25,7 @@ pub(crate) async fn dispatch_sweep(
     prepared: &[PreparedFixture],
     fork: &BuiltSide,
 ) -> Result<(), Stop> {
-    let Some(binary) = fork.binary.clone() else {
-        emit(
-            ctx,
-            JobEventPayload::CheckSkipped(abfleet_core::finding::SkippedCheck::new(
-                "cpu",
-                "dispatch",
-                "the fork's build failed; nothing to sweep",
-            )),
-        )?;
+    let Some(binary) = fork_binary_or_skip(ctx, fork, "dispatch")? else {
         return Ok(());
     };
     let spec = ctx.spec.clone();

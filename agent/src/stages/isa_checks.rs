@@ -8,8 +8,7 @@
 
 use std::path::Path;
 
-use abfleet_core::events::JobEventPayload;
-use abfleet_core::finding::{CheckResults, SkippedCheck};
+use abfleet_core::finding::CheckResults;
 use abfleet_core::retune::isa_parity::{self, ScoredRun};
 use abfleet_core::retune::simd_sources::{self, SourceFile};
 use abfleet_core::spec::{default_levels, CpuDispatchSpec, WorkloadSpec};
@@ -17,7 +16,9 @@ use tracing::info;
 
 use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
-use crate::context::{attempt_dir, emit, emit_checks, off_runtime, progress, JobContext, Stop};
+use crate::context::{
+    attempt_dir, emit_checks, fork_binary_or_skip, off_runtime, progress, JobContext, Stop,
+};
 use crate::fixtures::PreparedFixture;
 use crate::fork_run::{run_fork, run_fork_under, ForkRun};
 
@@ -28,15 +29,7 @@ pub(crate) async fn isa_checks(
     prepared: &[PreparedFixture],
     fork: &BuiltSide,
 ) -> Result<(), Stop> {
-    let Some(binary) = fork.binary.clone() else {
-        emit(
-            ctx,
-            JobEventPayload::CheckSkipped(SkippedCheck::new(
-                "cpu",
-                "feature_dispatch",
-                "the fork's build failed; nothing to run",
-            )),
-        )?;
+    let Some(binary) = fork_binary_or_skip(ctx, fork, "feature_dispatch")? else {
         return Ok(());
     };
     let spec = ctx.spec.clone();

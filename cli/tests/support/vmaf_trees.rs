@@ -208,3 +208,22 @@ pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
+
+/// The `[[fixtures]]` section of the pair: `name`, `frames` of it, each side's path and sha256.
+pub fn fixture_section(
+    name: &str,
+    frames: u64,
+    reference: (&Path, &str),
+    distorted: (&Path, &str),
+) -> String {
+    format!(
+        "[[fixtures]]\nname = \"{name}\"\nwidth = {WIDTH}\nheight = {HEIGHT}\n\
+         bitdepth = 8\npixel_format = \"420\"\nframes = {frames}\n\
+         reference = {{ path = {}, sha256 = \"{}\" }}\n\
+         distorted = {{ path = {}, sha256 = \"{}\" }}\n\n",
+        toml_string(&reference.0.display().to_string()),
+        reference.1,
+        toml_string(&distorted.0.display().to_string()),
+        distorted.1
+    )
+}
