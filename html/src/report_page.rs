@@ -31,8 +31,9 @@ pub fn report_body(report: &Report) -> Markup {
     let sections = sections_of(report);
     html! {
         (header(report))
-        @if sections.len() > 1 {
-            (cross_generation(report, &sections))
+        // The speedup chart across generations leaves out emulated ones: they have no times.
+        @if timed_sections(&sections).len() > 1 {
+            (cross_generation(report, &timed_sections(&sections)))
         }
         @if !report.cross_parity.is_empty() {
             (cross_parity(report))
@@ -44,6 +45,15 @@ pub fn report_body(report: &Report) -> Markup {
         (parity_detail(report))
         (run_tail(report))
     }
+}
+
+/// The sections whose times mean something (not emulated).
+fn timed_sections(sections: &[GenerationSection]) -> Vec<GenerationSection> {
+    sections
+        .iter()
+        .filter(|s| s.emulator.is_none())
+        .cloned()
+        .collect()
 }
 
 /// A report's generation sections; a report without any (an old one) gets one of all cells.
