@@ -6,35 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
+pub use super::model::CrossParityRow;
 use super::model::{Report, ANY_GENERATION};
 use crate::cell::SideStatus;
-
-/// One metric of one cell across generations.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CrossParityRow {
-    pub fixture: String,
-    pub workload: String,
-    pub metric: String,
-    /// Pooled mean per source: a generation key for the fork's CPU path there, or
-    /// `KEY --backend NAME` for a backend's cells.
-    pub values: BTreeMap<String, f64>,
-    /// Largest minus smallest value.
-    pub spread: f64,
-    /// The gate the spread is held to: the metric's `[parity.allow] max_delta`, else
-    /// `[measure] max_score_delta` (the A/B gate's own numbers).
-    pub gate: f64,
-    /// The sources farthest from the median when the spread is over the gate (both of two).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub disagrees: Vec<String>,
-}
-
-impl CrossParityRow {
-    pub fn agrees(&self) -> bool {
-        self.disagrees.is_empty()
-    }
-}
 
 /// The table, when at least two sources scored some cell (nothing to compare otherwise):
 /// one row per cell and metric that two or more sources scored, in the spec's cell order,

@@ -72,7 +72,7 @@ pub struct Report {
     /// that scored it, with the spread and who disagrees: empty unless two sources scored
     /// one cell (`report::cross_parity`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cross_parity: Vec<super::cross_parity::CrossParityRow>,
+    pub cross_parity: Vec<CrossParityRow>,
     /// Cells of the spec that have no result (the run stopped before them).
     pub missing_cells: Vec<String>,
     /// Geometric mean of the speedups of exactly the cells in `geomean_cells`.
@@ -115,6 +115,31 @@ pub struct Report {
     /// "Notifications". Attached by the coordinator when the report is served.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notifications: Vec<crate::notification::NotificationRecord>,
+}
+
+/// One metric of one cell across generations (`report::cross_parity` decides them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossParityRow {
+    pub fixture: String,
+    pub workload: String,
+    pub metric: String,
+    /// Pooled mean per source: a generation key for the fork's CPU path there, or
+    /// `KEY --backend NAME` for a backend's cells.
+    pub values: std::collections::BTreeMap<String, f64>,
+    /// Largest minus smallest value.
+    pub spread: f64,
+    /// The gate the spread is held to: the metric's `[parity.allow] max_delta`, else
+    /// `[measure] max_score_delta` (the A/B gate's own numbers).
+    pub gate: f64,
+    /// The sources farthest from the median when the spread is over the gate (both of two).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disagrees: Vec<String>,
+}
+
+impl CrossParityRow {
+    pub fn agrees(&self) -> bool {
+        self.disagrees.is_empty()
+    }
 }
 
 /// One attempt of one job, as the report's attempt history lists it.
