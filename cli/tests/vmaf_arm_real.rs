@@ -350,8 +350,8 @@ fn check_fleet_report(report: &Report, markdown: &str) -> Vec<String> {
 }
 
 /// The production spec with the trees and the pair of this test: `[upstream]`/`[fork]` at
-/// the local repositories, `[[fixtures]]` the cut pair, `[measure]` 3 pairs, the CI pair's
-/// vmaf allowance (vmaf_real.rs says why); every other section as written.
+/// the local repositories, `[[fixtures]]` the cut pair, `[measure]` 3 pairs, room for the
+/// model's known vmaf delta; every other section as written.
 fn derive_fleet_spec(
     production: &str,
     upstream: &Path,
@@ -403,9 +403,12 @@ fn derive_fleet_spec(
                 }
                 format!("{header}\n{body}")
             }
+            // The model's pooled vmaf on 4 frames: -3e-6 on aarch64, -8e-6 on x86 with AVX-512;
+            // the fork's AVX2 path moves it ~1e-5 further (docs/retuning.md), so an AVX2-only
+            // x86 host gets room too. This test is about the aarch64 generation.
             "[parity.allow.vmaf]" => format!(
                 "{header}\n{}",
-                replace_line(&body, "max_delta = ", "max_delta = 2e-5")
+                replace_line(&body, "max_delta = ", "max_delta = 4e-5")
             ),
             _ => format!("{header}\n{body}"),
         };
