@@ -44,6 +44,12 @@ pub struct Generation {
 }
 
 impl Generation {
+    /// A GPU generation: any backend but `cpu`, except a Vulkan driver that runs on the CPU
+    /// (Mesa's lavapipe, `vulkan/cpu/llvmpipe`), which is no GPU in a hardware table.
+    pub fn is_gpu(&self) -> bool {
+        self.backend != "cpu" && !self.key.starts_with("vulkan/cpu/")
+    }
+
     /// The hardware id, or the silicon id where the agent did not report one.
     pub fn hardware_or_silicon(&self) -> &str {
         if self.hardware_id.is_empty() {

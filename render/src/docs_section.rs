@@ -146,10 +146,11 @@ fn short_command(command: &RunCommand) -> String {
         .join(" ")
 }
 
-/// `| Profile | CPU | GPUs | Memory | OS |`: the GPUs are the host's GPU generations.
+/// `| Profile | CPU | GPUs | Memory | OS |`: the GPUs are the host's GPU generations (a CPU
+/// Vulkan driver is none).
 fn profile_table(out: &mut String, host: &Inventory) {
     let mut gpus: Vec<String> = Vec::new();
-    for generation in host.generations.iter().filter(|g| g.backend != "cpu") {
+    for generation in host.generations.iter().filter(|g| g.is_gpu()) {
         if !gpus.contains(&generation.description) {
             gpus.push(generation.description.clone());
         }
