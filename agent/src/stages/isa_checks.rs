@@ -80,20 +80,31 @@ pub(crate) async fn isa_checks(
             argv.push(checks.cpumask_option.clone());
             argv.push(level.cpumask.clone());
             let run = run_fork(ctx, &argv, &fork.tree, &output, &log).await?;
-            if runs.is_empty() && rejected_feature(&run, &spec) {
+            if runs.is_empty() && !run.usable() {
+                // The baseline does not score it: nothing to compare, and not an ISA
+                // finding (the workload's A/B cell says why).
+                let why = if rejected_feature(&run, &spec) {
+                    format!(
+                        "the fork rejects the workload (exit {})",
+                        spec.command.unknown_feature_exit_code
+                    )
+                } else {
+                    format!(
+                        "the fork does not score it at `{}` ({}); its A/B cell says why",
+                        level.name,
+                        run.failure()
+                    )
+                };
+                results.skip(
+                    "cpu",
+                    "feature_dispatch",
+                    format!("{}: {why}, nothing to compare", workload.name),
+                );
                 break;
             }
             runs.push(scored(&level.name, run));
         }
         if runs.is_empty() {
-            results.skip(
-                "cpu",
-                "feature_dispatch",
-                format!(
-                    "{}: the fork rejects the workload (exit {}), nothing to compare",
-                    workload.name, spec.command.unknown_feature_exit_code
-                ),
-            );
             continue;
         }
         let command = checks_command(ctx, &base_argv, &checks.cpumask_option, &arch);
