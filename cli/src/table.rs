@@ -117,7 +117,12 @@ fn row(cell: &CellResult) -> [String; 9] {
         format!("{}{dagger}", cell.workload),
         side(&cell.upstream),
         side(&cell.fork),
-        cell.speedup.map_or("—".into(), |s| format!("{s:.2}x")),
+        match (cell.speedup, &cell.not_timed) {
+            (Some(s), _) => format!("{s:.2}x"),
+            // `emulated: not timed`, as every rendering of the report says it.
+            (None, Some(why)) if cell.parity != CellParity::Unavailable => why.clone(),
+            (None, _) => "—".into(),
+        },
         cell.speedup_ci95
             .map_or("—".into(), |[lo, hi]| format!("{lo:.2}–{hi:.2}")),
         cell.verdict.map_or("—".into(), |v| {
@@ -192,4 +197,33 @@ fn render_sweep(report: &Report) -> String {
         report.status, report.exit_code
     );
     terminal_text::visible(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An emulated cell says so where its speedup would be, as the report does; its parity
+    /// and delta columns stand.
+    #[test]
+    fn an_emulated_cell_reads_not_timed_in_the_speedup_column() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fixtures/reports/demo-drift.json"
+        );
+        let report = Report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let timed = report
+            .cells
+            .iter()
+            .find(|c| c.parity == CellParity::Ok && c.speedup.is_some())
+            .expect("a timed cell with parity ok")
+            .clone();
+        let mut emulated = timed.clone();
+        emulated.withhold_timing(abfleet_core::generation::EMULATED_NOT_TIMED);
+        let (before, after) = (row(&timed), row(&emulated));
+        assert!(before[4].ends_with('x'), "{before:?}");
+        assert_eq!(after[4], "emulated: not timed");
+        assert_eq!((after[5].as_str(), after[6].as_str()), ("—", "—"));
+        assert_eq!(after[7], before[7], "parity stands");
+    }
 }
