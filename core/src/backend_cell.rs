@@ -77,6 +77,8 @@ pub struct BackendParity {
     /// not gated.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub only_backend: Vec<String>,
+    /// `[measure] max_score_delta` (a metric's `[parity.allow]` allowance replaces it for
+    /// that metric, as in the A/B gate).
     pub gate: f64,
 }
 
@@ -123,8 +125,13 @@ impl BackendCell {
 
 impl BackendParity {
     /// The backend's scores against the CPU path's: pooled means per shared metric held to
-    /// `gate`, the largest per-frame difference reported (not gated, as for A/B cells).
-    pub fn judge(cpu: &crate::scores::Scores, backend: &crate::scores::Scores, gate: f64) -> Self {
+    /// the spec's gate and allowances, the largest per-frame difference over the shared
+    /// metrics reported (not gated, as for A/B cells).
+    pub fn judge(
+        cpu: &crate::scores::Scores,
+        backend: &crate::scores::Scores,
+        gate: &crate::retune::isa_parity::Gate,
+    ) -> Self {
         let (cpu_pooled, backend_pooled) = (cpu.pooled_means(), backend.pooled_means());
         let mut pooled_delta = std::collections::BTreeMap::new();
         let mut only_one_side = Vec::new();
@@ -158,22 +165,13 @@ impl BackendParity {
                 ),
             )
         } else {
-            let mut worst = (0.0f64, String::new());
-            for (a, b) in cpu.frames.iter().zip(&backend.frames) {
-                for (name, va) in &a.metrics {
-                    if let Some(vb) = b.metrics.get(name) {
-                        let delta = crate::scores::abs_delta(*va, *vb);
-                        if delta > worst.0 {
-                            worst = (delta, format!("{name} (frame {})", a.frame_num));
-                        }
-                    }
-                }
-            }
-            worst
+            crate::retune::isa_parity::largest_shared_frame_delta(cpu, backend)
         };
         let passed = only_one_side.is_empty()
             && !pooled_delta.is_empty()
-            && pooled_delta.values().all(|d| d.abs() <= gate)
+            && pooled_delta
+                .iter()
+                .all(|(metric, d)| d.abs() <= gate.for_metric(metric))
             && cpu.frames.len() == backend.frames.len();
         BackendParity {
             passed,
@@ -183,7 +181,7 @@ impl BackendParity {
             max_frame_delta_at,
             only_one_side,
             only_backend,
-            gate,
+            gate: gate.gates.max_score_delta,
         }
     }
 
@@ -245,6 +243,7 @@ pub fn attach_previous(cells: &mut [BackendCell], previous: &[BackendCell], run_
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retune::isa_parity::Gate;
 
     fn cell(median: Option<f64>) -> BackendCell {
         let mut cell = BackendCell::skipped("cuda", "f", "psnr", "x".into());
@@ -282,7 +281,7 @@ mod tests {
             ("vmaf", &[80.0, 81.0]),
             ("vif_vulkan_extra", &[1.0, 1.0]),
         ]);
-        let parity = BackendParity::judge(&cpu, &vulkan, 1e-5);
+        let parity = BackendParity::judge(&cpu, &vulkan, &Gate::plain(1e-5));
         assert!(!parity.passed);
         assert_eq!(parity.only_backend, ["vif_vulkan_extra"]);
         assert!(parity.only_one_side.is_empty());
@@ -292,15 +291,16 @@ mod tests {
             "{}",
             parity.words()
         );
-        let same = BackendParity::judge(&cpu, &cpu, 1e-5);
+        let same = BackendParity::judge(&cpu, &cpu, &Gate::plain(1e-5));
         assert!(same.passed && same.max_frame_delta == 0.0, "{same:?}");
-        let missing = BackendParity::judge(&cpu, &scores(&[("vif", &[0.5, 0.6])]), 1e-5);
+        let missing =
+            BackendParity::judge(&cpu, &scores(&[("vif", &[0.5, 0.6])]), &Gate::plain(1e-5));
         assert!(!missing.passed);
         assert_eq!(missing.only_one_side, ["vmaf"]);
         let null = BackendParity::judge(
             &scores(&[("psnr_hvs_cb", &[f64::INFINITY])]),
             &scores(&[("psnr_hvs_cb", &[40.0])]),
-            1e-5,
+            &Gate::plain(1e-5),
         );
         let mut cell = BackendCell::new("vulkan", "f", "psnr_hvs", BackendCellStatus::Measured);
         cell.cpu_parity = Some(null);

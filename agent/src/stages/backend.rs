@@ -217,23 +217,6 @@ fn cells(spec: &abfleet_core::spec::JobSpec) -> Vec<(FixtureSpec, WorkloadSpec)>
         .collect()
 }
 
-/// The feature names of a workload's arguments (`psnr_vulkan`), comma-separated.
-fn features_of(args: &[String]) -> String {
-    let mut names = Vec::new();
-    let mut next = false;
-    for arg in args {
-        if next {
-            names.push(arg.split('=').next().unwrap_or(arg).to_string());
-            next = false;
-        } else if arg == "--feature" {
-            next = true;
-        } else if let Some(value) = arg.strip_prefix("--feature=") {
-            names.push(value.split('=').next().unwrap_or(value).to_string());
-        }
-    }
-    names.join(", ")
-}
-
 /// The same workload on the same binary with `--backend cpu` and its own feature names: the
 /// backend's scores are gated against it (`BackendParity`). A CPU run that fails leaves the
 /// cell ungated, with why.
@@ -261,7 +244,7 @@ async fn gate_against_cpu(
             cell.cpu_parity = Some(abfleet_core::backend_cell::BackendParity::judge(
                 cpu,
                 backend_scores,
-                ctx.spec.measure.max_score_delta,
+                &abfleet_core::retune::isa_parity::Gate::of_spec(&ctx.spec),
             ));
         }
         _ => {
@@ -489,7 +472,12 @@ async fn time_cell(
         let asked = config
             .as_ref()
             .filter(|c| !c.feature_suffix.is_empty() && on_backend.args != workload.args)
-            .map(|_| format!("{backend} (asked as {})", features_of(&on_backend.args)));
+            .map(|_| {
+                format!(
+                    "{backend} (asked as {})",
+                    on_backend.expected_features().join(", ")
+                )
+            });
         cell.backend_reported = reported.or(asked).or(cell.backend_reported.take());
         cell.metric_keys = run.metric_keys().or(cell.metric_keys);
         if let Some(reason) = failure {

@@ -291,13 +291,13 @@ fn parity_finding(
         Comparison::Beyond { pooled, frame } => (
             Severity::Fail,
             format!(
-                "{} changes the scores (pooled {} moves by {:.1e}, a frame's {} by {:.1e}; gate {:.0e}): a vector path must compute what the scalar one does",
+                "{} changes the scores (pooled {} moves by {:.1e}, a frame's {} by {:.1e}; gate {}): a vector path must compute what the scalar one does",
                 level.label(),
                 pooled.1,
                 pooled.0,
                 frame.1,
                 frame.0,
-                gate.max_score_delta
+                gate.describe()
             ),
             pooled.0,
             frame.0,

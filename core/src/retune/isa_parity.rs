@@ -6,7 +6,9 @@
 //! scores are the same under an emulator. The agent runs; this module judges.
 
 use crate::finding::{Finding, Severity};
+use crate::parity::{self, Gates};
 use crate::scores::{abs_delta, Scores};
+use crate::spec::ParitySpec;
 
 /// One run of the fork for one feature: a level (`scalar`, `neon`, `all`) or a vector length
 /// (`sve-256`), and its scores or why it has none.
@@ -27,71 +29,80 @@ pub fn largest_frame_delta(base: &Scores, other: &Scores) -> Result<(f64, String
             base.frames.len()
         ));
     }
+    for (a, b) in base.frames.iter().zip(&other.frames) {
+        if let Some(name) = a.metrics.keys().find(|name| b.metrics.get(name).is_none()) {
+            return Err(format!("`{name}` is missing from frame {}", b.frame_num));
+        }
+    }
+    Ok(largest_shared_frame_delta(base, other))
+}
+
+/// The largest per-frame difference over the metrics both runs wrote, frame by frame in
+/// order, and where (`psnr_y (frame 3)`); metrics one side lacks are not looked at.
+pub fn largest_shared_frame_delta(base: &Scores, other: &Scores) -> (f64, String) {
     let mut worst = (0.0f64, String::new());
     for (a, b) in base.frames.iter().zip(&other.frames) {
         for (name, va) in &a.metrics {
-            let Some(vb) = b.metrics.get(name) else {
-                return Err(format!("`{name}` is missing from frame {}", b.frame_num));
-            };
-            let delta = abs_delta(*va, *vb);
-            if delta > worst.0 {
-                worst = (delta, format!("{name} (frame {})", a.frame_num));
+            if let Some(vb) = b.metrics.get(name) {
+                let delta = abs_delta(*va, *vb);
+                if delta > worst.0 {
+                    worst = (delta, format!("{name} (frame {})", a.frame_num));
+                }
             }
         }
     }
-    Ok(worst)
+    worst
 }
 
-/// What a vector path may change, as the spec's parity gate says it for fork against
-/// upstream: each metric's pooled mean within `[measure] max_score_delta` or its
-/// `[parity.allow.METRIC] max_delta`, and each frame within `max_frame_delta` when the spec
-/// sets one. The same known deltas are allowed wherever they come from.
+/// What a vector path may change: the spec's own parity gate, as `parity::compare` applies
+/// it to fork against upstream — each metric's pooled mean within `[measure]
+/// max_score_delta` or its `[parity.allow.METRIC] max_delta`, each frame within
+/// `max_frame_delta` when the spec sets one. The same known deltas are allowed wherever they
+/// come from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gate {
-    pub max_score_delta: f64,
-    pub per_metric: std::collections::BTreeMap<String, f64>,
-    pub max_frame_delta: Option<f64>,
+    pub parity: ParitySpec,
+    pub gates: Gates,
 }
 
 impl Gate {
-    /// One gate for every metric's pooled mean, no per-frame gate.
+    /// One gate for every metric's pooled mean, no allowance, no per-frame gate.
     pub fn plain(max_score_delta: f64) -> Gate {
         Gate {
-            max_score_delta,
-            per_metric: Default::default(),
-            max_frame_delta: None,
+            parity: ParitySpec::default(),
+            gates: Gates::pooled(max_score_delta),
         }
     }
 
     pub fn of_spec(spec: &crate::spec::JobSpec) -> Gate {
         Gate {
-            max_score_delta: spec.measure.max_score_delta,
-            per_metric: spec
-                .parity
-                .allow
-                .iter()
-                .filter_map(|(metric, allowance)| Some((metric.clone(), allowance.max_delta?)))
-                .collect(),
-            max_frame_delta: spec.measure.max_frame_delta,
+            parity: spec.parity.clone(),
+            gates: Gates {
+                max_score_delta: spec.measure.max_score_delta,
+                max_frame_delta: spec.measure.max_frame_delta,
+            },
         }
     }
 
-    fn pooled(&self, metric: &str) -> f64 {
-        self.per_metric
+    /// The gate on one metric's pooled mean: its allowance, else `max_score_delta`.
+    pub fn for_metric(&self, metric: &str) -> f64 {
+        self.parity
+            .allow
             .get(metric)
-            .copied()
-            .unwrap_or(self.max_score_delta)
+            .and_then(|a| a.max_delta)
+            .unwrap_or(self.gates.max_score_delta)
     }
 
     /// `1e-5` or `1e-5 (vmaf 3e-5)`.
-    fn describe(&self) -> String {
-        let mut text = format!("{:.0e}", self.max_score_delta);
-        if !self.per_metric.is_empty() {
-            let allowed: Vec<String> = self
-                .per_metric
-                .iter()
-                .map(|(m, d)| format!("{m} {d:.0e}"))
-                .collect();
+    pub fn describe(&self) -> String {
+        let mut text = format!("{:.0e}", self.gates.max_score_delta);
+        let allowed: Vec<String> = self
+            .parity
+            .allow
+            .iter()
+            .filter_map(|(m, a)| Some(format!("{m} {:.0e}", a.max_delta?)))
+            .collect();
+        if !allowed.is_empty() {
             text.push_str(&format!(" ({})", allowed.join(", ")));
         }
         text
@@ -114,7 +125,8 @@ pub enum Comparison {
     Incomparable(String),
 }
 
-/// One run's scores against the baseline's, under `gate`.
+/// One run's scores against the baseline's, under `gate`: frames and metrics must match one
+/// for one (else `Incomparable`, saying which), then `parity::compare` decides.
 pub fn compare(base: &Scores, other: &Scores, gate: &Gate) -> Comparison {
     let frame = match largest_frame_delta(base, other) {
         Err(why) => return Comparison::Incomparable(why),
@@ -123,25 +135,22 @@ pub fn compare(base: &Scores, other: &Scores, gate: &Gate) -> Comparison {
     if frame.0 == 0.0 {
         return Comparison::Identical;
     }
-    let (before, after) = (base.pooled_means(), other.pooled_means());
-    let mut pooled = (0.0f64, String::new());
-    let mut beyond = gate.max_frame_delta.is_some_and(|g| frame.0 > g);
-    for (metric, a) in &before {
-        let Some(b) = after.get(metric) else {
-            return Comparison::Incomparable(format!("`{metric}` is missing"));
-        };
-        let delta = abs_delta(*a, *b);
-        if delta > gate.pooled(metric) {
-            beyond = true;
-        }
-        if delta > pooled.0 {
-            pooled = (delta, metric.clone());
-        }
-    }
-    if beyond {
-        Comparison::Beyond { pooled, frame }
-    } else {
+    let outcome = parity::compare(base, other, &gate.parity, gate.gates);
+    let pooled = outcome
+        .score_delta
+        .iter()
+        .map(|(metric, delta)| (delta.abs(), metric.clone()))
+        .fold((0.0f64, String::new()), |worst, next| {
+            if next.0 > worst.0 {
+                next
+            } else {
+                worst
+            }
+        });
+    if outcome.passed() {
         Comparison::Within { pooled, frame }
+    } else {
+        Comparison::Beyond { pooled, frame }
     }
 }
 
