@@ -256,7 +256,6 @@ pub(crate) async fn build_fetched(
         0,
         None,
     )?;
-    use crate::emulation::EmulationRecipe;
     if ctx.emulation.is_some() && !crate::emulation::uses_cross(recipe) {
         let arch = ctx.emulation.as_ref().map_or("", |e| e.arch.as_str());
         return failed_build(
@@ -269,7 +268,7 @@ pub(crate) async fn build_fetched(
             ),
         );
     }
-    let recipe = &ctx.emulation.as_deref().recipe(recipe);
+    let recipe = &crate::emulation::cross_recipe(ctx.emulation.as_deref(), recipe);
     let timeout = Duration::from_secs(3600);
     let builds_dir = ctx.work_dir.join("builds");
     let mut cancel = ctx.cancel.clone();

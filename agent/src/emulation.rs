@@ -6,7 +6,7 @@
 //! - the inventory: the emulated CPU is a recorded probe of a real host of that
 //!   architecture, its generation key ends in `/emulated` ([`emulated_inventory`]);
 //! - the builds: `{cross}` in a build command becomes the cross arguments (nothing on a
-//!   native host), the toolchain is the cross compiler's ([`EmulationRecipe::recipe`]), and
+//!   native host), the toolchain is the cross compiler's ([`cross_recipe`]), and
 //!   a binary that is not of the emulated architecture fails its build ([`check_binary`]);
 //! - the runs: every run of a built binary goes through the emulator ([`wrapped`]);
 //! - the measuring: one run per side, no warm-up ([`untimed_measure`]): the scores are real,
@@ -69,6 +69,9 @@ pub struct Emulation {
     pub variants: Vec<Variant>,
     /// `qemu-aarch64 -cpu max,sve-default-vector-length=16 -L … (qemu-aarch64 version 7.2.x)`.
     pub description: String,
+    /// The cross compiler's version line (`cc`) and the emulator's (`emulator`), asked once
+    /// when the file is loaded: the generation's toolchain.
+    pub toolchain: std::collections::BTreeMap<String, String>,
 }
 
 /// ELF `e_machine` of each architecture an emulation may name.
@@ -83,7 +86,7 @@ impl Emulation {
             .map_err(|err| format!("cannot read the emulation file `{}`: {err}", path.display()))?;
         let file: EmulationFile = toml::from_str(&text).map_err(|err| {
             format!(
-                "`{}` is not an emulation file: {err}(keys: arch, cpu_probes, compiler, wrapper, cross_args, [[variants]] name and wrapper; see deploy/emulate-aarch64.toml)",
+                "`{}` is not an emulation file: {err} (keys: arch, cpu_probes, compiler, wrapper, cross_args, [[variants]] name and wrapper; see deploy/emulate-aarch64.toml)",
                 path.display()
             )
         })?;
@@ -140,9 +143,14 @@ impl Emulation {
             })
             .collect();
         let version = first_line_of(&[file.wrapper[0].clone(), "--version".into()])?;
-        first_line_of(&file.compiler)?;
+        let compiler = first_line_of(&file.compiler)?;
         Ok(Emulation {
             description: format!("{} ({version})", file.wrapper.join(" ")),
+            toolchain: [
+                ("cc".to_string(), compiler),
+                ("emulator".to_string(), version),
+            ]
+            .into(),
             arch: file.arch,
             cpu_probes,
             compiler: file.compiler,
@@ -159,18 +167,6 @@ impl Emulation {
             .iter()
             .find(|(arch, _)| *arch == self.arch)
             .map_or(0, |(_, machine)| *machine)
-    }
-
-    /// The emulator's own version line and the cross compiler's: the generation's toolchain.
-    pub fn toolchain(&self) -> std::collections::BTreeMap<String, String> {
-        let mut toolchain = std::collections::BTreeMap::new();
-        if let Ok(line) = first_line_of(&self.compiler) {
-            toolchain.insert("cc".to_string(), line);
-        }
-        if let Ok(line) = first_line_of(&[self.wrapper[0].clone(), "--version".into()]) {
-            toolchain.insert("emulator".to_string(), line);
-        }
-        toolchain
     }
 }
 
@@ -201,12 +197,16 @@ fn first_line_of(argv: &[String]) -> Result<String, String> {
 /// `/emulated` and whose silicon id covers the emulator, so it never pools with a real host.
 pub fn emulated_inventory(emulation: &Emulation) -> Result<Inventory, crate::AgentError> {
     let recorded = crate::inventory::from_recorded_probes(&emulation.cpu_probes)?;
-    let live = crate::inventory::probe_host();
+    // This machine's name, memory and cores only: its own hardware probes (GPUs, Vulkan)
+    // are not what this agent serves.
+    let live = crate::inventory::basic_host();
     let generations = recorded
         .generations
         .into_iter()
         .filter(|g| g.backend == "cpu")
-        .map(|g| crate::generations::emulated(g, &emulation.description, emulation.toolchain()))
+        .map(|g| {
+            crate::generations::emulated(g, &emulation.description, emulation.toolchain.clone())
+        })
         .collect();
     Ok(Inventory {
         hostname: live.hostname.clone(),
@@ -225,35 +225,27 @@ pub fn emulated_inventory(emulation: &Emulation) -> Result<Inventory, crate::Age
     })
 }
 
-/// What an emulated host does to a build recipe.
-pub trait EmulationRecipe {
-    /// The recipe with `{cross}` replaced by the cross arguments (dropped without an
-    /// emulation) and, when emulating, the cross compiler as its toolchain command.
-    fn recipe(&self, recipe: &BuildRecipe) -> BuildRecipe;
-}
-
-impl EmulationRecipe for Option<&Emulation> {
-    fn recipe(&self, recipe: &BuildRecipe) -> BuildRecipe {
-        let cross: &[String] = self.map_or(&[], |e| &e.cross_args);
-        let mut recipe = recipe.clone();
-        let expand = |command: &Vec<String>| -> Vec<String> {
-            command
-                .iter()
-                .flat_map(|arg| {
-                    if arg == CROSS_PLACEHOLDER {
-                        cross.to_vec()
-                    } else {
-                        vec![arg.clone()]
-                    }
-                })
-                .collect()
-        };
-        recipe.commands = recipe.commands.iter().map(expand).collect();
-        recipe.link = recipe.link.iter().map(expand).collect();
-        if let Some(emulation) = self {
-            recipe.toolchain = emulation.compiler.clone();
-        }
-        recipe
+/// The recipe as this host builds it: `{cross}` replaced by the emulation's cross arguments
+/// (dropped without an emulation) and, when emulating, the cross compiler as its toolchain.
+pub fn cross_recipe(emulation: Option<&Emulation>, recipe: &BuildRecipe) -> BuildRecipe {
+    let cross: &[String] = emulation.map_or(&[], |e| &e.cross_args);
+    let expand = |command: &Vec<String>| -> Vec<String> {
+        command
+            .iter()
+            .flat_map(|arg| {
+                if arg == CROSS_PLACEHOLDER {
+                    cross.to_vec()
+                } else {
+                    vec![arg.clone()]
+                }
+            })
+            .collect()
+    };
+    BuildRecipe {
+        commands: recipe.commands.iter().map(expand).collect(),
+        link: recipe.link.iter().map(expand).collect(),
+        toolchain: emulation.map_or(recipe.toolchain.clone(), |e| e.compiler.clone()),
+        ..recipe.clone()
     }
 }
 
@@ -330,6 +322,7 @@ mod tests {
             cross_args: vec!["--cross-file".into(), "/etc/cross.ini".into()],
             variants: Vec::new(),
             description: "qemu-aarch64 -cpu max".into(),
+            toolchain: Default::default(),
         }
     }
 
@@ -359,13 +352,13 @@ mod tests {
     #[test]
     fn cross_is_the_cross_arguments_when_emulating_and_nothing_natively() {
         let e = emulation();
-        let cross = Some(&e).recipe(&recipe());
+        let cross = cross_recipe(Some(&e), &recipe());
         assert_eq!(
             cross.commands[0],
             ["meson", "setup", "build", "--cross-file", "/etc/cross.ini"]
         );
         assert_eq!(cross.toolchain, e.compiler);
-        let native = None.recipe(&recipe());
+        let native = cross_recipe(None, &recipe());
         assert_eq!(native.commands[0], ["meson", "setup", "build"]);
         assert_eq!(native.toolchain, recipe().toolchain);
         assert!(uses_cross(&recipe()));

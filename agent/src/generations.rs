@@ -166,13 +166,7 @@ fn toolchain_of(
             if let Some(driver) = hardware.vulkan.found().and_then(|devices| {
                 devices
                     .iter()
-                    .find(|d| {
-                        key.ends_with(&slug(if d.kind == "cpu" {
-                            &d.driver_name
-                        } else {
-                            &d.name
-                        }))
-                    })
+                    .find(|d| vulkan_key(d) == key)
                     .map(|d| d.driver_info.clone())
             }) {
                 toolchain.insert("vulkan-driver".into(), driver);
@@ -261,6 +255,16 @@ pub fn cpu(info: &CpuInfo, simulated: bool) -> Generation {
     }
 }
 
+/// A Vulkan device's generation key: the driver names a CPU driver, the device a GPU.
+fn vulkan_key(device: &crate::probe::vulkan::VulkanDevice) -> String {
+    let what = if device.kind == "cpu" {
+        &device.driver_name
+    } else {
+        &device.name
+    };
+    format!("vulkan/{}/{}", device.kind, slug(what))
+}
+
 /// `vulkan/<kind>/<driver>` for a CPU driver (`vulkan/cpu/llvmpipe`: lavapipe says it is
 /// one), `vulkan/<kind>/<device>` for a GPU (`vulkan/discrete/nvidia-geforce-rtx-4090`).
 /// Silicon id: the key, device name, vendor, driver name and version; the hardware id
@@ -269,12 +273,7 @@ pub fn vulkan(devices: &[crate::probe::vulkan::VulkanDevice], simulated: bool) -
     devices
         .iter()
         .map(|device| {
-            let what = if device.kind == "cpu" {
-                slug(&device.driver_name)
-            } else {
-                slug(&device.name)
-            };
-            let key = format!("vulkan/{}/{what}", device.kind);
+            let key = vulkan_key(device);
             let (silicon_id, hardware_id) = silicon_and_hardware_ids(
                 &[
                     ("key", key.clone()),

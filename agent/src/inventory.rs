@@ -122,8 +122,8 @@ fn add_gpus<T>(live: &mut crate::probe::Probe<Vec<T>>, recorded: crate::probe::P
     }
 }
 
-/// The basic host facts from sysinfo.
-fn basic_host() -> Inventory {
+/// The basic host facts from sysinfo: name, OS, kernel, CPU model, cores, memory.
+pub(crate) fn basic_host() -> Inventory {
     let system = System::new_with_specifics(
         RefreshKind::nothing()
             .with_cpu(CpuRefreshKind::nothing())

@@ -32,8 +32,9 @@ pub fn report_body(report: &Report) -> Markup {
     html! {
         (header(report))
         // The speedup chart across generations leaves out emulated ones: they have no times.
-        @if timed_sections(&sections).len() > 1 {
-            (cross_generation(report, &timed_sections(&sections)))
+        @let timed = timed_sections(&sections);
+        @if timed.len() > 1 {
+            (cross_generation(report, &timed))
         }
         @if !report.cross_parity.is_empty() {
             (cross_parity(report))

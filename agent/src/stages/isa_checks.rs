@@ -11,7 +11,7 @@ use std::path::Path;
 use abfleet_core::finding::CheckResults;
 use abfleet_core::retune::isa_parity::{self, ScoredRun};
 use abfleet_core::retune::simd_sources::{self, SourceFile};
-use abfleet_core::spec::{default_levels, CpuDispatchSpec, WorkloadSpec};
+use abfleet_core::spec::{default_levels, CpuDispatchSpec};
 use tracing::info;
 
 use crate::build::BuiltSide;
@@ -58,7 +58,7 @@ pub(crate) async fn isa_checks(
     let gate = isa_parity::Gate::of_spec(&spec);
     let level_names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
     let mut results = CheckResults::default();
-    for (position, workload) in spec.workloads.iter().enumerate() {
+    for workload in &spec.workloads {
         crate::context::check_cancel(ctx)?;
         progress(
             ctx,
@@ -136,12 +136,9 @@ pub(crate) async fn isa_checks(
                 &gate,
                 "vector lengths",
                 &format!(
-                    "{} under {} and {}",
-                    workload_label(workload, position),
-                    ctx.emulation
-                        .as_ref()
-                        .map_or(String::new(), |e| e.wrapper.join(" ")),
-                    wrappers.join(", ")
+                    "{} (and with the wrapper {})",
+                    ctx.run_line(base_argv.clone()).join(" "),
+                    wrappers.join(" | ")
                 ),
             ));
         }
@@ -184,10 +181,6 @@ fn scored(name: &str, run: ForkRun) -> ScoredRun {
             Err(run.failure())
         },
     }
-}
-
-fn workload_label(workload: &WorkloadSpec, position: usize) -> String {
-    format!("workload {} (#{position})", workload.name)
 }
 
 /// The command a maintainer reruns: the fork's line with `<cpumask>` where each level's
