@@ -130,14 +130,7 @@ async fn the_fork_on_emulated_aarch64_beside_x86_in_one_fleet_run() {
         .unwrap_or_else(|e| panic!("no report.json ({e})\n{context}"));
     let report = Report::from_json(&json).unwrap();
     let failures = check_fleet_report(&report, &markdown);
-    if !failures.is_empty() {
-        let list: Vec<String> = failures.iter().map(|f| format!("  - {f}")).collect();
-        panic!(
-            "{} assertion(s) failed:\n{}\n{context}",
-            failures.len(),
-            list.join("\n")
-        );
-    }
+    assert_none_failed(&failures, &context);
     // The run's own exit code: the aarch64 section passed parity and its checks; the x86
     // section's may add 4 (a retuning finding of this host's ISA levels), never 1 or 3.
     let code = status.and_then(|s| s.code());

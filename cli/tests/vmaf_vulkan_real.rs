@@ -179,14 +179,7 @@ fn the_forks_vulkan_backend_on_lavapipe_is_gated_against_its_cpu_path() {
             output.status.code()
         ),
     );
-    if !failures.is_empty() {
-        let list: Vec<String> = failures.iter().map(|f| format!("  - {f}")).collect();
-        panic!(
-            "{} assertion(s) failed:\n{}\n{context}",
-            failures.len(),
-            list.join("\n")
-        );
-    }
+    assert_none_failed(&failures, &context);
 }
 
 /// The production spec with this test's fork tree and the real pair, and the subprojects

@@ -227,3 +227,16 @@ pub fn fixture_section(
         distorted.1
     )
 }
+
+/// Panics listing every failed assertion at once, with `context` (the run's output and
+/// report) after them; nothing when `failures` is empty.
+pub fn assert_none_failed(failures: &[String], context: &str) {
+    if !failures.is_empty() {
+        let list: Vec<String> = failures.iter().map(|f| format!("  - {f}")).collect();
+        panic!(
+            "{} assertion(s) failed:\n{}\n{context}",
+            failures.len(),
+            list.join("\n")
+        );
+    }
+}
