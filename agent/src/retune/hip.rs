@@ -14,9 +14,11 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use abfleet_core::finding::{CheckResults, Finding, Severity};
-use abfleet_core::retune::amd_occupancy::{kernel_findings, limits, AmdLimits};
+use abfleet_core::retune::amd_occupancy::{limits, AmdLimits};
+use abfleet_core::retune::hip_kernels;
+pub use abfleet_core::retune::hip_kernels::ForkLaunches;
 use abfleet_core::retune::hip_tools::{
-    offload_coverage, parse_bundler_entries, parse_code_object_notes, processor,
+    offload_coverage, parse_bundler_entries, parse_code_object_metadata, processor,
     target_id_loads_on, BundleEntry,
 };
 
@@ -30,6 +32,9 @@ pub struct HipCheckInput<'a> {
     pub device_gfx: Option<&'a str>,
     /// The fork's `hip_gfx_targets` as the spec states it (empty: autodetect).
     pub configured_targets: Option<&'a [String]>,
+    /// How the fork launches its kernels (`[backends.hip] launch`, `wave_size`): occupancy is
+    /// judged at these workgroup sizes.
+    pub fork: ForkLaunches<'a>,
 }
 
 /// The two inspectors, as found on this host.
@@ -196,7 +201,14 @@ fn check_artifact(
         results.skip(BACKEND, "occupancy", reason);
         return results;
     };
-    code_object_findings(&device_bundles, &arch_limits, tools, dir, &mut results);
+    code_object_findings(
+        &device_bundles,
+        &arch_limits,
+        input.fork,
+        tools,
+        dir,
+        &mut results,
+    );
     results
 }
 
@@ -281,6 +293,9 @@ fn list_bundles(
             device_bundles.push((input_path, for_device));
         }
     }
+    // In one order whatever the bundler's version lists them in: a compiler bump must not
+    // read as a change of targets.
+    built.sort();
     Ok(Listed {
         built,
         list_commands,
@@ -293,6 +308,7 @@ fn list_bundles(
 fn code_object_findings(
     device_bundles: &[(PathBuf, Vec<BundleEntry>)],
     arch_limits: &AmdLimits,
+    fork: ForkLaunches,
     tools: &HipTools,
     dir: &Path,
     results: &mut CheckResults,
@@ -332,7 +348,7 @@ fn code_object_findings(
                     continue;
                 }
             };
-            let kernels = parse_code_object_notes(&notes);
+            let kernels = parse_code_object_metadata(&notes);
             if kernels.is_empty() {
                 results.skip(
                     BACKEND,
@@ -342,14 +358,17 @@ fn code_object_findings(
                 continue;
             }
             for kernel in kernels {
-                let key = format!("{}@{}", kernel.name, kernel.arch);
+                let key = format!("{}@{}", kernel.name, kernel.gfx);
                 if seen.contains(&key) {
                     continue;
                 }
                 seen.push(key);
-                results
-                    .findings
-                    .extend(kernel_findings(&kernel, arch_limits, &command));
+                results.findings.extend(hip_kernels::code_object_findings(
+                    &kernel,
+                    arch_limits,
+                    fork,
+                    &command,
+                ));
             }
         }
     }
@@ -540,6 +559,7 @@ mod tests {
                 artifacts: &artifacts,
                 device_gfx: Some("gfx90a"),
                 configured_targets: None,
+                fork: ForkLaunches::default(),
             },
             Ok(tools.clone()),
         );
@@ -553,7 +573,7 @@ mod tests {
         assert_eq!(coverage[0].severity, Severity::Ok);
         assert_eq!(
             coverage[0].evidence["targets"],
-            serde_json::json!(["gfx90a", "gfx1030"])
+            serde_json::json!(["gfx1030", "gfx90a"])
         );
         assert!(
             coverage[0].command.contains("--list --type=o"),
@@ -611,6 +631,7 @@ mod tests {
                 artifacts: &artifacts,
                 device_gfx: Some("gfx942:sramecc+:xnack-"),
                 configured_targets: Some(&["gfx90a".to_string(), "gfx1030".to_string()]),
+                fork: ForkLaunches::default(),
             },
             Ok(tools),
         );
@@ -637,6 +658,7 @@ mod tests {
             artifacts: &artifacts,
             device_gfx: None,
             configured_targets: None,
+            fork: ForkLaunches::default(),
         });
         assert!(no_device.findings.is_empty());
         assert_eq!(no_device.skipped.len(), 3);
@@ -646,6 +668,7 @@ mod tests {
             artifacts: &artifacts,
             device_gfx: Some("gfx90a"),
             configured_targets: None,
+            fork: ForkLaunches::default(),
         };
         let no_tools =
             run_hip_checks_with(&input, Err("clang-offload-bundler is not installed".into()));

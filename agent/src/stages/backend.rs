@@ -161,26 +161,14 @@ pub(crate) async fn run_backend(
     let recipe = config.recipe(&backend, &ctx.spec.fork.build);
     check_cancel(ctx)?;
     let built = fetch_and_build(ctx, Side::Fork, &recipe).await?;
+    let log = retune::build_log::read_build_log(
+        &backend,
+        &recipe,
+        &built.tree,
+        std::path::Path::new(&built.record.log_path),
+    );
     if !built.usable() {
-        let reason = format!(
-            "the fork's {backend} build failed: {}",
-            built.record.error.as_deref().unwrap_or("see the build log")
-        );
-        emit(
-            ctx,
-            JobEventPayload::CheckSkipped(SkippedCheck::new(&backend, "checks", reason.clone())),
-        )?;
-        for (fixture, workload) in cells(&ctx.spec) {
-            let mut cell = BackendCell::new(
-                &backend,
-                &fixture.name,
-                &workload.name,
-                BackendCellStatus::Failed,
-            );
-            cell.reason = Some(reason.clone());
-            emit(ctx, JobEventPayload::BackendCell(Box::new(cell)))?;
-        }
-        return Ok(());
+        return report_unbuilt(ctx, &backend, &built, log);
     }
     progress(
         ctx,
@@ -189,7 +177,8 @@ pub(crate) async fn run_backend(
         0,
         None,
     )?;
-    let results = run_checks(&backend, &config, &built, &device).await;
+    let mut results = run_checks(&backend, &config, &built, &device).await;
+    results.findings.extend(log.findings);
     emit_checks(ctx, results)?;
     if let Some(link) = &built.unlinked {
         let reason = format!(
@@ -206,6 +195,52 @@ pub(crate) async fn run_backend(
         }
     } else if config.timed {
         time_cells(ctx, &backend, &built, &device, prepared).await?;
+    }
+    Ok(())
+}
+
+/// A build that made nothing usable. The toolchain refusing a target the spec asks for is
+/// "checks not run here", with its line; the fork's own code not compiling is a `build`
+/// finding per file (its first error) and untimed cells; anything else fails the cells.
+fn report_unbuilt(
+    ctx: &mut JobContext,
+    backend: &str,
+    built: &BuiltSide,
+    log: retune::build_log::BuildLogReading,
+) -> Result<(), Stop> {
+    let failed = built.record.error.as_deref().unwrap_or("see the build log");
+    let (reason, status) = if let Some(line) = &log.unsupported_target {
+        (
+            format!(
+                "checks not run here: this host's {backend} toolchain cannot build a target the spec asks for (`{line}`); a host with a newer toolchain runs them"
+            ),
+            BackendCellStatus::Skipped,
+        )
+    } else if !log.findings.is_empty() {
+        let files: Vec<&str> = log.findings.iter().map(|f| f.subject.as_str()).collect();
+        (
+            format!(
+                "not built: the fork's {backend} code does not compile ({}; see the build findings)",
+                files.join(", ")
+            ),
+            BackendCellStatus::Skipped,
+        )
+    } else {
+        (
+            format!("the fork's {backend} build failed: {failed}"),
+            BackendCellStatus::Failed,
+        )
+    };
+    let mut results = CheckResults::default();
+    results.skip(backend, "checks", reason.clone());
+    if log.unsupported_target.is_none() {
+        results.findings = log.findings;
+    }
+    emit_checks(ctx, results)?;
+    for (fixture, workload) in cells(&ctx.spec) {
+        let mut cell = BackendCell::new(backend, &fixture.name, &workload.name, status);
+        cell.reason = Some(reason.clone());
+        emit(ctx, JobEventPayload::BackendCell(Box::new(cell)))?;
     }
     Ok(())
 }
@@ -328,6 +363,10 @@ fn check_artifacts(
             artifacts,
             device_gfx: device_arch,
             configured_targets: config.gfx_targets.as_deref(),
+            fork: retune::hip::ForkLaunches {
+                launches: &config.launch,
+                wave_size: config.wave_size,
+            },
         }),
         "sycl" => retune::sycl::run_sycl_checks(&retune::sycl::SyclCheckInput {
             configured_aot: &config.aot_targets,

@@ -4,11 +4,14 @@
 //! what they printed, so every parser is tested on recorded real output (docs/retuning.md).
 
 pub mod amd_occupancy;
+pub mod build_errors;
 pub mod cuda_build_log;
 pub mod cuda_launch_bounds;
 pub mod cuda_occupancy;
 pub mod cuda_tools;
 pub mod dispatch;
+pub mod elf_sections;
+pub mod hip_kernels;
 pub mod hip_tools;
 pub mod isa_parity;
 pub mod simd_sources;

@@ -168,6 +168,11 @@ pub struct GpuBackendSpec {
     /// HIP: the fork's `hip_gfx_targets` as configured (empty list: autodetect).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gfx_targets: Option<Vec<String>>,
+    /// HIP: the wavefront size the fork's kernels are written for (their reductions shuffle
+    /// over that many lanes). A code object compiled for another size (RDNA's wave32 default)
+    /// is a failed `wave_size` finding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave_size: Option<u32>,
     /// SYCL: the fork's `sycl_icpx_aot_targets` (empty: SPIR-V JIT only).
     #[serde(default)]
     pub aot_targets: Vec<String>,
@@ -398,9 +403,14 @@ impl BackendsSpec {
                     launch.kernel
                 ));
             }
-            if name != "hip" && gpu.gfx_targets.is_some() {
+            if name != "hip" && (gpu.gfx_targets.is_some() || gpu.wave_size.is_some()) {
                 return Err(format!(
-                    "[backends.{name}] has gfx_targets, which only [backends.hip] takes"
+                    "[backends.{name}] has gfx_targets/wave_size, which only [backends.hip] takes"
+                ));
+            }
+            if let Some(size) = gpu.wave_size.filter(|s| *s != 32 && *s != 64) {
+                return Err(format!(
+                    "[backends.hip] wave_size = {size}: AMD GPUs run wave32 or wave64; write 32 or 64"
                 ));
             }
             if name != "sycl" && (!gpu.aot_targets.is_empty() || !gpu.subgroup_sizes.is_empty()) {
