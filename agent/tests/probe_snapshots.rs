@@ -62,19 +62,37 @@ const EXPECTED_KEYS: &[(&str, &[&str])] = &[
     ("graviton3-neoverse-v1", &["cpu/arm/neoverse-v1"]),
     ("h100-sxm5-della-pli", &["cuda/sm_90"]),
     ("h100x8-cutlass-readme", &["cuda/sm_90"]),
+    // xpu-smi discovery names the card only: the family from its name.
+    ("intel-arc-a770-chsasank-blog", &["sycl/dg2"]),
     ("intel-arc-a770-cjmills", &["sycl/dg2"]),
     // The UHD 730 iGPU line is not in the architecture table: inventory only, no key.
     ("intel-arc-a770-llamacpp-doc", &["sycl/dg2"]),
+    // IP version 20.1.0 is not a listed AOT device (bmg_g21 is 20.1.4): the family.
+    ("intel-arc-b580-canonical-oneapi-packaging", &["sycl/bmg"]),
     ("intel-flex140-dg2-ocp", &["sycl/dg2"]),
     ("intel-irisxe-llamacpp-doc-windows", &["sycl/tgllp"]),
+    ("intel-max1100-salehjg-blog", &["sycl/pvc"]),
+    ("intel-max1550-aurora-alcf", &["sycl/pvc"]),
     ("l40s-thamada", &["cuda/sm_89"]),
     ("lavapipe-mesa-22.3.6", &["vulkan/cpu/llvmpipe"]),
+    ("mi210-x4-epyc9554-rocm3246", &["hip/gfx90a"]),
+    // An author's excerpt from `Agent 5` on, without the `HSA Agents` header: not read as
+    // rocminfo output (a cut capture must not pass for a whole one).
+    ("mi250x-lumi-csc-summerschool", &[]),
+    ("mi250x-lumi-rocm4208", &["hip/gfx90a"]),
     // The two EPYC 9474F agents are CPU agents, not GPUs; the cut capture keeps one MI300X.
     ("mi300x-x4-epyc9474f", &["hip/gfx942"]),
     ("neoverse-v3ae", &["cpu/arm/neoverse-v3ae"]),
     ("rtx-pro-6000-blackwell-maxq-telegraf", &["cuda/sm_120"]),
     ("rtx4090x8-thamada", &["cuda/sm_89"]),
     ("rtx5090-laptop-gotree94", &["cuda/sm_120"]),
+    // The RX 6800 XT and the Raphael iGPU (gfx1036) are both GPU agents.
+    ("rx6800xt-rocm2330", &["hip/gfx1030", "hip/gfx1036"]),
+    ("rx7900xtx-rocm3949", &["hip/gfx1100"]),
+    (
+        "rx7900xtx-rx6900xt-rocm3273",
+        &["hip/gfx1100", "hip/gfx1030"],
+    ),
     ("toolchain-gcc-12-debian", &[]),
     ("xeon6972p-graniterapids", &["cpu/x86-64-v4/granite-rapids"]),
     (

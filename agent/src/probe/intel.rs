@@ -204,6 +204,42 @@ fn sycl_ls_line(line: &str) -> Option<IntelGpu> {
     })
 }
 
+/// Parses `xpu-smi discovery` (its table: one block per device, `| 0 | Device Name: …`) for
+/// the devices' names, indices and PCI addresses. Absent when the table names no device.
+pub fn parse_xpu_smi_discovery(text: &str) -> Probe<Vec<IntelGpu>> {
+    let mut gpus: Vec<IntelGpu> = Vec::new();
+    let mut index: Option<u32> = None;
+    for line in text.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let [_, id, info, ..] = cells.as_slice() else {
+            continue;
+        };
+        if let Ok(n) = id.parse::<u32>() {
+            index = Some(n);
+        }
+        if let Some(name) = info.strip_prefix("Device Name:") {
+            let name = name.trim();
+            gpus.push(IntelGpu {
+                name: name.to_owned(),
+                architecture: architecture_from_name(name),
+                backend: "level_zero".to_owned(),
+                index,
+                platform: None,
+                device_version: None,
+                driver_version: None,
+                compute_units: None,
+                max_clock_mhz: None,
+                sub_group_sizes: Vec::new(),
+            });
+        }
+    }
+    if gpus.is_empty() {
+        Probe::absent("xpu-smi discovery lists no device")
+    } else {
+        Probe::Found(gpus)
+    }
+}
+
 /// Parses `clinfo` (full or `-d P:D` form, or `clinfo -l`) for Intel GPU devices.
 pub fn parse_clinfo(text: &str) -> Probe<Vec<IntelGpu>> {
     let mut devices: Vec<(IntelGpu, Option<String>, Option<String>)> = Vec::new();
@@ -294,6 +330,35 @@ mod tests {
             Probe::Found(gpus) => gpus,
             Probe::Absent { reason } => panic!("absent: {reason}"),
         }
+    }
+
+    #[test]
+    fn xpu_smi_discovery_names_max_1550s_and_an_arc_a770() {
+        let Probe::Found(max) = parse_xpu_smi_discovery(include_str!(
+            "../../../fixtures/probes/intel-max1550-aurora-alcf/xpu-smi-discovery.txt"
+        )) else {
+            panic!("no device")
+        };
+        assert_eq!(max.len(), 6);
+        assert!(max
+            .iter()
+            .all(|g| g.architecture == IntelArch::Pvc
+                && g.name == "Intel(R) Data Center GPU Max 1550"));
+        assert_eq!(
+            max.iter().map(|g| g.index.unwrap()).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4, 5]
+        );
+        let Probe::Found(arc) = parse_xpu_smi_discovery(include_str!(
+            "../../../fixtures/probes/intel-arc-a770-chsasank-blog/xpu-smi-discovery.txt"
+        )) else {
+            panic!("no device")
+        };
+        assert_eq!(arc.len(), 1);
+        assert_eq!(arc[0].architecture, IntelArch::Dg2);
+        assert!(matches!(
+            parse_xpu_smi_discovery("No device discovered\n"),
+            Probe::Absent { .. }
+        ));
     }
 
     #[test]

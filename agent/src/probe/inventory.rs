@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::amd::{parse_rocminfo, AmdGpu};
 use super::cpu::{apply_cpu_sysfs, parse_cpuinfo, CpuFactSource, CpuProbe, CpuSysfsText};
-use super::intel::{parse_clinfo, parse_sycl_ls, IntelGpu};
+use super::intel::{parse_clinfo, parse_sycl_ls, parse_xpu_smi_discovery, IntelGpu};
 use super::nvidia::{
     parse_nvidia_smi_csv, parse_nvidia_smi_q_text, parse_nvidia_smi_table, parse_nvidia_smi_xml,
     NvidiaGpu,
@@ -67,7 +67,11 @@ impl HardwareInventory {
         let amd = read(dir, "rocminfo.txt")
             .map(|t| parse_rocminfo(&t))
             .unwrap_or_else(|| Probe::absent(not_recorded("rocminfo")));
-        let intel = intel_from(read(dir, "clinfo.txt"), read(dir, "sycl-ls.txt"));
+        let intel = intel_from(
+            read(dir, "clinfo.txt"),
+            read(dir, "sycl-ls.txt"),
+            read(dir, "xpu-smi-discovery.txt"),
+        );
         let vulkan = read(dir, "vulkaninfo-summary.txt")
             .map(|t| parse_vulkaninfo_summary(&t))
             .unwrap_or_else(|| Probe::absent(not_recorded("vulkaninfo --summary")));
@@ -101,7 +105,11 @@ impl HardwareInventory {
             Ok(text) => parse_rocminfo(&text),
             Err(reason) => Probe::absent(reason),
         };
-        let intel = intel_from(run("clinfo", &[]).ok(), run("sycl-ls", &[]).ok());
+        let intel = intel_from(
+            run("clinfo", &[]).ok(),
+            run("sycl-ls", &[]).ok(),
+            run("xpu-smi", &["discovery"]).ok(),
+        );
         let vulkan = match run("vulkaninfo", &["--summary"]) {
             Ok(text) => parse_vulkaninfo_summary(&text),
             Err(reason) => Probe::absent(reason),
@@ -137,18 +145,29 @@ fn with_sysfs(cpu: CpuProbe, text: &CpuSysfsText, source: CpuFactSource) -> CpuP
 
 /// clinfo knows sub-group sizes; sycl-ls knows the Level Zero device. Prefer clinfo's list
 /// when it found devices.
-fn intel_from(clinfo: Option<String>, sycl_ls: Option<String>) -> Probe<Vec<IntelGpu>> {
+/// The Intel GPUs of the richest source there is: clinfo (sub-group sizes), then sycl-ls (the
+/// Level Zero IP version), then `xpu-smi discovery` (names only).
+fn intel_from(
+    clinfo: Option<String>,
+    sycl_ls: Option<String>,
+    xpu_smi: Option<String>,
+) -> Probe<Vec<IntelGpu>> {
     let from_clinfo = clinfo.map(|t| parse_clinfo(&t));
     if let Some(Probe::Found(gpus)) = &from_clinfo {
         if !gpus.is_empty() {
             return Probe::Found(gpus.clone());
         }
     }
-    match sycl_ls.map(|t| parse_sycl_ls(&t)) {
-        Some(found @ Probe::Found(_)) => found,
-        Some(absent) => from_clinfo.unwrap_or(absent),
-        None => from_clinfo.unwrap_or_else(|| Probe::absent("neither clinfo nor sycl-ls output")),
+    let from_sycl_ls = sycl_ls.map(|t| parse_sycl_ls(&t));
+    if let Some(found @ Probe::Found(_)) = from_sycl_ls {
+        return found;
     }
+    if let Some(found @ Probe::Found(_)) = xpu_smi.map(|t| parse_xpu_smi_discovery(&t)) {
+        return found;
+    }
+    from_clinfo
+        .or(from_sycl_ls)
+        .unwrap_or_else(|| Probe::absent("neither clinfo, sycl-ls nor xpu-smi output"))
 }
 
 /// A tool's stdout, or why there is none (not installed, failed, no device).
