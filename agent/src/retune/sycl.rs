@@ -1,12 +1,28 @@
 //! The SYCL checks on this host: does the fork's `sycl_icpx_aot_targets` compile this Intel GPU
-//! ahead of time, and does the GPU support the sub-group sizes the kernels require.
+//! ahead of time, does the GPU support the sub-group sizes the kernels require, and — from the
+//! Intel GPU binaries (zebins) the spec's build wrote for this device — what each kernel got:
+//! GRF count, SIMD width against its `reqd_sub_group_size`, spills and scratch.
 //!
-//! No tool runs here: `icpx`/`ocloc` cannot be installed on the development machines, and the
-//! checks need none. The device's identity comes from the Intel probe (`sycl-ls`, `clinfo`;
-//! `crate::probe::intel`), the lists from the spec; `core::retune::sycl_targets` decides.
+//! No tool runs here: the zebins' `.ze_info` is read from the files themselves
+//! (`core::retune::elf_sections`, `core::retune::ze_info`) and `ocloc`'s spill warnings from its
+//! output beside each zebin. The device's identity comes from the Intel probe (`sycl-ls`,
+//! `clinfo`, `xpu-smi`; `crate::probe::intel`), the lists from the spec;
+//! `core::retune::sycl_targets` decides.
+//!
+//! Zebin layout the spec's build writes (docs/retuning.md "Intel"): one directory per `ocloc`
+//! device, `-large-grf` appended for `-ze-opt-large-register-file`, one `<source>.zebin` per
+//! fork source file and `ocloc`'s output beside it as `<source>.log`:
+//! `build-sycl/acm-g10/float_vif_sycl.zebin`, `build-sycl/acm-g10-large-grf/…`.
+
+use std::path::{Path, PathBuf};
 
 use abfleet_core::finding::CheckResults;
+use abfleet_core::retune::elf_sections;
 use abfleet_core::retune::sycl_targets::{aot_coverage, resolve, subgroup_check};
+use abfleet_core::retune::ze_info::{
+    parse_ocloc_spills, parse_ze_info, zebin_kernel_findings, OclocSpill, ZeKernel,
+    ZeKernelOnDevice,
+};
 
 use crate::probe::intel::{IntelArch, IntelGpu};
 
@@ -21,6 +37,8 @@ pub struct SyclCheckInput<'a> {
     pub device_subgroups: &'a [u32],
     /// The sizes the kernels require (`reqd_sub_group_size`), from the spec.
     pub required_subgroups: &'a [u32],
+    /// Built files and directories holding zebins (see the module's layout).
+    pub artifacts: &'a [PathBuf],
 }
 
 const BACKEND: &str = "sycl";
@@ -61,7 +79,184 @@ pub fn run_sycl_checks(input: &SyclCheckInput) -> CheckResults {
             "clinfo: Sub-group sizes (Intel)",
         ));
     }
+    if let Some(arch) = input.device_arch.map(str::trim).filter(|a| !a.is_empty()) {
+        results.extend(zebin_checks(input.artifacts, arch));
+    } else if !input.artifacts.is_empty() {
+        results.skip(BACKEND, "registers", "no Intel GPU on this host");
+    }
     results
+}
+
+/// One zebin of the build: its file, the `ocloc` device it is for, its register-file mode.
+#[derive(Debug, Clone)]
+struct Zebin {
+    path: PathBuf,
+    device: String,
+    large_grf: bool,
+}
+
+impl Zebin {
+    fn source(&self) -> String {
+        self.path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// Every `*.zebin` in the artifacts (directories walked two levels deep).
+fn find_zebins(artifacts: &[PathBuf]) -> Vec<Zebin> {
+    fn walk(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for path in paths {
+            if path.is_dir() && depth > 0 {
+                walk(&path, depth - 1, out);
+            } else if path.extension().is_some_and(|e| e == "zebin") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for artifact in artifacts {
+        if artifact.is_dir() {
+            walk(artifact, 2, &mut files);
+        } else if artifact.extension().is_some_and(|e| e == "zebin") {
+            files.push(artifact.clone());
+        }
+    }
+    files
+        .into_iter()
+        .filter_map(|path| {
+            let dir = path.parent()?.file_name()?.to_string_lossy().into_owned();
+            let (device, large_grf) = match dir.strip_suffix("-large-grf") {
+                Some(device) => (device.to_string(), true),
+                None => (dir, false),
+            };
+            Some(Zebin {
+                path,
+                device,
+                large_grf,
+            })
+        })
+        .collect()
+}
+
+/// Whether code built for the `ocloc` device `built` runs on the generation's `arch` (an exact
+/// device or IP version, or a family such as `dg2`).
+fn built_for(built: &str, arch: &str) -> bool {
+    let Some(target) = resolve(built) else {
+        return false;
+    };
+    match resolve(arch) {
+        Some(device) => device.device == target.device,
+        None => target.families.contains(&arch),
+    }
+}
+
+/// The `registers` and `sub_group_size` findings of every kernel in the zebins built for the
+/// device, in both register-file modes when both were built.
+fn zebin_checks(artifacts: &[PathBuf], arch: &str) -> CheckResults {
+    let mut results = CheckResults::default();
+    let zebins = find_zebins(artifacts);
+    if zebins.is_empty() {
+        if !artifacts.is_empty() {
+            results.skip(
+                BACKEND,
+                "registers",
+                "the artifacts hold no zebin (`<device>/<source>.zebin`): compile the fork's SYCL kernels ahead of time with ocloc in [backends.sycl] commands",
+            );
+        }
+        return results;
+    }
+    let mine: Vec<&Zebin> = zebins
+        .iter()
+        .filter(|z| built_for(&z.device, arch))
+        .collect();
+    if mine.is_empty() {
+        let mut built: Vec<&str> = zebins.iter().map(|z| z.device.as_str()).collect();
+        built.dedup();
+        results.skip(
+            BACKEND,
+            "registers",
+            format!(
+                "checks not run here: no zebin for {arch} (built: {}); this host's ocloc cannot compile for it, or the spec's build does not ask",
+                built.join(", ")
+            ),
+        );
+        return results;
+    }
+    let read: Vec<(&Zebin, Result<(Vec<ZeKernel>, Vec<OclocSpill>), String>)> =
+        mine.iter().map(|z| (*z, read_zebin(z))).collect();
+    for (zebin, reading) in &read {
+        let (kernels, spills) = match reading {
+            Ok(found) => found,
+            Err(reason) => {
+                results.skip(BACKEND, "registers", reason.clone());
+                continue;
+            }
+        };
+        let command = format!(
+            "ze_info of {} (ocloc -device {}{}); ocloc output {}",
+            zebin.path.display(),
+            zebin.device,
+            if zebin.large_grf {
+                " -options -ze-opt-large-register-file"
+            } else {
+                ""
+            },
+            zebin.path.with_extension("log").display()
+        );
+        let source = zebin.source();
+        for kernel in kernels {
+            let spill_of = |spills: &[OclocSpill]| {
+                spills
+                    .iter()
+                    .find(|s| s.kernel == kernel.name)
+                    .map(|s| s.spilled)
+            };
+            let other_mode_spill = read
+                .iter()
+                .find(|(other, _)| {
+                    other.device == zebin.device
+                        && other.large_grf != zebin.large_grf
+                        && other.source() == source
+                })
+                .and_then(|(_, r)| r.as_ref().ok())
+                .map(|(_, other_spills)| spill_of(other_spills));
+            let on = ZeKernelOnDevice {
+                kernel,
+                source: &source,
+                device: &zebin.device,
+                large_grf: zebin.large_grf,
+                spill: spills.iter().find(|s| s.kernel == kernel.name),
+                other_mode_spill,
+            };
+            results
+                .findings
+                .extend(zebin_kernel_findings(&on, &command));
+        }
+    }
+    results
+}
+
+/// A zebin's kernels from its `.ze_info` and `ocloc`'s spill warnings from the log beside it.
+fn read_zebin(zebin: &Zebin) -> Result<(Vec<ZeKernel>, Vec<OclocSpill>), String> {
+    let shown = zebin.path.display();
+    let bytes =
+        std::fs::read(&zebin.path).map_err(|err| format!("cannot read `{shown}`: {err}"))?;
+    let info = elf_sections::section(&bytes, ".ze_info")
+        .map_err(|err| format!("`{shown}` is not a zebin: {err}"))?
+        .ok_or_else(|| format!("`{shown}` has no .ze_info section: is it a zebin from ocloc?"))?;
+    let kernels = parse_ze_info(&String::from_utf8_lossy(info));
+    if kernels.is_empty() {
+        return Err(format!("`{shown}`'s .ze_info names no kernel"));
+    }
+    let log = std::fs::read_to_string(zebin.path.with_extension("log")).unwrap_or_default();
+    Ok((kernels, parse_ocloc_spills(&log)))
 }
 
 /// The most precise architecture the probe gives for one GPU: the Level Zero GPU IP version
@@ -126,6 +321,7 @@ mod tests {
             device_arch: Some(&arch),
             device_subgroups: &arc.sub_group_sizes,
             required_subgroups: &[16],
+            artifacts: &[],
         });
         assert_eq!(results.findings.len(), 1);
         let f = &results.findings[0];
@@ -141,6 +337,7 @@ mod tests {
             device_arch: Some(&arch),
             device_subgroups: &[],
             required_subgroups: &[],
+            artifacts: &[],
         });
         let f = &results.findings[0];
         assert_eq!(f.severity, Severity::Warn);
@@ -159,6 +356,7 @@ mod tests {
             device_arch: Some(&arch),
             device_subgroups: &[],
             required_subgroups: &[],
+            artifacts: &[],
         });
         assert_eq!(jit_only.findings[0].severity, Severity::Warn);
         assert!(jit_only.findings[0]
@@ -178,6 +376,7 @@ mod tests {
             device_arch: Some(&arch),
             device_subgroups: &flex.sub_group_sizes,
             required_subgroups: &[16, 32],
+            artifacts: &[],
         });
         assert!(results.skipped.is_empty());
         let severities: Vec<Severity> = results.findings.iter().map(|f| f.severity).collect();
@@ -188,6 +387,7 @@ mod tests {
             device_arch: Some(&arch),
             device_subgroups: &flex.sub_group_sizes,
             required_subgroups: &[64],
+            artifacts: &[],
         });
         assert_eq!(
             results.findings[0].severity,
@@ -210,6 +410,7 @@ mod tests {
             device_arch: None,
             device_subgroups: &[],
             required_subgroups: &[16],
+            artifacts: &[],
         });
         assert!(results.findings.is_empty());
         let checks: Vec<&str> = results.skipped.iter().map(|s| s.check.as_str()).collect();

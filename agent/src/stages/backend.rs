@@ -373,6 +373,7 @@ fn check_artifacts(
             device_arch,
             device_subgroups: &device.sub_group_sizes,
             required_subgroups: &config.subgroup_sizes,
+            artifacts,
         }),
         "vulkan" => {
             let mut results = CheckResults::default();

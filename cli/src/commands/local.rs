@@ -52,11 +52,17 @@ pub struct RunIntent<'a> {
 }
 
 /// Waits (up to a minute: the probes run first) until the embedded agent has registered
-/// with the embedded coordinator, asked in process (no gRPC round trip).
-async fn wait_for_the_agent(fleet: &abfleet_coordinator::Fleet) -> Result<(), Failure> {
+/// with the embedded coordinator, asked in process (no gRPC round trip). A work dir used
+/// before holds the earlier runs' agents, lost since: only one heard from after `since_ms`
+/// (Unix milliseconds) is this run's.
+async fn wait_for_the_agent(
+    fleet: &abfleet_coordinator::Fleet,
+    since_ms: i64,
+) -> Result<(), Failure> {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        if !fleet.store().agents().all().await.infra()?.is_empty() {
+        let agents = fleet.store().agents().all().await.infra()?;
+        if agents.iter().any(|a| a.last_heartbeat_ms >= since_ms) {
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
@@ -118,6 +124,7 @@ pub async fn run_spec(
     };
     let mut agent_config = AgentConfig::new(url.clone(), work_dir);
     agent_config.inventory_source = Some(source);
+    let agent_started_ms = abfleet_coordinator::Clock::now_ms(&abfleet_coordinator::SystemClock);
     let agent_task = tokio::spawn(run_agent(agent_config, host, async {
         let _ = agent_stopped.await;
     }));
@@ -127,7 +134,7 @@ pub async fn run_spec(
         if spec.targets.is_some() {
             // A run with targets is matched against the registered agents when it is
             // submitted: the embedded agent must have registered first.
-            wait_for_the_agent(&fleet).await?;
+            wait_for_the_agent(&fleet, agent_started_ms).await?;
         }
         let run_id = client
             .submit(Submission::new(

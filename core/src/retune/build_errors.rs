@@ -41,7 +41,9 @@ impl CompilerError {
             }
         };
         let file = file.trim();
-        if file.is_empty() || file.contains(' ') && !file.contains('/') {
+        // A path, not a sentence that quotes one (abfleet's own `# not linked: … exited with
+        // code 1: ../src/a.h:25:13: error: …` line, ninja's `FAILED:`).
+        if file.is_empty() || file.contains(": ") || file.starts_with('#') || file.contains('`') {
             return None;
         }
         Some(CompilerError {
@@ -174,6 +176,7 @@ mod tests {
             "ninja: build stopped: subcommand failed.",
             "1 error generated.",
             "warning: foo.c:3:1: something",
+            "# not linked: `ninja -C b` exited with code 1: ../src/hip/common.h:25:13: error: conflicting types",
         ] {
             assert_eq!(CompilerError::parse(line), None, "{line}");
         }

@@ -41,3 +41,4 @@ pub struct KernelResources {
     /// AMDGPU wavefront size (32 or 64); `None` for CUDA.
     pub wavefront_size: Option<u32>,
 }
+pub mod ze_info;
