@@ -20,7 +20,7 @@ use abfleet_core::finding::CheckResults;
 use abfleet_core::retune::elf_sections;
 use abfleet_core::retune::sycl_targets::{aot_coverage, resolve, subgroup_check};
 use abfleet_core::retune::ze_info::{
-    parse_ocloc_spills, parse_ze_info, zebin_kernel_findings, OclocSpill, ZeKernel,
+    parse_ocloc_spills, parse_ze_info, zebin_kernel_findings, OclocSpill, OtherMode, ZeKernel,
     ZeKernelOnDevice,
 };
 
@@ -212,13 +212,7 @@ fn zebin_checks(artifacts: &[PathBuf], arch: &str) -> CheckResults {
         );
         let source = zebin.source();
         for kernel in kernels {
-            let spill_of = |spills: &[OclocSpill]| {
-                spills
-                    .iter()
-                    .find(|s| s.kernel == kernel.name)
-                    .map(|s| s.spilled)
-            };
-            let other_mode_spill = read
+            let other_mode = read
                 .iter()
                 .find(|(other, _)| {
                     other.device == zebin.device
@@ -226,14 +220,23 @@ fn zebin_checks(artifacts: &[PathBuf], arch: &str) -> CheckResults {
                         && other.source() == source
                 })
                 .and_then(|(_, r)| r.as_ref().ok())
-                .map(|(_, other_spills)| spill_of(other_spills));
+                .and_then(|(other_kernels, other_spills)| {
+                    let twin = other_kernels.iter().find(|k| k.name == kernel.name)?;
+                    Some(OtherMode {
+                        spill: other_spills
+                            .iter()
+                            .find(|s| s.kernel == kernel.name)
+                            .map(|s| s.spilled),
+                        scratch_bytes: twin.scratch_bytes,
+                    })
+                });
             let on = ZeKernelOnDevice {
                 kernel,
                 source: &source,
                 device: &zebin.device,
                 large_grf: zebin.large_grf,
                 spill: spills.iter().find(|s| s.kernel == kernel.name),
-                other_mode_spill,
+                other_mode,
             };
             results
                 .findings

@@ -189,8 +189,16 @@ pub struct ZeKernelOnDevice<'k> {
     /// Compiled with `-ze-opt-large-register-file`.
     pub large_grf: bool,
     pub spill: Option<&'k OclocSpill>,
-    /// The same kernel's spill in the other register-file mode, when that was compiled too.
-    pub other_mode_spill: Option<Option<u32>>,
+    /// The same kernel in the other register-file mode, when that was compiled too.
+    pub other_mode: Option<OtherMode>,
+}
+
+/// What the same kernel got in the other register-file mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OtherMode {
+    /// `ocloc`'s spill estimate there, if it printed one.
+    pub spill: Option<u32>,
+    pub scratch_bytes: u32,
 }
 
 impl ZeKernelOnDevice<'_> {
@@ -219,26 +227,41 @@ pub fn zebin_kernel_findings(k: &ZeKernelOnDevice, command: &str) -> Vec<Finding
     } else {
         "default GRF"
     };
-    let (severity, verdict) = match spilled {
-        Some(bytes) => {
-            let advice = match (k.large_grf, k.other_mode_spill) {
-                (false, Some(None)) => {
-                    "the large register file (-ze-opt-large-register-file) removes the spill: build this kernel with it, or cut live values".to_string()
-                }
-                (false, Some(Some(large))) => format!(
-                    "it still spills around {large} B with the large register file: cut live values, split the kernel or compile it SIMD16"
-                ),
-                (true, _) => "cut live values, split the kernel or compile it SIMD16 (reqd_sub_group_size 16)".to_string(),
-                (false, None) => "try -ze-opt-large-register-file, cut live values or compile it SIMD16".to_string(),
-            };
-            (
-                Severity::Warn,
-                format!(
-                    "spills around {bytes} B per thread at {grf} GRF SIMD{simd} ({mode}); {advice}"
-                ),
-            )
-        }
-        None => (
+    // IGC keeps spills and private arrays in one scratch space: scratch that the large register
+    // file makes smaller is spill, whether or not ocloc printed its estimate.
+    let scratch_is_spill = !k.large_grf
+        && k.other_mode
+            .is_some_and(|other| kernel.scratch_bytes > other.scratch_bytes);
+    let (severity, verdict) = if spilled.is_some() || scratch_is_spill {
+        let what = match spilled {
+            Some(bytes) => format!("spills around {bytes} B per thread"),
+            None => format!(
+                "spills: {} B of scratch per thread, {} B with the large register file",
+                kernel.scratch_bytes,
+                k.other_mode.map_or(0, |o| o.scratch_bytes)
+            ),
+        };
+        let advice = match (k.large_grf, k.other_mode) {
+            (false, Some(other)) if other.spill.is_none() && other.scratch_bytes == 0 => {
+                "the large register file (-ze-opt-large-register-file) removes the spill: build this kernel with it, or cut live values".to_string()
+            }
+            (false, Some(other)) => format!(
+                "it still uses {} B of scratch{} with the large register file: cut live values, split the kernel or compile it SIMD16",
+                other.scratch_bytes,
+                other
+                    .spill
+                    .map(|s| format!(" (spills around {s} B)"))
+                    .unwrap_or_default()
+            ),
+            (true, _) => "cut live values, split the kernel or compile it SIMD16 (reqd_sub_group_size 16)".to_string(),
+            (false, None) => "try -ze-opt-large-register-file, cut live values or compile it SIMD16".to_string(),
+        };
+        (
+            Severity::Warn,
+            format!("{what} at {grf} GRF SIMD{simd} ({mode}); {advice}"),
+        )
+    } else {
+        (
             Severity::Ok,
             format!(
                 "{grf} GRF, SIMD{simd}, no spill ({mode}){}",
@@ -248,7 +271,7 @@ pub fn zebin_kernel_findings(k: &ZeKernelOnDevice, command: &str) -> Vec<Finding
                     String::new()
                 }
             ),
-        ),
+        )
     };
     let registers = Finding::new("sycl", "registers", &subject, severity, verdict, command)
         .with("symbol", kernel.name.as_str())
@@ -402,7 +425,10 @@ kernels_misc_info:
             device: "acm-g10",
             large_grf: false,
             spill: Some(&spill),
-            other_mode_spill: Some(None),
+            other_mode: Some(OtherMode {
+                spill: None,
+                scratch_bytes: 0,
+            }),
         };
         let findings = zebin_kernel_findings(&on, "ocloc");
         assert_eq!(
@@ -424,7 +450,7 @@ kernels_misc_info:
             device: "pvc",
             large_grf: true,
             spill: None,
-            other_mode_spill: None,
+            other_mode: None,
         };
         let findings = zebin_kernel_findings(&wrong, "ocloc");
         assert_eq!(findings[0].severity, Severity::Ok);
@@ -434,5 +460,39 @@ kernels_misc_info:
         );
         assert_eq!(findings[1].check, "sub_group_size");
         assert_eq!(findings[1].severity, Severity::Fail);
+
+        // No warning from ocloc, but scratch the large register file makes smaller: spill.
+        let quiet = ZeKernelOnDevice {
+            kernel: &kernels[0],
+            source: "integer_vif_sycl",
+            device: "acm-g10",
+            large_grf: false,
+            spill: None,
+            other_mode: Some(OtherMode {
+                spill: None,
+                scratch_bytes: 0,
+            }),
+        };
+        let findings = zebin_kernel_findings(&quiet, "ocloc");
+        assert_eq!(findings[0].severity, Severity::Warn);
+        assert!(
+            findings[0].verdict.starts_with(
+                "spills: 64 B of scratch per thread, 0 B with the large register file"
+            ),
+            "{}",
+            findings[0].verdict
+        );
+        let same = ZeKernelOnDevice {
+            other_mode: Some(OtherMode {
+                spill: None,
+                scratch_bytes: 64,
+            }),
+            ..quiet
+        };
+        assert_eq!(
+            zebin_kernel_findings(&same, "ocloc")[0].severity,
+            Severity::Ok,
+            "private arrays, not spill"
+        );
     }
 }
