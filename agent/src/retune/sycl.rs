@@ -432,4 +432,63 @@ mod tests {
         uhd.device_version = None;
         assert_eq!(device_arch_of(&uhd), None);
     }
+
+    #[test]
+    fn zebins_of_the_device_give_kernel_findings_others_are_not_run_here() {
+        let dir = tempfile::tempdir().unwrap();
+        let aot = dir.path().join("aot");
+        for sub in ["acm-g10", "acm-g10-large-grf"] {
+            std::fs::create_dir_all(aot.join(sub)).unwrap();
+            std::fs::copy(
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../fixtures/probes/toolchain-intel-sycl-2026.2-fork/integer_motion_sycl-acm-g10.zebin"
+                ),
+                aot.join(sub).join("integer_motion_sycl.zebin"),
+            )
+            .unwrap();
+        }
+        let artifacts = vec![aot.clone()];
+        // The Arc A770's Level Zero IP version is acm_g10's.
+        let arc = zebin_checks(&artifacts, "12.55.8");
+        assert!(arc.skipped.is_empty(), "{:?}", arc.skipped);
+        let subjects: Vec<(&str, &str)> = arc
+            .findings
+            .iter()
+            .map(|f| (f.check.as_str(), f.subject.as_str()))
+            .collect();
+        assert_eq!(
+            subjects,
+            [
+                (
+                    "registers",
+                    "integer_motion_sycl::launch_blur_sad_fused@acm-g10"
+                ),
+                (
+                    "sub_group_size",
+                    "integer_motion_sycl::launch_blur_sad_fused@acm-g10"
+                ),
+                (
+                    "registers",
+                    "integer_motion_sycl::launch_blur_sad_fused@acm-g10+large-grf"
+                ),
+                (
+                    "sub_group_size",
+                    "integer_motion_sycl::launch_blur_sad_fused@acm-g10+large-grf"
+                ),
+            ]
+        );
+        assert_eq!(arc.findings[0].evidence["grf_count"], 128);
+        // The family key finds the same device; a PVC finds none of it.
+        assert_eq!(zebin_checks(&artifacts, "dg2").findings.len(), 4);
+        let max = zebin_checks(&artifacts, "12.60.7");
+        assert!(max.findings.is_empty());
+        assert!(
+            max.skipped[0]
+                .reason
+                .starts_with("checks not run here: no zebin for 12.60.7 (built: acm-g10)"),
+            "{}",
+            max.skipped[0].reason
+        );
+    }
 }

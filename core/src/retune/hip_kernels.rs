@@ -225,4 +225,30 @@ mod tests {
         let unstated = code_object_findings(kernel, &l, ForkLaunches::default(), "readelf");
         assert!(unstated.iter().all(|f| f.check != "wave_size"));
     }
+
+    #[test]
+    fn the_forks_psnr_hvs_spills_on_gfx942_with_both_compilers() {
+        for (dir, spills) in [
+            ("toolchain-hip-6-llvm-19-fork", 179),
+            ("toolchain-hip-6-rocm-7.2-fork", 135),
+        ] {
+            let text = std::fs::read_to_string(format!(
+                "{}/../fixtures/probes/{dir}/llvm-readelf-notes-gfx942.txt",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap();
+            let kernels = parse_code_object_metadata(&text);
+            let psnr_hvs = kernels.iter().find(|k| k.name == "psnr_hvs_hip").unwrap();
+            assert_eq!(psnr_hvs.gfx, "gfx942");
+            assert_eq!(psnr_hvs.vgpr_spill_count, spills, "{dir}");
+            let findings = code_object_findings(
+                psnr_hvs,
+                &limits("gfx942").unwrap(),
+                ForkLaunches::default(),
+                "readelf",
+            );
+            assert_eq!(findings[0].severity, Severity::Warn, "{dir}");
+            assert_eq!(findings[0].evidence["vgpr_spills"], spills);
+        }
+    }
 }

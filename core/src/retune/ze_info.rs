@@ -495,4 +495,98 @@ kernels_misc_info:
             "private arrays, not spill"
         );
     }
+
+    const FORK: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/probes/toolchain-intel-sycl-2026.2-fork"
+    );
+
+    #[test]
+    fn the_forks_real_zebin_and_ocloc_output() {
+        let zebin = std::fs::read(format!("{FORK}/integer_motion_sycl-acm-g10.zebin")).unwrap();
+        assert_eq!(
+            crate::retune::elf_sections::machine(&zebin).unwrap(),
+            205,
+            "EM_INTELGT"
+        );
+        let info = crate::retune::elf_sections::section(&zebin, ".ze_info")
+            .unwrap()
+            .unwrap();
+        let dumped =
+            std::fs::read(format!("{FORK}/ze_info-integer_motion_sycl-acm-g10.yaml")).unwrap();
+        assert_eq!(
+            info,
+            dumped.as_slice(),
+            "the section is what llvm-objcopy dumps"
+        );
+        let kernels = parse_ze_info(&String::from_utf8_lossy(info));
+        assert_eq!(kernels.len(), 1);
+        assert_eq!(launcher_name(&kernels[0].name), "launch_blur_sad_fused");
+        assert_eq!(
+            (kernels[0].grf_count, kernels[0].simd_size),
+            (Some(128), Some(32))
+        );
+        assert_eq!(
+            (kernels[0].reqd_sub_group_size, kernels[0].scratch_bytes),
+            (Some(32), 64)
+        );
+
+        let vif = parse_ze_info(
+            &std::fs::read_to_string(format!("{FORK}/ze_info-float_vif_sycl-acm-g10.yaml"))
+                .unwrap(),
+        );
+        let large = parse_ze_info(
+            &std::fs::read_to_string(format!(
+                "{FORK}/ze_info-float_vif_sycl-acm-g10-large-grf.yaml"
+            ))
+            .unwrap(),
+        );
+        let names: Vec<String> = vif.iter().map(|k| launcher_name(&k.name)).collect();
+        assert!(
+            names.contains(&"launch_decimate<1>".to_string()),
+            "{names:?}"
+        );
+        assert!(vif.iter().all(|k| k.grf_count == Some(128)));
+        assert!(large.iter().all(|k| k.grf_count == Some(256)));
+        let spills = parse_ocloc_spills(
+            &std::fs::read_to_string(format!("{FORK}/ocloc-compile-float_vif_sycl-acm-g10.txt"))
+                .unwrap(),
+        );
+        assert_eq!(spills.len(), 1);
+        assert_eq!(launcher_name(&spills[0].kernel), "launch_decimate<1>");
+        assert_eq!(
+            (spills[0].simd, spills[0].registers, spills[0].spilled),
+            (32, 128, 36)
+        );
+        let pvc = parse_ocloc_spills(
+            &std::fs::read_to_string(format!("{FORK}/ocloc-compile-integer_vif_sycl-pvc.txt"))
+                .unwrap(),
+        );
+        let spilled: Vec<(String, u32)> = pvc
+            .iter()
+            .map(|s| (launcher_name(&s.kernel), s.spilled))
+            .collect();
+        assert_eq!(
+            spilled,
+            [
+                ("launch_vif_hori_impl<0,32>".to_string(), 50),
+                ("launch_vif_fused_impl<0,32>".to_string(), 60),
+                ("launch_vif_fused_impl<1,32>".to_string(), 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_sycl_front_ends_failure_is_a_compiler_error() {
+        let stderr = std::fs::read_to_string(format!(
+            "{FORK}/sycl-spirv-integer_motion_v2_sycl-stderr.txt"
+        ))
+        .unwrap();
+        let errors = crate::retune::build_errors::first_error_per_file(&stderr);
+        assert_eq!(
+            errors[0].location(),
+            "feature/sycl/integer_motion_v2_sycl.cpp:85"
+        );
+        assert_eq!(errors[0].message, "duplicate member 'motion_fps_weight'");
+    }
 }
