@@ -8,19 +8,22 @@
 //! itself and checks the report's arch lists and register diff against what it printed.
 //! Both toolkits are installed by scripts/test under .toolchains/ (docs/retuning.md).
 
+#[path = "support/retune_run.rs"]
+mod retune_run;
 mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use abfleet_coordinator::CoordinatorConfig;
-use abfleet_core::finding::{Finding, Severity};
-use abfleet_core::report::{GenerationSection, Report};
+use abfleet_core::finding::Severity;
+use abfleet_core::report::Report;
+use retune_run::*;
 use support::*;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+/// Recorded L40S (sm_89) and RTX PRO 6000 Blackwell (sm_120) captures stand in for the GPUs.
+const GPUS: &[&str] = &["l40s-thamada", "rtx-pro-6000-blackwell-maxq-telegraf"];
 const OLD: &str = "13.0.88";
 const NEW: &str = "13.5.37";
 
@@ -44,122 +47,16 @@ fn toolkit_bin(version: &str) -> PathBuf {
     })
 }
 
-fn path_with(bin: &Path) -> String {
-    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
-}
-
-/// The production spec with its fork at the real fork tree (a git repository made from the
-/// tarball) instead of GitHub.
-fn derive_spec(dir: &Path, fork_repo: &Path, commit: &str) -> PathBuf {
-    let production =
-        std::fs::read_to_string(Path::new(ROOT).join("fixtures/jobs/vmaf-retune.toml")).unwrap();
-    let text = production
-        .replacen(
-            "git = \"https://github.com/lusoris/vmaf.git\"",
-            &format!("git = {:?}", fork_repo.display().to_string()),
-            1,
-        )
-        .replacen(
-            "rev = \"c2a3c7e0febd98a6831b9bfebe5e298e229b1244\"",
-            &format!("rev = \"{commit}\""),
-            1,
-        );
-    assert_eq!(
-        text.matches(&fork_repo.display().to_string()).count(),
-        1,
-        "the production spec names the fork's repository once"
-    );
-    assert!(
-        text.contains(commit),
-        "the production spec pins the fork's commit"
-    );
-    let path = dir.join("vmaf-retune.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// `abfleet agent` as a bench host runs it, with `bin` first on its PATH.
-fn start_agent(url: &str, work_dir: &Path, bin: &Path, log: &Path) -> Child {
-    let probes = Path::new(ROOT).join("fixtures/probes");
-    Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .args(["agent", "--coordinator", url, "--work-dir"])
-        .arg(work_dir)
-        .arg("--gpu-probes")
-        .arg(probes.join("l40s-thamada"))
-        .arg("--gpu-probes")
-        .arg(probes.join("rtx-pro-6000-blackwell-maxq-telegraf"))
-        .env("PATH", path_with(bin))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap()
-}
-
-fn stop_agent(mut child: Child) {
-    // SIGTERM: the agent stops at once when idle.
-    let _ = Command::new("kill").arg(child.id().to_string()).status();
-    for _ in 0..100 {
-        if child.try_wait().unwrap().is_some() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-fn section<'r>(report: &'r Report, key: &str) -> &'r GenerationSection {
-    report
-        .generations
-        .iter()
-        .find(|g| g.key == key)
-        .unwrap_or_else(|| {
-            panic!(
-                "no {key} section: {:?}",
-                report
-                    .generations
-                    .iter()
-                    .map(|g| &g.key)
-                    .collect::<Vec<_>>()
-            )
-        })
-}
-
-fn findings<'s>(section: &'s GenerationSection, check: &str) -> Vec<&'s Finding> {
-    section
-        .findings
-        .iter()
-        .filter(|f| f.check == check)
-        .collect()
-}
-
 /// The fatbins a build of this agent made with `version`, by their build log's toolchain line.
 fn fatbin_dir(work_dir: &Path, version: &str) -> PathBuf {
-    let release = format!("V{version}");
-    std::fs::read_dir(work_dir.join("builds"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|dir| {
-            std::fs::read_to_string(dir.join("build.log"))
-                .is_ok_and(|log| log.lines().take(3).any(|l| l.contains(&release)))
-        })
-        .map(|dir| dir.join("src/libvmaf/build/src"))
-        .unwrap_or_else(|| panic!("no build with CUDA {version} in {}", work_dir.display()))
+    build_tree_with(work_dir, &format!("V{version}")).join("libvmaf/build/src")
 }
 
 fn cuobjdump(bin: &Path, args: &[&str], file: &Path) -> String {
-    let out = Command::new(bin.join("cuobjdump"))
-        .args(args)
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cuobjdump {args:?} {}",
-        file.display()
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let mut all: Vec<&str> = args.to_vec();
+    let file = file.display().to_string();
+    all.push(&file);
+    tool_output(&bin.join("cuobjdump"), &all)
 }
 
 /// This test's own reading of `cuobjdump --dump-resource-usage`: (kernel, arch) → REG.
@@ -202,7 +99,7 @@ async fn a_cuda_13_0_to_13_5_bump_on_the_forks_real_kernels() {
         &fork_repo,
         None,
     );
-    let spec = derive_spec(tmp.path(), &fork_repo, &commit);
+    let spec = derive_retune_spec(tmp.path(), &fork_repo, &commit);
     let coordinator = TestCoordinator::start(
         &tmp.path().join("data"),
         CoordinatorConfig {
@@ -220,6 +117,7 @@ async fn a_cuda_13_0_to_13_5_bump_on_the_forks_real_kernels() {
         &url,
         &work_dir,
         &old_bin,
+        GPUS,
         &tmp.path().join("agent-13.0.log"),
     );
     wait_for_agents(&client, 1).await;
@@ -235,6 +133,7 @@ async fn a_cuda_13_0_to_13_5_bump_on_the_forks_real_kernels() {
         &url,
         &work_dir,
         &new_bin,
+        GPUS,
         &tmp.path().join("agent-13.5.log"),
     );
     let bumps = wait_until(Duration::from_secs(60), "the toolchain-bump runs", || {
