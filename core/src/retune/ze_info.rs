@@ -143,11 +143,19 @@ pub fn parse_ocloc_spills(text: &str) -> Vec<OclocSpill> {
 
 /// A SYCL kernel's symbol for people: the function that launches the lambda, with its
 /// template arguments (`_ZTSZZL20launch_vif_hori_implILi0ELi32EE…` → `launch_vif_hori_impl<0,32>`);
-/// the symbol itself when it is not of that shape.
+/// the runtime's `RoundedRangeKernel` wrapper of a plain-range launch (the runtime picks it or
+/// the plain kernel at launch) gets ` [rounded range]`. The symbol itself when it is not of that
+/// shape.
 pub fn launcher_name(symbol: &str) -> String {
-    let Some(rest) = symbol.strip_prefix("_ZTS") else {
+    let Some(body) = symbol.strip_prefix("_ZTS") else {
         return symbol.to_string();
     };
+    // The lambda's enclosing function: the first local-entity `ZZ` (`Z` of the lambda's
+    // scope, `Z` of the function's).
+    let Some(at) = body.find("ZZ") else {
+        return symbol.to_string();
+    };
+    let rest = &body[at..];
     let rest = rest.trim_start_matches('Z');
     let rest = rest
         .strip_prefix("N12_GLOBAL__N_1")
@@ -168,14 +176,18 @@ pub fn launcher_name(symbol: &str) -> String {
             // `Li0E`, `Lb1E`: a literal of a builtin type.
             let body: String = literal.chars().skip(1).take_while(|c| *c != 'E').collect();
             arguments.push(body.clone());
-            list = &literal[1 + body.len() + 1..];
+            list = literal.get(1 + body.len() + 1..).unwrap_or("");
         }
     }
-    if arguments.is_empty() {
+    let mut shown = if arguments.is_empty() {
         name.to_string()
     } else {
         format!("{name}<{}>", arguments.join(","))
+    };
+    if body[..at].contains("RoundedRangeKernel") {
+        shown.push_str(" [rounded range]");
     }
+    shown
 }
 
 /// One kernel on one device and register-file mode, with what `ocloc` said of it.
@@ -391,6 +403,10 @@ kernels_misc_info:
         assert_eq!(
             launcher_name("_ZTSZZN12_GLOBAL__N_115launch_dwt_horiERN4sycl3_V15queueEE_"),
             "launch_dwt_hori"
+        );
+        assert_eq!(
+            launcher_name("_ZTSN4sycl3_V16detail18RoundedRangeKernelINS0_4itemILi2ELb1EEELi2EZZN12_GLOBAL__N_112launch_horizERNS0_5queueEPKfS9_PfSA_SA_SA_SA_jjjENKUlRNS0_7handlerEE_clESC_EUlNS0_2idILi2EEEE_EE"),
+            "launch_horiz [rounded range]"
         );
         assert_eq!(launcher_name("plain_kernel"), "plain_kernel");
         assert_eq!(launcher_name("_ZTS99x"), "_ZTS99x");
