@@ -4,7 +4,7 @@
 //! judged at the workgroup size the fork launches with, not the compiler's bound.
 
 use crate::finding::{Finding, Severity};
-use crate::retune::amd_occupancy::{kernel_findings, AmdLimits};
+use crate::retune::amd_occupancy::{kernel_findings, max_vgprs_for_waves, AmdLimits};
 use crate::retune::cuda_tools::kernel_matches;
 use crate::retune::hip_tools::AmdKernelMetadata;
 use crate::spec::KernelLaunch;
@@ -42,7 +42,12 @@ pub fn code_object_findings(
     let mut findings = kernel_findings(&resources, limits, command);
     for finding in &mut findings {
         match finding.check.as_str() {
-            "registers" => amend_registers(finding, m),
+            "registers" => {
+                amend_registers(finding, m);
+                if let Some(launch) = launch {
+                    advise_launch_bounds(finding, m, limits, launch.block_threads);
+                }
+            }
             "occupancy" => {
                 let source = match (launch, m.max_flat_workgroup_size) {
                     (Some(_), _) => "the fork's launch (spec [backends.hip] launch)",
@@ -101,6 +106,47 @@ fn wave_size_finding(
     finding
         .with("wave_size", actual)
         .with("written_for", expected)
+}
+
+/// The most VGPRs a kernel may use so that a workgroup of `threads` fits one CU (WGP on RDNA):
+/// its waves spread over the SIMDs (LLVM `getMaxNumVGPRs` for a flat workgroup size).
+pub fn vgpr_budget(l: &AmdLimits, threads: u32, wave_size: u32) -> Option<u32> {
+    let at_wave = l.for_wave_size(wave_size)?;
+    let waves = threads.max(1).div_ceil(wave_size);
+    let per_simd = waves.div_ceil(at_wave.simds_per_cu).max(1);
+    Some(max_vgprs_for_waves(&at_wave, per_simd))
+}
+
+/// A spilling kernel compiled for workgroups larger than the fork launches: the compiler's
+/// VGPR budget is the larger workgroup's. When the kernel sits at that budget, the verdict says
+/// which `__launch_bounds__` would lift it.
+fn advise_launch_bounds(
+    finding: &mut Finding,
+    m: &AmdKernelMetadata,
+    l: &AmdLimits,
+    launched: u32,
+) {
+    if m.vgpr_spill_count == 0 {
+        return;
+    }
+    let bound = m.max_flat_workgroup_size.unwrap_or(1024);
+    let wave = m.wavefront_size.unwrap_or(l.wave_size);
+    let (Some(cap), Some(at_launch)) =
+        (vgpr_budget(l, bound, wave), vgpr_budget(l, launched, wave))
+    else {
+        return;
+    };
+    if launched >= bound || at_launch <= cap || m.total_vgprs() < cap {
+        return;
+    }
+    finding.verdict = format!(
+        "{}; it is compiled for workgroups of up to {bound} threads, which caps it at {cap} VGPRs, but the fork launches {launched}: __launch_bounds__({launched}) lets it use up to {at_launch}",
+        finding.verdict
+    );
+    finding.evidence.insert("vgpr_cap".into(), cap.into());
+    finding
+        .evidence
+        .insert("vgpr_cap_at_launch".into(), at_launch.into());
 }
 
 fn amend_registers(finding: &mut Finding, m: &AmdKernelMetadata) {
@@ -202,6 +248,27 @@ mod tests {
     }
 
     #[test]
+    fn vgpr_budgets_match_llvm_for_flat_workgroup_sizes() {
+        // 1024 threads: CDNA 16 waves on 4 SIMDs, RDNA wave32 32 waves on a WGP's 4 SIMDs.
+        assert_eq!(vgpr_budget(&limits("gfx942").unwrap(), 1024, 64), Some(128));
+        assert_eq!(vgpr_budget(&limits("gfx942").unwrap(), 64, 64), Some(512));
+        assert_eq!(
+            vgpr_budget(&limits("gfx1030").unwrap(), 1024, 32),
+            Some(128)
+        );
+        assert_eq!(
+            vgpr_budget(&limits("gfx1100").unwrap(), 1024, 32),
+            Some(192)
+        );
+        assert_eq!(vgpr_budget(&limits("gfx1100").unwrap(), 64, 32), Some(256));
+        assert_eq!(
+            vgpr_budget(&limits("gfx942").unwrap(), 64, 32),
+            None,
+            "CDNA has no wave32"
+        );
+    }
+
+    #[test]
     fn a_wave32_code_object_of_wave64_kernels_fails() {
         let text = include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -249,6 +316,27 @@ mod tests {
             );
             assert_eq!(findings[0].severity, Severity::Warn, "{dir}");
             assert_eq!(findings[0].evidence["vgpr_spills"], spills);
+            // At the 1024-thread budget (128 VGPRs on CDNA3); the fork launches 64 threads.
+            let launch = KernelLaunch {
+                kernel: "psnr_hvs_hip".into(),
+                grid_blocks: 42196,
+                block_threads: 64,
+            };
+            let fork = ForkLaunches {
+                launches: std::slice::from_ref(&launch),
+                wave_size: Some(64),
+            };
+            let advised =
+                code_object_findings(psnr_hvs, &limits("gfx942").unwrap(), fork, "readelf");
+            assert_eq!(advised[0].evidence["vgpr_cap"], 128);
+            assert_eq!(advised[0].evidence["vgpr_cap_at_launch"], 512);
+            assert!(
+                advised[0]
+                    .verdict
+                    .contains("__launch_bounds__(64) lets it use up to 512"),
+                "{}",
+                advised[0].verdict
+            );
         }
     }
 }
