@@ -189,7 +189,7 @@ fn zebin_checks(artifacts: &[PathBuf], arch: &str) -> CheckResults {
         );
         return results;
     }
-    let read: Vec<(&Zebin, Result<(Vec<ZeKernel>, Vec<OclocSpill>), String>)> =
+    let read: Vec<(&Zebin, Result<ZebinReading, String>)> =
         mine.iter().map(|z| (*z, read_zebin(z))).collect();
     for (zebin, reading) in &read {
         let (kernels, spills) = match reading {
@@ -255,8 +255,11 @@ fn zebin_checks(artifacts: &[PathBuf], arch: &str) -> CheckResults {
     results
 }
 
+/// A zebin's kernels and `ocloc`'s spill warnings for them.
+type ZebinReading = (Vec<ZeKernel>, Vec<OclocSpill>);
+
 /// A zebin's kernels from its `.ze_info` and `ocloc`'s spill warnings from the log beside it.
-fn read_zebin(zebin: &Zebin) -> Result<(Vec<ZeKernel>, Vec<OclocSpill>), String> {
+fn read_zebin(zebin: &Zebin) -> Result<ZebinReading, String> {
     let shown = zebin.path.display();
     let bytes =
         std::fs::read(&zebin.path).map_err(|err| format!("cannot read `{shown}`: {err}"))?;
