@@ -16,9 +16,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::finding::Severity;
 use abfleet_core::report::Report;
 use retune_run::*;
@@ -162,85 +160,21 @@ fn the_tests_own_notes_reader_on_a_capture() {
     assert_eq!((k["scratch_bytes"], k["wave_size"]), (496, 64));
 }
 
-fn run_until_done(report: Report) -> Report {
-    assert_eq!(report.status, "done", "{}", report.to_json_pretty());
-    report
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_llvm_19_to_rocm_7_2_bump_on_the_forks_real_hip_kernels() {
     let old_bin = toolchain_bin("amd-llvm-19", "hipcc");
     let new_bin = toolchain_bin("amd-rocm-7.2", "hipcc");
-    let tmp = tempfile::tempdir().unwrap();
-    let fork_repo = tmp.path().join("fork");
-    let commit = repo_from_tarball(
-        &Path::new(ROOT).join("fixtures/vmaf-real/fork-c2a3c7e0.tar.xz"),
-        &fork_repo,
-        None,
-    );
-    let spec = derive_retune_spec(tmp.path(), &fork_repo, &commit);
-    let coordinator = TestCoordinator::start(
-        &tmp.path().join("data"),
-        CoordinatorConfig {
-            retune_spec: Some(spec.clone()),
-            ..CoordinatorConfig::default()
-        },
-    )
-    .await;
-    let url = coordinator.url();
-    let mut client = coordinator.control().await;
-    let work_dir = tmp.path().join("agent");
+    let fleet = BumpFleet::start(GPUS).await;
+    // LLVM 19: the baseline, submitted by hand; then ROCm 7.2's LLVM on the same agent: one
+    // toolchain-bump run per AMD generation.
+    let old = fleet.baseline(&old_bin, "llvm-19").await;
+    let new_reports = fleet.bump(&new_bin, "rocm-7.2", KEYS.len(), OLD, NEW).await;
+    let new_for = |key: &str| report_for(&new_reports, key);
+    let work_dir = &fleet.work_dir;
+    let tmp = &fleet.tmp;
 
-    // LLVM 19: the baseline, submitted by hand.
-    let old_log = tmp.path().join("agent-llvm-19.log");
-    let agent = start_agent(&url, &work_dir, &old_bin, GPUS, &old_log);
-    wait_for_agents(&client, 1).await;
-    let run_id = submit(&mut client, &spec).await;
-    let old = wait_for_report(&mut client, &run_id, Duration::from_secs(900)).await;
-    stop_agent(agent);
-    let log = std::fs::read_to_string(&old_log).unwrap();
-    assert_eq!(old.status, "done", "{}\n{log}", old.to_json_pretty());
-
-    // ROCm 7.2's LLVM on the same agent: one toolchain-bump run per AMD generation.
-    let agent = start_agent(
-        &url,
-        &work_dir,
-        &new_bin,
-        GPUS,
-        &tmp.path().join("agent-rocm-7.2.log"),
-    );
-    let bumps = wait_until(Duration::from_secs(60), "the toolchain-bump runs", || {
-        let client = client.clone();
-        async move {
-            let bumps: Vec<_> = list_runs(&client)
-                .await
-                .into_iter()
-                .filter(|r| r.trigger == "toolchain-bump")
-                .collect();
-            (bumps.len() == KEYS.len()).then_some(bumps)
-        }
-    })
-    .await;
-    let mut new_reports = Vec::new();
-    for bump in &bumps {
-        assert!(
-            bump.trigger_note.contains(OLD) && bump.trigger_note.contains(NEW),
-            "{}",
-            bump.trigger_note
-        );
-        let report = wait_for_report(&mut client, &bump.run_id, Duration::from_secs(900)).await;
-        new_reports.push(run_until_done(report));
-    }
-    stop_agent(agent);
-    let new_for = |key: &str| -> &Report {
-        new_reports
-            .iter()
-            .find(|r| r.generations.iter().any(|g| g.key == key))
-            .unwrap_or_else(|| panic!("no toolchain-bump run for {key}"))
-    };
-
-    let old_tree = build_tree_with(&work_dir, OLD).join("libvmaf/build/src");
-    let new_tree = build_tree_with(&work_dir, NEW).join("libvmaf/build/src");
+    let old_tree = build_tree_with(work_dir, OLD).join("libvmaf/build/src");
+    let new_tree = build_tree_with(work_dir, NEW).join("libvmaf/build/src");
     let scratch = tmp.path().join("code-objects");
     std::fs::create_dir_all(&scratch).unwrap();
     let mut changed = 0;
@@ -347,5 +281,61 @@ async fn an_llvm_19_to_rocm_7_2_bump_on_the_forks_real_hip_kernels() {
             .iter()
             .any(|m| m.starts_with("psnr_hvs_hip@gfx942")),
         "{spill_moves:?}"
+    );
+}
+
+/// Debian 12's hipcc 5.2 (clang 15) rejects gfx942: on a host with only that compiler the AMD
+/// checks are "not run here" with the compiler's own line, and no cell fails.
+#[test]
+fn a_toolchain_too_old_for_gfx942_is_checks_not_run_here() {
+    let hipcc = Path::new("/usr/bin/hipcc");
+    assert!(
+        hipcc.is_file(),
+        "Debian's hipcc 5.2 is not installed: run `scripts/test --install-only`"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = real_fork_and_spec(tmp.path());
+    let out = tmp.path().join("out");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_abfleet"))
+        .current_dir(tmp.path())
+        .arg("local")
+        .arg(&spec)
+        .arg("--work-dir")
+        .arg(tmp.path().join("work"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--gpu-probes")
+        .arg(Path::new(ROOT).join("fixtures/probes/mi300x-x4-epyc9474f"))
+        .env("HIP_PLATFORM", "amd")
+        .output()
+        .unwrap();
+    let text = output_text(&output);
+    let report: Report =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+            .unwrap_or_else(|err| panic!("{err}\n{text}"));
+    assert_eq!(report.status, "done", "{text}");
+    assert_eq!(output.status.code(), Some(0), "nothing failed: {text}");
+    let section = section(&report, "hip/gfx942");
+    assert!(section.findings.is_empty(), "{:?}", section.findings);
+    let skipped: Vec<&str> = section
+        .skipped_checks
+        .iter()
+        .map(|s| s.reason.as_str())
+        .collect();
+    assert!(
+        skipped
+            .iter()
+            .any(|r| r.starts_with("checks not run here")
+                && r.contains("invalid target ID 'gfx942'")),
+        "{skipped:?}"
+    );
+    assert!(
+        !section.backend_cells.is_empty()
+            && section
+                .backend_cells
+                .iter()
+                .all(|c| c.status == abfleet_core::backend_cell::BackendCellStatus::Skipped),
+        "{:?}",
+        section.backend_cells
     );
 }

@@ -14,13 +14,9 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::finding::Severity;
-use abfleet_core::report::Report;
 use retune_run::*;
-use support::*;
 
 /// Recorded L40S (sm_89) and RTX PRO 6000 Blackwell (sm_120) captures stand in for the GPUs.
 const GPUS: &[&str] = &["l40s-thamada", "rtx-pro-6000-blackwell-maxq-telegraf"];
@@ -92,84 +88,18 @@ fn listed_arches(text: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cuda_13_0_to_13_5_bump_on_the_forks_real_kernels() {
     let (old_bin, new_bin) = (toolkit_bin(OLD), toolkit_bin(NEW));
-    let tmp = tempfile::tempdir().unwrap();
-    let fork_repo = tmp.path().join("fork");
-    let commit = repo_from_tarball(
-        &Path::new(ROOT).join("fixtures/vmaf-real/fork-c2a3c7e0.tar.xz"),
-        &fork_repo,
-        None,
-    );
-    let spec = derive_retune_spec(tmp.path(), &fork_repo, &commit);
-    let coordinator = TestCoordinator::start(
-        &tmp.path().join("data"),
-        CoordinatorConfig {
-            retune_spec: Some(spec.clone()),
-            ..CoordinatorConfig::default()
-        },
-    )
-    .await;
-    let url = coordinator.url();
-    let mut client = coordinator.control().await;
-    let work_dir = tmp.path().join("agent");
+    let fleet = BumpFleet::start(GPUS).await;
+    // CUDA 13.0: the baseline, submitted by hand; then 13.5 on the same agent: the watcher
+    // starts one retuning run per generation whose toolchain changed, by itself.
+    let old = fleet.baseline(&old_bin, "13.0").await;
+    let new_reports = fleet
+        .bump(&new_bin, "13.5", 2, "release 13.0", "release 13.5")
+        .await;
+    let new_for = |key: &str| report_for(&new_reports, key);
+    let work_dir = &fleet.work_dir;
 
-    // CUDA 13.0: the baseline, submitted by hand.
-    let agent = start_agent(
-        &url,
-        &work_dir,
-        &old_bin,
-        GPUS,
-        &tmp.path().join("agent-13.0.log"),
-    );
-    wait_for_agents(&client, 1).await;
-    let run_id = submit(&mut client, &spec).await;
-    let old = wait_for_report(&mut client, &run_id, Duration::from_secs(900)).await;
-    stop_agent(agent);
-    let log = std::fs::read_to_string(tmp.path().join("agent-13.0.log")).unwrap();
-    assert_eq!(old.status, "done", "{}\n{log}", old.to_json_pretty());
-
-    // CUDA 13.5 on the same agent: the watcher starts one retuning run per generation whose
-    // toolchain changed, by itself.
-    let agent = start_agent(
-        &url,
-        &work_dir,
-        &new_bin,
-        GPUS,
-        &tmp.path().join("agent-13.5.log"),
-    );
-    let bumps = wait_until(Duration::from_secs(60), "the toolchain-bump runs", || {
-        let client = client.clone();
-        async move {
-            let bumps: Vec<_> = list_runs(&client)
-                .await
-                .into_iter()
-                .filter(|r| r.trigger == "toolchain-bump")
-                .collect();
-            (bumps.len() == 2).then_some(bumps)
-        }
-    })
-    .await;
-    let mut new_reports = Vec::new();
-    for bump in &bumps {
-        assert!(
-            bump.trigger_note.contains("release 13.0")
-                && bump.trigger_note.contains("release 13.5"),
-            "{}",
-            bump.trigger_note
-        );
-        let report = wait_for_report(&mut client, &bump.run_id, Duration::from_secs(900)).await;
-        assert_eq!(report.status, "done", "{}", report.to_json_pretty());
-        new_reports.push(report);
-    }
-    stop_agent(agent);
-    let new_for = |key: &str| -> &Report {
-        new_reports
-            .iter()
-            .find(|r| r.generations.iter().any(|g| g.key == key))
-            .unwrap_or_else(|| panic!("no toolchain-bump run for {key}"))
-    };
-
-    let old_fatbins = fatbin_dir(&work_dir, OLD);
-    let new_fatbins = fatbin_dir(&work_dir, NEW);
+    let old_fatbins = fatbin_dir(work_dir, OLD);
+    let new_fatbins = fatbin_dir(work_dir, NEW);
     let mut changed_registers = 0;
     for key in ["cuda/sm_89", "cuda/sm_120"] {
         let arch = key.trim_start_matches("cuda/");

@@ -112,13 +112,7 @@ fn by_symbol<'r>(
 fn the_forks_real_sycl_kernels_for_an_arc_a770_and_a_max_1100() {
     let bin = toolchain_bin("intel-sycl-2026.2", "sycl-spirv");
     let tmp = tempfile::tempdir().unwrap();
-    let fork_repo = tmp.path().join("fork");
-    let commit = repo_from_tarball(
-        &Path::new(ROOT).join("fixtures/vmaf-real/fork-c2a3c7e0.tar.xz"),
-        &fork_repo,
-        None,
-    );
-    let spec = derive_retune_spec(tmp.path(), &fork_repo, &commit);
+    let spec = real_fork_and_spec(tmp.path());
     let work_dir = tmp.path().join("work");
     let out_dir = tmp.path().join("out");
     let probes = Path::new(ROOT).join("fixtures/probes");

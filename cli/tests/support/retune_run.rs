@@ -9,8 +9,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use abfleet_coordinator::CoordinatorConfig;
 use abfleet_core::finding::Finding;
 use abfleet_core::report::{GenerationSection, Report};
+
+use crate::support::{
+    list_runs, repo_from_tarball, submit, wait_for_agents, wait_for_report, wait_until,
+    TestCoordinator,
+};
 
 pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
@@ -57,6 +63,128 @@ pub fn derive_retune_spec(dir: &Path, fork_repo: &Path, commit: &str) -> PathBuf
     let path = dir.join("vmaf-retune.toml");
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// A git repository of the real fork tree (from the tarball) in `dir`, and the production
+/// retuning spec pointed at it.
+pub fn real_fork_and_spec(dir: &Path) -> PathBuf {
+    let fork_repo = dir.join("fork");
+    let commit = repo_from_tarball(
+        &Path::new(ROOT).join("fixtures/vmaf-real/fork-c2a3c7e0.tar.xz"),
+        &fork_repo,
+        None,
+    );
+    derive_retune_spec(dir, &fork_repo, &commit)
+}
+
+/// A coordinator started with the production retuning spec (`--retune-spec`, so the
+/// toolchain watcher starts a run per generation whose compiler changed), and one agent work
+/// dir that agents with different toolchains on their PATH take turns on.
+pub struct BumpFleet {
+    pub tmp: tempfile::TempDir,
+    pub coordinator: TestCoordinator,
+    pub spec: PathBuf,
+    pub work_dir: PathBuf,
+    /// The recorded GPUs the agent stands for.
+    pub gpus: &'static [&'static str],
+}
+
+impl BumpFleet {
+    pub async fn start(gpus: &'static [&'static str]) -> BumpFleet {
+        let tmp = tempfile::tempdir().unwrap();
+        let spec = real_fork_and_spec(tmp.path());
+        let coordinator = TestCoordinator::start(
+            &tmp.path().join("data"),
+            CoordinatorConfig {
+                retune_spec: Some(spec.clone()),
+                ..CoordinatorConfig::default()
+            },
+        )
+        .await;
+        let work_dir = tmp.path().join("agent");
+        BumpFleet {
+            tmp,
+            coordinator,
+            spec,
+            work_dir,
+            gpus,
+        }
+    }
+
+    /// The baseline: an agent with `bin` first on its PATH, the spec submitted by hand.
+    pub async fn baseline(&self, bin: &Path, name: &str) -> Report {
+        let log = self.tmp.path().join(format!("agent-{name}.log"));
+        let agent = start_agent(
+            &self.coordinator.url(),
+            &self.work_dir,
+            bin,
+            self.gpus,
+            &log,
+        );
+        let mut client = self.coordinator.control().await;
+        wait_for_agents(&client, 1).await;
+        let run_id = submit(&mut client, &self.spec).await;
+        let report = wait_for_report(&mut client, &run_id, Duration::from_secs(900)).await;
+        stop_agent(agent);
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(report.status, "done", "{}\n{text}", report.to_json_pretty());
+        report
+    }
+
+    /// The same agent back with `bin` first on its PATH: the watcher starts `runs`
+    /// toolchain-bump runs by itself, each noting both toolchains (`before`, `after`: words
+    /// of their version lines). Their reports, each done.
+    pub async fn bump(
+        &self,
+        bin: &Path,
+        name: &str,
+        runs: usize,
+        before: &str,
+        after: &str,
+    ) -> Vec<Report> {
+        let log = self.tmp.path().join(format!("agent-{name}.log"));
+        let agent = start_agent(
+            &self.coordinator.url(),
+            &self.work_dir,
+            bin,
+            self.gpus,
+            &log,
+        );
+        let mut client = self.coordinator.control().await;
+        let bumps = wait_until(Duration::from_secs(60), "the toolchain-bump runs", || {
+            let client = client.clone();
+            async move {
+                let bumps: Vec<_> = list_runs(&client)
+                    .await
+                    .into_iter()
+                    .filter(|r| r.trigger == "toolchain-bump")
+                    .collect();
+                (bumps.len() == runs).then_some(bumps)
+            }
+        })
+        .await;
+        let mut reports = Vec::new();
+        for bump in &bumps {
+            assert!(
+                bump.trigger_note.contains(before) && bump.trigger_note.contains(after),
+                "{}",
+                bump.trigger_note
+            );
+            let report = wait_for_report(&mut client, &bump.run_id, Duration::from_secs(900)).await;
+            assert_eq!(report.status, "done", "{}", report.to_json_pretty());
+            reports.push(report);
+        }
+        stop_agent(agent);
+        reports
+    }
+}
+
+/// The report among `reports` with a section for `key`.
+pub fn report_for<'r>(reports: &'r [Report], key: &str) -> &'r Report {
+    reports
+        .iter()
+        .find(|r| r.generations.iter().any(|g| g.key == key))
+        .unwrap_or_else(|| panic!("no run for {key}"))
 }
 
 /// `abfleet agent` as a bench host runs it, with `bin` first on its PATH and each of `probes`
