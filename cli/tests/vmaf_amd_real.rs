@@ -18,9 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use abfleet_core::finding::Severity;
-use abfleet_core::report::Report;
 use retune_run::*;
-use support::*;
 
 /// gfx90a, gfx942, and gfx1100 + gfx1030 in one host.
 const GPUS: &[&str] = &[
@@ -218,13 +216,7 @@ async fn an_llvm_19_to_rocm_7_2_bump_on_the_forks_real_hip_kernels() {
                 "{key}: {:?}",
                 waves.iter().map(|f| &f.verdict).collect::<Vec<_>>()
             );
-            // Exit code rule (docs/retuning.md): a fail finding makes the run exit 4.
-            let any_fail = report
-                .generations
-                .iter()
-                .flat_map(|g| &g.findings)
-                .any(|f| f.severity == Severity::Fail);
-            assert_eq!(report.exit_code == 4, any_fail, "exit {}", report.exit_code);
+            assert_exit_code_rule(report);
         }
 
         // Every figure against llvm-readelf's own notes, and the diff against the old build.
@@ -295,26 +287,13 @@ fn a_toolchain_too_old_for_gfx942_is_checks_not_run_here() {
     );
     let tmp = tempfile::tempdir().unwrap();
     let spec = real_fork_and_spec(tmp.path());
-    let out = tmp.path().join("out");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .current_dir(tmp.path())
-        .arg("local")
-        .arg(&spec)
-        .arg("--work-dir")
-        .arg(tmp.path().join("work"))
-        .arg("--out")
-        .arg(&out)
-        .arg("--gpu-probes")
-        .arg(Path::new(ROOT).join("fixtures/probes/mi300x-x4-epyc9474f"))
-        .env("HIP_PLATFORM", "amd")
-        .output()
-        .unwrap();
-    let text = output_text(&output);
-    let report: Report =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
-            .unwrap_or_else(|err| panic!("{err}\n{text}"));
-    assert_eq!(report.status, "done", "{text}");
-    assert_eq!(output.status.code(), Some(0), "nothing failed: {text}");
+    let (text, code, report) = local_run(
+        tmp.path(),
+        &spec,
+        &["mi300x-x4-epyc9474f"],
+        &[("HIP_PLATFORM", "amd".to_string())],
+    );
+    assert_eq!(code, Some(0), "nothing failed: {text}");
     let section = section(&report, "hip/gfx942");
     assert!(section.findings.is_empty(), "{:?}", section.findings);
     let skipped: Vec<&str> = section

@@ -144,13 +144,7 @@ async fn a_cuda_13_0_to_13_5_bump_on_the_forks_real_kernels() {
                     "{key}: {kernel} not among the ignored launch bounds {ignored:?}"
                 );
             }
-            // Exit code rule (docs/retuning.md): a fail finding makes the run exit 4.
-            let any_fail = report
-                .generations
-                .iter()
-                .flat_map(|g| &g.findings)
-                .any(|f| f.severity == Severity::Fail);
-            assert_eq!(report.exit_code == 4, any_fail, "exit {}", report.exit_code);
+            assert_exit_code_rule(report);
         }
 
         // The register diff, against cuobjdump's own output for the same fatbins.

@@ -18,9 +18,7 @@ use std::path::Path;
 use std::process::Command;
 
 use abfleet_core::finding::{Finding, Severity};
-use abfleet_core::report::Report;
 use retune_run::*;
-use support::*;
 
 /// (generation key, ocloc device) of the two recorded GPUs.
 const DEVICES: [(&str, &str); 2] = [("sycl/dg2", "acm-g10"), ("sycl/pvc", "pvc")];
@@ -113,31 +111,15 @@ fn the_forks_real_sycl_kernels_for_an_arc_a770_and_a_max_1100() {
     let bin = toolchain_bin("intel-sycl-2026.2", "sycl-spirv");
     let tmp = tempfile::tempdir().unwrap();
     let spec = real_fork_and_spec(tmp.path());
-    let work_dir = tmp.path().join("work");
-    let out_dir = tmp.path().join("out");
-    let probes = Path::new(ROOT).join("fixtures/probes");
-    let output = Command::new(env!("CARGO_BIN_EXE_abfleet"))
-        .current_dir(tmp.path())
-        .arg("local")
-        .arg(&spec)
-        .arg("--work-dir")
-        .arg(&work_dir)
-        .arg("--out")
-        .arg(&out_dir)
-        .arg("--gpu-probes")
-        .arg(probes.join("intel-arc-a770-llamacpp-doc"))
-        .arg("--gpu-probes")
-        .arg(probes.join("intel-max1100-salehjg-blog"))
-        .env("PATH", path_with(&bin))
-        .output()
-        .unwrap();
-    let text = output_text(&output);
-    let report: Report =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
-            .unwrap_or_else(|err| panic!("{err}\n{text}"));
-    assert_eq!(report.status, "done", "{text}");
+    let (text, code, report) = local_run(
+        tmp.path(),
+        &spec,
+        &["intel-arc-a770-llamacpp-doc", "intel-max1100-salehjg-blog"],
+        &[("PATH", path_with(&bin))],
+    );
     // The fork's SYCL sources that do not compile are fail findings: exit 4.
-    assert_eq!(output.status.code(), Some(4), "{text}");
+    assert_eq!(code, Some(4), "{text}");
+    let work_dir = tmp.path().join("work");
 
     let tree = build_tree_with(&work_dir, "sycl-spirv: intel-sycl-rt 2026.2.0");
     let aot = tree.join("libvmaf/build-sycl/aot");

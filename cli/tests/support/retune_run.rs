@@ -111,16 +111,16 @@ impl BumpFleet {
         }
     }
 
+    /// The fleet's agent with `bin` first on its PATH, and where its log goes.
+    fn agent(&self, bin: &Path, name: &str) -> (Child, PathBuf) {
+        let log = self.tmp.path().join(format!("agent-{name}.log"));
+        let url = self.coordinator.url();
+        (start_agent(&url, &self.work_dir, bin, self.gpus, &log), log)
+    }
+
     /// The baseline: an agent with `bin` first on its PATH, the spec submitted by hand.
     pub async fn baseline(&self, bin: &Path, name: &str) -> Report {
-        let log = self.tmp.path().join(format!("agent-{name}.log"));
-        let agent = start_agent(
-            &self.coordinator.url(),
-            &self.work_dir,
-            bin,
-            self.gpus,
-            &log,
-        );
+        let (agent, log) = self.agent(bin, name);
         let mut client = self.coordinator.control().await;
         wait_for_agents(&client, 1).await;
         let run_id = submit(&mut client, &self.spec).await;
@@ -142,14 +142,7 @@ impl BumpFleet {
         before: &str,
         after: &str,
     ) -> Vec<Report> {
-        let log = self.tmp.path().join(format!("agent-{name}.log"));
-        let agent = start_agent(
-            &self.coordinator.url(),
-            &self.work_dir,
-            bin,
-            self.gpus,
-            &log,
-        );
+        let (agent, _) = self.agent(bin, name);
         let mut client = self.coordinator.control().await;
         let bumps = wait_until(Duration::from_secs(60), "the toolchain-bump runs", || {
             let client = client.clone();
@@ -177,6 +170,48 @@ impl BumpFleet {
         stop_agent(agent);
         reports
     }
+}
+
+/// The exit code rule (docs/retuning.md): a fail finding, and only one, makes a run exit 4.
+pub fn assert_exit_code_rule(report: &Report) {
+    let any_fail = report
+        .generations
+        .iter()
+        .flat_map(|g| &g.findings)
+        .any(|f| f.severity == abfleet_core::finding::Severity::Fail);
+    assert_eq!(report.exit_code == 4, any_fail, "exit {}", report.exit_code);
+}
+
+/// `abfleet local SPEC` in `dir` (work dir `dir/work`, reports in `dir/out`) with the
+/// recorded GPUs `probes` and `env` added: its output (for messages), exit code and report.
+pub fn local_run(
+    dir: &Path,
+    spec: &Path,
+    probes: &[&str],
+    env: &[(&str, String)],
+) -> (String, Option<i32>, Report) {
+    let out = dir.join("out");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_abfleet"));
+    command
+        .current_dir(dir)
+        .arg("local")
+        .arg(spec)
+        .arg("--work-dir")
+        .arg(dir.join("work"))
+        .arg("--out")
+        .arg(&out);
+    for probe in probes {
+        command
+            .arg("--gpu-probes")
+            .arg(Path::new(ROOT).join("fixtures/probes").join(probe));
+    }
+    let output = command.envs(env.iter().cloned()).output().unwrap();
+    let text = crate::support::output_text(&output);
+    let report: Report =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+            .unwrap_or_else(|err| panic!("{err}\n{text}"));
+    assert_eq!(report.status, "done", "{text}");
+    (text, output.status.code(), report)
 }
 
 /// The report among `reports` with a section for `key`.
