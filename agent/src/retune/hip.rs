@@ -101,12 +101,60 @@ pub fn run_hip_checks_with(input: &HipCheckInput, tools: Result<HipTools, String
         }
     };
     let several = input.artifacts.len() > 1;
+    let mut coverage: Vec<(String, Finding)> = Vec::new();
     for (index, artifact) in input.artifacts.iter().enumerate() {
         let dir = scratch.path.join(index.to_string());
-        let artifact_results = check_artifact(input, device, artifact, &tools, &dir);
+        let mut artifact_results = check_artifact(input, device, artifact, &tools, &dir);
+        let (covered, others): (Vec<Finding>, Vec<Finding>) = artifact_results
+            .findings
+            .into_iter()
+            .partition(|f| f.check == "arch_coverage");
+        artifact_results.findings = others;
+        coverage.extend(covered.into_iter().map(|f| (file_name(artifact), f)));
         results.extend(name_artifact(artifact_results, artifact, several));
     }
+    let coverage = if several {
+        merge_coverage(coverage)
+    } else {
+        coverage.into_iter().map(|(_, finding)| finding).collect()
+    };
+    results.findings.splice(0..0, coverage);
     results
+}
+
+/// Bundles that hold the same targets share one `arch_coverage` finding, naming them in
+/// `artifacts` (the fork's 11 kernel bundles give one per device, as CUDA's fatbins do).
+fn merge_coverage(coverage: Vec<(String, Finding)>) -> Vec<Finding> {
+    let mut merged: Vec<(Finding, Vec<String>)> = Vec::new();
+    for (artifact, finding) in coverage {
+        let same = merged.iter_mut().find(|(kept, _)| {
+            kept.severity == finding.severity
+                && kept.verdict == finding.verdict
+                && kept.evidence.get("targets") == finding.evidence.get("targets")
+        });
+        match same {
+            Some((_, artifacts)) => artifacts.push(artifact),
+            None => merged.push((finding, vec![artifact])),
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(finding, artifacts)| {
+            let verdict = if artifacts.len() > 1 {
+                format!("{} — all {} bundles", finding.verdict, artifacts.len())
+            } else {
+                format!("{} — {}", finding.verdict, artifacts[0])
+            };
+            Finding { verdict, ..finding }.with("artifacts", artifacts)
+        })
+        .collect()
+}
+
+fn file_name(artifact: &Path) -> String {
+    artifact
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| artifact.display().to_string())
 }
 
 fn check_artifact(
@@ -378,10 +426,7 @@ fn code_object_findings(
 /// the artifact's file name in front (`libfoo.so:gfx942`).
 fn name_artifact(mut results: CheckResults, artifact: &Path, several: bool) -> CheckResults {
     if several {
-        let name = artifact
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| artifact.display().to_string());
+        let name = file_name(artifact);
         for finding in &mut results.findings {
             finding.subject = format!("{name}:{}", finding.subject);
         }
@@ -543,6 +588,54 @@ mod tests {
 
     fn tools_here() -> HipTools {
         HipTools::find().expect("hipcc is installed, so are clang-offload-bundler and llvm-readelf")
+    }
+
+    #[test]
+    fn bundles_with_the_same_targets_share_one_coverage_finding() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(object) = compile_for_gfx90a_and_gfx1030(dir.path()) else {
+            return;
+        };
+        let copy = dir.path().join("copy.o");
+        std::fs::copy(&object, &copy).unwrap();
+        let host_only = dir.path().join("host.o");
+        std::fs::write(&host_only, b"no offload bundle here").unwrap();
+        let artifacts = vec![object, copy, host_only];
+        let results = run_hip_checks_with(
+            &HipCheckInput {
+                artifacts: &artifacts,
+                device_gfx: Some("gfx90a"),
+                configured_targets: None,
+                fork: ForkLaunches::default(),
+            },
+            Ok(tools_here()),
+        );
+        let coverage: Vec<&Finding> = results
+            .findings
+            .iter()
+            .filter(|f| f.check == "arch_coverage")
+            .collect();
+        assert_eq!(coverage.len(), 2, "{coverage:?}");
+        assert_eq!(coverage[0].severity, Severity::Ok);
+        assert_eq!(
+            coverage[0].evidence["artifacts"],
+            serde_json::json!(["many_kernels.o", "copy.o"])
+        );
+        assert!(
+            coverage[0].verdict.ends_with("— all 2 bundles"),
+            "{}",
+            coverage[0].verdict
+        );
+        assert_eq!(coverage[1].severity, Severity::Fail);
+        assert_eq!(
+            coverage[1].evidence["artifacts"],
+            serde_json::json!(["host.o"])
+        );
+        // Per-kernel findings still name their bundle.
+        assert!(results
+            .findings
+            .iter()
+            .any(|f| f.check == "registers" && f.subject.starts_with("copy.o:")));
     }
 
     #[test]
