@@ -178,7 +178,7 @@ fn range_problems(cell: &CellResult, spec: &JobSpec) -> Vec<String> {
     let seed = paired::cell_seed(measure.seed, cell.index);
     if cell.seed != seed {
         problems.push(format!(
-            "seed {} is not the cell's seed under the spec's seed {} ({seed})",
+            "seed {} is not the cell's seed under the spec's seed {}",
             cell.seed, measure.seed
         ));
     }
@@ -255,12 +255,9 @@ fn take_parity_checked(
             claimed.upstream.pooled.get(metric),
             claimed.fork.pooled.get(fork_metric),
         ) {
-            (Some(up), Some(fk)) if !same(*delta, fk - up) && delta.is_finite() => {
-                problems.push(format!(
-                    "`{metric}`: a pooled delta of {delta} where its pooled means give {}",
-                    fk - up
-                ))
-            }
+            (Some(up), Some(fk)) if !same(*delta, fk - up) && delta.is_finite() => problems.push(
+                format!("`{metric}`: a pooled delta of {delta} that its pooled means do not give"),
+            ),
             (Some(_), Some(_)) => {}
             _ => problems.push(format!("`{metric}`: a delta without pooled means")),
         }
@@ -312,9 +309,8 @@ fn compare_summaries(claimed: &CellResult, derived: &CellResult, problems: &mut 
         };
         if !agrees {
             problems.push(format!(
-                "{what} {} sent, {} from its own data",
-                shown(claimed),
-                shown(derived)
+                "{what} {} sent, which its own data does not give",
+                shown(claimed)
             ));
         }
     };
@@ -339,8 +335,8 @@ fn compare_summaries(claimed: &CellResult, derived: &CellResult, problems: &mut 
     number("p-value", claimed.p_value, derived.p_value);
     if claimed.verdict != derived.verdict {
         problems.push(format!(
-            "verdict {:?} sent, {:?} from its own times",
-            claimed.verdict, derived.verdict
+            "verdict {:?} sent, which its own times do not give",
+            claimed.verdict
         ));
     }
     if claimed.pairs != derived.pairs {
@@ -351,9 +347,8 @@ fn compare_summaries(claimed: &CellResult, derived: &CellResult, problems: &mut 
     }
     if claimed.parity != derived.parity {
         problems.push(format!(
-            "parity `{}` sent, `{}` from its own scores against the spec's gates",
-            claimed.parity.as_str(),
-            derived.parity.as_str()
+            "parity `{}` sent, which its own scores against the spec's gates do not give",
+            claimed.parity.as_str()
         ));
     }
     let metrics: std::collections::BTreeSet<&String> = claimed
@@ -368,16 +363,15 @@ fn compare_summaries(claimed: &CellResult, derived: &CellResult, problems: &mut 
         );
         if !matches!((sent, own), (Some(a), Some(b)) if same(a, b)) {
             problems.push(format!(
-                "pooled `{metric}` delta {} sent, {} from its own scores",
-                shown(sent),
-                shown(own)
+                "pooled `{metric}` delta {} sent, which its own scores do not give",
+                shown(sent)
             ));
         }
     }
     if claimed.startup_dominated != derived.startup_dominated {
         problems.push(format!(
-            "start-up dominated {} sent, {} from the fork's median",
-            claimed.startup_dominated, derived.startup_dominated
+            "start-up dominated {} sent, which the fork's median does not give",
+            claimed.startup_dominated
         ));
     }
 }

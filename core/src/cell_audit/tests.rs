@@ -127,7 +127,10 @@ fn parity_ok_over_the_gate_is_rejected() {
     cell.fork.pooled = cell.fork.scores.as_ref().unwrap().pooled_means();
     cell.score_delta.insert("psnr_y".into(), 0.5);
     cell.parity = CellParity::Ok;
-    rejected_for(&cell, "parity `ok` sent, `fail`");
+    rejected_for(
+        &cell,
+        "parity `ok` sent, which its own scores against the spec's gates do not give",
+    );
     // The same lie with the per-frame scores left out (as for a cell over the size limit).
     for side in [&mut cell.upstream, &mut cell.fork] {
         side.scores.as_mut().unwrap().frames.clear();
@@ -151,7 +154,7 @@ fn an_honest_cell_without_its_frames_keeps_its_checked_parity() {
     assert_eq!(derived.speedup, cell.speedup);
     // A delta its pooled means do not give is caught even so.
     cell.score_delta.insert("psnr_y".into(), 3e-6);
-    rejected_for(&cell, "where its pooled means give");
+    rejected_for(&cell, "that its pooled means do not give");
 }
 
 #[test]
@@ -207,4 +210,33 @@ fn a_rejected_cell_is_not_measured_and_names_who_sent_it() {
     );
     // The raw data stays for inspection.
     assert_eq!(rejected.fork.times.len(), 6);
+}
+
+#[test]
+fn a_refusal_names_what_disagreed_but_not_the_value_its_own_data_gives() {
+    let honest = honest();
+    let real = rederive(&honest, &spec()).unwrap();
+    let mut liar = honest.clone();
+    liar.speedup = Some(1000.0);
+    liar.fork.median_time = Some(0.001);
+    liar.p_value = Some(0.5);
+    let problems = rederive(&liar, &spec()).expect_err("the fabrication was believed");
+    let text = problems.join("; ");
+    for (what, value) in [
+        ("speedup", real.speedup),
+        ("fork median", real.fork.median_time),
+        ("p-value", real.p_value),
+    ] {
+        assert!(
+            text.contains(&format!("{what} ")),
+            "{what} not named: {text}"
+        );
+        let words: Vec<&str> = text
+            .split(|c: char| c.is_whitespace() || c == ';' || c == ',')
+            .collect();
+        assert!(
+            !words.contains(&super::shown(value).as_str()),
+            "the re-derived {what} is handed over: {text}"
+        );
+    }
 }
