@@ -265,19 +265,17 @@ pub fn check_binary(emulation: &Emulation, binary: &Path) -> Result<(), String> 
     use std::io::Read;
     let mut head = [0u8; 20];
     let read = std::fs::File::open(binary).and_then(|mut f| f.read_exact(&mut head));
-    if read.is_err() || head[..4] != *b"\x7fELF" {
-        return Err(format!(
-            "`{}` is not an ELF executable; an emulated {} host runs only {} binaries",
-            binary.display(),
-            emulation.arch,
-            emulation.arch
-        ));
-    }
-    let machine = if head[5] == 2 {
-        u16::from_be_bytes([head[18], head[19]])
-    } else {
-        u16::from_le_bytes([head[18], head[19]])
-    };
+    let machine = read
+        .map_err(|err| err.to_string())
+        .and_then(|()| abfleet_core::retune::elf_sections::machine(&head))
+        .map_err(|_| {
+            format!(
+                "`{}` is not an ELF executable; an emulated {} host runs only {} binaries",
+                binary.display(),
+                emulation.arch,
+                emulation.arch
+            )
+        })?;
     if machine == emulation.elf_machine() {
         return Ok(());
     }

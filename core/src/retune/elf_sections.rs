@@ -12,10 +12,18 @@ pub struct Section<'f> {
     pub bytes: &'f [u8],
 }
 
-/// The ELF `e_machine` of a file (`EM_INTELGT` = 205, `EM_AMDGPU` = 224, `EM_X86_64` = 62).
-pub fn machine(file: &[u8]) -> Result<u16, String> {
-    header_checked(file)?;
-    read_u16(file, 0x12)
+/// The ELF `e_machine` of a file (`EM_INTELGT` = 205, `EM_AMDGPU` = 224, `EM_X86_64` = 62,
+/// `EM_AARCH64` = 183), from its first 20 bytes or more: any class, either byte order.
+pub fn machine(head: &[u8]) -> Result<u16, String> {
+    if head.len() < 20 || head[..4] != *b"\x7fELF" {
+        return Err("not an ELF file".into());
+    }
+    let bytes = [head[0x12], head[0x13]];
+    Ok(if head[5] == 2 {
+        u16::from_be_bytes(bytes)
+    } else {
+        u16::from_le_bytes(bytes)
+    })
 }
 
 /// Every section of `file`, in header order.
@@ -138,6 +146,12 @@ mod tests {
     fn a_named_section_is_found() {
         let file = tiny_elf(b"version: '1.8'\n");
         assert_eq!(machine(&file).unwrap(), 205);
+        assert_eq!(
+            machine(&file[..20]).unwrap(),
+            205,
+            "the header's start is enough"
+        );
+        assert!(machine(&file[..19]).is_err());
         assert_eq!(
             section(&file, ".ze_info").unwrap(),
             Some(&b"version: '1.8'\n"[..])
