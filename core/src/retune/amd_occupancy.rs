@@ -347,6 +347,15 @@ pub fn max_vgprs_for_waves(l: &AmdLimits, waves: u32) -> u32 {
     (per_wave / l.vgpr_granule * l.vgpr_granule).min(l.max_vgprs_per_wave)
 }
 
+/// The most VGPRs a kernel may use so that a workgroup of `threads` fits one CU (WGP on RDNA):
+/// its waves spread over the SIMDs (LLVM `getMaxNumVGPRs` for a flat workgroup size).
+pub fn vgpr_budget(l: &AmdLimits, threads: u32, wave_size: u32) -> Option<u32> {
+    let at_wave = l.for_wave_size(wave_size)?;
+    let waves = threads.max(1).div_ceil(wave_size);
+    let per_simd = waves.div_ceil(at_wave.simds_per_cu).max(1);
+    Some(max_vgprs_for_waves(&at_wave, per_simd))
+}
+
 /// The HIP default block size bound when a kernel has no `__launch_bounds__`.
 const DEFAULT_FLAT_WORKGROUP_SIZE: u32 = 1024;
 

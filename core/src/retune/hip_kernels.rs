@@ -4,7 +4,7 @@
 //! judged at the workgroup size the fork launches with, not the compiler's bound.
 
 use crate::finding::{Finding, Severity};
-use crate::retune::amd_occupancy::{kernel_findings, max_vgprs_for_waves, AmdLimits};
+use crate::retune::amd_occupancy::{kernel_findings, vgpr_budget, AmdLimits};
 use crate::retune::cuda_tools::kernel_matches;
 use crate::retune::hip_tools::AmdKernelMetadata;
 use crate::spec::KernelLaunch;
@@ -106,15 +106,6 @@ fn wave_size_finding(
     finding
         .with("wave_size", actual)
         .with("written_for", expected)
-}
-
-/// The most VGPRs a kernel may use so that a workgroup of `threads` fits one CU (WGP on RDNA):
-/// its waves spread over the SIMDs (LLVM `getMaxNumVGPRs` for a flat workgroup size).
-pub fn vgpr_budget(l: &AmdLimits, threads: u32, wave_size: u32) -> Option<u32> {
-    let at_wave = l.for_wave_size(wave_size)?;
-    let waves = threads.max(1).div_ceil(wave_size);
-    let per_simd = waves.div_ceil(at_wave.simds_per_cu).max(1);
-    Some(max_vgprs_for_waves(&at_wave, per_simd))
 }
 
 /// A spilling kernel compiled for workgroups larger than the fork launches: the compiler's
