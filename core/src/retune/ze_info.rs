@@ -28,19 +28,18 @@ pub struct ZeKernel {
 /// The kernels of a `.ze_info` text, in order (IGC's `Intel_Symbol_Table_Void_Program`
 /// helper kernel left out).
 pub fn parse_ze_info(text: &str) -> Vec<ZeKernel> {
+    /// One `per_thread_memory_buffers` item, and the kernel it belongs to.
+    #[derive(Default)]
+    struct Buffer {
+        kernel: usize,
+        kind: String,
+        usage: String,
+        size: u32,
+    }
     let mut kernels: Vec<ZeKernel> = Vec::new();
+    let mut buffers: Vec<Buffer> = Vec::new();
     let mut in_kernels = false;
     let mut section = String::new();
-    let mut buffer: Option<(String, String, u32)> = None;
-    let flush = |buffer: &mut Option<(String, String, u32)>, kernel: Option<&mut ZeKernel>| {
-        if let (Some((kind, usage, size)), Some(kernel)) = (buffer.take(), kernel) {
-            if kind == "scratch" {
-                kernel.scratch_bytes = kernel.scratch_bytes.saturating_add(size);
-            } else if usage == "private_space" {
-                kernel.private_bytes = kernel.private_bytes.saturating_add(size);
-            }
-        }
-    };
     for line in text.lines() {
         let indent = line.len() - line.trim_start().len();
         let trimmed = line.trim();
@@ -48,7 +47,6 @@ pub fn parse_ze_info(text: &str) -> Vec<ZeKernel> {
             continue;
         }
         if indent == 0 {
-            flush(&mut buffer, kernels.last_mut());
             in_kernels = trimmed == "kernels:";
             continue;
         }
@@ -56,29 +54,27 @@ pub fn parse_ze_info(text: &str) -> Vec<ZeKernel> {
             continue;
         }
         if indent == 2 {
-            flush(&mut buffer, kernels.last_mut());
             if let Some(name) = trimmed.strip_prefix("- name:") {
                 kernels.push(ZeKernel {
                     name: name.trim().trim_matches('\'').to_string(),
                     ..ZeKernel::default()
                 });
-                section.clear();
             }
+            section.clear();
             continue;
         }
         let Some(kernel) = kernels.last_mut() else {
             continue;
         };
         if indent == 4 {
-            flush(&mut buffer, Some(kernel));
             section = trimmed.trim_end_matches(':').to_string();
             continue;
         }
         let item = trimmed.strip_prefix("- ");
-        let (key, value) = match item.unwrap_or(trimmed).split_once(':') {
-            Some((k, v)) => (k.trim(), v.trim().trim_matches('\'')),
-            None => continue,
+        let Some((key, value)) = item.unwrap_or(trimmed).split_once(':') else {
+            continue;
         };
+        let (key, value) = (key.trim(), value.trim().trim_matches('\''));
         let number = || value.parse::<u32>().ok();
         match section.as_str() {
             "execution_env" => match key {
@@ -92,14 +88,16 @@ pub fn parse_ze_info(text: &str) -> Vec<ZeKernel> {
             }
             "per_thread_memory_buffers" => {
                 if item.is_some() {
-                    flush(&mut buffer, Some(kernel));
-                    buffer = Some((String::new(), String::new(), 0));
+                    buffers.push(Buffer {
+                        kernel: kernels.len() - 1,
+                        ..Buffer::default()
+                    });
                 }
-                if let Some((kind, usage, size)) = buffer.as_mut() {
+                if let Some(buffer) = buffers.last_mut() {
                     match key {
-                        "type" => *kind = value.to_string(),
-                        "usage" => *usage = value.to_string(),
-                        "size" => *size = number().unwrap_or(0),
+                        "type" => buffer.kind = value.to_string(),
+                        "usage" => buffer.usage = value.to_string(),
+                        "size" => buffer.size = number().unwrap_or(0),
                         _ => {}
                     }
                 }
@@ -107,7 +105,14 @@ pub fn parse_ze_info(text: &str) -> Vec<ZeKernel> {
             _ => {}
         }
     }
-    flush(&mut buffer, kernels.last_mut());
+    for buffer in buffers {
+        let kernel = &mut kernels[buffer.kernel];
+        if buffer.kind == "scratch" {
+            kernel.scratch_bytes = kernel.scratch_bytes.saturating_add(buffer.size);
+        } else if buffer.usage == "private_space" {
+            kernel.private_bytes = kernel.private_bytes.saturating_add(buffer.size);
+        }
+    }
     kernels.retain(|k| k.name != "Intel_Symbol_Table_Void_Program");
     kernels
 }
