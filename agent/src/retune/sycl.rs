@@ -87,21 +87,14 @@ pub fn run_sycl_checks(input: &SyclCheckInput) -> CheckResults {
     results
 }
 
-/// One zebin of the build: its file, the `ocloc` device it is for, its register-file mode.
+/// One zebin of the build: its file, the fork source it was compiled from, the `ocloc` device
+/// it is for, its register-file mode.
 #[derive(Debug, Clone)]
 struct Zebin {
     path: PathBuf,
+    source: String,
     device: String,
     large_grf: bool,
-}
-
-impl Zebin {
-    fn source(&self) -> String {
-        self.path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    }
 }
 
 /// Every `*.zebin` in the artifacts (directories walked two levels deep).
@@ -136,8 +129,10 @@ fn find_zebins(artifacts: &[PathBuf]) -> Vec<Zebin> {
                 Some(device) => (device.to_string(), true),
                 None => (dir, false),
             };
+            let source = path.file_stem()?.to_string_lossy().into_owned();
             Some(Zebin {
                 path,
+                source,
                 device,
                 large_grf,
             })
@@ -178,6 +173,7 @@ fn zebin_checks(artifacts: &[PathBuf], arch: &str) -> CheckResults {
         .collect();
     if mine.is_empty() {
         let mut built: Vec<&str> = zebins.iter().map(|z| z.device.as_str()).collect();
+        built.sort_unstable();
         built.dedup();
         results.skip(
             BACKEND,
@@ -192,13 +188,22 @@ fn zebin_checks(artifacts: &[PathBuf], arch: &str) -> CheckResults {
     let read: Vec<(&Zebin, Result<ZebinReading, String>)> =
         mine.iter().map(|z| (*z, read_zebin(z))).collect();
     for (zebin, reading) in &read {
-        let (kernels, spills) = match reading {
+        let reading = match reading {
             Ok(found) => found,
             Err(reason) => {
                 results.skip(BACKEND, "registers", reason.clone());
                 continue;
             }
         };
+        // The same source for the same device in the other register-file mode.
+        let twin = read
+            .iter()
+            .find(|(other, _)| {
+                other.device == zebin.device
+                    && other.large_grf != zebin.large_grf
+                    && other.source == zebin.source
+            })
+            .and_then(|(_, r)| r.as_ref().ok());
         let command = format!(
             "ze_info of {} (ocloc -device {}{}); ocloc output {}",
             zebin.path.display(),
@@ -210,33 +215,20 @@ fn zebin_checks(artifacts: &[PathBuf], arch: &str) -> CheckResults {
             },
             zebin.path.with_extension("log").display()
         );
-        let source = zebin.source();
         let mut subjects: Vec<String> = Vec::new();
-        for kernel in kernels {
-            let other_mode = read
-                .iter()
-                .find(|(other, _)| {
-                    other.device == zebin.device
-                        && other.large_grf != zebin.large_grf
-                        && other.source() == source
+        for kernel in &reading.kernels {
+            let other_mode = twin.and_then(|twin| {
+                Some(OtherMode {
+                    spill: twin.spilled(&kernel.name),
+                    scratch_bytes: twin.kernel(&kernel.name)?.scratch_bytes,
                 })
-                .and_then(|(_, r)| r.as_ref().ok())
-                .and_then(|(other_kernels, other_spills)| {
-                    let twin = other_kernels.iter().find(|k| k.name == kernel.name)?;
-                    Some(OtherMode {
-                        spill: other_spills
-                            .iter()
-                            .find(|s| s.kernel == kernel.name)
-                            .map(|s| s.spilled),
-                        scratch_bytes: twin.scratch_bytes,
-                    })
-                });
+            });
             let on = ZeKernelOnDevice {
                 kernel,
-                source: &source,
+                source: &zebin.source,
                 device: &zebin.device,
                 large_grf: zebin.large_grf,
-                spill: spills.iter().find(|s| s.kernel == kernel.name),
+                spill: reading.spills.iter().find(|s| s.kernel == kernel.name),
                 other_mode,
             };
             // Two lambdas of one launcher read alike: the second is `#2`, so each finding
@@ -256,7 +248,24 @@ fn zebin_checks(artifacts: &[PathBuf], arch: &str) -> CheckResults {
 }
 
 /// A zebin's kernels and `ocloc`'s spill warnings for them.
-type ZebinReading = (Vec<ZeKernel>, Vec<OclocSpill>);
+struct ZebinReading {
+    kernels: Vec<ZeKernel>,
+    spills: Vec<OclocSpill>,
+}
+
+impl ZebinReading {
+    fn kernel(&self, name: &str) -> Option<&ZeKernel> {
+        self.kernels.iter().find(|k| k.name == name)
+    }
+
+    /// `ocloc`'s spill estimate for the kernel, when it printed one.
+    fn spilled(&self, name: &str) -> Option<u32> {
+        self.spills
+            .iter()
+            .find(|s| s.kernel == name)
+            .map(|s| s.spilled)
+    }
+}
 
 /// A zebin's kernels from its `.ze_info` and `ocloc`'s spill warnings from the log beside it.
 fn read_zebin(zebin: &Zebin) -> Result<ZebinReading, String> {
@@ -264,14 +273,25 @@ fn read_zebin(zebin: &Zebin) -> Result<ZebinReading, String> {
     let bytes =
         std::fs::read(&zebin.path).map_err(|err| format!("cannot read `{shown}`: {err}"))?;
     let info = elf_sections::section(&bytes, ".ze_info")
-        .map_err(|err| format!("`{shown}` is not a zebin: {err}"))?
-        .ok_or_else(|| format!("`{shown}` has no .ze_info section: is it a zebin from ocloc?"))?;
+        .map_err(|err| {
+            format!("`{shown}` is not a zebin ({err}): check the ocloc step of [backends.sycl] commands")
+        })?
+        .ok_or_else(|| {
+            format!(
+                "`{shown}` has no .ze_info section: compile it with `ocloc compile … -internal_options -cl-intel-allow-zebin` (an older ocloc writes the legacy format without it)"
+            )
+        })?;
     let kernels = parse_ze_info(&String::from_utf8_lossy(info));
     if kernels.is_empty() {
-        return Err(format!("`{shown}`'s .ze_info names no kernel"));
+        return Err(format!(
+            "`{shown}`'s .ze_info names no kernel: was its SPIR-V empty? check the source's sycl-spirv step in the build log"
+        ));
     }
     let log = std::fs::read_to_string(zebin.path.with_extension("log")).unwrap_or_default();
-    Ok((kernels, parse_ocloc_spills(&log)))
+    Ok(ZebinReading {
+        kernels,
+        spills: parse_ocloc_spills(&log),
+    })
 }
 
 /// The most precise architecture the probe gives for one GPU: the Level Zero GPU IP version
