@@ -86,8 +86,39 @@ fn read_notes(text: &str) -> Figures {
     kernels
 }
 
-/// The code object of `gfx` in a bundle, unbundled and read by the test itself.
-fn code_object_figures(bundle: &Path, gfx: &str, scratch: &Path) -> Figures {
+/// The code objects of the bundles, each unbundled and read by the test itself once (a bundle
+/// holds many kernels of one target).
+struct CodeObjects {
+    scratch: PathBuf,
+    read: BTreeMap<(PathBuf, String), Figures>,
+}
+
+impl CodeObjects {
+    fn new(scratch: PathBuf) -> CodeObjects {
+        std::fs::create_dir_all(&scratch).unwrap();
+        CodeObjects {
+            scratch,
+            read: BTreeMap::new(),
+        }
+    }
+
+    /// What `llvm-readelf --notes` says of `kernel` in the `gfx` code object of `bundle`.
+    fn kernel(&mut self, bundle: &Path, gfx: &str, kernel: &str) -> BTreeMap<&'static str, u64> {
+        let key = (bundle.to_path_buf(), gfx.to_string());
+        if !self.read.contains_key(&key) {
+            let out = self.scratch.join(format!("{}.co", self.read.len()));
+            let figures = code_object_figures(bundle, gfx, &out);
+            self.read.insert(key.clone(), figures);
+        }
+        self.read[&key]
+            .get(kernel)
+            .cloned()
+            .unwrap_or_else(|| panic!("{}: no {kernel} for {gfx}", bundle.display()))
+    }
+}
+
+/// The code object of `gfx` in a bundle, unbundled to `out` and read with `llvm-readelf`.
+fn code_object_figures(bundle: &Path, gfx: &str, out: &Path) -> Figures {
     let bundler = Path::new("/usr/bin/clang-offload-bundler-19");
     let readelf = Path::new("/usr/bin/llvm-readelf-19");
     let listed = tool_output(
@@ -102,10 +133,6 @@ fn code_object_figures(bundle: &Path, gfx: &str, scratch: &Path) -> Figures {
         .lines()
         .find(|l| l.ends_with(&format!("--{gfx}")))
         .unwrap_or_else(|| panic!("{}: no {gfx} in {listed}", bundle.display()));
-    let out = scratch.join(format!(
-        "{}-{gfx}.co",
-        bundle.file_name().unwrap().to_string_lossy()
-    ));
     tool_output(
         bundler,
         &[
@@ -173,8 +200,7 @@ async fn an_llvm_19_to_rocm_7_2_bump_on_the_forks_real_hip_kernels() {
 
     let old_tree = build_tree_with(work_dir, OLD).join("libvmaf/build/src");
     let new_tree = build_tree_with(work_dir, NEW).join("libvmaf/build/src");
-    let scratch = tmp.path().join("code-objects");
-    std::fs::create_dir_all(&scratch).unwrap();
+    let mut code_objects = CodeObjects::new(tmp.path().join("code-objects"));
     let mut changed = 0;
     let mut spill_moves = Vec::new();
     for key in KEYS {
@@ -230,14 +256,8 @@ async fn an_llvm_19_to_rocm_7_2_bump_on_the_forks_real_hip_kernels() {
         for finding in registers {
             let (artifact, kernel_at) = finding.subject.split_once(':').unwrap();
             let kernel = kernel_at.strip_suffix(&format!("@{gfx}")).unwrap();
-            let read = |tree: &PathBuf, which: &str| {
-                let dir = scratch.join(which);
-                std::fs::create_dir_all(&dir).unwrap();
-                code_object_figures(&tree.join(artifact), gfx, &dir)
-                    .remove(kernel)
-                    .unwrap_or_else(|| panic!("{artifact}: no {kernel} for {gfx}"))
-            };
-            let (before, after) = (read(&old_tree, "old"), read(&new_tree, "new"));
+            let before = code_objects.kernel(&old_tree.join(artifact), gfx, kernel);
+            let after = code_objects.kernel(&new_tree.join(artifact), gfx, kernel);
             let previous = finding
                 .previous
                 .as_ref()
