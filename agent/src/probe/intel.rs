@@ -64,6 +64,25 @@ pub struct IntelGpu {
     pub sub_group_sizes: Vec<u32>,
 }
 
+impl IntelGpu {
+    /// A GPU known by its name only (the architecture read from it), on `backend`; each probe
+    /// fills in what its tool says besides.
+    fn named(name: &str, backend: &str) -> IntelGpu {
+        IntelGpu {
+            name: name.to_owned(),
+            architecture: architecture_from_name(name),
+            backend: backend.to_owned(),
+            index: None,
+            platform: None,
+            device_version: None,
+            driver_version: None,
+            compute_units: None,
+            max_clock_mhz: None,
+            sub_group_sizes: Vec::new(),
+        }
+    }
+}
+
 /// Marketing-name fragments → architecture. Sources: Intel ARK product pages (Arc A-series
 /// "Alchemist", Arc B-series "Battlemage", Data Center GPU Max "Ponte Vecchio", Flex "Arctic
 /// Sound-M", a DG2 part) and Intel's oneAPI DPC++ AOT target list (intel/llvm
@@ -191,16 +210,11 @@ fn sycl_ls_line(line: &str) -> Option<IntelGpu> {
         },
     };
     Some(IntelGpu {
-        name: name.trim().to_owned(),
-        architecture: architecture_from_name(name),
-        backend: backend.to_owned(),
         index,
         platform: Some(platform.trim().to_owned()),
         device_version: version.map(str::to_owned),
         driver_version: driver.map(str::to_owned),
-        compute_units: None,
-        max_clock_mhz: None,
-        sub_group_sizes: Vec::new(),
+        ..IntelGpu::named(name.trim(), backend)
     })
 }
 
@@ -220,16 +234,8 @@ pub fn parse_xpu_smi_discovery(text: &str) -> Probe<Vec<IntelGpu>> {
         if let Some(name) = info.strip_prefix("Device Name:") {
             let name = name.trim();
             gpus.push(IntelGpu {
-                name: name.to_owned(),
-                architecture: architecture_from_name(name),
-                backend: "level_zero".to_owned(),
                 index,
-                platform: None,
-                device_version: None,
-                driver_version: None,
-                compute_units: None,
-                max_clock_mhz: None,
-                sub_group_sizes: Vec::new(),
+                ..IntelGpu::named(name, "level_zero")
             });
         }
     }
@@ -308,16 +314,8 @@ pub fn parse_clinfo(text: &str) -> Probe<Vec<IntelGpu>> {
 
 fn clinfo_device(name: &str, platform: Option<String>) -> IntelGpu {
     IntelGpu {
-        name: name.to_owned(),
-        architecture: architecture_from_name(name),
-        backend: "opencl".to_owned(),
-        index: None,
         platform,
-        device_version: None,
-        driver_version: None,
-        compute_units: None,
-        max_clock_mhz: None,
-        sub_group_sizes: Vec::new(),
+        ..IntelGpu::named(name, "opencl")
     }
 }
 
