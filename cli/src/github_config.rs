@@ -9,6 +9,7 @@
 //! [github]
 //! token_file = "/etc/abfleet/github-token"
 //! report_url = "https://abfleet.example:8443"
+//! # comment_author = "abfleet-bench[bot]"   # an App's bot login; else GET /user says
 //! # api_url = "https://github.example.com/api/v3"    # GitHub Enterprise
 //! ```
 
@@ -41,6 +42,9 @@ pub struct GitHubFile {
     pub repositories: Option<Vec<String>>,
     pub retry_after_seconds: Option<f64>,
     pub max_attempts: Option<u32>,
+    /// The token's login, the author of abfleet's comments (a GitHub App installation token's
+    /// is `SLUG[bot]`, which `GET /user` does not answer); default: `GET /user` says.
+    pub comment_author: Option<String>,
 }
 
 impl crate::relative_paths::RelativePaths for GitHubFile {
@@ -133,10 +137,26 @@ impl GitHubFile {
             .api_url
             .clone()
             .unwrap_or_else(|| DEFAULT_API_URL.to_string());
+        if let Some(login) = &self.comment_author {
+            let valid = !login.is_empty()
+                && login.len() <= 64
+                && login
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_[]".contains(c));
+            if !valid {
+                problems.push(format!(
+                    "[github] `comment_author` {login:?} is not a GitHub login (letters, digits, `-`; an App's is `SLUG[bot]`)"
+                ));
+            }
+        }
         let client = token.and_then(|token| {
             GitHub::new(&api_url, token, allowed.clone(), ca_pem.as_deref())
                 .map_err(|err| problems.push(format!("[github] `api_url`: {err}")))
                 .ok()
+                .map(|client| match &self.comment_author {
+                    Some(login) => client.with_identity(login),
+                    None => client,
+                })
         });
         match (problems.is_empty(), client) {
             (true, Some(client)) => Ok(GitHubReporting {

@@ -5,7 +5,9 @@
 //! recorded `pull_request` payloads. The recorded `labeled` delivery (its head commit set to
 //! the fork's, the one field a recording cannot know) starts a run; the PR's head gets a
 //! pending status, then the verdict; the PR gets one comment with the table, which a rerun
-//! updates instead of adding another. `abfleet trigger --pr` asks GitHub for the head.
+//! updates instead of adding another — and never a comment someone else planted with the
+//! same marker. A comment that cannot be posted does not hold the verdict's status back.
+//! `abfleet trigger --pr` asks GitHub for the head, and refuses one that is not a commit id.
 
 mod support;
 
@@ -13,6 +15,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
+use abfleet_coordinator::outbound::DELIVERY_HEADER;
 use abfleet_render::pull_request::{comment_marker, pr_verdict};
 use abfleet_testkit::{webhook_example, GitHubApiDouble};
 use support::*;
@@ -20,6 +23,9 @@ use support::*;
 const SECRET: &[u8] = b"webhook secret for the PR test";
 const OWNER: &str = "Codertocat";
 const NAME: &str = "Hello-World";
+const TOKEN: &str = "github_pat_test_token";
+/// Who the token is, as `GET /user` answers.
+const ABFLEET_LOGIN: &str = "abfleet-bench";
 
 fn private_file(path: &Path, text: &[u8]) {
     std::fs::write(path, text).unwrap();
@@ -60,6 +66,7 @@ fn started_run(reply: &(u16, String)) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_performance_pr_gets_a_pending_status_then_the_verdict_and_one_comment_a_rerun_updates() {
     let double = GitHubApiDouble::start().await;
+    double.set_login(TOKEN, ABFLEET_LOGIN);
     let tmp = tempfile::tempdir().unwrap();
     let repos = make_repos(tmp.path());
     // The fork where GitHub's recorded payloads say the PR is.
@@ -83,7 +90,10 @@ async fn a_performance_pr_gets_a_pending_status_then_the_verdict_and_one_comment
     }
     .write(tmp.path(), "milestone.toml");
     private_file(&tmp.path().join("webhook-secret"), SECRET);
-    private_file(&tmp.path().join("github-token"), b"github_pat_test_token\n");
+    private_file(
+        &tmp.path().join("github-token"),
+        format!("{TOKEN}\n").as_bytes(),
+    );
     let (grpc, http) = (free_port(), free_port());
     let config = tmp.path().join("coordinator.toml");
     std::fs::write(
@@ -128,6 +138,10 @@ retry_after_seconds = 0.2
     );
     let number = labeled["number"].as_u64().unwrap();
     labeled["pull_request"]["head"]["sha"] = head.clone().into();
+    // The PR's author plants a comment that looks like abfleet's: it must never be the one
+    // abfleet edits (its author could change the results afterwards).
+    let planted_body = format!("{}\nall green, merge away", comment_marker("test"));
+    let planted = double.plant_comment(OWNER, NAME, number, "Codertocat", &planted_body);
     let reply = tokio::task::spawn_blocking({
         let labeled = labeled.clone();
         move || deliver(http, "delivery-1", &labeled)
@@ -169,9 +183,28 @@ retry_after_seconds = 0.2
     assert_eq!(last.state, state.status_state());
     assert_eq!(last.description.as_deref(), Some(description.as_str()));
     let comments = double.issue_comments(OWNER, NAME, number);
-    assert_eq!(comments.len(), 1, "{comments:#?}");
-    let body = &comments[0].body;
+    assert_eq!(
+        comments.len(),
+        2,
+        "the planted one and abfleet's: {comments:#?}"
+    );
+    assert_eq!(
+        (comments[0].id, comments[0].body.as_str()),
+        (planted, planted_body.as_str()),
+        "the planted comment is untouched"
+    );
+    assert_eq!(comments[1].author, ABFLEET_LOGIN);
+    let body = &comments[1].body;
     assert!(body.starts_with(&comment_marker("test")), "{body}");
+    assert!(
+        body.contains(&format!("<!-- {DELIVERY_HEADER}: {run_id}/comment -->")),
+        "{body}"
+    );
+    let created = double.requests_to("issues/create-comment");
+    assert_eq!(
+        created[0].header(DELIVERY_HEADER),
+        Some(format!("{run_id}/comment").as_str())
+    );
     for cell in &report.cells {
         assert!(
             body.lines()
@@ -194,11 +227,17 @@ retry_after_seconds = 0.2
     wait_until(Duration::from_secs(30), "the rerun's comment", || {
         let comments = double.issue_comments(OWNER, NAME, number);
         let rerun = rerun.clone();
-        async move { (comments.len() == 1 && comments[0].body.contains(&rerun)).then_some(()) }
+        async move { (comments.len() == 2 && comments[1].body.contains(&rerun)).then_some(()) }
     })
     .await;
     assert_eq!(double.requests_to("issues/create-comment").len(), 1);
     assert_eq!(double.requests_to("issues/update-comment").len(), 1);
+    assert_eq!(
+        double.issue_comments(OWNER, NAME, number)[0].body,
+        planted_body
+    );
+    // Who the token is was asked once.
+    assert_eq!(double.requests_to("users/get-authenticated").len(), 1);
 
     // `abfleet trigger --pr` asks GitHub for the PR's head. The double knows the pull
     // requests made through it; its head is the description's example commit, which the
@@ -212,10 +251,7 @@ retry_after_seconds = 0.2
                 &format!("/repos/{OWNER}/{NAME}/pulls"),
                 &[
                     ("Accept".into(), "application/vnd.github+json".into()),
-                    (
-                        "Authorization".into(),
-                        "Bearer github_pat_test_token".into(),
-                    ),
+                    ("Authorization".into(), format!("Bearer {TOKEN}")),
                     ("User-Agent".into(), "abfleet-test".into()),
                     ("Content-Type".into(), "application/json".into()),
                 ],
@@ -230,6 +266,8 @@ retry_after_seconds = 0.2
         .as_u64()
         .unwrap();
     let cli = |args: &[&str]| abfleet(tmp.path(), &[args, &["--coordinator", &url]].concat());
+    // The comment fails for a while: the verdict's status goes out all the same.
+    double.fail_next("issues/create-comment", 502, 3);
     let triggered = cli(&[
         "trigger",
         "--reason",
@@ -246,6 +284,34 @@ retry_after_seconds = 0.2
     assert_eq!(double.requests_to("pulls/get").len(), 1);
     let report = wait_for_report(&mut client, &by_hand, Duration::from_secs(240)).await;
     assert_eq!(report.exit_code, 3, "{:?}", report.errors);
+    let is_verdict = |request: &abfleet_testkit::RecordedRequest| {
+        request.operation_id.as_deref() == Some("repos/create-commit-status")
+            && request.body.as_ref().is_some_and(|body| {
+                body["state"] != "pending"
+                    && body["target_url"]
+                        .as_str()
+                        .is_some_and(|url| url.ends_with(&by_hand))
+            })
+    };
+    wait_until(Duration::from_secs(30), "the error status", || {
+        let requests = double.requests();
+        async move { requests.iter().any(is_verdict).then_some(()) }
+    })
+    .await;
+    let requests = double.requests();
+    let verdict_at = requests.iter().position(is_verdict).unwrap();
+    let comment_tries: Vec<u16> = requests[..verdict_at]
+        .iter()
+        .filter(|r| {
+            r.operation_id.as_deref() == Some("issues/create-comment")
+                && r.path.contains(&format!("/issues/{by_hand_number}/"))
+        })
+        .map(|r| r.status)
+        .collect();
+    assert!(
+        !comment_tries.is_empty() && comment_tries.iter().all(|status| *status == 502),
+        "the status came after failed comments only, not held back by them: {comment_tries:?}"
+    );
     wait_until(Duration::from_secs(30), "the error status and comment", || {
         let comments = double.issue_comments(OWNER, NAME, by_hand_number);
         let by_hand = by_hand.clone();
@@ -280,6 +346,48 @@ retry_after_seconds = 0.2
             .unwrap()
             .starts_with("not carried out"),
         "{last}"
+    );
+    // A head that is not a commit id (a path, a query, an option) is refused where it comes
+    // in: no run, and nothing sent to a path it would have built.
+    let runs_before = list_runs(&client).await.len();
+    for hostile in [
+        "main/../../../../user",
+        "abc?x=1#frag",
+        "--upload-pack=touch /tmp/x",
+    ] {
+        double.set_pull_head(OWNER, NAME, by_hand_number, hostile);
+        let refused = cli(&[
+            "trigger",
+            "--reason",
+            "perf-pr",
+            "--note",
+            "hostile head",
+            "--pr",
+            &format!("{OWNER}/{NAME}#{by_hand_number}"),
+        ]);
+        let text = output_text(&refused);
+        assert!(!refused.status.success(), "{hostile}: {text}");
+        assert!(
+            text.contains("`head.sha`") && text.contains("not a commit id"),
+            "{hostile}: {text}"
+        );
+    }
+    assert_eq!(
+        list_runs(&client).await.len(),
+        runs_before,
+        "nothing stored"
+    );
+    let requests = double.requests();
+    let statuses_of: Vec<&str> = requests
+        .iter()
+        .filter_map(|r| r.path.split_once("/statuses/").map(|(_, sha)| sha))
+        .collect();
+    assert!(
+        requests.iter().all(|r| !r.path.contains(".."))
+            && statuses_of
+                .iter()
+                .all(|sha| sha.len() == 40 && sha.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{statuses_of:?}"
     );
     let refused = cli(&[
         "trigger",

@@ -6,3 +6,8 @@ pub mod github;
 pub mod http_client;
 pub mod notify;
 pub mod secret_file;
+
+/// The header every outbound delivery carries (alerts, commit statuses, comments): an id
+/// that is the same on every retry of that delivery, a restart's too, so a receiver drops
+/// what it already has (docs/operations.md, "Deliveries").
+pub const DELIVERY_HEADER: &str = "X-Abfleet-Delivery";

@@ -397,10 +397,8 @@ fn decide_pull_request(
         ));
     }
     let head = text(&pr["head"]["sha"]);
-    if head.is_empty() || !head.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return HookDecision::Ignored(format!(
-            "PR {repo}#{number} without a head commit (pull_request.head.sha)"
-        ));
+    if let Err(why) = crate::outbound::github::commit_sha("pull_request.head.sha", &head) {
+        return HookDecision::Ignored(format!("PR {repo}#{number}: {why}"));
     }
     let note = match reason {
         "performance-pr" => format!("PR {repo}#{number} at {}: {title}", short(&head)),
@@ -1100,7 +1098,17 @@ mod tests {
         );
         let mut headless = fixture("pull_request.labeled.json");
         headless["pull_request"]["head"]["sha"] = Value::Null;
-        assert!(ignored("pull_request", &headless, &CONTEXT).contains("without a head commit"));
+        assert!(ignored("pull_request", &headless, &CONTEXT).contains("not a commit id"));
+        // Hex but not a whole commit id, or a path and a query riding on one: never a pin.
+        for bad in [
+            "abc1234".to_string(),
+            format!("{}/../../user", "a".repeat(40)),
+            format!("{}?x=1", "a".repeat(40)),
+        ] {
+            headless["pull_request"]["head"]["sha"] = bad.clone().into();
+            let why = ignored("pull_request", &headless, &CONTEXT);
+            assert!(why.contains("`pull_request.head.sha`"), "{bad}: {why}");
+        }
 
         let mut bot = fixture("pull_request.dependabot.json");
         bot["pull_request"]["user"]["login"] = "octocat".into();

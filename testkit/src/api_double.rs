@@ -18,7 +18,7 @@ use crate::documented_response::documented_success;
 use crate::github_errors::Answer;
 use crate::overlay::{answer_from_state, OverlayRequest};
 use crate::path_template::percent_decode;
-use crate::request_check::{check_request, header, IncomingRequest};
+use crate::request_check::{check_request, credential, header, IncomingRequest};
 use crate::state::{same_repository, CommitStatus, GitHubState, IssueComment, PullRequest};
 
 /// The most a request body may hold.
@@ -174,6 +174,55 @@ impl GitHubApiDouble {
         self.inject(operation_id, answer, times);
     }
 
+    /// Who `token` is from now on: what `GET /user` answers for it and the author of the
+    /// comments it makes (every other token is `DEFAULT_LOGIN`).
+    pub fn set_login(&self, token: &str, login: &str) {
+        let mut recorded = self.recorded();
+        recorded.state.logins.retain(|(known, _)| known != token);
+        recorded
+            .state
+            .logins
+            .push((token.to_string(), login.to_string()));
+    }
+
+    /// A comment by `author` on an issue or pull request, as if someone else wrote it
+    /// through GitHub: its id.
+    pub fn plant_comment(
+        &self,
+        owner: &str,
+        repo: &str,
+        issue_number: u64,
+        author: &str,
+        body: &str,
+    ) -> u64 {
+        let mut recorded = self.recorded();
+        let id = recorded.state.next_id();
+        recorded.state.comments.push(IssueComment {
+            owner: owner.to_string(),
+            repo: repo.to_string(),
+            issue_number,
+            id,
+            body: body.to_string(),
+            author: author.to_string(),
+        });
+        id
+    }
+
+    /// Makes pull request `number` answer `sha` as its `head.sha`, as a hostile or broken
+    /// API might (the pull request must exist).
+    pub fn set_pull_head(&self, owner: &str, repo: &str, number: u64, sha: &str) {
+        let mut recorded = self.recorded();
+        let pull = recorded
+            .state
+            .pull_requests
+            .iter_mut()
+            .find(|pull| {
+                pull.number == number && same_repository(owner, repo, &pull.owner, &pull.repo)
+            })
+            .unwrap_or_else(|| panic!("no pull request {owner}/{repo}#{number} in the double"));
+        pull.head_sha = Some(sha.to_string());
+    }
+
     /// The comments remembered on an issue or pull request, oldest first.
     pub fn issue_comments(&self, owner: &str, repo: &str, issue_number: u64) -> Vec<IssueComment> {
         self.recorded()
@@ -299,6 +348,7 @@ async fn handle_request(State(shared): State<Arc<Shared>>, request: Request) -> 
                         path_parameters: &found.path_parameters,
                         query: &query,
                         body: checked.body.as_ref(),
+                        token: credential(&headers).unwrap_or_default(),
                         api_base: &shared.api_base,
                     };
                     match answer_from_state(&mut recorded.state, &overlay_request, &documented) {

@@ -75,7 +75,7 @@ mod webhooks;
 
 pub use api_double::{GitHubApiDouble, RecordedRequest};
 pub use npm_files::{npm_dir, NPM_DIR_ENV};
-pub use state::{CommitStatus, IssueComment, PullRequest};
+pub use state::{CommitStatus, IssueComment, PullRequest, DEFAULT_LOGIN};
 pub use webhooks::{webhook_example, webhook_examples};
 
 /// How long reading, parsing and indexing GitHub's REST API description took in this

@@ -17,6 +17,8 @@ pub(crate) struct OverlayRequest<'a> {
     pub(crate) path_parameters: &'a [(String, String)],
     pub(crate) query: &'a [(String, String)],
     pub(crate) body: Option<&'a Value>,
+    /// The request's token (who it is: `GitHubState::login_of`).
+    pub(crate) token: &'a str,
     /// The double's URL: the API URLs in answers point back at it.
     pub(crate) api_base: &'a str,
 }
@@ -52,6 +54,7 @@ pub(crate) fn answer_from_state(
         "repos/list-commit-statuses-for-ref" => list_statuses(state, &context),
         "repos/get-combined-status-for-ref" => combined_status(state, &context),
         "issues/add-labels" => add_labels(state, &context),
+        "users/get-authenticated" => authenticated_user(state, &context),
         _ => return None,
     };
     Some(OverlayAnswer { answer, problems })
@@ -187,10 +190,25 @@ fn create_comment(state: &mut GitHubState, context: &Context<'_>) -> Answer {
         issue_number: context.path_number("issue_number"),
         id: state.next_id(),
         body: context.body_text("body").unwrap_or_default(),
+        author: state.login_of(context.request.token),
     };
     let rendered = render_comment(&context.template(), &comment, context.request.api_base);
     state.comments.push(comment);
     context.ok(rendered)
+}
+
+/// The token's user: the documented example with its login (an App's bot login ends in
+/// `[bot]`, its type `Bot`).
+fn authenticated_user(state: &GitHubState, context: &Context<'_>) -> Answer {
+    let mut user = context.template();
+    let login = state.login_of(context.request.token);
+    user["type"] = json!(if login.ends_with("[bot]") {
+        "Bot"
+    } else {
+        "User"
+    });
+    user["login"] = json!(login);
+    context.ok(user)
 }
 
 fn list_comments(state: &GitHubState, context: &Context<'_>) -> Answer {
@@ -352,6 +370,7 @@ fn create_pull(
             .body
             .and_then(|body| body["draft"].as_bool())
             .unwrap_or(false),
+        head_sha: None,
     };
     let rendered = render_stored_pull(state, context, &context.template(), &pull);
     state.pull_requests.push(pull);

@@ -20,6 +20,15 @@ pub(crate) fn render_comment(template: &Value, comment: &IssueComment, api_base:
         json!(format!("IC_testkit{}", comment.id)),
     );
     set(&mut rendered, "body", json!(comment.body));
+    if let Some(user) = rendered.get_mut("user") {
+        set(user, "login", json!(comment.author));
+        let kind = if comment.author.ends_with("[bot]") {
+            "Bot"
+        } else {
+            "User"
+        };
+        set(user, "type", json!(kind));
+    }
     set(
         &mut rendered,
         "url",
@@ -107,6 +116,9 @@ pub(crate) fn render_pull(
     if let Some(head) = rendered.get_mut("head") {
         set(head, "ref", json!(pull.head_ref));
         set(head, "label", json!(pull.head_label));
+        if let Some(sha) = &pull.head_sha {
+            set(head, "sha", json!(sha));
+        }
         if let Some(user) = head.get_mut("user") {
             set(user, "login", json!(head_owner));
         }
@@ -214,11 +226,13 @@ mod tests {
             issue_number: 5,
             id: 1_000_001,
             body: "hello".into(),
+            author: "abfleet-bot[bot]".into(),
         };
         let rendered = render_comment(&template, &comment, "http://127.0.0.1:1");
         assert_eq!(rendered["id"], 1_000_001);
         assert_eq!(rendered["body"], "hello");
-        assert_eq!(rendered["user"]["login"], "octocat");
+        assert_eq!(rendered["user"]["login"], "abfleet-bot[bot]");
+        assert_eq!(rendered["user"]["type"], "Bot");
         assert_eq!(
             rendered["url"],
             "http://127.0.0.1:1/repos/o/r/issues/comments/1000001"

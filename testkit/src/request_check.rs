@@ -89,6 +89,17 @@ pub(crate) fn check_request<'a>(
     }
 }
 
+/// The token of a `Bearer` or `token` Authorization header.
+pub(crate) fn credential(headers: &[(String, String)]) -> Option<&str> {
+    let authorization = header(headers, "authorization").unwrap_or_default();
+    ["bearer ", "token "].iter().find_map(|scheme| {
+        let prefix = authorization.get(..scheme.len())?;
+        prefix
+            .eq_ignore_ascii_case(scheme)
+            .then(|| authorization[scheme.len()..].trim())
+    })
+}
+
 /// The value of a header (names are lower case).
 pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
@@ -131,13 +142,7 @@ fn check_headers(request: &IncomingRequest<'_>, findings: &mut Findings) {
         }
     }
     let authorization = header(request.headers, "authorization").unwrap_or_default();
-    let credential = ["bearer ", "token "].iter().find_map(|scheme| {
-        let prefix = authorization.get(..scheme.len())?;
-        prefix
-            .eq_ignore_ascii_case(scheme)
-            .then(|| authorization[scheme.len()..].trim())
-    });
-    if credential.is_none_or(str::is_empty) {
+    if credential(request.headers).is_none_or(str::is_empty) {
         let what = if authorization.is_empty() {
             "no Authorization header".to_string()
         } else {

@@ -10,6 +10,9 @@ pub struct IssueComment {
     pub issue_number: u64,
     pub id: u64,
     pub body: String,
+    /// The login of whoever wrote it: the identity of the token that made it, or the
+    /// author a test planted it as (`plant_comment`).
+    pub author: String,
 }
 
 /// A pull request made with `pulls/create`.
@@ -28,6 +31,8 @@ pub struct PullRequest {
     /// `open` or `closed`.
     pub state: String,
     pub draft: bool,
+    /// What `head.sha` answers instead of the documented example (`set_pull_head`).
+    pub head_sha: Option<String>,
 }
 
 /// A status made with `repos/create-commit-status`.
@@ -55,7 +60,12 @@ pub(crate) struct GitHubState {
     pub(crate) statuses: Vec<CommitStatus>,
     /// (owner, repo, issue number, label name), in the order added.
     pub(crate) labels: Vec<(String, String, u64, String)>,
+    /// (token, login): who a token is (`users/get-authenticated`, a comment's author).
+    pub(crate) logins: Vec<(String, String)>,
 }
+
+/// Who a token is when a test did not say: the documented example user's login.
+pub const DEFAULT_LOGIN: &str = "octocat";
 
 /// Whether `(owner, repo)` names the same repository as the record's.
 pub(crate) fn same_repository(
@@ -68,6 +78,14 @@ pub(crate) fn same_repository(
 }
 
 impl GitHubState {
+    /// The login of `token` (`DEFAULT_LOGIN` for a token no test named).
+    pub(crate) fn login_of(&self, token: &str) -> String {
+        self.logins
+            .iter()
+            .find(|(known, _)| known == token)
+            .map_or_else(|| DEFAULT_LOGIN.to_string(), |(_, login)| login.clone())
+    }
+
     /// A new id, unique across every kind of record (GitHub's are large; so are these).
     pub(crate) fn next_id(&mut self) -> u64 {
         self.last_id += 1;

@@ -211,6 +211,7 @@ impl PullRequests {
                     &description,
                     &reporting.context,
                     link.as_deref(),
+                    &format!("{}/status/pending/{}", row.run_id, snapshot.cells_done),
                 )
                 .await
                 .map_err(github)?;
@@ -218,7 +219,9 @@ impl PullRequests {
         }
         let report = self.reports.report(row.run_id).await?;
         let (state, description) = pr_verdict(&report);
-        // The comment first: a status saying "see the comment" must not come before it.
+        // The comment first: a status saying "see the comment" must not come before it. A
+        // comment that cannot be posted does not hold the status back: the verdict goes out,
+        // and the comment (then the status again) is retried.
         let comment = reporting
             .client
             .upsert_comment(
@@ -227,9 +230,10 @@ impl PullRequests {
                 &comment_marker(&report.name),
                 &render_pr_comment(&report, reporting.report_url.as_deref()),
                 row.comment_id,
+                &format!("{}/comment", row.run_id),
             )
-            .await
-            .map_err(github)?;
+            .await;
+        let comment_url = comment.as_ref().ok().map(|c| c.html_url.as_str());
         reporting
             .client
             .set_commit_status(
@@ -238,12 +242,16 @@ impl PullRequests {
                 state.status_state(),
                 &description,
                 &reporting.context,
-                link.as_deref()
-                    .or(Some(comment.html_url.as_str()))
-                    .filter(|u| !u.is_empty()),
+                link.as_deref().or(comment_url).filter(|u| !u.is_empty()),
+                &format!("{}/status/{}", row.run_id, state.status_state()),
             )
             .await
             .map_err(github)?;
+        let comment = comment.map_err(|err| {
+            FleetError::GitHub(format!(
+                "the verdict's status is posted, the comment is not: {err}"
+            ))
+        })?;
         info!(run_id = %row.run_id, pull_request = %format!("{}#{}", row.repo, row.number), state = state.as_str(), "the pull request has its answer");
         Ok(Some(Posted::Answer {
             description,

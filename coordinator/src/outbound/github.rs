@@ -1,7 +1,8 @@
 //! The few GitHub REST calls abfleet makes, and only to the repositories it was given (the
 //! milestone spec's fork and upstream): a commit status on a pull request's head, one
-//! comment per spec on the pull request (found again by its marker and updated), a pull
-//! request's head commit, and a docs pull request (found by its branch, created or updated,
+//! comment per spec on the pull request (found again by its marker and its author being this
+//! token's identity, and updated: never a comment someone else wrote), a pull request's head
+//! commit (checked to be a commit id before anything uses it), and a docs pull request (found by its branch, created or updated,
 //! labelled). The token comes from a file (a GitHub App installation token or a
 //! fine-grained token) and is never logged; `api_url` points at GitHub Enterprise or, in
 //! tests, at a local double of the API that checks each request against GitHub's published
@@ -47,11 +48,25 @@ pub struct Repo {
     pub name: String,
 }
 
+/// The longest owner (user or organisation) login GitHub allows.
+const MAX_OWNER_CHARS: usize = 39;
+/// The longest repository name GitHub allows.
+const MAX_NAME_CHARS: usize = 100;
+
 impl Repo {
-    /// `owner/name`; anything else is refused.
+    /// `owner/name` as GitHub allows them (an owner of at most 39 letters, digits, `-` and
+    /// `_`, not starting with `-`; a name of at most 100 letters, digits, `-`, `_` and `.`,
+    /// not `.` or `..`); anything else is refused.
     pub fn parse(full_name: &str) -> Result<Repo, String> {
-        let valid = |part: &str| {
-            !part.is_empty()
+        let valid_owner = |part: &str| {
+            (1..=MAX_OWNER_CHARS).contains(&part.len())
+                && !part.starts_with('-')
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
+        };
+        let valid_name = |part: &str| {
+            (1..=MAX_NAME_CHARS).contains(&part.len())
                 && part
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
@@ -59,7 +74,7 @@ impl Repo {
                 && part != ".."
         };
         match full_name.split_once('/') {
-            Some((owner, name)) if valid(owner) && valid(name) => Ok(Repo {
+            Some((owner, name)) if valid_owner(owner) && valid_name(name) => Ok(Repo {
                 owner: owner.to_string(),
                 name: name.to_string(),
             }),
@@ -69,6 +84,24 @@ impl Repo {
 
     pub fn full_name(&self) -> String {
         format!("{}/{}", self.owner, self.name)
+    }
+}
+
+/// `value` when it is a commit id (40 hex digits for SHA-1, 64 for SHA-256), as GitHub's
+/// answers and payloads must name one before it becomes a fork pin or a path segment;
+/// otherwise an error that names `field`.
+pub fn commit_sha<'a>(field: &str, value: &'a str) -> Result<&'a str, String> {
+    if matches!(value.len(), 40 | 64) && value.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(value)
+    } else {
+        let shown: String = value
+            .chars()
+            .take(80)
+            .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+            .collect();
+        Err(format!(
+            "`{field}` is {shown:?}, not a commit id (40 or 64 hex digits)"
+        ))
     }
 }
 
@@ -105,6 +138,9 @@ pub struct GitHub {
     token: Token,
     allowed: Vec<String>,
     http: HttpClient,
+    /// Who the token is (its comments' author): set in the config (an App's `SLUG[bot]`),
+    /// or asked of `GET /user` once.
+    identity: std::sync::Arc<tokio::sync::OnceCell<String>>,
 }
 
 /// A comment on a pull request.
@@ -141,7 +177,43 @@ impl GitHub {
             token,
             allowed: allowed.iter().map(|r| r.to_lowercase()).collect(),
             http: HttpClient::new(extra_ca_pem, Duration::from_secs(30))?,
+            identity: std::sync::Arc::default(),
         })
+    }
+
+    /// The token's login as the config states it (a GitHub App installation token cannot
+    /// ask `GET /user`: its comments are by `SLUG[bot]`).
+    pub fn with_identity(self, login: &str) -> GitHub {
+        GitHub {
+            identity: std::sync::Arc::new(tokio::sync::OnceCell::new_with(Some(login.to_string()))),
+            ..self
+        }
+    }
+
+    /// Who the token is: the author of the comments abfleet writes with it.
+    pub async fn identity(&self) -> Result<&str, GitHubError> {
+        self.identity
+            .get_or_try_init(|| async {
+                let user = self
+                    .call("GET", "/user", None, "asking who the token is (GET /user)")
+                    .await
+                    .map_err(|err| match err {
+                        GitHubError::Status { status: 403, .. } => GitHubError::Token(
+                            "GitHub does not say who it is (GET /user answered 403, as it does for an App installation token); set [github] `comment_author` to the App's bot login, `SLUG[bot]`".into(),
+                        ),
+                        other => other,
+                    })?;
+                user["login"]
+                    .as_str()
+                    .filter(|login| !login.is_empty())
+                    .map(str::to_string)
+                    .ok_or_else(|| GitHubError::Unexpected {
+                        what: "GET /user".into(),
+                        why: "no login".into(),
+                    })
+            })
+            .await
+            .map(String::as_str)
     }
 
     fn check(&self, repo: &Repo) -> Result<(), GitHubError> {
@@ -162,6 +234,19 @@ impl GitHub {
         body: Option<Value>,
         what: &str,
     ) -> Result<Value, GitHubError> {
+        self.call_delivering(method, path, body, what, None).await
+    }
+
+    /// `call`, with `delivery` as `X-Abfleet-Delivery`: the same id on every retry of one
+    /// delivery (docs/operations.md, "Deliveries").
+    async fn call_delivering(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: Option<Value>,
+        what: &str,
+        delivery: Option<&str>,
+    ) -> Result<Value, GitHubError> {
         let mut headers = vec![
             (
                 "accept".to_string(),
@@ -179,6 +264,9 @@ impl GitHub {
         ];
         if body.is_some() {
             headers.push(("content-type".to_string(), "application/json".to_string()));
+        }
+        if let Some(id) = delivery {
+            headers.push((super::DELIVERY_HEADER.to_string(), id.to_string()));
         }
         let request = OutboundRequest {
             method,
@@ -208,7 +296,9 @@ impl GitHub {
     }
 
     /// Sets the commit status `context` of `sha` (`state`: pending, success, failure,
-    /// error; `description` at most 140 characters, as GitHub keeps).
+    /// error; `description` at most 140 characters, as GitHub keeps), as delivery
+    /// `delivery`.
+    #[allow(clippy::too_many_arguments)]
     pub async fn set_commit_status(
         &self,
         repo: &Repo,
@@ -217,8 +307,13 @@ impl GitHub {
         description: &str,
         context: &str,
         target_url: Option<&str>,
+        delivery: &str,
     ) -> Result<(), GitHubError> {
         self.check(repo)?;
+        let sha = commit_sha("the commit", sha).map_err(|why| GitHubError::Unexpected {
+            what: "a commit status".into(),
+            why,
+        })?;
         let mut body = json!({
             "state": state,
             "description": description.chars().take(140).collect::<String>(),
@@ -227,18 +322,21 @@ impl GitHub {
         if let Some(url) = target_url {
             body["target_url"] = url.into();
         }
-        self.call(
+        self.call_delivering(
             "POST",
             &format!("/repos/{}/statuses/{sha}", repo.full_name()),
             Some(body),
             "a commit status",
+            Some(delivery),
         )
         .await
         .map(|_| ())
     }
 
-    /// The comment of `number` whose body starts with `marker` updated to `body`, or a new
-    /// one when there is none: a rerun never adds a second comment.
+    /// The comment of `number` that this token's identity wrote and whose body starts with
+    /// `marker` updated to `body`, or a new one when there is none: a rerun never adds a
+    /// second comment, and a comment anyone else wrote (with the marker or not) is never
+    /// edited.
     pub async fn upsert_comment(
         &self,
         repo: &Repo,
@@ -246,8 +344,11 @@ impl GitHub {
         marker: &str,
         body: &str,
         known: Option<u64>,
+        delivery: &str,
     ) -> Result<Comment, GitHubError> {
         self.check(repo)?;
+        // The delivery id in the body too, where a reader of the comment can see it.
+        let body = format!("{body}\n<!-- {}: {delivery} -->\n", super::DELIVERY_HEADER);
         let existing = match known {
             Some(id) => Some(id),
             None => self.find_comment(repo, number, marker).await?,
@@ -265,7 +366,13 @@ impl GitHub {
             ),
         };
         let answer = self
-            .call(method, &path, Some(json!({ "body": body })), what)
+            .call_delivering(
+                method,
+                &path,
+                Some(json!({ "body": body })),
+                what,
+                Some(delivery),
+            )
             .await?;
         comment_of(&answer, what)
     }
@@ -276,6 +383,7 @@ impl GitHub {
         number: u64,
         marker: &str,
     ) -> Result<Option<u64>, GitHubError> {
+        let identity = self.identity().await?.to_string();
         for page in 1..=MAX_PAGES {
             let listed = self
                 .call(
@@ -293,9 +401,12 @@ impl GitHub {
                 why: "not a list".into(),
             })?;
             if let Some(found) = comments.iter().find(|c| {
-                c["body"]
+                c["user"]["login"]
                     .as_str()
-                    .is_some_and(|body| body.starts_with(marker))
+                    .is_some_and(|login| login.eq_ignore_ascii_case(&identity))
+                    && c["body"]
+                        .as_str()
+                        .is_some_and(|body| body.starts_with(marker))
             }) {
                 return Ok(found["id"].as_u64());
             }
@@ -317,12 +428,17 @@ impl GitHub {
                 "reading the pull request",
             )
             .await?;
-        pull["head"]["sha"]
+        let sha = pull["head"]["sha"]
             .as_str()
-            .map(str::to_string)
             .ok_or_else(|| GitHubError::Unexpected {
                 what: "reading the pull request".into(),
                 why: "no head.sha".into(),
+            })?;
+        commit_sha("head.sha", sha)
+            .map(str::to_string)
+            .map_err(|why| GitHubError::Unexpected {
+                what: "reading the pull request".into(),
+                why,
             })
     }
 
