@@ -138,6 +138,8 @@ retry_after_seconds = 0.2
     );
     let number = labeled["number"].as_u64().unwrap();
     labeled["pull_request"]["head"]["sha"] = head.clone().into();
+    // A title that would clear the screen of whoever reads the webhook's answer.
+    labeled["pull_request"]["title"] = "Faster ADM\u{1b}[2J\u{1b}]0;pwned\u{7}\u{202e}".into();
     // The PR's author plants a comment that looks like abfleet's: it must never be the one
     // abfleet edits (its author could change the results afterwards).
     let planted_body = format!("{}\nall green, merge away", comment_marker("test"));
@@ -149,6 +151,13 @@ retry_after_seconds = 0.2
     .await
     .unwrap();
     let run_id = started_run(&reply);
+    assert!(
+        reply
+            .1
+            .contains("Faster ADM\u{fffd}[2J\u{fffd}]0;pwned\u{fffd}\u{fffd}"),
+        "the title's controls neutralised in the answer: {:?}",
+        reply.1
+    );
 
     // Queued (no agent yet): the head says so before anything is measured.
     let pending = wait_until(Duration::from_secs(30), "a pending status", || {

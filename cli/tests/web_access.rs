@@ -246,7 +246,32 @@ async fn under_tls_only_operator_and_viewer_certificates_read_the_web_view() {
     .connect()
     .await
     .unwrap();
-    ControlServiceClient::new(operator)
+    let mut operator = ControlServiceClient::new(operator);
+    // A reason of 1 MB is refused, naming the limit, and nothing is revoked or stored.
+    let refused = operator
+        .revoke_certificate(pb::RevokeCertificateRequest {
+            certificate_pem: files(&certs, "viewer-dashboard").cert_pem,
+            reason: "x".repeat(1 << 20),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert!(
+        refused.message().contains("over the limit of 1000"),
+        "{}",
+        refused.message()
+    );
+    let listed = operator
+        .list_certificates(pb::ListCertificatesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        format!("{listed:?}").len() < 100_000,
+        "a reason was stored anyway"
+    );
+    operator
         .revoke_certificate(pb::RevokeCertificateRequest {
             certificate_pem: files(&certs, "viewer-dashboard").cert_pem,
             reason: "the dashboard host was retired".into(),

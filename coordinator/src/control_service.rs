@@ -91,6 +91,7 @@ impl pb::control_service_server::ControlService for ControlService {
                 })?,
             )
         };
+        check_reason("the trigger's note", &request.trigger_note)?;
         let note = (!request.trigger_note.is_empty()).then_some(request.trigger_note);
         let run_id = match (spec, note) {
             (Some((spec, origin)), note) if bisect_step || hardware.is_some() => {
@@ -339,6 +340,7 @@ impl pb::control_service_server::ControlService for ControlService {
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
         let request = request.into_inner();
         let run_id: RunId = parse_id("run_id", &request.run_id)?;
+        check_reason("the cancellation's reason", &request.reason)?;
         let reason = if request.reason.is_empty() {
             "cancelled by request".to_string()
         } else {
@@ -370,6 +372,7 @@ impl pb::control_service_server::ControlService for ControlService {
     ) -> Result<Response<pb::RevokeCertificateResponse>, Status> {
         let revoked_by = caller_of(&request)?.describe();
         let request = request.into_inner();
+        check_reason("the revocation's reason", &request.reason)?;
         let target = if request.certificate_pem.trim().is_empty() {
             RevokeTarget::Named(request.serial_or_fingerprint)
         } else {
@@ -507,4 +510,11 @@ where
     let (sender, receiver) = tokio::sync::mpsc::channel(64);
     tokio::spawn(body(sender));
     Box::pin(tokio_stream::wrappers::ReceiverStream::new(receiver))
+}
+
+/// An operator's reason or note within `stored_text::MAX_REASON_CHARS`, or a refusal that
+/// names the limit.
+fn check_reason(what: &str, text: &str) -> Result<(), Status> {
+    abfleet_core::stored_text::check_length(what, text, abfleet_core::stored_text::MAX_REASON_CHARS)
+        .map_err(Status::invalid_argument)
 }

@@ -288,6 +288,19 @@ fn trigger_error(err: FleetError) -> Response {
     reply(status, &err.to_string())
 }
 
+/// A plain-text answer. What it quotes may come from a payload (a PR's title): control
+/// characters and bidirectional overrides become U+FFFD, so a terminal or log that shows
+/// the answer acts on none of them.
 fn reply(status: StatusCode, text: &str) -> Response {
-    (status, format!("{text}\n")).into_response()
+    let shown: String = text
+        .chars()
+        .map(|c| {
+            if abfleet_core::report::markdown_text::is_hidden_control(c) {
+                '\u{fffd}'
+            } else {
+                c
+            }
+        })
+        .collect();
+    (status, format!("{shown}\n")).into_response()
 }

@@ -302,6 +302,18 @@ pub struct CellInput {
 }
 
 impl CellResult {
+    /// Each side's error text and stderr tail clipped to the limits of `stored_text`;
+    /// whether anything was clipped.
+    pub fn clip_texts(&mut self) -> bool {
+        use crate::stored_text::{clip_option, MAX_ERROR_CHARS, MAX_TAIL_CHARS};
+        let mut clipped = false;
+        for side in [&mut self.upstream, &mut self.fork] {
+            clipped |= clip_option(&mut side.error, MAX_ERROR_CHARS);
+            clipped |= clip_option(&mut side.stderr_tail, MAX_TAIL_CHARS);
+        }
+        clipped
+    }
+
     pub fn evaluate(input: CellInput, spec: &JobSpec) -> CellResult {
         let upstream = side_result(&input.upstream, input.load_avg_1min);
         let fork = side_result(&input.fork, input.load_avg_1min);

@@ -129,6 +129,24 @@ impl std::str::FromStr for EventKind {
 }
 
 impl JobEventPayload {
+    /// The free text an agent sent, clipped to the limits of `stored_text` (a cell's too);
+    /// whether anything was clipped.
+    pub fn clip_texts(&mut self) -> bool {
+        use crate::stored_text::{clip, clip_option, MAX_ERROR_CHARS, MAX_TAIL_CHARS};
+        match self {
+            JobEventPayload::Progress { message, .. } => clip(message, MAX_ERROR_CHARS),
+            JobEventPayload::Log { line, .. } => clip(line, MAX_ERROR_CHARS),
+            JobEventPayload::Build(build) => {
+                let error = clip_option(&mut build.error, MAX_ERROR_CHARS);
+                clip_option(&mut build.log_tail, MAX_TAIL_CHARS) | error
+            }
+            JobEventPayload::Cell(cell) => cell.clip_texts(),
+            JobEventPayload::BackendCell(cell) => clip_option(&mut cell.reason, MAX_ERROR_CHARS),
+            JobEventPayload::Done { error, .. } => clip_option(error, MAX_ERROR_CHARS),
+            _ => false,
+        }
+    }
+
     /// Parses a payload from its JSON. A cell event (nearly all of a job's events, and the
     /// big ones) whose tag comes first, as serde writes it, is decoded straight into its
     /// [`CellResult`](crate::cell::CellResult): the `kind` key is then an unknown field,

@@ -31,6 +31,7 @@ pub mod spec;
 #[cfg(feature = "sql")]
 pub mod sql;
 pub mod stats;
+pub mod stored_text;
 pub mod sweep;
 
 pub use ids::{AgentId, JobId, RunId};

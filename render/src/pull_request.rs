@@ -11,7 +11,7 @@ use abfleet_core::cell::{CellParity, CellResult};
 use abfleet_core::exit;
 use abfleet_core::paired::Verdict;
 use abfleet_core::report::history::FlagKind;
-use abfleet_core::report::markdown_text::{code, text};
+use abfleet_core::report::markdown_text::{code, prose, text};
 use abfleet_core::report::{Report, ScoreParity, ANY_GENERATION};
 
 /// A commit status's state, plus `neutral` where a check run can say it.
@@ -160,7 +160,7 @@ pub fn render_pr_comment(report: &Report, report_url: Option<&str>) -> String {
         code(&fork.chars().take(12).collect::<String>()),
         code(&report.upstream_ref),
         state.as_str(),
-        text(&line)
+        prose(&line)
     );
     let several = report.generations.len() > 1;
     out.push_str(if several {

@@ -101,7 +101,12 @@ impl Triggers {
 
     /// Starts a run for `request`, or records it as debounced into the run an earlier
     /// trigger of its reason and key started within the window.
-    pub async fn trigger(&self, request: TriggerRequest) -> Result<TriggerOutcome, FleetError> {
+    pub async fn trigger(&self, mut request: TriggerRequest) -> Result<TriggerOutcome, FleetError> {
+        // A webhook's note carries a PR's title: bounded where it is stored.
+        abfleet_core::stored_text::clip(
+            &mut request.note,
+            abfleet_core::stored_text::MAX_REASON_CHARS,
+        );
         let _one_at_a_time = self.one_at_a_time.lock().await;
         let now_ms = self.ground.now_ms();
         if let Some(key) = &request.debounce_key {

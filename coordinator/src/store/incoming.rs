@@ -42,9 +42,17 @@ impl IncomingEvent {
     /// Reads `payload_json`: a cell's header, or any other payload whole. The error is
     /// serde's, naming what did not parse.
     pub fn parse(seq: u64, at_ms: i64, payload_json: String) -> serde_json::Result<Self> {
+        let mut payload_json = payload_json;
         let header = match cell_header(&payload_json) {
+            // A cell's texts are clipped when it is decoded for its report.
             Some(header) => EventHeader::Cell(header?),
-            None => EventHeader::Other(JobEventPayload::from_json(&payload_json)?),
+            None => {
+                let mut payload = JobEventPayload::from_json(&payload_json)?;
+                if payload.clip_texts() {
+                    payload_json = serde_json::to_string(&payload)?;
+                }
+                EventHeader::Other(payload)
+            }
         };
         Ok(IncomingEvent {
             seq,
@@ -158,6 +166,42 @@ mod tests {
         assert_eq!(header.fixture, whole.fixture);
         assert_eq!(header.workload, whole.workload);
         assert_eq!(header.parity, whole.parity);
+    }
+
+    #[test]
+    fn an_agents_error_text_is_stored_clipped_to_its_limit() {
+        let done = JobEventPayload::Done {
+            outcome: JobOutcome::Failed,
+            error: Some(format!("@maintainers {}", "x".repeat(1 << 20))),
+        };
+        let json = serde_json::to_string(&done).unwrap();
+        let event = IncomingEvent::parse(1, 2, json).unwrap();
+        assert!(
+            event.payload_json.len() < 5_000,
+            "{}",
+            event.payload_json.len()
+        );
+        let EventHeader::Other(JobEventPayload::Done {
+            error: Some(error), ..
+        }) = &event.header
+        else {
+            panic!("{event:?}")
+        };
+        assert_eq!(
+            error.chars().count(),
+            abfleet_core::stored_text::MAX_ERROR_CHARS
+        );
+        assert_eq!(
+            JobEventPayload::from_json(&event.payload_json).unwrap(),
+            event_payload(&event)
+        );
+    }
+
+    fn event_payload(event: &IncomingEvent) -> JobEventPayload {
+        match &event.header {
+            EventHeader::Other(payload) => payload.clone(),
+            EventHeader::Cell(_) => panic!("a cell"),
+        }
     }
 
     /// The coordinator's own cells (the audited ones) carry the header intake would read

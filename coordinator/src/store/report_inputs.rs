@@ -215,7 +215,11 @@ fn decode_job(raw: RawJob) -> Result<JobRecord, CoordinatorError> {
     let mut events = Vec::with_capacity(raw.events.len());
     for (seq, kind, json) in raw.events {
         match JobEventPayload::from_json(&json) {
-            Ok(payload) => events.push(payload),
+            Ok(mut payload) => {
+                // A cell is stored as its agent sent it; its texts are bounded here.
+                payload.clip_texts();
+                events.push(payload)
+            }
             Err(err) if kind == EventKind::Cell.as_str() => {
                 unreadable.push(unreadable_cell(seq, job.attempt, &err));
             }
@@ -229,7 +233,10 @@ fn decode_job(raw: RawJob) -> Result<JobRecord, CoordinatorError> {
     let mut kept_cells = Vec::with_capacity(raw.kept.len());
     for (_, attempt, seq, json) in raw.kept {
         match JobEventPayload::from_json(&json) {
-            Ok(JobEventPayload::Cell(cell)) => kept_cells.push((attempt, *cell)),
+            Ok(JobEventPayload::Cell(mut cell)) => {
+                cell.clip_texts();
+                kept_cells.push((attempt, *cell))
+            }
             Ok(_) => {
                 return Err(CoordinatorError::Corrupt(format!(
                 "event {seq} of job {job_id} attempt {attempt} is listed as a cell but is not one"

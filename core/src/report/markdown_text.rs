@@ -8,15 +8,36 @@
 //! and no control character; or through [`code_block`] (a build log), whose fence the text
 //! cannot close. Backticks in running text are left alone: the messages abfleet writes
 //! quote names in code spans, and a stray one only changes how text looks (a `<` is an
-//! entity either way).
+//! entity either way). An `@name` gets a zero-width space after its `@` (as an entity), so
+//! GitHub pings nobody (issue 38). Free text that is not abfleet's own sentence — an agent's
+//! error, a tool's message — goes through [`prose`], which also escapes Markdown's emphasis,
+//! heading and code marks, so it shows as written.
 
 /// `supplied` as Markdown inline text, also safe as a table cell: `<`, `>` and `&` as
 /// entities; `\`, `|`, `[`, `]` escaped; line breaks and tabs as spaces; other control
 /// characters and bidirectional overrides as U+FFFD.
 pub fn text(supplied: &str) -> String {
+    inline(supplied, false)
+}
+
+/// [`text`]; with `marks`, Markdown's emphasis, heading and code marks escaped too.
+fn inline(supplied: &str, marks: bool) -> String {
     let mut out = String::with_capacity(supplied.len());
-    for c in supplied.chars() {
+    let mut chars = supplied.chars().peekable();
+    let mut previous: Option<char> = None;
+    while let Some(c) = chars.next() {
+        // GitHub reads `@name` as a mention after a space or punctuation, not inside a word
+        // (`kernel@sm_120`, `user@host`).
+        let starts_mention = c == '@'
+            && previous.is_none_or(|p| !(p.is_alphanumeric() || p == '_' || p == '`'))
+            && chars.peek().is_some_and(char::is_ascii_alphanumeric);
+        previous = Some(c);
         match c {
+            '@' if starts_mention => out.push_str("@&#8203;"),
+            '*' | '_' | '~' | '`' | '#' | '!' if marks => {
+                out.push('\\');
+                out.push(c);
+            }
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
@@ -30,6 +51,12 @@ pub fn text(supplied: &str) -> String {
         }
     }
     out
+}
+
+/// `supplied` (an agent's error, a tool's message) as Markdown inline text that shows as
+/// written: [`text`], with `*`, `_`, `~`, `` ` ``, `#` and `!` escaped too.
+pub fn prose(supplied: &str) -> String {
+    inline(supplied, true)
 }
 
 /// `supplied` as a code span (`` `name` ``) when a code span shows it as written and no
@@ -72,7 +99,9 @@ pub fn code_block(supplied: &str) -> String {
     format!("{fence}\n{body}\n{fence}\n")
 }
 
-fn is_hidden_control(c: char) -> bool {
+/// A control character, or a Unicode mark that reorders or hides text (bidirectional
+/// embeddings, overrides and isolates): what no supplied text may bring to a reader raw.
+pub fn is_hidden_control(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
@@ -93,6 +122,18 @@ mod tests {
             "!\\[x\\](https://evil.example) `x` a\\\\\\|b"
         );
         assert_eq!(text("bench\u{1b}[2J\u{7}"), "bench\u{fffd}\\[2J\u{fffd}");
+    }
+
+    #[test]
+    fn a_mention_pings_nobody_and_markdown_in_prose_shows_as_written() {
+        assert_eq!(text("cc @maintainers"), "cc @&#8203;maintainers");
+        assert_eq!(text("a @ b, x@"), "a @ b, x@");
+        assert_eq!(text("psnr@sm_120 me@host"), "psnr@sm_120 me@host");
+        assert_eq!(text("(@team)"), "(@&#8203;team)");
+        assert_eq!(
+            prose("**boom** _x_ ~~y~~ `z` # h ![i](u) @team"),
+            "\\*\\*boom\\*\\* \\_x\\_ \\~\\~y\\~\\~ \\`z\\` \\# h \\!\\[i\\](u) @&#8203;team"
+        );
     }
 
     #[test]

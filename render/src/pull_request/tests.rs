@@ -80,7 +80,7 @@ fn the_comment_has_its_marker_a_row_per_feature_the_parity_verdict_and_the_link(
         "{comment}"
     );
     assert!(
-        comment.contains("**failure**: parity FAILED on float_ssim"),
+        comment.contains("**failure**: parity FAILED on float\\_ssim"),
         "{comment}"
     );
     let rows: Vec<&str> = comment
@@ -123,4 +123,19 @@ fn names_from_a_spec_cannot_break_the_table_or_close_the_marker() {
         .find(|l| l.contains("a\\|b"))
         .expect("the pipe escaped");
     assert_eq!(row.matches(" | ").count() + 2, 8, "{row}");
+}
+
+#[test]
+fn an_agents_error_in_the_comment_pings_nobody_and_its_markdown_shows_as_written() {
+    let mut broken = passing_report();
+    broken.exit_code = exit::NOT_CARRIED_OUT;
+    broken.errors = vec!["cc @maintainers **boom** ![x](https://evil.example/p.png)".into()];
+    let comment = render_pr_comment(&broken, None);
+    assert!(!comment.contains("@maintainers"), "{comment}");
+    assert!(
+        comment.contains(
+            "not carried out: cc @&#8203;maintainers \\*\\*boom\\*\\* \\!\\[x\\](https://evil.example/p.png)"
+        ),
+        "{comment}"
+    );
 }
