@@ -227,6 +227,8 @@ async fn runs_page_newest_first_or_oldest_first_and_an_oversize_spec_is_refused_
 /// Issue 23: idle and slow clients on the plain-HTTP listener (no bytes at all, or a request
 /// head that never ends) held descriptors until gRPC, `/healthz` and the web view failed. Now
 /// the listener holds at most its cap, closes the idle ones, and gRPC works throughout.
+/// Issue 38: while the cap holds them back, `/healthz` and `/metrics` still answer (on the
+/// slots reserved for probes), so a liveness probe does not restart a busy coordinator.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_and_slow_http_clients_are_closed_and_grpc_keeps_working() {
     use abfleet_coordinator::http::{serve_http_with, HttpConfig};
@@ -254,7 +256,7 @@ async fn idle_and_slow_http_clients_are_closed_and_grpc_keeps_working() {
     let http_addr = http.local_addr().unwrap();
     let limits = ConnectionLimits {
         max_connections: 32,
-        first_byte: Duration::from_secs(1),
+        first_byte: Duration::from_secs(4),
         header_read: Duration::from_secs(1),
     };
     tokio::spawn(serve_http_with(
@@ -289,6 +291,32 @@ async fn idle_and_slow_http_clients_are_closed_and_grpc_keeps_working() {
             .unwrap();
     let run_id = submit(&mut control, &spec).await;
     assert!(!run_id.is_empty());
+
+    // The cap is full (the idle sockets hold it for `first_byte`); the probe slots the held
+    // sockets past the cap took are free again after `PROBE_DEADLINE`.
+    tokio::time::sleep(abfleet_coordinator::web::limits::PROBE_DEADLINE * 2).await;
+    let ask = |path: &'static str| async move {
+        let mut probe = TcpStream::connect(http_addr).await.unwrap();
+        probe
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(5), probe.read_to_string(&mut answer))
+            .await
+            .expect("the probe's connection is answered and closed")
+            .unwrap();
+        answer
+    };
+    let health = ask("/healthz").await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health:?}");
+    let metrics = ask("/metrics").await;
+    assert!(
+        metrics.starts_with("HTTP/1.1 200") && metrics.contains("abfleet_"),
+        "{metrics:?}"
+    );
+    let other = ask("/hooks/github").await;
+    assert!(other.starts_with("HTTP/1.1 503"), "{other:?}");
 
     // Every held socket is closed by the coordinator: the ones over the cap at once, the idle
     // ones after `first_byte`, the slow ones after `header_read`.

@@ -89,6 +89,11 @@ pub async fn serve_http_with(
     let web = config
         .web
         .then(|| crate::web::plaintext_router(fleet.clone()));
+    // What a probe asks; answered past the connection cap too (`web::limits`).
+    let probes = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .with_state(fleet.clone());
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -101,7 +106,7 @@ pub async fn serve_http_with(
         Some(web) => app.merge(web),
         None => app,
     };
-    crate::web::serve_with_grace(listener, app, shutdown, "http", config.limits).await
+    crate::web::serve_with_grace(listener, app, Some(probes), shutdown, "http", config.limits).await
 }
 
 async fn metrics(State(fleet): State<Fleet>) -> Response {

@@ -6,6 +6,11 @@
 //! sends nothing (or finishes no TLS handshake) within `first_byte`, or no complete request
 //! head within `header_read`, is closed. Shutdown stops accepting, then gives the requests in
 //! flight a bounded grace.
+//!
+//! A listener at its cap still answers its probes (issue 38: a liveness probe restarted a
+//! coordinator that was only busy): [`RESERVED_PROBE_CONNECTIONS`] more connections are
+//! admitted past the cap, served only `/healthz` and `/metrics` (anything else: 503), one
+//! request each and on a short clock ([`PROBE_DEADLINE`]), so idle clients cannot keep them.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,6 +61,11 @@ pub(crate) async fn accept(
     }
 }
 
+/// Connections admitted past the cap for the listener's probes alone.
+pub const RESERVED_PROBE_CONNECTIONS: usize = 16;
+/// A probe's connection past the cap sends its whole request head within this, or is closed.
+pub const PROBE_DEADLINE: Duration = Duration::from_millis(500);
+
 /// How often a listener at its cap says so in the log.
 const CAP_WARNING_EVERY: Duration = Duration::from_secs(10);
 
@@ -63,6 +73,8 @@ const CAP_WARNING_EVERY: Duration = Duration::from_secs(10);
 /// task until it ends.
 pub(crate) struct ConnectionCap {
     permits: Arc<Semaphore>,
+    /// Past the cap, for probes only.
+    probe_permits: Arc<Semaphore>,
     max: usize,
     listener: &'static str,
     last_warning: Option<Instant>,
@@ -72,6 +84,7 @@ impl ConnectionCap {
     pub(crate) fn new(max: usize, listener: &'static str) -> ConnectionCap {
         ConnectionCap {
             permits: Arc::new(Semaphore::new(max.max(1))),
+            probe_permits: Arc::new(Semaphore::new(RESERVED_PROBE_CONNECTIONS)),
             max,
             listener,
             last_warning: None,
@@ -97,19 +110,40 @@ impl ConnectionCap {
         }
         permit
     }
+
+    /// At the cap: a permit for one probe's connection past it, or `None` when those are
+    /// taken too.
+    pub(crate) fn admit_probe(&self) -> Option<OwnedSemaphorePermit> {
+        self.probe_permits.clone().try_acquire_owned().ok()
+    }
+}
+
+/// What a connection past the cap is served: `probes` (the listener's `/healthz` and
+/// `/metrics`), and 503 for every other path.
+fn probes_only(probes: Router) -> Router {
+    probes.fallback(|| async {
+        (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [("retry-after", "1")],
+            "the listener is at its connection limit; only /healthz and /metrics answer now\n",
+        )
+    })
 }
 
 /// Serves `app` on `listener` within `limits` until `shutdown`, then up to `grace` for the
-/// requests in flight.
+/// requests in flight. `probes` (a router of the listener's probe paths) still answer past
+/// the cap.
 pub(crate) async fn serve_limited(
     listener: tokio::net::TcpListener,
     app: Router,
+    probes: Option<Router>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     what: &'static str,
     limits: ConnectionLimits,
     grace: Duration,
 ) -> Result<(), crate::CoordinatorError> {
     let mut cap = ConnectionCap::new(limits.max_connections, what);
+    let probes = probes.map(probes_only);
     let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -117,15 +151,32 @@ pub(crate) async fn serve_limited(
             () = &mut shutdown => break,
             accepted = accept(&listener, what) => accepted,
         };
-        let Some(permit) = cap.admit(peer) else {
-            drop(tcp);
-            continue;
+        let (permit, app, clock, past_the_cap) = match cap.admit(peer) {
+            Some(permit) => (permit, app.clone(), limits, false),
+            None => match probes
+                .as_ref()
+                .and_then(|probes| Some((cap.admit_probe()?, probes)))
+            {
+                Some((permit, probes)) => (
+                    permit,
+                    probes.clone(),
+                    ConnectionLimits {
+                        max_connections: RESERVED_PROBE_CONNECTIONS,
+                        first_byte: PROBE_DEADLINE.min(limits.first_byte),
+                        header_read: PROBE_DEADLINE.min(limits.header_read),
+                    },
+                    true,
+                ),
+                None => {
+                    drop(tcp);
+                    continue;
+                }
+            },
         };
-        let app = app.clone();
         connections.spawn(async move {
             let _permit = permit;
             let mut first = [0u8; 1];
-            match tokio::time::timeout(limits.first_byte, tcp.peek(&mut first)).await {
+            match tokio::time::timeout(clock.first_byte, tcp.peek(&mut first)).await {
                 Ok(Ok(read)) if read > 0 => {}
                 Ok(_) => return,
                 Err(_) => {
@@ -135,7 +186,9 @@ pub(crate) async fn serve_limited(
             }
             let served = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_read)
+                .header_read_timeout(clock.header_read)
+                // A probe's connection past the cap serves one request, then frees its slot.
+                .keep_alive(!past_the_cap)
                 .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(app))
                 .await;
             if let Err(err) = served {

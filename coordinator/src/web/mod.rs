@@ -37,6 +37,7 @@ pub async fn serve_web_plaintext(
     serve_with_grace(
         listener,
         plaintext_router(fleet),
+        None,
         shutdown,
         "web",
         limits::ConnectionLimits::default(),
@@ -49,15 +50,25 @@ pub async fn serve_web_plaintext(
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Serves `app` within `limits` until `shutdown`, then up to [`SHUTDOWN_GRACE`] for requests
-/// in flight.
+/// in flight; `probes` answer past the connection cap (`limits`).
 pub(crate) async fn serve_with_grace(
     listener: tokio::net::TcpListener,
     app: Router,
+    probes: Option<Router>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     what: &'static str,
     limits: limits::ConnectionLimits,
 ) -> Result<(), crate::CoordinatorError> {
-    limits::serve_limited(listener, app, shutdown, what, limits, SHUTDOWN_GRACE).await
+    limits::serve_limited(
+        listener,
+        app,
+        probes,
+        shutdown,
+        what,
+        limits,
+        SHUTDOWN_GRACE,
+    )
+    .await
 }
 
 /// The web view's routes as served in plaintext on loopback: only to requests addressed to a
