@@ -3,7 +3,9 @@
 //! two deliveries, a Slack-style receiver, and a dead port — runs a spec whose fork fails
 //! parity. Each live endpoint gets the alert once (the failing one after its retries, with a
 //! valid signature), the dead one is given up after its attempts, the run is not held up by
-//! any of them, and the report lists what was sent.
+//! any of them, and the report lists what was sent. Every try of one alert carries the same
+//! delivery id (`X-Abfleet-Delivery`, and `delivery_id` in the JSON). A coordinator stopped
+//! (SIGTERM) while an alert is in flight waits for it, so the restart does not send it again.
 
 mod support;
 
@@ -37,6 +39,11 @@ impl Received {
 /// An HTTP endpoint on loopback that records every request and answers the statuses of
 /// `script` in turn (the last one from then on).
 async fn receiver(script: Vec<u16>) -> (String, Arc<Mutex<Vec<Received>>>) {
+    slow_receiver(script, Duration::ZERO).await
+}
+
+/// [`receiver`], answering each request `delay` after it arrived.
+async fn slow_receiver(script: Vec<u16>, delay: Duration) -> (String, Arc<Mutex<Vec<Received>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/hooks/abfleet", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -75,6 +82,7 @@ async fn receiver(script: Vec<u16>) -> (String, Arc<Mutex<Vec<Received>>>) {
                 seen.push(received);
                 *script.get(seen.len() - 1).or(script.last()).unwrap()
             };
+            tokio::time::sleep(delay).await;
             let body = if status < 300 { "ok" } else { "try later" };
             let _ = socket
                 .write_all(
@@ -202,6 +210,17 @@ url = "{dead_url}"
         "the same alert each time"
     );
     let alert: serde_json::Value = serde_json::from_str(&json[2].body).unwrap();
+    // One delivery id on every try, in the header and the body, for receivers to dedupe by.
+    let delivery = alert["delivery_id"].as_str().unwrap().to_string();
+    assert!(
+        delivery.starts_with(&format!("{run_id}/parity_failure/")),
+        "{delivery}"
+    );
+    assert!(
+        json.iter()
+            .all(|r| r.header("x-abfleet-delivery").as_deref() == Some(delivery.as_str())),
+        "{json:#?}"
+    );
     assert_eq!(alert["event"], "parity_failure");
     assert_eq!(alert["run"]["id"], run_id.as_str());
     assert_eq!(
@@ -225,6 +244,10 @@ url = "{dead_url}"
 
     let slack = slack_seen.lock().unwrap().clone();
     assert_eq!(slack.len(), 1, "{slack:#?}");
+    assert_eq!(
+        slack[0].header("x-abfleet-delivery").as_deref(),
+        Some(delivery.as_str())
+    );
     let message: serde_json::Value = serde_json::from_str(&slack[0].body).unwrap();
     assert!(
         message["text"]
@@ -267,4 +290,84 @@ url = "{dead_url}"
             && markdown.contains("- parity_failure to gone: given up after 3 attempts"),
         "{markdown}"
     );
+}
+
+/// Issue 38: a coordinator stopped with SIGTERM while an alert's POST is in flight exited
+/// without waiting, and after the restart the alert went out again (two POSTs where one was
+/// due). Now it waits for the send (within `OUTBOUND_GRACE`), records it, and the restarted
+/// coordinator has nothing left to send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_stopped_with_an_alert_in_flight_waits_for_it_and_never_sends_it_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (url, seen) = slow_receiver(vec![200], Duration::from_secs(3)).await;
+    let port = free_port();
+    let config = tmp.path().join("coordinator.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[coordinator]
+listen = "127.0.0.1:{port}"
+plaintext = true
+data_dir = "data"
+
+[notify]
+retry_after_seconds = 0.2
+
+[[notify.endpoint]]
+name = "dashboard"
+format = "json"
+url = "{url}"
+"#
+        ),
+    )
+    .unwrap();
+    let start = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_abfleet"))
+            .args(["coordinator", "--config", config.to_str().unwrap()])
+            .spawn()
+            .unwrap()
+    };
+    let mut coordinator = KillOnDrop(start());
+    let grpc = format!("http://127.0.0.1:{port}");
+    let _agent = TestAgent::start(&grpc, &tmp.path().join("agent"));
+    let spec = SpecOptions {
+        fork_build:
+            "commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-DABFLEET_DRIFT\"]]",
+        workloads: &["float_ssim"],
+        ..SpecOptions::path()
+    }
+    .write(tmp.path(), "drift.toml");
+    let mut client = control_at(&grpc).await;
+    let run_id = submit(&mut client, &spec).await;
+    wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
+
+    // The alert's POST has arrived and is not answered yet: stop the coordinator.
+    wait_until(Duration::from_secs(30), "the alert in flight", || {
+        let arrived = seen.lock().unwrap().len();
+        async move { (arrived == 1).then_some(()) }
+    })
+    .await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(coordinator.0.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = tokio::task::spawn_blocking(move || coordinator.0.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+
+    // Restarted: the alert is on record as sent, once, and nothing is sent again.
+    let _restarted = KillOnDrop(start());
+    let mut client = control_at(&grpc).await;
+    let report = support::report(&mut client, &run_id).await;
+    assert_eq!(report.notifications.len(), 1, "{:?}", report.notifications);
+    let alert = &report.notifications[0];
+    assert_eq!(
+        (alert.state.as_str(), alert.attempts, alert.last_status),
+        ("sent", 1, Some(200)),
+        "{alert:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(seen.lock().unwrap().len(), 1, "the alert arrived twice");
 }

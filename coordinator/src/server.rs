@@ -10,7 +10,7 @@ use abfleet_proto::pb;
 use abfleet_proto::transport::{check_plaintext_listen, TlsFiles};
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::agent_service::AgentService;
 use crate::auth::{Access, Buckets, RateLimit};
@@ -21,6 +21,8 @@ use crate::store::Store;
 
 /// How long requests in flight get to finish when the coordinator stops.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a stopping coordinator waits for the alerts, statuses and comments in flight.
+pub const OUTBOUND_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A coordinator over a data directory, ready to serve.
 pub struct Coordinator {
@@ -158,15 +160,21 @@ pub async fn serve(
         }
     };
     let reaper = spawn_lease_reaper(fleet.clone());
+    let (stop_outbound, stopping) = crate::fleet::StopOutbound::new();
     // Alerts queued by runs that finished, here or before a restart.
     let alert_delivery = {
-        let fleet = fleet.clone();
-        tokio::spawn(async move { fleet.alerts().run_alert_delivery().await })
+        let (fleet, stopping) = (fleet.clone(), stopping.clone());
+        tokio::spawn(async move { fleet.alerts().run_alert_delivery(stopping).await })
     };
     // The answers to pull requests (`[github]`), also those left by a restart.
     let pull_request_reports = {
         let fleet = fleet.clone();
-        tokio::spawn(async move { fleet.pull_requests().run_pull_request_reports().await })
+        tokio::spawn(async move {
+            fleet
+                .pull_requests()
+                .run_pull_request_reports(stopping)
+                .await
+        })
     };
     let (graceful, graceful_rx) = tokio::sync::oneshot::channel::<()>();
     let agent_service = pb::agent_service_server::AgentServiceServer::new(AgentService {
@@ -211,6 +219,7 @@ pub async fn serve(
         result = &mut server => result,
         () = shutdown => {
             let _ = graceful.send(());
+            stop_outbound.stop();
             // Agent sessions are endless streams: give requests in flight a moment, then
             // drop the server, which closes every connection.
             match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
@@ -220,7 +229,18 @@ pub async fn serve(
         }
     };
     reaper.abort();
-    alert_delivery.abort();
-    pull_request_reports.abort();
+    // An alert, status or comment in flight is finished and recorded (its repeat after a
+    // restart would arrive twice), within a bound.
+    stop_outbound.stop();
+    let outbound = async {
+        let _ = alert_delivery.await;
+        let _ = pull_request_reports.await;
+    };
+    if tokio::time::timeout(OUTBOUND_GRACE, outbound)
+        .await
+        .is_err()
+    {
+        warn!(grace_s = OUTBOUND_GRACE.as_secs(), "outbound sends still in flight at the end of the grace; stopping without them (each is retried after the restart under the same delivery id)");
+    }
     result.map_err(|err| CoordinatorError::Internal(format!("gRPC server failed: {err}")))
 }

@@ -35,6 +35,7 @@ mod served_reports;
 mod session_table;
 mod sessions;
 mod state;
+mod stopping;
 #[cfg(test)]
 mod tests;
 mod toolchain_watch;
@@ -54,5 +55,6 @@ pub use revocations::{refusal, DenyList, RevokeTarget};
 pub use runs::Runs;
 pub use sessions::Scheduling;
 pub use state::{CoordinatorConfig, Fleet};
+pub use stopping::{StopOutbound, Stopping};
 pub use triggers::Triggers;
 pub use triggers::{TriggerOutcome, TriggerRequest, TRIGGER_REASONS};

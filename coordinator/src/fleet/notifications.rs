@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::state::Ground;
 use super::FleetError;
+use super::Stopping;
 use crate::outbound::http_client::HttpClient;
 use crate::outbound::notify::{self, delivery, Alert, AlertKind};
 use crate::store::{Attempt, NewNotification};
@@ -130,6 +131,12 @@ impl Alerts {
     /// after a backoff that doubles from `retry_after` (at most an hour), and given up
     /// (logged as an error) after `max_attempts`.
     pub async fn deliver_due_alerts(&self) -> Result<usize, FleetError> {
+        self.deliver_due_alerts_until(&Stopping::never()).await
+    }
+
+    /// [`Self::deliver_due_alerts`], starting no send once `stopping` says so (a send in
+    /// flight finishes and is recorded).
+    async fn deliver_due_alerts_until(&self, stopping: &Stopping) -> Result<usize, FleetError> {
         let config = &self.ground.config().notify;
         let due = self
             .ground
@@ -139,6 +146,9 @@ impl Alerts {
             .await?;
         let mut sent = 0;
         for alert in due {
+            if stopping.is_set() {
+                break;
+            }
             let attempt = match config.endpoints.iter().find(|e| e.name == alert.endpoint) {
                 None => Attempt::Failed {
                     status: None,
@@ -155,7 +165,11 @@ impl Alerts {
                         retry_at_ms: None,
                     },
                     Ok(client) => {
-                        let outcome = delivery::send(&client, endpoint, &alert.payload_json).await;
+                        let delivery_id =
+                            notify::delivery_id(&alert.run_id, &alert.kind, &alert.key);
+                        let outcome =
+                            delivery::send(&client, endpoint, &alert.payload_json, &delivery_id)
+                                .await;
                         let tries = alert.attempts + 1;
                         match outcome {
                             Ok(status) => Attempt::Sent { status },
@@ -206,10 +220,14 @@ impl Alerts {
         Ok(sent)
     }
 
-    /// Delivers alerts until the process ends: when one is queued, and when a retry is due.
-    pub async fn run_alert_delivery(&self) {
+    /// Delivers alerts until `stopping`: when one is queued, and when a retry is due. A send
+    /// in flight when it stops is finished and recorded (the caller bounds the wait).
+    pub async fn run_alert_delivery(&self, mut stopping: Stopping) {
         loop {
-            if let Err(err) = self.deliver_due_alerts().await {
+            if stopping.is_set() {
+                return;
+            }
+            if let Err(err) = self.deliver_due_alerts_until(&stopping).await {
                 error!(error = %err, "alert delivery failed; trying again shortly");
             }
             let wait = match self
@@ -226,6 +244,7 @@ impl Alerts {
             tokio::select! {
                 () = self.delivery.wake.notified() => {}
                 () = tokio::time::sleep(std::time::Duration::from_millis(wait.max(10))) => {}
+                () = stopping.wait() => return,
             }
         }
     }

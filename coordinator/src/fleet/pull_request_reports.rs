@@ -12,6 +12,7 @@ use tracing::{error, info, warn};
 use super::state::Ground;
 use super::FleetError;
 use super::Reports;
+use super::Stopping;
 use crate::outbound::github::{GitHubReporting, Repo};
 use crate::store::{Posted, PullRequestReport};
 
@@ -121,6 +122,12 @@ impl PullRequests {
     /// One pass: every pull request whose answer is not out gets what is due — a pending
     /// status with its progress, or, once its run finished, the verdict and the comment.
     pub async fn post_pull_request_reports(&self) -> Result<(), FleetError> {
+        self.post_pull_request_reports_until(&Stopping::never())
+            .await
+    }
+
+    /// [`Self::post_pull_request_reports`], starting no post once `stopping` says so.
+    async fn post_pull_request_reports_until(&self, stopping: &Stopping) -> Result<(), FleetError> {
         let Some(reporting) = self.ground.config().github.clone() else {
             return Ok(());
         };
@@ -131,6 +138,9 @@ impl PullRequests {
             .due_pull_request_reports(self.ground.now_ms())
             .await?
         {
+            if stopping.is_set() {
+                break;
+            }
             let posted = match self.post_one(&reporting, &row).await {
                 Ok(Some(posted)) => posted,
                 Ok(None) => continue,
@@ -263,16 +273,20 @@ impl PullRequests {
     /// Posts to pull requests until the process ends: after progress (of any run: a burst
     /// of cell updates is one pass, at most one a second) and every few seconds (a retry
     /// that came due).
-    pub async fn run_pull_request_reports(&self) {
+    pub async fn run_pull_request_reports(&self, mut stopping: Stopping) {
         if self.ground.config().github.is_none() {
             return;
         }
         let mut progress = self.ground.subscribe();
         loop {
-            if let Err(err) = self.post_pull_request_reports().await {
+            if stopping.is_set() {
+                return;
+            }
+            if let Err(err) = self.post_pull_request_reports_until(&stopping).await {
                 error!(error = %err, "posting to pull requests failed; trying again shortly");
             }
             tokio::select! {
+                () = stopping.wait() => return,
                 _ = progress.recv() => {
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                     progress = progress.resubscribe();

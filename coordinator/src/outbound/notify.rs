@@ -197,6 +197,24 @@ pub struct Alert {
     pub key: String,
 }
 
+impl Alert {
+    /// The alert's delivery id (`X-Abfleet-Delivery`, and `delivery_id` in a JSON payload):
+    /// `RUN/KIND/HASH`, HASH the first 16 hex digits of the SHA-256 of its key. The store
+    /// keeps one alert per run, kind and key (per endpoint), so the id is the same on every
+    /// retry and after a restart, and a receiver drops what it already has by it.
+    pub fn delivery_id(&self) -> String {
+        delivery_id(&self.run_id, self.kind.as_str(), &self.key)
+    }
+}
+
+/// The delivery id of the alert of `run_id`, `kind` and `key` (`Alert::delivery_id`).
+pub fn delivery_id(run_id: &str, kind: &str, key: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{run_id}/{kind}/{hash}")
+}
+
 /// The most detail lines an alert carries; the report has the rest.
 const MAX_DETAILS: usize = 20;
 
@@ -382,6 +400,7 @@ pub fn agent_lost_alert(
 pub fn payload(format: PayloadFormat, alert: &Alert) -> serde_json::Value {
     match format {
         PayloadFormat::Json => json!({
+            "delivery_id": alert.delivery_id(),
             "event": alert.kind.as_str(),
             "summary": alert.summary,
             "details": alert.details,

@@ -30,6 +30,8 @@ pub struct DueNotification {
     pub run_id: String,
     pub endpoint: String,
     pub kind: String,
+    /// What makes it one alert (with run and kind): its delivery id's source.
+    pub key: String,
     pub payload_json: String,
     /// Attempts made before this one.
     pub attempts: u32,
@@ -110,7 +112,7 @@ impl NotificationRecords<'_> {
     ) -> Result<Vec<DueNotification>, CoordinatorError> {
         self.store.read(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT id, run_id, endpoint, kind, payload_json, attempts FROM notifications
+                "SELECT id, run_id, endpoint, kind, key, payload_json, attempts FROM notifications
                  WHERE state = 'pending' AND next_attempt_ms <= ?1 ORDER BY next_attempt_ms, id LIMIT ?2",
             )?;
             let rows = stmt.query_map(params![now_ms, limit], |row| {
@@ -119,8 +121,9 @@ impl NotificationRecords<'_> {
                     run_id: row.get(1)?,
                     endpoint: row.get(2)?,
                     kind: row.get(3)?,
-                    payload_json: row.get(4)?,
-                    attempts: row.get(5)?,
+                    key: row.get(4)?,
+                    payload_json: row.get(5)?,
+                    attempts: row.get(6)?,
                 })
             })?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -17,11 +17,13 @@ pub struct DeliveryFailure {
 /// verifier serves both.
 pub const SIGNATURE_HEADER: &str = "x-abfleet-signature-256";
 
-/// Posts `payload_json` to `endpoint`; the status on success.
+/// Posts `payload_json` to `endpoint` as delivery `delivery_id` (`X-Abfleet-Delivery`); the
+/// status on success.
 pub async fn send(
     client: &HttpClient,
     endpoint: &Endpoint,
     payload_json: &str,
+    delivery_id: &str,
 ) -> Result<u16, DeliveryFailure> {
     let body = payload_json.as_bytes().to_vec();
     let mut headers = vec![
@@ -29,6 +31,10 @@ pub async fn send(
         (
             "user-agent".to_string(),
             concat!("abfleet/", env!("CARGO_PKG_VERSION")).to_string(),
+        ),
+        (
+            crate::outbound::DELIVERY_HEADER.to_string(),
+            delivery_id.to_string(),
         ),
     ];
     if let (PayloadFormat::Json, Some(secret)) = (endpoint.format, &endpoint.secret) {
