@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use abfleet_core::events::{BuildRecord, BuildStatus, JobEventPayload, Side};
 use abfleet_core::inventory::Inventory;
 use abfleet_core::scores::Scores;
-use abfleet_core::spec::JobSpec;
+use abfleet_core::spec::{FixtureSpec, JobSpec};
 use tokio::sync::watch;
 use tracing::info;
 
@@ -382,16 +382,75 @@ fn failed_build(ctx: &JobContext, side: Side, error: String) -> Result<BuiltSide
     })
 }
 
+/// How large a run's output may be before it is refused unread: `[measure]
+/// max_output_bytes`, or less, what the run's input can give (`FixtureSpec::max_output_bytes`):
+/// so what a binary writes never sets the agent's memory, only the input does (issue 38).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OutputLimit {
+    bytes: u64,
+    /// The fixture (name, frames) when its frames set the limit.
+    fixture: Option<(String, u32)>,
+}
+
+impl OutputLimit {
+    /// `[measure] max_output_bytes` alone.
+    pub fn bytes(bytes: u64) -> OutputLimit {
+        OutputLimit {
+            bytes,
+            fixture: None,
+        }
+    }
+
+    /// The limit of a run over `fixture`.
+    pub fn for_fixture(max_output_bytes: u64, fixture: &FixtureSpec) -> OutputLimit {
+        let by_frames = fixture.max_output_bytes();
+        if by_frames < max_output_bytes {
+            OutputLimit {
+                bytes: by_frames,
+                fixture: Some((fixture.name.clone(), fixture.frames)),
+            }
+        } else {
+            OutputLimit::bytes(max_output_bytes)
+        }
+    }
+
+    /// The limit of a run over any one of the spec's fixtures (its largest).
+    pub fn for_spec(spec: &abfleet_core::spec::JobSpec) -> OutputLimit {
+        spec.fixtures
+            .iter()
+            .map(|fixture| OutputLimit::for_fixture(spec.measure.max_output_bytes, fixture))
+            .max_by_key(|limit| limit.bytes)
+            .unwrap_or_else(|| OutputLimit::bytes(spec.measure.max_output_bytes))
+    }
+
+    fn refusal(&self, bytes: u64, path: &Path) -> String {
+        match &self.fixture {
+            None => format!(
+                "output too large: {bytes} bytes > limit of {} (`{}`; set [measure] max_output_bytes)",
+                self.bytes,
+                path.display()
+            ),
+            Some((name, frames)) => format!(
+                "output too large for its input: {bytes} bytes, where `{name}`'s {frames} frame(s) allow {} ({} KiB a frame; `{}`): the binary wrote more than scores of this input, and it was not read",
+                self.bytes,
+                abfleet_core::spec::MAX_OUTPUT_BYTES_PER_FRAME / 1024,
+                path.display()
+            ),
+        }
+    }
+}
+
 /// Reads a run's output file off the async runtime (a large one takes a while). A file over
-/// `max_bytes` (`[measure] max_output_bytes`) is refused unread; JSON is streamed, so the
-/// text is never held (only its frames are).
+/// `limit` is refused unread; JSON is streamed, so the text is never held (only its frames
+/// are).
 pub(crate) async fn read_scores(
     format: abfleet_core::spec::OutputFormat,
     path: &Path,
-    max_bytes: u64,
+    limit: &OutputLimit,
 ) -> Result<Scores, String> {
     let path = path.to_path_buf();
-    tokio::task::spawn_blocking(move || read_scores_blocking(format, &path, max_bytes))
+    let limit = limit.clone();
+    tokio::task::spawn_blocking(move || read_scores_blocking(format, &path, &limit))
         .await
         .unwrap_or_else(|err| Err(format!("the output reading task failed: {err}")))
 }
@@ -399,7 +458,7 @@ pub(crate) async fn read_scores(
 pub(crate) fn read_scores_blocking(
     format: abfleet_core::spec::OutputFormat,
     path: &Path,
-    max_bytes: u64,
+    limit: &OutputLimit,
 ) -> Result<Scores, String> {
     let cannot_read = |err: std::io::Error| {
         format!(
@@ -409,11 +468,8 @@ pub(crate) fn read_scores_blocking(
     };
     let file = std::fs::File::open(path).map_err(cannot_read)?;
     let bytes = file.metadata().map_err(cannot_read)?.len();
-    if bytes > max_bytes {
-        return Err(format!(
-            "output too large: {bytes} bytes > limit of {max_bytes} (`{}`; set [measure] max_output_bytes)",
-            path.display()
-        ));
+    if bytes > limit.bytes {
+        return Err(limit.refusal(bytes, path));
     }
     match abfleet_core::output::parse_reader(format, std::io::BufReader::new(file)) {
         Ok(scores) => Ok(scores),

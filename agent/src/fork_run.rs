@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use abfleet_core::scores::Scores;
 
-use crate::context::{read_scores, JobContext, Stop};
+use crate::context::{read_scores, JobContext, OutputLimit, Stop};
 use crate::runner::{self, CommandSpec, ExitKind};
 
 const STDERR_TAIL_BYTES: u64 = 800;
@@ -105,9 +105,9 @@ async fn run_line(
         return Err(Stop::Cancelled);
     }
     let format = ctx.spec.command.output_format;
-    let max_bytes = ctx.spec.measure.max_output_bytes;
+    let limit = OutputLimit::for_spec(&ctx.spec);
     let scores = if outcome.exit.success() {
-        read_scores(format, output, max_bytes).await
+        read_scores(format, output, &limit).await
     } else {
         Err("not read: the run failed".to_string())
     };
@@ -237,7 +237,7 @@ mod tests {
         let scores = read_scores_blocking(
             OutputFormat::Json,
             Path::new(&path),
-            abfleet_core::spec::DEFAULT_MAX_OUTPUT_BYTES,
+            &OutputLimit::bytes(abfleet_core::spec::DEFAULT_MAX_OUTPUT_BYTES),
         )
         .unwrap();
         assert_eq!(scores.frames.len(), 1_000_000);
@@ -299,7 +299,8 @@ mod tests {
         write_output(&path, 1_000_000);
         let bytes = std::fs::metadata(&path).unwrap().len();
         let limit = 1024 * 1024;
-        let err = read_scores_blocking(OutputFormat::Json, &path, limit).unwrap_err();
+        let err = read_scores_blocking(OutputFormat::Json, &path, &OutputLimit::bytes(limit))
+            .unwrap_err();
         assert_eq!(
             err,
             format!(
@@ -310,7 +311,7 @@ mod tests {
         let scores = read_scores_blocking(
             OutputFormat::Json,
             &path,
-            abfleet_core::spec::DEFAULT_MAX_OUTPUT_BYTES,
+            &OutputLimit::bytes(abfleet_core::spec::DEFAULT_MAX_OUTPUT_BYTES),
         )
         .unwrap();
         assert_eq!(scores.frames.len(), 1_000_000);
@@ -329,7 +330,8 @@ mod tests {
         let path = dir.path().join("out.json");
         let text = "{\n  \"frames\": [\n    {\n      \"frameNum\": 0,\n      \"metrics\": {\n        \"vmaf\": nan\n      }\n    }\n  ]\n}\n";
         std::fs::write(&path, text).unwrap();
-        let err = read_scores_blocking(OutputFormat::Json, &path, 1 << 20).unwrap_err();
+        let err = read_scores_blocking(OutputFormat::Json, &path, &OutputLimit::bytes(1 << 20))
+            .unwrap_err();
         assert_eq!(
             err,
             abfleet_core::output::parse(OutputFormat::Json, text)

@@ -234,16 +234,23 @@ fn a_fork_that_does_not_build_ends_with_exit_3_and_the_build_log_tail() {
     );
 }
 
+/// Also issue 38: a binary that writes a valid million-frame output for a 6-frame input
+/// (about 150 MB) is refused unread, by what its input can give, instead of being parsed
+/// into hundreds of MB (docs/performance.md, "Enormous outputs").
 #[test]
 fn a_crashing_binary_and_one_that_scores_nothing_make_their_cells_unavailable() {
     let tmp = tempfile::tempdir().unwrap();
     for (flag, expected) in [
         ("ABFLEET_CRASH", "killed by signal 6 (SIGABRT)"),
         ("ABFLEET_NOFRAMES", "exited 0 but scored no frames"),
+        (
+            "ABFLEET_ENORMOUS=1000000",
+            "output too large for its input: ",
+        ),
     ] {
         let fork_build =
             format!("commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-D{flag}\"]]");
-        let dir = tmp.path().join(flag);
+        let dir = tmp.path().join(flag.replace('=', "-"));
         std::fs::create_dir_all(&dir).unwrap();
         let spec = SpecOptions {
             fork_build: &fork_build,
@@ -269,6 +276,12 @@ fn a_crashing_binary_and_one_that_scores_nothing_make_their_cells_unavailable() 
         assert_eq!(cell.parity, CellParity::Unavailable);
         let error = cell.fork.error.as_deref().unwrap();
         assert!(error.contains(expected), "{flag}: {error}");
+        if flag.starts_with("ABFLEET_ENORMOUS") {
+            assert!(
+                error.contains("where `tiny`'s 6 frame(s) allow 1441792 (64 KiB a frame;"),
+                "{error}"
+            );
+        }
     }
 }
 

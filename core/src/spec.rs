@@ -24,7 +24,8 @@ pub use error::SpecError;
 pub use model::{
     Allowance, AllowedMissing, BuildRecipe, CommandSpec, Fanout, FixtureFile, FixtureLocation,
     FixtureSpec, Generator, JobSpec, MeasureSpec, OutputFormat, ParitySpec, PixelFormat, SideSpec,
-    SourceSpec, TargetSpec, WorkloadSpec, DEFAULT_MAX_OUTPUT_BYTES, TEMPLATE_PLACEHOLDERS,
+    SourceSpec, TargetSpec, WorkloadSpec, DEFAULT_MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES_PER_FRAME,
+    TEMPLATE_PLACEHOLDERS,
 };
 pub use sweep::{
     SearchStrategy, SweepSpec, Tunable, TunableKind, CONFIGURATIONS_LIMIT,

@@ -21,7 +21,7 @@ use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
 use crate::context::{
     attempt_dir, check_cancel, emit, off_runtime, progress, quiet_for_cell, read_scores,
-    JobContext, Stop,
+    JobContext, OutputLimit, Stop,
 };
 use crate::fixtures::PreparedFixture;
 use crate::runner::{self, CommandSpec, ExitKind};
@@ -498,7 +498,13 @@ async fn run_once(
             error: format!("the {} binary {}", side.name(), exit.describe()),
             stderr_tail: stderr_tail(),
         },
-        _ => match read_scores(format, &output, ctx.spec.measure.max_output_bytes).await {
+        _ => match read_scores(
+            format,
+            &output,
+            &OutputLimit::for_fixture(ctx.spec.measure.max_output_bytes, run.fixture),
+        )
+        .await
+        {
             Ok(scores) if scores.frames.is_empty() => RunResult::Failed {
                 returncode: Some(0),
                 error: format!(

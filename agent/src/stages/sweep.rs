@@ -23,7 +23,7 @@ use crate::build::BuiltSide;
 use crate::command_line::cell_command_line;
 use crate::context::{
     attempt_dir, build_fetched, check_cancel, emit, fetch, progress, quiet_for_cell, read_scores,
-    JobContext, Stop,
+    JobContext, OutputLimit, Stop,
 };
 use crate::fixtures::PreparedFixture;
 use crate::runner::{self, CommandSpec};
@@ -342,7 +342,8 @@ async fn one_pass(
                     outcome.exit.describe()
                 )));
             }
-            match read_scores(format, &output, spec.measure.max_output_bytes).await {
+            let limit = OutputLimit::for_fixture(spec.measure.max_output_bytes, fixture);
+            match read_scores(format, &output, &limit).await {
                 Ok(s) if s.frames.is_empty() => {
                     return Ok(Err(format!(
                         "{cell}: the binary exited 0 but scored no frames"

@@ -206,7 +206,21 @@ impl FixtureSpec {
     pub fn file_bytes(&self) -> u64 {
         self.frame_bytes() * u64::from(self.frames)
     }
+
+    /// The most bytes a tool's output for this fixture may have: [`MAX_OUTPUT_BYTES_PER_FRAME`]
+    /// a frame and [`OUTPUT_BYTES_OVERHEAD`] besides. A larger output is not this input's
+    /// scores, and is refused unread, so what a binary writes never sets an agent's memory
+    /// (issue 38).
+    pub fn max_output_bytes(&self) -> u64 {
+        u64::from(self.frames) * MAX_OUTPUT_BYTES_PER_FRAME + OUTPUT_BYTES_OVERHEAD
+    }
 }
+
+/// The most output bytes one frame may take: about fifty times what `vmaf` writes for a
+/// frame with every feature on (some 1,300 bytes of JSON or XML).
+pub const MAX_OUTPUT_BYTES_PER_FRAME: u64 = 64 * 1024;
+/// The output bytes allowed besides the frames: the header, the pooled block, the aggregates.
+pub const OUTPUT_BYTES_OVERHEAD: u64 = 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PixelFormat {

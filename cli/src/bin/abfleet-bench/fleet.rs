@@ -631,7 +631,7 @@ async fn simulated_agent(
     };
     let link = AgentLink::over(&connection);
     let (outgoing, mut incoming) = match link
-        .open_session(&agent_id, vec![AgentMessage::Ready])
+        .open_session(&agent_id, vec![AgentMessage::Ready { resume: None }])
         .await
     {
         Ok(session) => session,
@@ -715,7 +715,11 @@ async fn simulated_agent(
                 .push((first_push, last_cell, acked, Instant::now()));
             shared.finished_notify.notify_waiters();
         }
-        if outgoing.send(AgentMessage::Ready).await.is_err() {
+        if outgoing
+            .send(AgentMessage::Ready { resume: None })
+            .await
+            .is_err()
+        {
             break;
         }
     }

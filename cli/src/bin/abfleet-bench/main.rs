@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod agent_cpu;
+mod enormous;
 // The product binary's exit-code error, shared as a file: the two binaries have no library
 // between them, and this is all the bench needs of the product's CLI.
 #[path = "../../failure.rs"]
@@ -95,6 +96,24 @@ enum BenchCommand {
         #[arg(long)]
         subject: Option<PathBuf>,
         /// The abfleet binary whose `local` runs the spec [default: the `abfleet` beside this binary]; another
+        /// build's, to compare two builds in one sitting.
+        #[arg(long)]
+        local_binary: Option<PathBuf>,
+    },
+    /// A fork binary that writes an enormous valid output (a million frames for a 6-frame
+    /// input): the peak memory and wall time of `abfleet local` and of an `abfleet agent`
+    /// process that run it (issue 38).
+    EnormousOutput {
+        /// 20,000 frames, in seconds (CI): checks the benchmark works, not the figures.
+        #[arg(long)]
+        smoke: bool,
+        /// Frames the fork's binary writes [default: 1000000; 20000 with --smoke].
+        #[arg(long)]
+        frames: Option<u64>,
+        /// The demo subject's directory [default: fixtures/subject of this checkout].
+        #[arg(long)]
+        subject: Option<PathBuf>,
+        /// The abfleet binary measured [default: the `abfleet` beside this binary]; another
         /// build's, to compare two builds in one sitting.
         #[arg(long)]
         local_binary: Option<PathBuf>,
@@ -241,6 +260,20 @@ async fn run(command: BenchCommand) -> Result<i32, Failure> {
             subject,
             local_binary,
         } => rerun::run(rerun::RerunArgs::new(smoke, subject, local_binary)).await,
+        BenchCommand::EnormousOutput {
+            smoke,
+            frames,
+            subject,
+            local_binary,
+        } => {
+            enormous::run(enormous::EnormousArgs::new(
+                smoke,
+                frames,
+                subject,
+                local_binary,
+            ))
+            .await
+        }
         BenchCommand::Parse {
             smoke,
             frames,
