@@ -28,6 +28,7 @@ pub mod policy;
 pub mod probe;
 pub mod retune;
 pub mod runner;
+pub mod running_marker;
 pub mod session;
 pub mod sink;
 pub mod source;

@@ -59,7 +59,18 @@ pub async fn run_agent(
     info!(agent_id = %agent_id, coordinator = %config.coordinator_url, work_dir = %config.work_dir.display(), "agent starting");
     // One for the whole agent: a timed cell hushes every uploader, a leftover spool's too.
     let gate = UploadGate::new();
-    drain_leftover_spools(&spool_dir, &agent_id, &client, &gate);
+    // The attempt this agent's last process left running goes on where it stopped, once the
+    // events it spooled have all arrived (`running_marker`).
+    let left_running = crate::running_marker::take(&config.work_dir);
+    let drained = drain_leftover_spools(&spool_dir, &agent_id, &client, &gate).await;
+    let mut resume = left_running.filter(|(job_id, attempt)| {
+        drained
+            .iter()
+            .all(|(spooled, delivered)| *delivered || *spooled != (job_id.to_string(), *attempt))
+    });
+    if let Some((job_id, attempt)) = resume {
+        info!(job_id = %job_id, attempt, "the last process of this agent left this attempt running: asking to resume it");
+    }
     // The cache is measured (and brought under its budget) before the first job.
     let cache = crate::cache::AgentCache::new(&config.work_dir, config.max_cache_bytes);
     cache.pass_blocking().await;
@@ -71,12 +82,13 @@ pub async fn run_agent(
     tokio::pin!(shutdown);
     loop {
         let session = tokio::select! {
-            session = open_session(&client, &agent_id, &inventory, running.as_ref(), &shared.cache) => session,
+            session = open_session(&client, &agent_id, &inventory, running.as_ref(), &shared.cache, resume) => session,
             _ = &mut shutdown => break,
         };
         let (outgoing, mut incoming, heartbeat_interval) = match session {
             Ok(parts) => {
                 backoff.reset();
+                resume = None;
                 parts
             }
             Err(status) if is_refused_certificate(&status) => {
@@ -143,8 +155,9 @@ pub async fn run_agent(
                 }
                 outcome = wait_for(&mut running), if running.is_some() => {
                     let job = running.take().expect("guarded by is_some");
+                    crate::running_marker::clear(&config.work_dir);
                     info!(job_id = %job.job_id, ?outcome, "ready for the next job");
-                    if outgoing.send(AgentMessage::Ready).await.is_err() {
+                    if outgoing.send(AgentMessage::Ready { resume: None }).await.is_err() {
                         break;
                     }
                 }
@@ -243,12 +256,14 @@ async fn open_session(
     inventory: &Inventory,
     running: Option<&RunningJob>,
     cache: &crate::cache::AgentCache,
+    resume: Option<(abfleet_core::JobId, u32)>,
 ) -> Result<(SessionSender, SessionReceiver, Duration), LinkError> {
     let registered = register(client, agent_id, inventory).await?;
-    // The first message names the agent; an idle agent also asks for work at once.
+    // The first message names the agent; an idle agent also asks for work at once (for the
+    // attempt it can resume first).
     let mut first = vec![heartbeat(running, cache)];
     if running.is_none() {
-        first.push(AgentMessage::Ready);
+        first.push(AgentMessage::Ready { resume });
     }
     let (outgoing, incoming) = client.open_session(agent_id, first).await?;
     Ok((outgoing, incoming, registered.heartbeat_interval))
@@ -458,6 +473,9 @@ fn start_job(
         source,
     })?;
     tokio::spawn(sink.clone().upload(client.clone()));
+    if let Err(err) = crate::running_marker::write(&config.work_dir, &job_id, attempt) {
+        warn!(job_id = %job_id, error = %err, "cannot note the running attempt; a restart will not resume it");
+    }
     let (cancel, cancel_rx) = watch::channel(false);
     let handing_back = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     info!(job_id = %job_id, attempt, run_id = %run_id, "job accepted");
@@ -531,22 +549,38 @@ async fn refuse(sink: EventSink, error: String) -> JobOutcome {
     JobOutcome::Failed
 }
 
+/// How long a starting agent waits for the events an earlier process left to arrive, before
+/// it asks for work: an attempt whose events all arrived is one it may resume.
+const RESUME_DRAIN_WAIT: Duration = Duration::from_secs(5);
+
 /// Sends what an earlier agent process left in the spool; the coordinator keeps what still
-/// belongs to a live lease and refuses the rest, which is then dropped.
-fn drain_leftover_spools(
+/// belongs to a live lease and refuses the rest, which is then dropped. Waits up to
+/// [`RESUME_DRAIN_WAIT`] for them (the rest goes on sending): each leftover (job, attempt)
+/// and whether all its events were delivered — an attempt may be resumed only then.
+async fn drain_leftover_spools(
     spool_dir: &std::path::Path,
     agent_id: &str,
     client: &AgentLink,
     gate: &UploadGate,
-) {
+) -> Vec<((String, u32), bool)> {
+    let mut drains = Vec::new();
     for (_, job_id, attempt) in spool::leftovers(spool_dir) {
         match EventSink::open(spool_dir, agent_id, &job_id, attempt, 0, gate.clone()) {
             Ok(sink) => {
                 info!(job_id = %job_id, attempt, "re-sending events left by an earlier agent process");
                 sink.close();
-                tokio::spawn(sink.upload(client.clone()));
+                let upload = tokio::spawn(sink.clone().upload(client.clone()));
+                drains.push((job_id, attempt, sink, upload));
             }
             Err(err) => warn!(job_id = %job_id, error = %err, "cannot read a leftover spool"),
         }
     }
+    let deadline = tokio::time::Instant::now() + RESUME_DRAIN_WAIT;
+    let mut drained = Vec::new();
+    for (job_id, attempt, sink, upload) in drains {
+        let delivered =
+            tokio::time::timeout_at(deadline, upload).await.is_ok() && sink.delivered_all();
+        drained.push(((job_id, attempt), delivered));
+    }
+    drained
 }

@@ -191,6 +191,14 @@ impl EventSink {
         }
     }
 
+    /// Whether every event was acknowledged, and none refused or lost.
+    pub fn delivered_all(&self) -> bool {
+        let state = self.lock();
+        state.lease_lost.is_none()
+            && state.spool_failure.is_none()
+            && state.spool.pending(1).is_empty()
+    }
+
     /// Stops the uploader once the spool is empty (or at once if the lease is lost).
     pub fn close(&self) {
         self.lock().closed = true;

@@ -233,7 +233,7 @@ async fn a_resent_sequence_number_is_acknowledged_and_ignored() {
         kind: Some(kind),
     };
     outgoing
-        .send(ready(pb::agent_message::Kind::Ready(pb::Ready {})))
+        .send(ready(pb::agent_message::Kind::Ready(pb::Ready::default())))
         .await
         .unwrap();
     let mut incoming = agent

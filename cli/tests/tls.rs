@@ -278,7 +278,7 @@ async fn an_agent_certificate_speaks_only_for_its_own_agent_id_across_restarts()
     );
     let first = pb::AgentMessage {
         agent_id: victim.to_string(),
-        kind: Some(pb::agent_message::Kind::Ready(pb::Ready {})),
+        kind: Some(pb::agent_message::Kind::Ready(pb::Ready::default())),
     };
     assert_refused(
         b.session(tokio_stream::iter(vec![first])).await,

@@ -223,7 +223,7 @@ async fn handle_agent_message(
             fleet.scheduling().record_agent_cache(agent_id, cache);
             fleet.scheduling().heartbeat(agent_id, running).await
         }
-        AgentMessage::Ready => fleet.scheduling().ready(agent_id).await,
+        AgentMessage::Ready { resume } => fleet.scheduling().ready(agent_id, resume).await,
         AgentMessage::Leaving { job_id, attempt } => {
             fleet
                 .scheduling()

@@ -55,8 +55,9 @@ pub enum AgentMessage {
         running: Option<(JobId, u32)>,
         cache: AgentCacheUsage,
     },
-    /// It is idle and would take a job.
-    Ready,
+    /// It is idle and would take a job; `resume`: it restarted holding the work of this
+    /// attempt of this job, and would go on with it.
+    Ready { resume: Option<(JobId, u32)> },
     /// It is stopping and hands back this attempt of this job, stopped, its events uploaded.
     Leaving { job_id: JobId, attempt: u32 },
 }

@@ -255,7 +255,12 @@ pub fn agent_message(agent_id: &str, message: AgentMessage) -> pb::AgentMessage 
             cache_bytes: cache.bytes,
             max_cache_bytes: cache.max_bytes,
         }),
-        AgentMessage::Ready => Kind::Ready(pb::Ready {}),
+        AgentMessage::Ready { resume } => Kind::Ready(pb::Ready {
+            resume_job_id: resume
+                .map(|(job_id, _)| job_id.to_string())
+                .unwrap_or_default(),
+            resume_attempt: resume.map_or(0, |(_, attempt)| attempt),
+        }),
         AgentMessage::Leaving { job_id, attempt } => Kind::Leaving(pb::Leaving {
             job_id: job_id.to_string(),
             attempt,
@@ -289,7 +294,16 @@ impl TryFrom<pb::AgentMessage> for AgentMessage {
                     max_bytes: beat.max_cache_bytes,
                 },
             },
-            Some(Kind::Ready(_)) => AgentMessage::Ready,
+            Some(Kind::Ready(ready)) => AgentMessage::Ready {
+                resume: if ready.resume_job_id.is_empty() {
+                    None
+                } else {
+                    Some((
+                        parse_id("ready.resume_job_id", &ready.resume_job_id)?,
+                        ready.resume_attempt,
+                    ))
+                },
+            },
             Some(Kind::Leaving(leaving)) => AgentMessage::Leaving {
                 job_id: parse_id("leaving.job_id", &leaving.job_id)?,
                 attempt: leaving.attempt,
@@ -347,7 +361,10 @@ mod tests {
                 running: None,
                 cache: AgentCacheUsage::default(),
             },
-            AgentMessage::Ready,
+            AgentMessage::Ready { resume: None },
+            AgentMessage::Ready {
+                resume: Some((job_id, 2)),
+            },
             AgentMessage::Leaving { job_id, attempt: 1 },
         ] {
             let wire = agent_message("a", message.clone());

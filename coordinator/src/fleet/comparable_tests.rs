@@ -171,7 +171,7 @@ impl Fixture {
             .submit_on(spec(), trigger, None, "test", None)
             .await
             .unwrap();
-        self.fleet.scheduling().ready(agent).await.unwrap();
+        self.fleet.scheduling().ready(agent, None).await.unwrap();
         let offer = match session.try_recv() {
             Ok(SessionMessage::Offer(offer)) => *offer,
             other => panic!("expected an offer, got {other:?}"),
@@ -339,8 +339,8 @@ async fn a_run_pinned_to_a_hardware_id_goes_only_to_an_agent_of_that_hardware() 
         sessions.push(session);
     }
     // Agent a is idle first: an unpinned job would be its.
-    f.fleet.scheduling().ready(agent_a).await.unwrap();
-    f.fleet.scheduling().ready(agent_b).await.unwrap();
+    f.fleet.scheduling().ready(agent_a, None).await.unwrap();
+    f.fleet.scheduling().ready(agent_b, None).await.unwrap();
     let run = f
         .fleet
         .runs()

@@ -204,13 +204,34 @@ impl Scheduling {
                     "agent {agent} lost: lease of attempt {} expired",
                     job.attempt
                 )
-            } else if let Some(away_ms) = job.agent_id.and_then(|a| gone.get(&a)) {
-                warn!(job_id = %job.job_id, agent_id = %agent, attempt = job.attempt, away_ms, "the agent's session closed and it did not come back");
-                format!(
-                    "agent {agent} lost: its session closed {:.1} s ago and it did not reconnect (attempt {})",
-                    *away_ms as f64 / 1000.0,
-                    job.attempt
-                )
+            } else if let Some((away_ms, how)) = job.agent_id.and_then(|a| gone.get(&a)) {
+                let away_ms = *away_ms;
+                match &how.broke {
+                    // The last attempt is failed by `agent_lost_after` alone.
+                    Some(_)
+                        if job.attempt >= self.ground.config().max_attempts
+                            && away_ms
+                                < self.ground.config().agent_lost_after.as_millis() as i64 =>
+                    {
+                        continue
+                    }
+                    Some(why) => {
+                        warn!(job_id = %job.job_id, agent_id = %agent, attempt = job.attempt, away_ms, "the agent's session broke and it did not come back");
+                        format!(
+                            "agent {agent} lost: its session broke ({why}) and it did not come back within {:.0} s (attempt {})",
+                            super::sessions::RESTART_GRACE.as_secs_f64(),
+                            job.attempt
+                        )
+                    }
+                    None => {
+                        warn!(job_id = %job.job_id, agent_id = %agent, attempt = job.attempt, away_ms, "the agent's session closed and it did not come back");
+                        format!(
+                            "agent {agent} lost: its session closed {:.1} s ago and it did not reconnect (attempt {})",
+                            away_ms as f64 / 1000.0,
+                            job.attempt
+                        )
+                    }
+                }
             } else {
                 continue;
             };

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use abfleet_core::certs::CertificateId;
 use abfleet_core::session::{JobOffer, OutgoingMessage, SessionMessage};
 use abfleet_core::spec::SpecJson;
-use abfleet_core::AgentId;
+use abfleet_core::{AgentId, JobId};
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
@@ -39,18 +39,29 @@ struct Session {
     ending: Option<oneshot::Sender<String>>,
 }
 
+/// How an agent's session went.
+#[derive(Debug, Clone)]
+pub(super) struct Gone {
+    pub(super) at_ms: i64,
+    /// Set when it broke (`session_broke`): what the coordinator saw.
+    pub(super) broke: Option<String>,
+}
+
 #[derive(Default)]
 pub(super) struct SessionTable {
     sessions: Mutex<HashMap<AgentId, Session>>,
-    /// Agents whose session closed and who have not opened another since: when it closed.
-    /// A job such an agent holds is requeued once it has stayed away `agent_lost_after`
+    /// Agents whose session closed and who have not opened another since: when it closed,
+    /// and why when it broke. A job such an agent holds is requeued once it has stayed away
+    /// `agent_lost_after` (closed) or the restart grace (broke)
     /// (`leases::reap_expired_leases`); kept in memory only, so after a restart the lease
     /// alone decides.
-    disconnected: Mutex<HashMap<AgentId, i64>>,
+    disconnected: Mutex<HashMap<AgentId, Gone>>,
     /// Session numbers and waiting tickets, from one counter that only grows.
     next_ticket: AtomicU64,
     /// Held while dispatching, so two dispatches never offer one job twice.
     dispatching: tokio::sync::Mutex<()>,
+    /// How often each attempt was resumed by its restarted agent.
+    resumes: Mutex<HashMap<(JobId, u32), u32>>,
 }
 
 impl SessionTable {
@@ -58,7 +69,7 @@ impl SessionTable {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn disconnected(&self) -> MutexGuard<'_, HashMap<AgentId, i64>> {
+    fn disconnected(&self) -> MutexGuard<'_, HashMap<AgentId, Gone>> {
         self.disconnected.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -112,7 +123,13 @@ impl SessionTable {
     /// Forgets the agent's session `number` if it is still the open one, and notes when it
     /// went (the reaper's `agent_lost_after` counts from then). False when a newer session
     /// replaced it.
-    pub(super) fn remove(&self, agent_id: AgentId, number: u64, now_ms: i64) -> bool {
+    pub(super) fn remove(
+        &self,
+        agent_id: AgentId,
+        number: u64,
+        now_ms: i64,
+        broke: Option<&str>,
+    ) -> bool {
         let mut sessions = self.sessions();
         if sessions.get(&agent_id).is_none_or(|s| s.number != number) {
             return false;
@@ -120,17 +137,35 @@ impl SessionTable {
         sessions.remove(&agent_id);
         // Recorded under the sessions lock: a new session, which clears it, cannot come in
         // between.
-        self.disconnected().insert(agent_id, now_ms);
+        self.disconnected().insert(
+            agent_id,
+            Gone {
+                at_ms: now_ms,
+                broke: broke.map(str::to_string),
+            },
+        );
         true
     }
 
-    /// Agents whose session closed at least `grace_ms` ago and who have not opened another:
-    /// how long ago, in milliseconds.
-    pub(super) fn gone(&self, now_ms: i64, grace_ms: i64) -> HashMap<AgentId, i64> {
+    /// Agents whose session closed at least `closed_grace_ms` ago, or broke at least
+    /// `broke_grace_ms` ago, and who have not opened another: how long ago, and how it went.
+    pub(super) fn gone(
+        &self,
+        now_ms: i64,
+        closed_grace_ms: i64,
+        broke_grace_ms: i64,
+    ) -> HashMap<AgentId, (i64, Gone)> {
         self.disconnected()
             .iter()
-            .filter(|(_, closed)| now_ms - **closed >= grace_ms)
-            .map(|(agent, closed)| (*agent, now_ms - closed))
+            .filter(|(_, gone)| {
+                let grace = if gone.broke.is_some() {
+                    broke_grace_ms
+                } else {
+                    closed_grace_ms
+                };
+                now_ms - gone.at_ms >= grace
+            })
+            .map(|(agent, gone)| (*agent, (now_ms - gone.at_ms, gone.clone())))
             .collect()
     }
 
@@ -183,6 +218,17 @@ impl SessionTable {
             }
             None => false,
         }
+    }
+
+    /// Counts one more resume of `attempt`; false (nothing counted) once it had `max`.
+    pub(super) fn count_resume(&self, attempt: (JobId, u32), max: u32) -> bool {
+        let mut resumes = self.resumes.lock().unwrap_or_else(|p| p.into_inner());
+        let count = resumes.entry(attempt).or_default();
+        if *count >= max {
+            return false;
+        }
+        *count += 1;
+        true
     }
 
     /// Open sessions.

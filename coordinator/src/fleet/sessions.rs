@@ -21,6 +21,13 @@ use super::FleetError;
 use super::{Alerts, Finishing};
 use crate::store::AgentRow;
 
+/// How long the job of an agent whose session broke waits for that agent to come back (a
+/// restarted agent process resumes its attempt) before it is requeued.
+pub const RESTART_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// How often one attempt may be resumed by its restarted agent before a restart costs it.
+pub const MAX_RESUMES_PER_ATTEMPT: u32 = 3;
+
 /// The largest inventory (as JSON) an agent may register: listings carry every agent's, and
 /// a client decodes at most 4 MiB per message.
 pub const MAX_INVENTORY_BYTES: usize = 256 * 1024;
@@ -114,43 +121,27 @@ impl Scheduling {
     /// lease. (A broken session is [`Scheduling::session_broke`]; a silent network partition
     /// closes nothing, and there the lease decides.)
     pub fn close_session(&self, agent_id: AgentId, number: u64) {
-        if self.remove_session(agent_id, number) {
+        if self.remove_session(agent_id, number, None) {
             info!(agent_id = %agent_id, "agent session closed");
         }
     }
 
     /// The agent's session broke with an error the coordinator saw (the connection reset or
     /// ended mid-stream: what a killed agent or a rebooted host leaves). Its jobs are requeued
-    /// at once instead of after `agent_lost_after`; should the agent come back before another
-    /// agent took a job, its lease is given back (`reclaim_lapsed`) and nothing is repeated.
-    /// A job on its last attempt still gets the grace: failing it for good on one broken
-    /// connection would be too quick.
+    /// once it stayed away [`RESTART_GRACE`] (the lease reaper), not after
+    /// `agent_lost_after`: an agent restarted at once with its work intact resumes its
+    /// attempt (`ready` with `resume`) instead of losing it to the first idle agent. Should
+    /// it come back later, before another agent took a job, its lease is given back
+    /// (`reclaim_lapsed`) and nothing is repeated. A job on its last attempt gets
+    /// `agent_lost_after`: failing it for good on one broken connection would be too quick.
     pub async fn session_broke(
         &self,
         agent_id: AgentId,
         number: u64,
         why: &str,
     ) -> Result<(), FleetError> {
-        if !self.remove_session(agent_id, number) {
-            return Ok(());
-        }
-        warn!(agent_id = %agent_id, why, "agent session broke; requeueing its jobs now");
-        let max_attempts = self.ground.config().max_attempts;
-        let mut released = false;
-        for job in self.ground.store().jobs().leased_to(agent_id).await? {
-            if job.attempt >= max_attempts {
-                info!(agent_id = %agent_id, job_id = %job.job_id, attempt = job.attempt, "the job is on its last attempt: waiting agent_lost_after before failing it");
-                continue;
-            }
-            let reason = format!(
-                "agent {agent_id} lost: its session broke ({why}) (attempt {})",
-                job.attempt
-            );
-            self.release_lost(&job, reason).await?;
-            released = true;
-        }
-        if released {
-            self.dispatch().await?;
+        if self.remove_session(agent_id, number, Some(why)) {
+            warn!(agent_id = %agent_id, why, grace_s = RESTART_GRACE.as_secs_f64(), "agent session broke; its jobs are requeued unless it comes back within the grace");
         }
         Ok(())
     }
@@ -184,15 +175,20 @@ impl Scheduling {
     /// Forgets the agent's session `number` if it is still the open one, and notes when it
     /// went (the reaper's `agent_lost_after` counts from then). False when a newer session
     /// replaced it.
-    fn remove_session(&self, agent_id: AgentId, number: u64) -> bool {
-        self.sessions.remove(agent_id, number, self.ground.now_ms())
+    fn remove_session(&self, agent_id: AgentId, number: u64, broke: Option<&str>) -> bool {
+        self.sessions
+            .remove(agent_id, number, self.ground.now_ms(), broke)
     }
 
-    /// Agents whose session closed at least `agent_lost_after` ago and who have not opened
-    /// another: how long ago, in milliseconds.
-    pub(super) fn gone_agents(&self) -> HashMap<AgentId, i64> {
-        let grace = self.ground.config().agent_lost_after.as_millis() as i64;
-        self.sessions.gone(self.ground.now_ms(), grace)
+    /// Agents whose session closed at least `agent_lost_after` ago, or broke at least
+    /// [`RESTART_GRACE`] ago, and who have not opened another: how long ago, and how.
+    pub(super) fn gone_agents(&self) -> HashMap<AgentId, (i64, super::session_table::Gone)> {
+        let closed = self.ground.config().agent_lost_after;
+        self.sessions.gone(
+            self.ground.now_ms(),
+            closed.as_millis() as i64,
+            RESTART_GRACE.min(closed).as_millis() as i64,
+        )
     }
 
     /// Queues a message on the agent's session (never dropped for want of room). False, and
@@ -202,11 +198,24 @@ impl Scheduling {
     }
 
     /// The agent is idle. Any job still leased to it is not running anywhere (the agent
-    /// restarted), so it goes back to the queue at once instead of waiting out its lease.
-    pub async fn ready(&self, agent_id: AgentId) -> Result<(), FleetError> {
+    /// restarted), so it goes back to the queue at once instead of waiting out its lease —
+    /// unless the agent names it in `resume` (it restarted with that attempt's work intact):
+    /// then, while the agent still holds it or nobody else took it, the same attempt is
+    /// offered back to it, with the cells already stored kept (at most
+    /// [`MAX_RESUMES_PER_ATTEMPT`] times: an agent that dies on a job every time costs its
+    /// attempts all the same).
+    pub async fn ready(
+        &self,
+        agent_id: AgentId,
+        resume: Option<(JobId, u32)>,
+    ) -> Result<(), FleetError> {
         self.touch_session(agent_id);
         self.touch_agent(agent_id).await?;
+        let resume = resume.filter(|key| self.sessions.count_resume(*key, MAX_RESUMES_PER_ATTEMPT));
         for job in self.ground.store().jobs().leased_to(agent_id).await? {
+            if resume == Some((job.job_id, job.attempt)) {
+                continue;
+            }
             warn!(agent_id = %agent_id, job_id = %job.job_id, "agent is idle but held a lease; requeueing");
             self.release(
                 job.job_id,
@@ -215,8 +224,49 @@ impl Scheduling {
             )
             .await?;
         }
+        if let Some((job_id, attempt)) = resume {
+            if self.resume_attempt(agent_id, job_id, attempt).await? {
+                return Ok(());
+            }
+        }
         self.sessions.wait_for_job(agent_id);
         self.dispatch().await
+    }
+
+    /// Offers `attempt` of `job_id` back to the restarted agent that holds its work, when the
+    /// agent still holds its lease or the job waits in the queue at that attempt; whether
+    /// it was offered.
+    async fn resume_attempt(
+        &self,
+        agent_id: AgentId,
+        job_id: JobId,
+        attempt: u32,
+    ) -> Result<bool, FleetError> {
+        let jobs = self.ground.store().jobs();
+        let found = jobs
+            .reclaim_lapsed_lease(job_id, agent_id, attempt, self.ground.lease_expiry())
+            .await?;
+        if !found.is_held() {
+            info!(agent_id = %agent_id, job_id = %job_id, attempt, "the restarted agent's attempt is no longer its own: it takes what is queued");
+            return Ok(false);
+        }
+        jobs.renew_lease(job_id, agent_id, attempt, self.ground.lease_expiry())
+            .await?;
+        let Some(job) = jobs.job(job_id).await? else {
+            return Ok(false);
+        };
+        let offer = self.offer_for(&job, attempt, true).await?;
+        if !self.sessions.offer(agent_id, offer) {
+            return Ok(false);
+        }
+        warn!(agent_id = %agent_id, job_id = %job_id, attempt, "the agent restarted with its work intact: attempt goes on");
+        self.ground.publish(RunProgress::new(
+            job.run_id,
+            Some(job_id),
+            "running",
+            &format!("agent {agent_id} restarted with its work intact: attempt {attempt} goes on"),
+        ));
+        Ok(true)
     }
 
     /// Offers queued jobs to waiting agents, oldest job first.
@@ -273,35 +323,7 @@ impl Scheduling {
             else {
                 continue;
             };
-            let spec_json = self.ground.store().runs().spec_json(job.run_id).await?;
-            let spec = SpecJson::stored(spec_json.ok_or_else(|| {
-                crate::CoordinatorError::Corrupt(format!(
-                    "queued job {} names run {}, which the store does not hold (restore the data directory from a backup)",
-                    job.job_id, job.run_id
-                ))
-            })?);
-            let next_seq = self
-                .ground
-                .store()
-                .events()
-                .event_count(job.job_id, attempt)
-                .await?;
-            let kept_cells = self
-                .ground
-                .store()
-                .jobs()
-                .kept_cells(job.job_id, attempt)
-                .await?;
-            let offer = JobOffer {
-                job_id: job.job_id,
-                run_id: job.run_id,
-                attempt,
-                spec,
-                lease: self.ground.config().lease,
-                next_seq,
-                generation: job.generation.clone(),
-                kept_cells,
-            };
+            let offer = self.offer_for(&job, attempt, false).await?;
             let sent = self.sessions.offer(agent_id, offer);
             if sent {
                 super::metrics::Counters::add(&self.ground.counters().offers, 1);
@@ -321,6 +343,48 @@ impl Scheduling {
             }
         }
         Ok(())
+    }
+
+    /// The offer of `attempt` of `job`: its spec as stored, the events the attempt has
+    /// stored already (the agent numbers on from there), and the cells it keeps — stored
+    /// by earlier attempts, and with `resumed` by this one too.
+    async fn offer_for(
+        &self,
+        job: &crate::store::JobRow,
+        attempt: u32,
+        resumed: bool,
+    ) -> Result<JobOffer<SpecJson>, FleetError> {
+        let store = self.ground.store();
+        let spec_json = store.runs().spec_json(job.run_id).await?;
+        let spec = SpecJson::stored(spec_json.ok_or_else(|| {
+            crate::CoordinatorError::Corrupt(format!(
+                "queued job {} names run {}, which the store does not hold (restore the data directory from a backup)",
+                job.job_id, job.run_id
+            ))
+        })?);
+        let next_seq = store.events().event_count(job.job_id, attempt).await?;
+        let mut kept_cells = store.jobs().kept_cells(job.job_id, attempt).await?;
+        if resumed {
+            kept_cells.extend(
+                store
+                    .events()
+                    .stored_cells(job.job_id)
+                    .await?
+                    .into_iter()
+                    .filter(|(stored_by, _)| *stored_by == attempt)
+                    .map(|(_, index)| index),
+            );
+        }
+        Ok(JobOffer {
+            job_id: job.job_id,
+            run_id: job.run_id,
+            attempt,
+            spec,
+            lease: self.ground.config().lease,
+            next_seq,
+            generation: job.generation.clone(),
+            kept_cells,
+        })
     }
 
     /// Drains an agent (`resume`: undoes it): a draining agent finishes the job it runs and

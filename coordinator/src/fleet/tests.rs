@@ -96,11 +96,43 @@ impl Harness {
 
     /// The agent says it is idle and takes the offer that follows.
     async fn ready_and_take_offer(&mut self) -> JobOffer<SpecJson> {
-        self.fleet.scheduling().ready(self.agent).await.unwrap();
+        self.fleet
+            .scheduling()
+            .ready(self.agent, None)
+            .await
+            .unwrap();
+        self.take_offer()
+    }
+
+    /// The offer waiting on the agent's session.
+    fn take_offer(&mut self) -> JobOffer<SpecJson> {
         match self.session.try_recv() {
             Ok(SessionMessage::Offer(offer)) => *offer,
             other => panic!("expected an offer, got {other:?}"),
         }
+    }
+
+    /// The agent's connection breaks and it stays away past the restart grace: the lease
+    /// reaper requeues its job.
+    async fn break_past_the_grace(&mut self) {
+        self.fleet
+            .scheduling()
+            .session_broke(self.agent, self.session_number, "reset")
+            .await
+            .unwrap();
+        self.clock.advance(super::sessions::RESTART_GRACE);
+        self.fleet.scheduling().reap_expired_leases().await.unwrap();
+    }
+
+    /// The agent opens a new session (after its old one broke).
+    fn reconnect(&mut self) {
+        let (sender, session) = mpsc::unbounded_channel();
+        let (number, _) = self
+            .fleet
+            .scheduling()
+            .open_session(self.agent, sender, None)
+            .unwrap();
+        (self.session, self.session_number) = (session, number);
     }
 
     /// The agent's connection breaks and it opens a new session at once (a network blip).
@@ -207,7 +239,7 @@ impl Harness {
 #[tokio::test]
 async fn a_submitted_job_is_offered_to_the_waiting_agent_and_done_finishes_the_run() {
     let mut h = Harness::new(3).await;
-    h.fleet.scheduling().ready(h.agent).await.unwrap();
+    h.fleet.scheduling().ready(h.agent, None).await.unwrap();
     let spec = spec();
     let run_id = h
         .fleet
@@ -370,7 +402,7 @@ async fn heartbeats_renew_the_lease_from_the_time_they_arrive() {
         .scheduling()
         .open_session(other, sender, None)
         .unwrap();
-    h.fleet.scheduling().ready(other).await.unwrap();
+    h.fleet.scheduling().ready(other, None).await.unwrap();
     match other_session.try_recv() {
         Ok(SessionMessage::Offer(second)) => assert_eq!(second.attempt, 2),
         other => panic!("expected an offer, got {other:?}"),
@@ -427,7 +459,7 @@ async fn a_resumed_attempt_is_offered_the_cells_earlier_attempts_stored() {
         .await
         .unwrap();
     // The agent restarts: attempt 3 keeps what both earlier attempts stored.
-    h.fleet.scheduling().ready(h.agent).await.unwrap();
+    h.fleet.scheduling().ready(h.agent, None).await.unwrap();
     let third = match h.session.try_recv() {
         Ok(SessionMessage::Offer(offer)) => *offer,
         other => panic!("expected an offer, got {other:?}"),
@@ -492,7 +524,7 @@ async fn a_job_that_loses_every_attempt_fails_the_run_as_agent_lost() {
     );
     assert!(h.last_progress().is_finished());
     // Nothing is left to offer.
-    h.fleet.scheduling().ready(h.agent).await.unwrap();
+    h.fleet.scheduling().ready(h.agent, None).await.unwrap();
     h.no_message();
 }
 
@@ -572,7 +604,7 @@ async fn a_job_whose_agent_closed_its_session_and_stayed_away_is_requeued_before
 /// before anyone took the job, gets its lease back; a job on its last attempt still waits the
 /// grace rather than failing for good on one broken connection.
 #[tokio::test]
-async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt() {
+async fn a_broken_session_requeues_its_job_after_the_restart_grace_unless_it_is_the_last_attempt() {
     let mut h = Harness::new(2).await;
     let run_id = h
         .fleet
@@ -586,7 +618,11 @@ async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt
         .session_broke(h.agent, h.session_number, "connection reset")
         .await
         .unwrap();
-    // No time passes.
+    // Held for the agent a moment (a restarted agent resumes its attempt), then requeued.
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
+    assert_eq!(h.job_state(run_id).await, JobState::Leased);
+    h.clock.advance(super::sessions::RESTART_GRACE);
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
     let job = h.job(offer.job_id).await;
     let reason = job.error.unwrap();
@@ -630,6 +666,13 @@ async fn a_broken_session_requeues_its_job_at_once_unless_it_is_the_last_attempt
         .await
         .unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Leased);
+    h.clock.advance(super::sessions::RESTART_GRACE);
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
+    assert_eq!(
+        h.job_state(run_id).await,
+        JobState::Leased,
+        "the last attempt waits agent_lost_after"
+    );
     h.clock.advance(Duration::from_secs(10));
     h.fleet.scheduling().reap_expired_leases().await.unwrap();
     assert_eq!(h.job_state(run_id).await, JobState::Failed);
@@ -649,7 +692,8 @@ async fn a_lease_given_back_by_one_call_of_the_agent_is_held_for_its_other_call(
         .await
         .unwrap();
     let offer = h.ready_and_take_offer().await;
-    h.break_and_reconnect().await;
+    h.break_past_the_grace().await;
+    h.reconnect();
     assert_eq!(h.job_state(run_id).await, JobState::Queued);
     // The heartbeat's call gives the lease back; the upload's, a moment later, finds it held.
     assert!(h
@@ -762,6 +806,8 @@ async fn a_lost_agent_queues_one_alert_per_attempt_for_the_endpoints_that_take_i
         .session_broke(h.agent, h.session_number, "connection reset")
         .await
         .unwrap();
+    h.clock.advance(super::sessions::RESTART_GRACE);
+    h.fleet.scheduling().reap_expired_leases().await.unwrap();
     let sent = h
         .fleet
         .store()
@@ -1373,10 +1419,10 @@ async fn dispatch_offers_to_the_agent_idle_the_longest_not_the_smallest_id() {
         .scheduling()
         .open_session(other, sender, None)
         .unwrap();
-    h.fleet.scheduling().ready(h.agent).await.unwrap();
-    h.fleet.scheduling().ready(other).await.unwrap();
+    h.fleet.scheduling().ready(h.agent, None).await.unwrap();
+    h.fleet.scheduling().ready(other, None).await.unwrap();
     // A repeated "ready" does not move an agent to the back, nor to the front.
-    h.fleet.scheduling().ready(other).await.unwrap();
+    h.fleet.scheduling().ready(other, None).await.unwrap();
     h.fleet
         .runs()
         .submit(spec(), "manual", "test")
@@ -1477,7 +1523,7 @@ async fn a_draining_agent_keeps_its_job_and_is_offered_nothing_until_resumed() {
         .unwrap();
     h.done(&offer, 0, JobOutcome::Completed).await;
     assert_eq!(h.run_state(first).await.0, RunState::Done);
-    h.fleet.scheduling().ready(h.agent).await.unwrap();
+    h.fleet.scheduling().ready(h.agent, None).await.unwrap();
     h.no_message();
     assert_eq!(h.job_state(second).await, JobState::Queued);
     let states: Vec<AgentState> = h
@@ -1552,4 +1598,57 @@ async fn a_run_whose_finish_was_lost_is_finished_by_the_reapers_pass() {
     // Nothing left to finish; the queued run is not touched.
     assert_eq!(h.fleet.finishing().finish_stranded_runs().await.unwrap(), 0);
     assert_eq!(h.run_state(working).await.0, RunState::Queued);
+}
+
+/// Issue 38: an agent process killed mid-job and started again at once names the attempt it
+/// left running; the coordinator offers that same attempt back (no attempt charged), at most
+/// `MAX_RESUMES_PER_ATTEMPT` times — an agent that dies on a job every time pays for it.
+#[tokio::test]
+async fn a_restarted_agent_resumes_its_attempt_a_bounded_number_of_times() {
+    let mut h = Harness::new(6).await;
+    let run_id = h
+        .fleet
+        .runs()
+        .submit(spec(), "manual", "test")
+        .await
+        .unwrap();
+    let offer = h.ready_and_take_offer().await;
+    assert_eq!(offer.attempt, 1);
+    for restart in 1..=super::sessions::MAX_RESUMES_PER_ATTEMPT {
+        if restart < super::sessions::MAX_RESUMES_PER_ATTEMPT {
+            // Back within the grace: the lease is still the agent's.
+            h.fleet
+                .scheduling()
+                .session_broke(h.agent, h.session_number, "connection reset")
+                .await
+                .unwrap();
+        } else {
+            // Back after the grace, the job requeued but taken by nobody: given back.
+            h.break_past_the_grace().await;
+            assert_eq!(h.job_state(run_id).await, JobState::Queued);
+        }
+        h.reconnect();
+        h.fleet
+            .scheduling()
+            .ready(h.agent, Some((offer.job_id, offer.attempt)))
+            .await
+            .unwrap();
+        let resumed = h.take_offer();
+        assert_eq!((resumed.job_id, resumed.attempt), (offer.job_id, 1));
+        assert_eq!(h.job(offer.job_id).await.state, JobState::Leased);
+    }
+    // One restart more is over the bound: it costs the attempt.
+    h.fleet
+        .scheduling()
+        .session_broke(h.agent, h.session_number, "connection reset")
+        .await
+        .unwrap();
+    h.reconnect();
+    h.fleet
+        .scheduling()
+        .ready(h.agent, Some((offer.job_id, offer.attempt)))
+        .await
+        .unwrap();
+    let next = h.take_offer();
+    assert_eq!((next.job_id, next.attempt), (offer.job_id, 2));
 }

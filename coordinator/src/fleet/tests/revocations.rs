@@ -40,7 +40,7 @@ async fn a_revocation_ends_the_live_session_requeues_its_job_and_refuses_the_cer
         .submit(spec(), "manual", "test")
         .await
         .unwrap();
-    h.fleet.scheduling().ready(thief).await.unwrap();
+    h.fleet.scheduling().ready(thief, None).await.unwrap();
     let Ok(SessionMessage::Offer(offer)) = session.try_recv() else {
         panic!("the agent with the certificate was offered nothing");
     };

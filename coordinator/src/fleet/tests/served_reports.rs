@@ -176,7 +176,7 @@ async fn an_earlier_run_finishing_later_is_in_the_later_runs_report() {
         .scheduling()
         .open_session(other, sender, None)
         .unwrap();
-    h.fleet.scheduling().ready(other).await.unwrap();
+    h.fleet.scheduling().ready(other, None).await.unwrap();
     let Ok(SessionMessage::Offer(later_offer)) = other_session.try_recv() else {
         panic!("the second agent was offered nothing");
     };
