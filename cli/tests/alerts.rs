@@ -98,6 +98,20 @@ async fn slow_receiver(script: Vec<u16>, delay: Duration) -> (String, Arc<Mutex<
     (url, seen)
 }
 
+/// `coordinator.toml` in `dir`: a plaintext coordinator on 127.0.0.1:`port` with its data
+/// in `dir/data`, and `rest` (its `[notify]` table).
+fn coordinator_config(dir: &Path, port: u16, rest: &str) -> std::path::PathBuf {
+    let config = dir.join("coordinator.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[coordinator]\nlisten = \"127.0.0.1:{port}\"\nplaintext = true\ndata_dir = \"data\"\n\n{rest}"
+        ),
+    )
+    .unwrap();
+    config
+}
+
 fn private_file(dir: &Path, name: &str, text: &str) {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -115,16 +129,11 @@ async fn a_parity_failure_reaches_each_endpoint_once_through_retries_and_the_rep
     private_file(tmp.path(), "alert-secret", "alert secret\n");
     private_file(tmp.path(), "slack-url", &slack_url);
     let port = free_port();
-    let config = tmp.path().join("coordinator.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"[coordinator]
-listen = "127.0.0.1:{port}"
-plaintext = true
-data_dir = "data"
-
-[notify]
+    let config = coordinator_config(
+        tmp.path(),
+        port,
+        &format!(
+            r#"[notify]
 report_url = "https://abfleet.example:8443"
 retry_after_seconds = 0.2
 max_attempts = 3
@@ -147,8 +156,7 @@ format = "json"
 url = "{dead_url}"
 "#
         ),
-    )
-    .unwrap();
+    );
     let checked = abfleet(tmp.path(), &["config", "check", config.to_str().unwrap()]);
     let text = output_text(&checked);
     assert!(checked.status.success(), "{text}");
@@ -301,16 +309,11 @@ async fn a_coordinator_stopped_with_an_alert_in_flight_waits_for_it_and_never_se
     let tmp = tempfile::tempdir().unwrap();
     let (url, seen) = slow_receiver(vec![200], Duration::from_secs(3)).await;
     let port = free_port();
-    let config = tmp.path().join("coordinator.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"[coordinator]
-listen = "127.0.0.1:{port}"
-plaintext = true
-data_dir = "data"
-
-[notify]
+    let config = coordinator_config(
+        tmp.path(),
+        port,
+        &format!(
+            r#"[notify]
 retry_after_seconds = 0.2
 
 [[notify.endpoint]]
@@ -319,8 +322,7 @@ format = "json"
 url = "{url}"
 "#
         ),
-    )
-    .unwrap();
+    );
     let start = || {
         std::process::Command::new(env!("CARGO_BIN_EXE_abfleet"))
             .args(["coordinator", "--config", config.to_str().unwrap()])

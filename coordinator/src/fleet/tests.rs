@@ -12,7 +12,7 @@ use abfleet_core::progress::RunProgress;
 use abfleet_core::session::{JobOffer, OutgoingMessage, SessionMessage};
 use abfleet_core::spec::JobSpec;
 use abfleet_core::spec::SpecJson;
-use abfleet_core::{exit, AgentId, RunId};
+use abfleet_core::{exit, AgentId, JobId, RunId};
 use tokio::sync::{broadcast, mpsc};
 
 use super::{CoordinatorConfig, Fleet, FleetError};
@@ -133,6 +133,28 @@ impl Harness {
             .open_session(self.agent, sender, None)
             .unwrap();
         (self.session, self.session_number) = (session, number);
+    }
+
+    /// The agent process restarts at once: its session breaks, it opens a new one and asks
+    /// to resume `attempt`; the offer it gets.
+    async fn restart_resuming(&mut self, attempt: (JobId, u32)) -> JobOffer<SpecJson> {
+        self.fleet
+            .scheduling()
+            .session_broke(self.agent, self.session_number, "connection reset")
+            .await
+            .unwrap();
+        self.ready_resuming(attempt).await
+    }
+
+    /// The agent opens a new session and asks to resume `attempt`; the offer it gets.
+    async fn ready_resuming(&mut self, attempt: (JobId, u32)) -> JobOffer<SpecJson> {
+        self.reconnect();
+        self.fleet
+            .scheduling()
+            .ready(self.agent, Some(attempt))
+            .await
+            .unwrap();
+        self.take_offer()
     }
 
     /// The agent's connection breaks and it opens a new session at once (a network blip).
@@ -1614,41 +1636,21 @@ async fn a_restarted_agent_resumes_its_attempt_a_bounded_number_of_times() {
         .unwrap();
     let offer = h.ready_and_take_offer().await;
     assert_eq!(offer.attempt, 1);
+    let attempt = (offer.job_id, offer.attempt);
     for restart in 1..=super::sessions::MAX_RESUMES_PER_ATTEMPT {
-        if restart < super::sessions::MAX_RESUMES_PER_ATTEMPT {
+        let resumed = if restart < super::sessions::MAX_RESUMES_PER_ATTEMPT {
             // Back within the grace: the lease is still the agent's.
-            h.fleet
-                .scheduling()
-                .session_broke(h.agent, h.session_number, "connection reset")
-                .await
-                .unwrap();
+            h.restart_resuming(attempt).await
         } else {
             // Back after the grace, the job requeued but taken by nobody: given back.
             h.break_past_the_grace().await;
             assert_eq!(h.job_state(run_id).await, JobState::Queued);
-        }
-        h.reconnect();
-        h.fleet
-            .scheduling()
-            .ready(h.agent, Some((offer.job_id, offer.attempt)))
-            .await
-            .unwrap();
-        let resumed = h.take_offer();
-        assert_eq!((resumed.job_id, resumed.attempt), (offer.job_id, 1));
+            h.ready_resuming(attempt).await
+        };
+        assert_eq!((resumed.job_id, resumed.attempt), attempt);
         assert_eq!(h.job(offer.job_id).await.state, JobState::Leased);
     }
     // One restart more is over the bound: it costs the attempt.
-    h.fleet
-        .scheduling()
-        .session_broke(h.agent, h.session_number, "connection reset")
-        .await
-        .unwrap();
-    h.reconnect();
-    h.fleet
-        .scheduling()
-        .ready(h.agent, Some((offer.job_id, offer.attempt)))
-        .await
-        .unwrap();
-    let next = h.take_offer();
+    let next = h.restart_resuming(attempt).await;
     assert_eq!((next.job_id, next.attempt), (offer.job_id, 2));
 }
