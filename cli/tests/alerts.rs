@@ -112,6 +112,17 @@ fn coordinator_config(dir: &Path, port: u16, rest: &str) -> std::path::PathBuf {
     config
 }
 
+/// A spec whose fork fails parity on `float_ssim` (a planted bug): a `parity_failure` alert.
+fn drift_spec(dir: &Path) -> std::path::PathBuf {
+    SpecOptions {
+        fork_build:
+            "commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-DABFLEET_DRIFT\"]]",
+        workloads: &["float_ssim"],
+        ..SpecOptions::path()
+    }
+    .write(dir, "drift.toml")
+}
+
 fn private_file(dir: &Path, name: &str, text: &str) {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -174,13 +185,7 @@ url = "{dead_url}"
     );
     let url = format!("http://127.0.0.1:{port}");
     let _agent = TestAgent::start(&url, &tmp.path().join("agent"));
-    let spec = SpecOptions {
-        fork_build:
-            "commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-DABFLEET_DRIFT\"]]",
-        workloads: &["float_ssim"],
-        ..SpecOptions::path()
-    }
-    .write(tmp.path(), "drift.toml");
+    let spec = drift_spec(tmp.path());
     let mut client = control_at(&url).await;
     let run_id = submit(&mut client, &spec).await;
     let report = wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;
@@ -332,13 +337,7 @@ url = "{url}"
     let mut coordinator = KillOnDrop(start());
     let grpc = format!("http://127.0.0.1:{port}");
     let _agent = TestAgent::start(&grpc, &tmp.path().join("agent"));
-    let spec = SpecOptions {
-        fork_build:
-            "commands = [[\"make\", \"-s\", \"VARIANT=fork\", \"EXTRA_CFLAGS=-DABFLEET_DRIFT\"]]",
-        workloads: &["float_ssim"],
-        ..SpecOptions::path()
-    }
-    .write(tmp.path(), "drift.toml");
+    let spec = drift_spec(tmp.path());
     let mut client = control_at(&grpc).await;
     let run_id = submit(&mut client, &spec).await;
     wait_for_report(&mut client, &run_id, Duration::from_secs(240)).await;

@@ -117,7 +117,7 @@ impl Harness {
     async fn break_past_the_grace(&mut self) {
         self.fleet
             .scheduling()
-            .session_broke(self.agent, self.session_number, "reset")
+            .session_broke(self.agent, self.session_number, "connection reset")
             .await
             .unwrap();
         self.clock.advance(super::sessions::RESTART_GRACE);
@@ -823,13 +823,7 @@ async fn a_lost_agent_queues_one_alert_per_attempt_for_the_endpoints_that_take_i
         .await
         .unwrap();
     let offer = h.ready_and_take_offer().await;
-    h.fleet
-        .scheduling()
-        .session_broke(h.agent, h.session_number, "connection reset")
-        .await
-        .unwrap();
-    h.clock.advance(super::sessions::RESTART_GRACE);
-    h.fleet.scheduling().reap_expired_leases().await.unwrap();
+    h.break_past_the_grace().await;
     let sent = h
         .fleet
         .store()
