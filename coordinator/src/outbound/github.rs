@@ -523,7 +523,7 @@ impl GitHub {
         }
         Ok(PullRequest {
             number,
-            html_url: answer["html_url"].as_str().unwrap_or_default().to_string(),
+            html_url: web_url(&answer),
             created,
         })
     }
@@ -537,8 +537,21 @@ fn comment_of(answer: &Value, what: &str) -> Result<Comment, GitHubError> {
                 what: what.to_string(),
                 why: "no id".into(),
             })?,
-        html_url: answer["html_url"].as_str().unwrap_or_default().to_string(),
+        html_url: web_url(answer),
     })
+}
+
+/// An answer's `html_url` when it is a web address (it becomes a status's `target_url` and
+/// a link in logs): anything else from the API is dropped, never passed on.
+fn web_url(answer: &Value) -> String {
+    answer["html_url"]
+        .as_str()
+        .filter(|url| {
+            (url.starts_with("https://") || url.starts_with("http://"))
+                && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+        })
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// `owner/name` of a git URL or path the way GitHub names it (its last two segments), for
@@ -566,4 +579,59 @@ pub struct GitHubReporting {
     pub retry_after: Duration,
     /// Failed attempts in a row before the answer is given up (logged as an error).
     pub max_attempts: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_id_is_40_or_64_hex_digits_and_nothing_else() {
+        let sha1 = "a".repeat(40);
+        assert_eq!(commit_sha("head.sha", &sha1), Ok(sha1.as_str()));
+        assert!(commit_sha("head.sha", &"B".repeat(64)).is_ok());
+        for bad in [
+            "abc1234",
+            "main/../../../../user",
+            "--upload-pack=touch /tmp/x",
+            "",
+        ] {
+            let err = commit_sha("head.sha", bad).unwrap_err();
+            assert!(
+                err.starts_with("`head.sha` is ")
+                    && err.ends_with("not a commit id (40 or 64 hex digits)"),
+                "{err}"
+            );
+        }
+        assert!(commit_sha("head.sha", &format!("{sha1}?x=1")).is_err());
+    }
+
+    #[test]
+    fn owner_and_name_follow_githubs_rules() {
+        assert!(Repo::parse("lusoris/vmaf").is_ok());
+        assert!(Repo::parse("Codertocat/Hello-World.js").is_ok());
+        for bad in [
+            "-lead/vmaf",
+            "a/..",
+            "a/.",
+            &format!("{}/x", "o".repeat(40)),
+            &format!("o/{}", "n".repeat(101)),
+            "o/n/x",
+            "o n/x",
+        ] {
+            assert!(Repo::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_a_web_address_is_taken_as_html_url() {
+        assert_eq!(
+            web_url(&json!({"html_url": "https://github.com/o/r/pull/1"})),
+            "https://github.com/o/r/pull/1"
+        );
+        for bad in ["javascript:alert(1)", "https://x y", "file:///etc/passwd"] {
+            assert_eq!(web_url(&json!({"html_url": bad})), "", "{bad}");
+        }
+        assert_eq!(web_url(&json!({})), "");
+    }
 }
