@@ -7,6 +7,7 @@ mod client_profile;
 mod commands;
 mod config;
 mod defaults;
+mod exit_summary;
 mod failure;
 mod findings;
 mod github_config;

@@ -91,11 +91,7 @@ pub fn render(report: &Report) -> String {
         ScoreParity::Fail => "FAIL",
         ScoreParity::NotRun => "NOT RUN",
     };
-    let _ = writeln!(
-        out,
-        "score parity: {parity}; status {}; exit code {}",
-        report.status, report.exit_code
-    );
+    let _ = writeln!(out, "score parity: {parity}; status {}", report.status);
     terminal_text::visible(&out).into_owned()
 }
 
@@ -191,11 +187,7 @@ fn render_sweep(report: &Report) -> String {
     for error in &report.errors {
         let _ = writeln!(out, "problem: {error}");
     }
-    let _ = writeln!(
-        out,
-        "status {}; exit code {}",
-        report.status, report.exit_code
-    );
+    let _ = writeln!(out, "status {}", report.status);
     terminal_text::visible(&out).into_owned()
 }
 

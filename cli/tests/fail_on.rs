@@ -71,10 +71,20 @@ fn fail_on_slower_turns_a_passing_run_with_a_slower_cell_into_exit_5_and_bmf_car
         !text.contains("finished: Ok") && !text.contains("[0/0]"),
         "{text}"
     );
+    // The console's last word is the code the process returns and why (issue 39: it said
+    // "exit code 0" above an exit 5).
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last_word = stdout
+        .rsplit_once("\nexit ")
+        .map(|(_, last)| format!("exit {last}"))
+        .unwrap_or_default();
     assert!(
-        text.contains("exit 5 (--fail-on slower): tiny/float_ssim: the fork is slower"),
-        "{text}"
+        last_word.starts_with(
+            "exit 5: --fail-on slower: the fork is significantly slower on a cell\n  tiny/float_ssim: the fork is slower"
+        ),
+        "{stdout}"
     );
+    assert!(!stdout.contains("exit code 0"), "{stdout}");
 
     let run_id = report.run_id.as_str();
     let report_exit = |args: &[&str]| {

@@ -94,11 +94,26 @@ pub async fn follow(
         out_dir.join("report.json").display(),
         out_dir.join("junit.xml").display()
     );
-    Ok(if interrupted {
-        abfleet_core::exit::CANCELLED
+    let (code, gated) = if interrupted {
+        (abfleet_core::exit::CANCELLED, Vec::new())
     } else {
-        exit_code_under(&report, fail_on)
-    })
+        gated_code(&report, fail_on)
+    };
+    // The last word: the code this process returns, and why (the table above says the
+    // run's state, not the code: `--fail-on` may change it).
+    print!("{}", crate::exit_summary::render(&report, code, &gated));
+    Ok(code)
+}
+
+/// The report's exit code under `--fail-on`, and the lines of the gate that set it (none
+/// when no gate did).
+fn gated_code(report: &Report, fail_on: &[FailOn]) -> (i32, Vec<String>) {
+    let (code, found) = abfleet_core::fail_on::gated_exit_code(report, fail_on);
+    if fail_on.iter().any(|gate| gate.exit_code() == code) {
+        (code, found)
+    } else {
+        (code, Vec::new())
+    }
 }
 
 /// The report's exit code under `--fail-on`, saying on stderr what tripped a gate.
