@@ -1,6 +1,8 @@
 //! Progress of a followed run on stderr: a bar with the current cell on a terminal, plain
-//! lines (one per change) otherwise. What the agent says is shown through
-//! `terminal_text::visible_cell`.
+//! lines (one per change) otherwise — a step said again with only its elapsed time grown
+//! (a long build's heartbeat) prints that time alone, not the step's whole line again (a CI
+//! log filled with a 21-target command line every 10 s: issue 39). What the agent says is
+//! shown through `terminal_text::visible_cell`.
 
 use std::io::IsTerminal;
 
@@ -11,7 +13,40 @@ use crate::terminal_text::visible_cell;
 
 pub struct Progress {
     bar: Option<ProgressBar>,
-    last_line: String,
+    lines: PlainLines,
+}
+
+/// The plain lines of a followed run: what was printed last, without its elapsed time.
+#[derive(Default)]
+struct PlainLines {
+    last_step: String,
+}
+
+impl PlainLines {
+    /// The line to print for `line`, if any: nothing when it says what the last did; only
+    /// the elapsed time when only that changed.
+    fn next(&mut self, line: &str) -> Option<String> {
+        let (step, elapsed) = split_elapsed(line);
+        if step == self.last_step {
+            return elapsed.map(|elapsed| format!("  … {elapsed}"));
+        }
+        self.last_step = step.to_string();
+        Some(line.to_string())
+    }
+}
+
+/// `line` without a trailing `, N s elapsed`, and that elapsed part (`N s elapsed`).
+fn split_elapsed(line: &str) -> (&str, Option<&str>) {
+    match line.rsplit_once(", ") {
+        Some((step, elapsed))
+            if elapsed
+                .strip_suffix(" s elapsed")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            (step, Some(elapsed))
+        }
+        _ => (line, None),
+    }
 }
 
 impl Progress {
@@ -32,7 +67,7 @@ impl Progress {
         }
         Progress {
             bar,
-            last_line: String::new(),
+            lines: PlainLines::default(),
         }
     }
 
@@ -68,9 +103,8 @@ impl Progress {
                         format!(": {text}")
                     }
                 );
-                if line != self.last_line {
-                    eprintln!("{line}");
-                    self.last_line = line;
+                if let Some(shown) = self.lines.next(&line) {
+                    eprintln!("{shown}");
                 }
             }
         }
@@ -87,5 +121,31 @@ impl Progress {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_said_again_prints_only_its_elapsed_time() {
+        let mut lines = PlainLines::default();
+        let step = "build: building fork: ninja -C build src/a.hsaco src/b.hsaco";
+        assert_eq!(
+            lines.next(&format!("{step}, 10 s elapsed")).as_deref(),
+            Some(format!("{step}, 10 s elapsed").as_str())
+        );
+        assert_eq!(
+            lines.next(&format!("{step}, 20 s elapsed")).as_deref(),
+            Some("  … 20 s elapsed")
+        );
+        assert_eq!(
+            lines.next("[1/4] running: tiny/psnr").as_deref(),
+            Some("[1/4] running: tiny/psnr")
+        );
+        assert_eq!(lines.next("[1/4] running: tiny/psnr"), None, "said once");
+        assert_eq!(split_elapsed("a, b"), ("a, b", None));
+        assert_eq!(split_elapsed("a, s elapsed"), ("a, s elapsed", None));
     }
 }
