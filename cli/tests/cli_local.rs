@@ -294,7 +294,7 @@ fn bad_specs_get_clear_errors_and_the_right_exit_code() {
             "unknown-key.toml",
             good.replace("[measure]\n", "[measure]\nrunz = 3\n"),
             2,
-            vec!["unknown field `runz`", "docs/job-spec.md"],
+            vec!["unknown field `runz`", "did you mean `runs`?", "docs/job-spec.md"],
         ),
         (
             "missing-fixture.toml",

@@ -25,9 +25,9 @@ pub(crate) const SECONDS_LIMIT: f64 = 7.0 * 24.0 * 3600.0;
 impl JobSpec {
     /// Reads, parses, validates and resolves a spec file.
     pub fn load(path: &Path) -> Result<JobSpec, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| SpecError::Read {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         let base_dir = path
             .parent()
@@ -41,7 +41,7 @@ impl JobSpec {
     pub fn from_toml(text: &str, origin: &Path, base_dir: &Path) -> Result<JobSpec, SpecError> {
         let raw: RawSpec = toml::from_str(text).map_err(|err| SpecError::Syntax {
             path: origin.to_path_buf(),
-            message: err.to_string().trim_end().to_string(),
+            message: super::error::explained(err.to_string().trim_end()),
         })?;
         raw.resolve(base_dir)
             .and_then(check)
