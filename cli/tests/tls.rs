@@ -446,6 +446,28 @@ async fn the_command_line_serves_and_dials_mutual_tls_and_refuses_plaintext_off_
         stderr.contains("needs a certificate of role `operator`"),
         "{stderr}"
     );
+    // Issue 39: a client holding another CA's files read "check that the URL points at a
+    // running coordinator"; it is told the TLS handshake failed, and why.
+    let foreign = tmp.path().join("foreign/abfleet-certs");
+    let refused = run(vec![
+        "agents".into(),
+        "--coordinator".into(),
+        url.clone(),
+        "--tls-cert".into(),
+        foreign.join("agent-a.pem").display().to_string(),
+        "--tls-key".into(),
+        foreign.join("agent-a.key").display().to_string(),
+        "--tls-ca".into(),
+        foreign.join("ca.pem").display().to_string(),
+    ]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the TLS handshake with the coordinator failed")
+            && stderr.contains("not signed by the CA in --tls-ca")
+            && !stderr.contains("start one with `abfleet coordinator`"),
+        "{stderr}"
+    );
     child.kill().unwrap();
     let _ = child.wait();
 }

@@ -124,10 +124,40 @@ async fn control_client(
         .await
         .map_err(|err| match err {
             ConnectError::Endpoint(err) => Failure::usage(anyhow::Error::from(err)),
-            unreachable => Failure::infra(anyhow::anyhow!(
-                "failed to reach the coordinator at {url}: {unreachable}; start one with `abfleet coordinator`, or pass --coordinator"
-            )),
+            unreachable => {
+                let detail = unreachable.to_string();
+                match tls_failure(&detail) {
+                    Some(why) => Failure::usage(anyhow::anyhow!(
+                        "the TLS handshake with the coordinator failed ({detail}): {why}"
+                    )),
+                    None => Failure::infra(anyhow::anyhow!(
+                        "failed to reach the coordinator at {url}: {detail}; start one with `abfleet coordinator`, or pass --coordinator"
+                    )),
+                }
+            }
         })
+}
+
+/// What a TLS handshake failure in `detail` (rustls' words, through tonic) means and what to
+/// check; `None` when it is no TLS failure.
+fn tls_failure(detail: &str) -> Option<String> {
+    const CHECK_FILES: &str = "check that --tls-ca is the fleet's ca.pem and that --tls-cert and --tls-key were issued by that fleet's `abfleet certs` (`abfleet certs show CERT` reads one back)";
+    let why = if detail.contains("UnknownIssuer") || detail.contains("BadSignature") {
+        "the coordinator's certificate is not signed by the CA in --tls-ca (another fleet's CA?)"
+    } else if detail.contains("NotValidForName") {
+        return Some("the coordinator's certificate does not name the host in the URL: dial the name it has, or issue it with this one (`abfleet certs issue --role coordinator --san HOST`)".to_string());
+    } else if detail.contains("Expired") || detail.contains("NotValidYet") {
+        "a certificate is outside its validity period (expired, or the clocks disagree)"
+    } else if detail.contains("invalid peer certificate")
+        || detail.contains("received fatal alert")
+        || detail.contains("certificate required")
+        || detail.contains("HandshakeFailure")
+    {
+        "the coordinator and this client do not accept each other's certificates"
+    } else {
+        return None;
+    };
+    Some(format!("{why}; {CHECK_FILES}"))
 }
 
 /// A failed control call as an error a person can read.
@@ -146,5 +176,27 @@ fn link_error(what: &str, err: abfleet_proto::LinkError) -> Failure {
     match err.kind() {
         LinkErrorKind::InvalidArgument | LinkErrorKind::NotFound => Failure::usage(error),
         _ => Failure::infra(error),
+    }
+}
+
+#[cfg(test)]
+mod tls_failure_tests {
+    use super::tls_failure;
+
+    #[test]
+    fn a_tls_failure_says_which_certificate_problem_it_is() {
+        let foreign =
+            tls_failure("transport error: invalid peer certificate: UnknownIssuer").unwrap();
+        assert!(
+            foreign
+                .starts_with("the coordinator's certificate is not signed by the CA in --tls-ca"),
+            "{foreign}"
+        );
+        let name = tls_failure("invalid peer certificate: NotValidForNameContext { .. }").unwrap();
+        assert!(name.contains("--san HOST"), "{name}");
+        assert_eq!(
+            tls_failure("transport error: Connection refused (os error 111)"),
+            None
+        );
     }
 }
