@@ -73,6 +73,7 @@ pub enum Command {
     /// `submit --wait --fail-on` would.
     #[command(after_help = AFTER_HELP)]
     Report {
+        /// The run's id, or a unique start of it (as `abfleet runs` shows it).
         run_id: String,
         #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
         format: ReportFormat,
@@ -101,6 +102,7 @@ pub enum Command {
     /// report written and the run's exit code (Ctrl-C stops following, exit 8).
     #[command(after_help = AFTER_HELP)]
     Watch {
+        /// The run's id, or a unique start of it (as `abfleet runs` shows it).
         run_id: String,
         #[command(flatten)]
         to: CoordinatorArgs,
@@ -134,6 +136,7 @@ pub enum Command {
     },
     /// Cancel a run: queued jobs are dropped, running ones stopped.
     Cancel {
+        /// The run's id, or a unique start of it (as `abfleet runs` shows it).
         run_id: String,
         #[command(flatten)]
         to: CoordinatorArgs,
@@ -166,7 +169,7 @@ pub enum Command {
     /// For taking its host down or re-tuning it. The drain is kept in the coordinator's store
     /// (it survives restarts of either side); `--resume` lets the agent take jobs again.
     Drain {
-        /// The agent's id, as `abfleet agents` lists it.
+        /// The agent's id, a unique start of it, or its host name, as `abfleet agents` lists them.
         agent_id: String,
         /// Undo the drain: the agent takes jobs again.
         #[arg(long)]

@@ -530,8 +530,9 @@ async fn cancel_stops_the_job_and_kills_its_hanging_benchmark() {
     )
     .await;
 
-    let said = abfleet(&["cancel", &run_id, "--coordinator", &coordinator.url()]).await;
-    assert!(said.contains("cancelled"), "{said}");
+    // A unique prefix names the run, as `abfleet runs` shows it (issue 39).
+    let said = abfleet(&["cancel", &run_id[..8], "--coordinator", &coordinator.url()]).await;
+    assert!(said.contains(&format!("run {run_id} cancelled")), "{said}");
     let cancelled_at = Instant::now();
     wait_until(
         Duration::from_secs(15),
@@ -586,8 +587,11 @@ async fn a_drained_agent_finishes_its_job_and_takes_no_new_one_until_resumed() {
     })
     .await;
 
-    let said = abfleet(&["drain", &agent_id, "--coordinator", &url]).await;
-    assert!(said.contains("is draining"), "{said}");
+    let said = abfleet(&["drain", &agent_id[..6], "--coordinator", &url]).await;
+    assert!(
+        said.contains(&format!("agent {agent_id} is draining")),
+        "{said}"
+    );
     let line = agents_line(&url, &agent_id).await;
     assert!(line.contains(" draining "), "{line}");
     let second = submit(&mut client, &short).await;

@@ -218,9 +218,10 @@ fn cache_cell(bytes: Option<u64>, max_bytes: Option<u64>) -> String {
 }
 
 pub async fn cancel(run_id: &str, coordinator: &str, tls: &TlsArgs) -> Result<i32, Failure> {
-    let parsed: RunId = run_id.parse().usage()?;
-    let cancelled = control_client(coordinator, tls)
-        .await?
+    let client = control_client(coordinator, tls).await?;
+    let parsed: RunId = super::ids::run_id(&client, run_id).await?;
+    let run_id = parsed.to_string();
+    let cancelled = client
         .cancel(&parsed, "cancelled with `abfleet cancel`")
         .await
         .map_err(|err| link_error("failed to cancel the run", err))?;
@@ -238,9 +239,10 @@ pub async fn drain(
     coordinator: &str,
     tls: &TlsArgs,
 ) -> Result<i32, Failure> {
-    let parsed: AgentId = agent_id.parse().usage()?;
-    let state = control_client(coordinator, tls)
-        .await?
+    let client = control_client(coordinator, tls).await?;
+    let parsed: AgentId = super::ids::agent_id(&client, agent_id).await?;
+    let agent_id = parsed.to_string();
+    let state = client
         .drain(&parsed, resume)
         .await
         .map_err(|err| link_error("failed to drain the agent", err))?;

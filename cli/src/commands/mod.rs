@@ -8,6 +8,7 @@ mod certs;
 mod docs;
 mod docs_pull_request;
 mod follow;
+mod ids;
 mod lists;
 mod local;
 mod manual;

@@ -23,7 +23,7 @@ pub async fn run(
     fail_on: &[FailOn],
     source: &StoreSource,
 ) -> Result<i32, Failure> {
-    let parsed: RunId = run_id.parse().usage()?;
+    let parsed = resolve(run_id, source).await?;
     let report = load(parsed, source).await?;
     let text = match format {
         ReportFormat::Md => render_markdown(&report),
@@ -58,6 +58,20 @@ pub async fn against(
         visible(&abfleet_render::render_comparison(&now, &before))
     );
     Ok(0)
+}
+
+/// The run `text` names: a whole id, or (from a coordinator) a unique prefix of one.
+async fn resolve(text: &str, source: &StoreSource) -> Result<RunId, Failure> {
+    match (text.parse(), &source.data_dir) {
+        (Ok(id), _) => Ok(id),
+        (Err(err), Some(_)) => Err(Failure::usage(anyhow::anyhow!(
+            "{err}; with --data-dir give the whole run id (`abfleet runs --data-dir DIR` lists them)"
+        ))),
+        (Err(_), None) => {
+            let client = control_client(&source.to.coordinator, &source.to.tls).await?;
+            super::ids::run_id(&client, text).await
+        }
+    }
 }
 
 pub async fn load(run_id: RunId, source: &StoreSource) -> Result<Report, Failure> {

@@ -111,7 +111,7 @@ pub async fn watch(
     out: Option<PathBuf>,
     fail_on: &[FailOn],
 ) -> Result<i32, Failure> {
-    let parsed: abfleet_core::RunId = run_id.parse().usage()?;
     let client = control_client(coordinator, tls).await?;
+    let parsed = super::ids::run_id(&client, run_id).await?;
     follow(&client, &parsed, out, OnInterrupt::Detach, fail_on).await
 }
