@@ -555,6 +555,11 @@ fn run_tail(report: &Report) -> Markup {
             h2 { "Attempts" }
             ul { @for a in &report.attempt_history { li { @if let Some(g) = &a.generation { code { (g) } " " } (a.line()) } } }
         }
+        @if !report.notifications.is_empty() {
+            // The alerts sent about the run, as report.md lists them.
+            h2 { "Notifications" }
+            ul class="notifications" { @for sent in &report.notifications { li { (sent.line()) " — " (sent.summary) } } }
+        }
         @if !commands.is_empty() {
             details {
                 summary { "Reproduce a cell by hand (the exact argv and working directory of its timed runs)" }

@@ -230,3 +230,30 @@ fn each_cell_names_the_agent_and_certificate_that_sent_it() {
     let (_, errors) = parse(&html);
     assert!(errors.is_empty(), "{errors:?}");
 }
+
+/// Issue 39: report.md listed the alerts sent about a run, report.html did not.
+#[test]
+fn the_alerts_sent_about_the_run_are_listed_as_in_report_md() {
+    let mut report = drift_report();
+    report.notifications = vec![abfleet_core::notification::NotificationRecord {
+        kind: "parity_failure".to_string(),
+        endpoint: "ops-<slack>".to_string(),
+        key: "any".to_string(),
+        summary: "test: parity failed on float_ssim".to_string(),
+        state: "sent".to_string(),
+        attempts: 1,
+        last_status: Some(200),
+        last_error: None,
+        created: "2026-12-07T00:00:00Z".to_string(),
+        sent: Some("2026-12-07T00:00:01Z".to_string()),
+    }];
+    let html = render_report_html(&report);
+    assert!(
+        html.contains(
+            "parity_failure to ops-&lt;slack&gt;: sent (HTTP 200) — test: parity failed on float_ssim"
+        ),
+        "the alert, escaped"
+    );
+    let (_, errors) = parse(&html);
+    assert!(errors.is_empty(), "{errors:?}");
+}
