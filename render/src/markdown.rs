@@ -217,13 +217,18 @@ fn render_geomean(out: &mut String, report: &Report) {
     }
 }
 
-/// The score parity verdict, its failures, one-sided metrics and declared renames.
-fn render_parity(out: &mut String, report: &Report) {
-    let parity = match report.score_parity {
+/// A parity verdict as the report writes it (never the enum's name: `NotRun`).
+fn parity_word(parity: ScoreParity) -> &'static str {
+    match parity {
         ScoreParity::Ok => "OK",
         ScoreParity::Fail => "FAIL",
         ScoreParity::NotRun => "NOT RUN",
-    };
+    }
+}
+
+/// The score parity verdict, its failures, one-sided metrics and declared renames.
+fn render_parity(out: &mut String, report: &Report) {
+    let parity = parity_word(report.score_parity);
     let _ = writeln!(out, "**Score parity: {parity}**\n");
     for line in &report.score_parity_report {
         let _ = writeln!(out, "- {}", text(line));
@@ -354,10 +359,10 @@ fn render_generations(out: &mut String, report: &Report) {
         };
         let _ = writeln!(
             out,
-            "| {} | {host}{simulated} | {} | {:?} | {} | {} | {} (exit {}) |",
+            "| {} | {host}{simulated} | {} | {} | {} | {} | {} (exit {}) |",
             code(&section.key),
             report.cells_of(section).count() + section.backend_cells.len(),
-            section.score_parity,
+            parity_word(section.score_parity),
             if section.startup_bound { "yes" } else { "no" },
             crate::retune_markdown::findings_summary(section),
             section.status,
@@ -575,6 +580,17 @@ mod tests {
             .unwrap();
         assert!(v3.contains("1.100 s") && !v3.contains("2.100 s"), "{v3}");
         assert!(v4.contains("2.100 s") && !v4.contains("1.100 s"), "{v4}");
+        // The generations table says parity in the report's words (issue 39: `NotRun`).
+        let row = markdown
+            .lines()
+            .find(|line| line.starts_with("| `cpu/x86-64-v3` |"))
+            .unwrap();
+        assert!(
+            [" | OK | ", " | FAIL | ", " | NOT RUN | "]
+                .iter()
+                .any(|word| row.contains(word)),
+            "{row}"
+        );
     }
 
     /// Issue 23: report.md wrote spec names, PR titles and hostnames as they came, so
