@@ -143,10 +143,25 @@ fn merge(run: &RunRecord, sections: Vec<(Option<String>, Report)>) -> Report {
         );
         report.attempts = report.attempts.max(sub.attempts);
         report.attempt_history.extend(sub.attempt_history);
-        if report.upstream.resolved.is_none() {
-            report.upstream.resolved = sub.upstream.resolved;
-            report.fork.resolved = sub.fork.resolved;
-            report.fork_ref = sub.fork_ref;
+        // Each side as the generations saw it: the first resolution and build any had (a
+        // failed build over a good one), so a side built on some generation is not "not
+        // resolved, not built" in the header (issue 39: a retuning run's fork).
+        if report.fork.resolved.is_none() && sub.fork.resolved.is_some() {
+            report.fork_ref = sub.fork_ref.clone();
+        }
+        for (side, seen) in [
+            (&mut report.upstream, &sub.upstream),
+            (&mut report.fork, &sub.fork),
+        ] {
+            if side.resolved.is_none() {
+                side.resolved.clone_from(&seen.resolved);
+            }
+            let failed = |b: &Option<crate::events::BuildRecord>| {
+                b.as_ref().is_some_and(|b| b.status == BuildStatus::Failed)
+            };
+            if side.build.is_none() || (failed(&seen.build) && !failed(&side.build)) {
+                side.build.clone_from(&seen.build);
+            }
         }
     }
     report.startup_note = None;
@@ -835,5 +850,59 @@ mod spec_hash_tests {
             comparable_spec_sha256(&spec),
             comparable_spec_sha256(&fewer)
         );
+    }
+}
+
+#[cfg(test)]
+mod merged_sides_tests {
+    use crate::events::{BuildRecord, BuildStatus, JobEventPayload, JobOutcome, Side};
+    use crate::report::samples::{assembled, done_job, done_run};
+    use crate::spec::JobSpec;
+
+    /// Issue 39: a run over several generations (a retuning run) said both sides were "not
+    /// resolved, not built" although a generation had built the fork.
+    #[test]
+    fn a_side_built_on_any_generation_is_resolved_and_built_in_the_header() {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/jobs"));
+        let spec = JobSpec::load(&dir.join("demo.toml")).unwrap();
+        let source = spec.fork.source.clone();
+        let run = done_run("00000000-0000-0000-0000-000000000009", "manual", 1, spec);
+        let done = || JobEventPayload::Done {
+            outcome: JobOutcome::Completed,
+            error: None,
+        };
+        let jobs = vec![
+            done_job("j1", Some("cpu/x86-64-v3/a"), vec![done()]),
+            done_job(
+                "j2",
+                Some("cpu/x86-64-v4/b"),
+                vec![
+                    JobEventPayload::SourceResolved {
+                        side: Side::Fork,
+                        source,
+                        resolved: "0123abcd".into(),
+                    },
+                    JobEventPayload::Build(BuildRecord {
+                        side: Side::Fork,
+                        status: BuildStatus::Built,
+                        cache_key: "k".into(),
+                        toolchain: "cc 12".into(),
+                        seconds: 1.5,
+                        log_path: "/w/build.log".into(),
+                        log_tail: None,
+                        error: None,
+                    }),
+                    done(),
+                ],
+            ),
+        ];
+        let report = assembled(&run, &jobs);
+        assert_eq!(report.generations.len(), 2, "{:?}", report.generations);
+        assert_eq!(report.fork.resolved.as_deref(), Some("0123abcd"));
+        assert_eq!(
+            report.fork.build.as_ref().map(|b| b.status),
+            Some(BuildStatus::Built)
+        );
+        assert!(report.upstream.resolved.is_none() && report.upstream.build.is_none());
     }
 }
