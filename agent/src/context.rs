@@ -431,7 +431,7 @@ impl OutputLimit {
                 path.display()
             ),
             Some((name, frames)) => format!(
-                "output too large for its input: {bytes} bytes, where `{name}`'s {frames} frame(s) allow {} ({} KiB a frame; `{}`): the binary wrote more than scores of this input, and it was not read",
+                "output too large for its input: {bytes} bytes, where `{name}`'s {frames} frame(s) allow {} ({} KiB a frame; `{}`): the binary wrote more than scores of this input, and it was not read: check that the command template passes this fixture's {{reference}} and {{distorted}} and the workload's arguments",
                 self.bytes,
                 abfleet_core::spec::MAX_OUTPUT_BYTES_PER_FRAME / 1024,
                 path.display()

@@ -80,15 +80,7 @@ pub fn render(report: &Report, code: i32, gated: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A real run of the demo whose fork fails parity on `float_ssim`.
-    fn drift_report() -> Report {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../fixtures/reports/demo-drift.json"
-        );
-        Report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
+    use crate::test_reports::demo_drift as drift_report;
 
     #[test]
     fn the_last_word_states_the_gated_code_and_its_reasons() {

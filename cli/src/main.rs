@@ -18,6 +18,8 @@ mod progress;
 mod relative_paths;
 mod table;
 mod terminal_text;
+#[cfg(test)]
+mod test_reports;
 mod text_table;
 
 use std::process::ExitCode;

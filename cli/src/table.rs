@@ -199,11 +199,7 @@ mod tests {
     /// and delta columns stand.
     #[test]
     fn an_emulated_cell_reads_not_timed_in_the_speedup_column() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../fixtures/reports/demo-drift.json"
-        );
-        let report = Report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let report = crate::test_reports::demo_drift();
         let timed = report
             .cells
             .iter()

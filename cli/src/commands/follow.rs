@@ -108,24 +108,29 @@ pub async fn follow(
 /// The report's exit code under `--fail-on`, and the lines of the gate that set it (none
 /// when no gate did).
 fn gated_code(report: &Report, fail_on: &[FailOn]) -> (i32, Vec<String>) {
-    let (code, found) = abfleet_core::fail_on::gated_exit_code(report, fail_on);
-    if fail_on.iter().any(|gate| gate.exit_code() == code) {
-        (code, found)
-    } else {
-        (code, Vec::new())
-    }
+    let (code, tripped) = tripped_gate(report, fail_on);
+    (code, tripped.map(|(_, lines)| lines).unwrap_or_default())
 }
 
-/// The report's exit code under `--fail-on`, saying on stderr what tripped a gate.
-pub fn exit_code_under(report: &Report, fail_on: &[FailOn]) -> i32 {
+/// The report's exit code under `--fail-on`, and the gate that set it with what tripped it.
+fn tripped_gate(report: &Report, fail_on: &[FailOn]) -> (i32, Option<(FailOn, Vec<String>)>) {
     let (code, found) = abfleet_core::fail_on::gated_exit_code(report, fail_on);
-    if let Some(gate) = fail_on.iter().find(|gate| gate.exit_code() == code) {
-        for line in found {
-            eprintln!(
-                "exit {code} (--fail-on {gate}): {}",
-                crate::terminal_text::visible(&line)
-            );
-        }
+    let gate = fail_on.iter().find(|gate| gate.exit_code() == code);
+    (code, gate.map(|gate| (*gate, found)))
+}
+
+/// The report's exit code under `--fail-on`, saying on stderr what tripped a gate (stdout
+/// carries the report itself: `abfleet report`).
+pub fn exit_code_under(report: &Report, fail_on: &[FailOn]) -> i32 {
+    let (code, tripped) = tripped_gate(report, fail_on);
+    for (gate, line) in tripped
+        .iter()
+        .flat_map(|(gate, lines)| lines.iter().map(move |line| (gate, line)))
+    {
+        eprintln!(
+            "exit {code} (--fail-on {gate}): {}",
+            crate::terminal_text::visible(line)
+        );
     }
     code
 }

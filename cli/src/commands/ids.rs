@@ -4,7 +4,8 @@
 //! name. An ambiguous one is refused with its candidates.
 
 use abfleet_core::{AgentId, RunId};
-use abfleet_proto::control_link::{ControlLink, PageRequest};
+use abfleet_proto::control_link::{ControlLink, Page, PageRequest};
+use abfleet_proto::LinkError;
 
 use super::link_error;
 use crate::failure::Failure;
@@ -20,28 +21,21 @@ pub async fn run_id(client: &ControlLink, text: &str) -> Result<RunId, Failure> 
     if let Ok(id) = text.parse() {
         return Ok(id);
     }
-    let mut candidates = Vec::new();
-    let mut token = None;
-    loop {
-        let page = client
-            .runs(PageRequest { size: PAGE, token }, false)
-            .await
-            .map_err(|err| link_error("failed to list the runs", err))?;
-        candidates.extend(page.items.into_iter().map(|run| {
+    let runs = every_page(|page| client.runs(page, false))
+        .await
+        .map_err(|err| link_error("failed to list the runs", err))?;
+    let candidates: Vec<(String, String)> = runs
+        .into_iter()
+        .map(|run| {
             let id = run.run_id.to_string();
             (
                 id.clone(),
                 format!("{id} ({}, {})", run.name, run.state.as_str()),
             )
-        }));
-        match page.next_token {
-            Some(next) => token = Some(next),
-            None => break,
-        }
-    }
-    let id = unique("run", text, &candidates, |id| {
-        id.starts_with(&text.to_lowercase())
-    })?;
+        })
+        .collect();
+    let lower = text.to_lowercase();
+    let id = unique("run", text, &candidates, |id| id.starts_with(&lower))?;
     id.parse()
         .map_err(|err| Failure::infra(anyhow::anyhow!("{err}")))
 }
@@ -52,19 +46,9 @@ pub async fn agent_id(client: &ControlLink, text: &str) -> Result<AgentId, Failu
     if let Ok(id) = text.parse() {
         return Ok(id);
     }
-    let mut agents = Vec::new();
-    let mut token = None;
-    loop {
-        let page = client
-            .agents(PageRequest { size: PAGE, token })
-            .await
-            .map_err(|err| link_error("failed to list the agents", err))?;
-        agents.extend(page.items);
-        match page.next_token {
-            Some(next) => token = Some(next),
-            None => break,
-        }
-    }
+    let agents = every_page(|page| client.agents(page))
+        .await
+        .map_err(|err| link_error("failed to list the agents", err))?;
     let candidates: Vec<(String, String)> = agents
         .iter()
         .map(|agent| {
@@ -86,6 +70,23 @@ pub async fn agent_id(client: &ControlLink, text: &str) -> Result<AgentId, Failu
     };
     id.parse()
         .map_err(|err| Failure::infra(anyhow::anyhow!("{err}")))
+}
+
+/// Every item of a paged list, `fetch` asked for page after page.
+async fn every_page<T, Fut>(fetch: impl Fn(PageRequest) -> Fut) -> Result<Vec<T>, LinkError>
+where
+    Fut: std::future::Future<Output = Result<Page<T>, LinkError>>,
+{
+    let mut items = Vec::new();
+    let mut token = None;
+    loop {
+        let page = fetch(PageRequest { size: PAGE, token }).await?;
+        items.extend(page.items);
+        match page.next_token {
+            Some(next) => token = Some(next),
+            None => return Ok(items),
+        }
+    }
 }
 
 /// The one candidate (id, label) that `matches`, or an error naming none or the several.

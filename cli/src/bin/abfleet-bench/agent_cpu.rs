@@ -196,7 +196,7 @@ pub async fn run(args: AgentCpuArgs) -> Result<i32, Failure> {
 }
 
 /// A child process killed when dropped.
-struct KillOnDrop(std::process::Child);
+pub(super) struct KillOnDrop(pub(super) std::process::Child);
 
 impl KillOnDrop {
     /// SIGINT (the agent stops as on Ctrl-C), then up to 10 s for it to exit.

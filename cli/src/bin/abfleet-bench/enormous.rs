@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use abfleet_core::report::Report;
 use serde::Serialize;
 
+use super::agent_cpu::KillOnDrop;
 use crate::failure::{Classify, Failure};
 
 pub struct EnormousArgs {
@@ -155,13 +156,10 @@ timeout_seconds = 120
 /// the last sample before it exits is its peak, short of a rise in its last 10 ms).
 fn watch(mut child: Child) -> anyhow::Result<(std::process::ExitStatus, ProcessFigures)> {
     let started = Instant::now();
-    let status_file = format!("/proc/{}/status", child.id());
+    let pid = child.id();
     let mut peak_kib = 0u64;
     loop {
-        if let Some(kib) = std::fs::read_to_string(&status_file)
-            .ok()
-            .and_then(|status| vm_hwm_kib(&status))
-        {
+        if let Some(kib) = super::fleet::rss_kib(pid, "VmHWM:") {
             peak_kib = peak_kib.max(kib);
         }
         if let Some(status) = child.try_wait()? {
@@ -175,17 +173,6 @@ fn watch(mut child: Child) -> anyhow::Result<(std::process::ExitStatus, ProcessF
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-fn vm_hwm_kib(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
 }
 
 fn local_run(binary: &Path, dir: &Path, spec: &Path) -> anyhow::Result<(ProcessFigures, Report)> {
@@ -285,13 +272,4 @@ fn largest_output(work_dir: &Path) -> u64 {
         }
     }
     largest
-}
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -866,7 +866,7 @@ pub(super) fn load_avg() -> Option<f64> {
 }
 
 /// `VmRSS:` or `VmHWM:` of a process, in KiB.
-fn rss_kib(pid: u32, field: &str) -> Option<u64> {
+pub(super) fn rss_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
